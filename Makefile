@@ -1,0 +1,27 @@
+# The README's two commands: `make demo` (the main job) and `make test` (the suite).
+# Both create .venv on first use and are fast when it is already set up.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: setup demo test clean
+
+$(STAMP): pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install --upgrade pip
+	# torch first, pinned to the CPU build, so no multi-GB CUDA build is pulled in
+	$(BIN)/pip install torch==2.13.0
+	$(BIN)/pip install -e '.[dev]'
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/optsched reproduce --quick
+
+test: $(STAMP)
+	$(BIN)/python -m pytest
+
+clean:
+	rm -rf $(VENV) runs

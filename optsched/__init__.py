@@ -1,0 +1,10 @@
+"""optsched: schedule agentic LLM serving with mathematical optimization.
+
+Core packages (numpy-level, no solver / gym / torch imports): ``optsched.workload``, ``optsched.cost``,
+``optsched.kvcache``, ``optsched.sim``, ``optsched.policies``, ``optsched.export``.
+Formulations: ``optsched.models``; solvers: ``optsched.solvers``; Gymnasium envs: ``optsched.envs``;
+torch executor: ``optsched.executor``. See DESIGN.md for the layering.
+"""
+
+__version__ = "0.1.0"
+__all__ = ["__version__"]

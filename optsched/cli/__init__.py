@@ -1,0 +1,55 @@
+"""The `optsched` command. Each subcommand lives in its own module ``optsched.cli.<name>`` that
+defines ``register(subparsers)``; the module's handler is set with ``parser.set_defaults(func=...)``
+and returns an exit code."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+
+__all__ = ["main", "build_parser"]
+
+# subcommand modules, in help order; a module that fails to import is reported, not hidden
+SUBCOMMANDS = ("workload", "cost", "simulate", "solve", "export", "reproduce")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="optsched", description="Schedule agentic LLM serving with mathematical optimization."
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in SUBCOMMANDS:
+        try:
+            mod = importlib.import_module(f"optsched.cli.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name == f"optsched.cli.{name}":
+                continue  # subcommand not built yet
+            raise
+        mod.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO, format="%(levelname)s %(name)s: %(message)s"
+    )
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except (ValueError, FileNotFoundError) as exc:
+        # bad input: one clear line, no traceback (run with -v for the traceback)
+        if args.verbose:
+            raise
+        print(f"optsched {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
