@@ -10,14 +10,18 @@ from optsched.policies.base import (
     Router,
     WaitingPrefill,
 )
+from optsched.policies.admission_fcfs import FCFSAdmission
+from optsched.policies.router_round_robin import RoundRobinRouter
 
 __all__ = [
     "RESIDENCY_ACTIONS",
     "Admission",
     "ClusterView",
+    "FCFSAdmission",
     "InstanceView",
     "Residency",
     "ResidencyDecision",
+    "RoundRobinRouter",
     "Router",
     "WaitingPrefill",
 ]
