@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from optsched.policies.base import ClusterView
 
-__all__ = ["PREFILL_ROLES", "DECODE_ROLES", "prefill_candidates", "decode_candidates"]
+__all__ = ["DECODE_ROLES", "PREFILL_ROLES", "decode_candidates", "prefill_candidates"]
 
 PREFILL_ROLES = ("prefill", "colocated")
 DECODE_ROLES = ("decode",)

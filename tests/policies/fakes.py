@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 from optsched.policies.base import WaitingPrefill
 from optsched.workload.types import Call
