@@ -1,0 +1,78 @@
+"""`optsched cost predict | validate | list`: the cost model from the command line."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+__all__ = ["register"]
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("cost", help="GPU cost model: predict a step's time, validate against measurements")
+    sub = p.add_subparsers(dest="cost_command", metavar="ACTION")
+    pr = sub.add_parser("predict", help="time of one engine step, with its breakdown")
+    pr.add_argument("--gpu", default="h200-sxm")
+    pr.add_argument("--model", default="llama-3-70b")
+    pr.add_argument("--tp", type=int, default=1)
+    pr.add_argument("--prefill", type=int, default=0, help="new prefill tokens this step (one chunk)")
+    pr.add_argument("--context", type=int, default=0,
+                    help="total context of the prefill chunk incl. the new tokens (cached = context - prefill)")
+    pr.add_argument("--decodes", type=int, default=0, help="decode sequences in the step")
+    pr.add_argument("--kv", type=int, default=0, help="KV tokens summed over the decode sequences")
+    pr.add_argument("--uncalibrated", action="store_true", help="use default efficiencies, not the shipped fit")
+    pr.add_argument("--json", action="store_true")
+    pr.set_defaults(func=_predict)
+    va = sub.add_parser("validate", help="accuracy table: predicted vs measured kernel times")
+    va.add_argument("--data", default=None, help="measured data dir (default ../shared/data next to the repo)")
+    va.add_argument("--json", action="store_true")
+    va.set_defaults(func=_validate)
+    ls = sub.add_parser("list", help="catalog GPUs and models")
+    ls.set_defaults(func=_list)
+    p.set_defaults(func=lambda a: (p.print_help(), 2)[1])
+
+
+def _predict(args) -> int:
+    from optsched.cost import CostModel, chunk_attn_pairs
+
+    if args.context and args.context < args.prefill:
+        raise ValueError(f"--context ({args.context}) must be >= --prefill ({args.prefill})")
+    cm = CostModel.from_names(args.gpu, args.model, args.tp, calibrated=not args.uncalibrated)
+    ctx = max(args.context, args.prefill)
+    pairs = float(chunk_attn_pairs(ctx - args.prefill, args.prefill))
+    bd = cm.step_breakdown(args.prefill, pairs, ctx if args.prefill else 0, args.decodes, args.kv)
+    comps = {k: bd[k] for k in ("linear_s", "attention_s", "communication_s", "overhead_s")}
+    if args.json:
+        print(json.dumps({"gpu": cm.gpu.name, "model": cm.model.name, "tp": cm.tp,
+                          "calibration": cm.calibration.name, "time_s": bd["time_s"], "components": comps,
+                          "flops": bd["flops"], "bytes": bd["bytes"], "binding": bd["binding"],
+                          "linear_bound": bd["linear_bound"]}, indent=1))
+        return 0
+    print(f"{cm.model.name} on {cm.tp}x {cm.gpu.name} (calibration: {cm.calibration.name})")
+    print(f"step: prefill {args.prefill} new tokens on {ctx - args.prefill} cached, "
+          f"{args.decodes} decodes holding {args.kv} KV tokens")
+    for k, v in comps.items():
+        print(f"  {k[:-2]:<14} {v * 1e3:10.3f} ms")
+    print(f"  {'total':<14} {bd['time_s'] * 1e3:10.3f} ms   (binding: {bd['binding']}; "
+          f"linear layers {bd['linear_bound']}-bound)")
+    print(f"  FLOPs {bd['flops']:.4g}   bytes {bd['bytes']:.4g}")
+    print(f"KV: {cm.kv_bytes_per_token} B/token, HBM capacity {cm.kv_capacity_tokens()} tokens")
+    return 0
+
+
+def _validate(args) -> int:
+    from optsched.cost.validate import default_data_dir, validation_report, format_report
+
+    data = Path(args.data) if args.data else default_data_dir()
+    report = validation_report(data)
+    print(json.dumps(report, indent=1) if args.json else format_report(report))
+    return 0
+
+
+def _list(args) -> int:
+    from optsched.cost import list_gpus, list_models
+
+    print("gpus:   " + ", ".join(list_gpus()))
+    print("models: " + ", ".join(list_models()))
+    return 0

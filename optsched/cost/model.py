@@ -1,0 +1,235 @@
+"""``CostModel``: time of one engine iteration of one instance (tp GPUs, tensor parallel), KV sizes,
+capacities and transfer times.
+
+Step time = linear + attention + communication + overhead, each summed over layers, each kernel a
+calibrated roofline (``optsched.cost.efficiency.kernel_time``):
+
+- linear: per layer the four Megatron-TP GEMMs (``ops.dense_gemms``) on m = prefill_tokens + decode_seqs
+  rows, weights read once per step; MoE layers: router GEMM + ``E_act`` routed experts each on
+  m·k/E_act rows (``ops.expected_active_experts``) + shared experts; non-GEMM ops as memory traffic
+  (family "elementwise"); LM head on the rows that need logits (decode_seqs + 1 if any prefill).
+  Total ≈ 2·active_params FLOPs per token.
+- attention per layer: prefill FLOPs 4·pairs·heads_per_rank·head_dim (QKᵀ and PV), bytes = KV of
+  ``prefill_kv_tokens`` + Q/O; decode FLOPs 4·decode_kv_tokens·heads·head_dim, bytes = KV of
+  ``decode_kv_tokens`` (every KV read once) + Q/O. MLA decode uses the weight-absorbed form
+  (DeepSeek-V2, App. on MLA inference): per KV token 2·heads·(d_c + d_R) + 2·heads·d_c FLOPs, d_c + d_R cached
+  elements.
+- communication: two ring all-reduces of m·hidden·wb bytes per layer when tp > 1,
+  time = latency + 2(tp−1)/tp · bytes / (nvlink_bw · ε) (nccl-tests doc/PERFORMANCE.md "bus bandwidth").
+- overhead: ``step_overhead_s`` for any non-empty step (scheduler, sampling, launch gaps).
+
+All step arguments broadcast (numpy); an all-zero step costs 0.0 s.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from optsched.cost import memory
+from optsched.cost.calibration import Calibration, shipped_calibration
+from optsched.cost.catalog import load_gpu, load_model
+from optsched.cost.efficiency import kernel_time
+from optsched.cost.ops import (dense_gemms, elementwise_bytes_per_token, expected_active_experts, expert_gemms,
+                               gemm_flops_bytes)
+from optsched.cost.specs import GPUSpec, ModelSpec
+
+__all__ = ["CostModel"]
+
+
+def _out(x):
+    """float for 0-d results, the array otherwise."""
+    return float(x) if np.ndim(x) == 0 else x
+
+
+class CostModel:
+    """Cost model of one instance: ``gpu`` × ``tp`` serving ``model``.
+
+    Args: gpu / model: spec or catalog name or file path; tp: tensor-parallel degree (>= 1);
+    calibration: a ``Calibration`` (None = uncalibrated defaults); mem_utilization: HBM fraction vLLM may
+    use (0.9); max_batched_tokens: step token budget used for the activation reserve; host_mem_utilization:
+    fraction of the per-GPU host DRAM / SSD share usable for KV (0.8, assumption).
+    Raises ValueError on a bad tp / fraction, or an unknown GPU/model.
+    """
+
+    def __init__(self, gpu: GPUSpec | str, model: ModelSpec | str, tp: int = 1, calibration: Calibration | None = None,
+                 mem_utilization: float = 0.9, max_batched_tokens: int = 8192, host_mem_utilization: float = 0.8):
+        if isinstance(tp, bool) or not isinstance(tp, (int, np.integer)) or tp < 1:
+            raise ValueError(f"tp must be an int >= 1, got {tp!r}")
+        if not 0 < host_mem_utilization <= 1:
+            raise ValueError(f"host_mem_utilization must be in (0, 1], got {host_mem_utilization!r}")
+        self.gpu = load_gpu(gpu)
+        self.model = load_model(model)
+        self.tp = int(tp)
+        self.calibration = calibration if calibration is not None else Calibration()
+        self.mem_utilization = mem_utilization
+        self.max_batched_tokens = max_batched_tokens
+        self.host_mem_utilization = host_mem_utilization
+        m, t = self.model, self.tp
+        self.kv_bytes_per_token = memory.kv_bytes_per_token(m, t)
+        self._kv_rank_layer = memory.kv_bytes_per_token_layer_rank(m, t)
+        self._dense = dense_gemms(m, t)
+        self._experts = expert_gemms(m, t) if m.is_moe else []
+        self._elem_bytes = elementwise_bytes_per_token(m, t)
+        self._heads = max(1, m.num_heads // t)
+        self._capacity = memory.kv_capacity_tokens(self.gpu, m, t, mem_utilization, max_batched_tokens)
+
+    @classmethod
+    def from_names(cls, gpu: str, model: str, tp: int = 1, calibrated: bool = True, **kw) -> "CostModel":
+        """Catalog names → CostModel with the shipped calibration for that GPU (or the cross-GPU default)."""
+        g = load_gpu(gpu)
+        cal = shipped_calibration(g.name) if calibrated else None
+        return cls(g, model, tp, cal, **kw)
+
+    @property
+    def num_gpus(self) -> int:
+        return self.tp
+
+    def __repr__(self) -> str:
+        return f"CostModel({self.gpu.name!r}, {self.model.name!r}, tp={self.tp}, calibration={self.calibration.name!r})"
+
+    # ---- capacities ------------------------------------------------------------------------------
+    def kv_capacity_tokens(self) -> int:
+        """HBM KV tokens of the instance after weights + activation reserve."""
+        return self._capacity
+
+    def kv_capacity_blocks(self, block_size: int) -> int:
+        """HBM KV blocks of ``block_size`` tokens (floor)."""
+        if block_size < 1:
+            raise ValueError(f"block_size must be >= 1, got {block_size!r}")
+        return self._capacity // int(block_size)
+
+    def tier_capacity_blocks(self, tier: str, block_size: int) -> int:
+        """KV blocks in tier "hbm", "dram" (host DRAM share of the tp GPUs) or "ssd"."""
+        if tier == "hbm":
+            return self.kv_capacity_blocks(block_size)
+        if block_size < 1:
+            raise ValueError(f"block_size must be >= 1, got {block_size!r}")
+        per_gpu = {"dram": self.gpu.host_dram_bytes, "ssd": self.gpu.ssd_bytes}.get(tier)
+        if per_gpu is None:
+            raise ValueError(f"tier must be one of hbm, dram, ssd, got {tier!r}")
+        return int(per_gpu * self.tp * self.host_mem_utilization // (self.kv_bytes_per_token * block_size))
+
+    # ---- step time ---------------------------------------------------------------------------------
+    def step_breakdown(self, prefill_tokens=0, prefill_attn_pairs=0, prefill_kv_tokens=0, decode_seqs=0,
+                       decode_kv_tokens=0) -> dict:
+        """Per-component seconds of one step (arrays broadcast): time_s, linear_s, attention_s,
+        communication_s, overhead_s, flops, bytes (whole instance), binding ("linear", "attention",
+        "communication" or "overhead": the largest component) and linear_bound ("compute"/"memory")."""
+        g, m, cal = self.gpu, self.model, self.calibration
+        fam = cal.families
+        pt = np.asarray(prefill_tokens, dtype=float)
+        ds = np.asarray(decode_seqs, dtype=float)
+        pairs = np.asarray(prefill_attn_pairs, dtype=float)
+        pkv = np.asarray(prefill_kv_tokens, dtype=float)
+        dkv = np.asarray(decode_kv_tokens, dtype=float)
+        rows = pt + ds
+        wb = m.weight_bytes
+        peak, bw = g.bf16_flops, g.hbm_bw
+        gf = fam["gemm"]
+        flops = np.zeros(np.broadcast(pt, ds, pairs, pkv, dkv).shape)
+        nbytes = np.zeros_like(flops)
+        comp_t = np.zeros_like(flops)
+        mem_t = np.zeros_like(flops)
+
+        def add_gemm(mrows, n, k, count):
+            nonlocal flops, nbytes, comp_t, mem_t
+            f, b = gemm_flops_bytes(mrows, n, k, wb)
+            flops = flops + count * f
+            nbytes = nbytes + count * b
+            comp_t = comp_t + count * f / peak
+            mem_t = mem_t + count * b / bw
+            return count * kernel_time(f, b, mrows, peak, bw, gf)
+
+        lin = 0.0
+        for _, n, k in self._dense:
+            lin = lin + add_gemm(rows, n, k, m.dense_layers)
+        if m.is_moe:
+            e_act = expected_active_experts(rows, m.num_experts, m.experts_per_token)
+            per_e = np.divide(rows * m.experts_per_token, e_act, out=np.zeros_like(e_act), where=e_act > 0)
+            for name, n, k in self._dense[:2]:  # attention projections of MoE layers
+                lin = lin + add_gemm(rows, n, k, m.moe_layers)
+            lin = lin + add_gemm(rows, m.num_experts, m.hidden_size, m.moe_layers)  # router
+            for _, n, k in self._experts:
+                lin = lin + add_gemm(per_e, n, k, m.moe_layers * e_act)
+                if m.num_shared_experts:
+                    lin = lin + add_gemm(rows, n * m.num_shared_experts, k, m.moe_layers)
+        eb = rows * self._elem_bytes
+        lin = lin + m.num_layers * kernel_time(0.0, eb, rows, peak, bw, fam["elementwise"])
+        nbytes = nbytes + m.num_layers * eb
+        logit_rows = ds + (pt > 0)
+        lin = lin + add_gemm(logit_rows, max(1, m.vocab_size // self.tp), m.hidden_size, 1)
+
+        # attention
+        hq = self._heads
+        if m.kv_lora_rank:
+            dc = m.kv_lora_rank + m.qk_rope_head_dim
+            pf_f, dec_f_per_tok = 2.0 * hq * (m.qk_head_dim + m.v_head_dim), 2.0 * hq * (dc + m.kv_lora_rank)
+        else:
+            pf_f, dec_f_per_tok = 4.0 * hq * m.head_dim, 4.0 * hq * m.head_dim
+        qo = 2.0 * hq * m.head_dim * wb  # bytes of Q read + O written per query token
+        a_pf_f = pairs * pf_f
+        a_pf_b = pkv * self._kv_rank_layer + pt * qo
+        a_dc_f = dkv * dec_f_per_tok
+        a_dc_b = dkv * self._kv_rank_layer + ds * qo
+        attn = m.num_layers * (kernel_time(a_pf_f, a_pf_b, pt, peak, bw, fam["attn_prefill"])
+                               + kernel_time(a_dc_f, a_dc_b, ds, peak, bw, fam["attn_decode"]))
+        flops = flops + m.num_layers * (a_pf_f + a_dc_f)
+        nbytes = nbytes + m.num_layers * (a_pf_b + a_dc_b)
+
+        comm = self.allreduce_time(rows * m.hidden_size * wb) * (2 * m.num_layers) if self.tp > 1 else 0.0
+        busy = (rows > 0) | (pkv > 0) | (dkv > 0)
+        over = np.where(busy, cal.step_overhead_s, 0.0)
+        lin = np.where(busy, lin, 0.0)
+        comm = np.where(busy, comm, 0.0)
+        total = lin + attn + comm + over
+        comps = np.stack(np.broadcast_arrays(lin, attn, comm, over))
+        names = np.array(["linear", "attention", "communication", "overhead"])
+        binding = np.where(busy, names[np.argmax(comps, axis=0)], "none")
+        bound = np.where(comp_t >= mem_t, "compute", "memory")
+        out = {"time_s": total, "linear_s": lin, "attention_s": attn, "communication_s": comm, "overhead_s": over,
+               "flops": flops * self.tp, "bytes": nbytes * self.tp, "binding": binding, "linear_bound": bound}
+        if all(np.ndim(v) == 0 for v in out.values()):
+            out = {k: (str(v) if k in ("binding", "linear_bound") else float(v)) for k, v in out.items()}
+        return out
+
+    def step_time(self, prefill_tokens=0, prefill_attn_pairs=0, prefill_kv_tokens=0, decode_seqs=0,
+                  decode_kv_tokens=0):
+        """Seconds of one engine iteration (float for scalar inputs, ndarray otherwise)."""
+        return self.step_breakdown(prefill_tokens, prefill_attn_pairs, prefill_kv_tokens, decode_seqs,
+                                   decode_kv_tokens)["time_s"]
+
+    def prefill_time(self, new_tokens, cached_tokens=0):
+        """One prefill of ``new_tokens`` on top of ``cached_tokens``, alone on the instance (s)."""
+        new = np.asarray(new_tokens, dtype=float)
+        cached = np.asarray(cached_tokens, dtype=float)
+        pairs = new * (cached + (new + 1.0) / 2.0)
+        return self.step_time(new, pairs, np.where(new > 0, cached + new, 0.0), 0, 0)
+
+    def decode_step_time(self, batch, kv_tokens_total):
+        """One decode step of ``batch`` sequences holding ``kv_tokens_total`` KV tokens in all (s)."""
+        return self.step_time(0, 0, 0, batch, kv_tokens_total)
+
+    def recompute_time(self, tokens):
+        """Time to recompute a prefix of ``tokens`` tokens from scratch (one prefill step, s)."""
+        return self.prefill_time(tokens, 0)
+
+    # ---- communication / transfers ---------------------------------------------------------------------
+    def allreduce_time(self, nbytes):
+        """Ring all-reduce of ``nbytes`` across the tp ranks over NVLink (s); 0 for tp = 1."""
+        if self.tp == 1:
+            return _out(np.zeros_like(np.asarray(nbytes, dtype=float)))
+        cal = self.calibration
+        nb = np.asarray(nbytes, dtype=float)
+        t = cal.allreduce_latency_s + 2.0 * (self.tp - 1) / self.tp * nb / (self.gpu.nvlink_bw * cal.allreduce_eps)
+        return _out(np.where(nb > 0, t, 0.0))
+
+    def transfer_time(self, nbytes, link: str):
+        """Move ``nbytes`` (the instance's total, spread evenly over its tp GPUs, each with its own link) over
+        ``link`` in "pcie" (HBM↔DRAM), "ssd" (DRAM↔SSD), "nvlink", "rdma": latency + bytes/(bw·tp) (s)."""
+        bw = self.gpu.link_bw(link) * self.tp
+        nb = np.asarray(nbytes, dtype=float)
+        return _out(np.where(nb > 0, self.gpu.link_latency_s + nb / bw, 0.0))
+
+    def kv_transfer_time(self, tokens, link: str):
+        """Move the KV of ``tokens`` tokens over ``link`` (s)."""
+        return self.transfer_time(np.asarray(tokens, dtype=float) * self.kv_bytes_per_token, link)
