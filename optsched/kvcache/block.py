@@ -1,0 +1,60 @@
+"""One cached KV block: the node of the prefix index (internal to ``optsched.kvcache``).
+
+Block hashes are chained (hash i identifies the whole prefix 0..i, as Mooncake ``hash_ids``), so a
+block is keyed by its hash alone and points to its parent block; ``depth`` is its position in the
+prefix (0 = first block). ``child_tier[t]`` counts the children resident in tier t, which is what
+leaf-first eviction needs (a block may leave tier t only when no child is in tier t or hotter).
+"""
+
+from __future__ import annotations
+
+__all__ = ["Block"]
+
+_INF = float("inf")
+
+
+class Block:
+    """Mutable per-block state (plain slotted class: the cache updates it on every call).
+
+    Attributes:
+        key: the block hash.
+        parent: parent block (None for a first block).
+        depth: index of the block in its prefix (blocks).
+        tier: 0 hbm, 1 dram, 2 ssd.
+        ref: running sequences pinning it (> 0 only in HBM, or during a promotion).
+        last_use_s: simulated time of the last acquire/release touching it (s).
+        child_tier: children resident per tier ([hbm, dram, ssd]).
+        version: bumped on every eviction-heap push; only the newest heap entry is live.
+        prio: eviction priority for the cost-aware policy (GreedyDual H value, s).
+        ttl_deadline_s: residency TTL deadline (s), inf = none; ttl_then its action index
+            (1 offload to DRAM, 2 offload to SSD, 3 drop); ttl_version invalidates old TTL entries.
+        alive: False once removed from the index.
+    """
+
+    __slots__ = (
+        "key", "parent", "depth", "tier", "ref", "last_use_s", "child_tier", "version", "prio",
+        "ttl_deadline_s", "ttl_then", "ttl_version", "alive",
+    )
+
+    def __init__(self, key: int, parent: "Block | None", depth: int, tier: int, now_s: float) -> None:
+        self.key = key
+        self.parent = parent
+        self.depth = depth
+        self.tier = tier
+        self.ref = 0
+        self.last_use_s = now_s
+        self.child_tier = [0, 0, 0]
+        self.version = 0
+        self.prio = 0.0
+        self.ttl_deadline_s = _INF
+        self.ttl_then = 0
+        self.ttl_version = 0
+        self.alive = True
+
+    @property
+    def num_children(self) -> int:
+        return self.child_tier[0] + self.child_tier[1] + self.child_tier[2]
+
+    def __repr__(self) -> str:  # for test failure messages
+        return (f"Block(key={self.key}, depth={self.depth}, tier={self.tier}, ref={self.ref}, "
+                f"last_use_s={self.last_use_s}, child_tier={self.child_tier})")
