@@ -1,0 +1,78 @@
+"""CSV reading helper: rows as dicts with 1-based physical line numbers and clear cell errors."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+from typing import Iterator
+
+from optsched.workload.errors import TraceFormatError
+
+__all__ = ["iter_csv_rows", "int_cell", "float_cell"]
+
+
+def iter_csv_rows(path: str | Path, required: tuple[str, ...]) -> Iterator[tuple[int, dict[str, str]]]:
+    """Yield ``(line_number, row)`` for each data row (header is line 1, first data row line 2).
+
+    Raises:
+        FileNotFoundError: missing file.
+        TraceFormatError: empty file, no data rows, a missing required column, or a row whose cell
+            count differs from the header's.
+    """
+    path = Path(path)
+    with path.open("r", encoding="utf-8", newline="") as fh:
+        reader = csv.reader(fh)
+        header = next(reader, None)
+        if header is None:
+            raise TraceFormatError(path, 0, f"a CSV header with columns {', '.join(required)} (the file is empty)")
+        header = [h.strip() for h in header]
+        missing = [c for c in required if c not in header]
+        if missing:
+            raise TraceFormatError(path, 1, f"header columns {', '.join(required)}", f"missing {', '.join(missing)}")
+        n = 0
+        for row in reader:
+            n += 1
+            line = reader.line_num
+            if len(row) != len(header):
+                raise TraceFormatError(path, line, f"{len(header)} cells ({', '.join(header)})", row)
+            yield line, dict(zip(header, row))
+        if n == 0:
+            raise TraceFormatError(path, 0, "at least one data row after the header")
+
+
+def int_cell(row: dict[str, str], col: str, path: str | Path, line: int, minimum: int = 0) -> int:
+    """Cell ``col`` as an int >= ``minimum`` (integral floats like ``"12.0"`` accepted).
+
+    Raises:
+        TraceFormatError: non-numeric, non-integral or too small (names file, line and column).
+    """
+    text = row[col].strip()
+    try:
+        value = int(text)
+    except ValueError:
+        try:
+            f = float(text)
+        except ValueError:
+            raise TraceFormatError(path, line, f"column {col!r} to be an integer >= {minimum}", text) from None
+        if not f.is_integer():
+            raise TraceFormatError(path, line, f"column {col!r} to be an integer >= {minimum}", text) from None
+        value = int(f)
+    if value < minimum:
+        raise TraceFormatError(path, line, f"column {col!r} to be an integer >= {minimum}", text)
+    return value
+
+
+def float_cell(row: dict[str, str], col: str, path: str | Path, line: int, minimum: float = 0.0) -> float:
+    """Cell ``col`` as a finite float >= ``minimum``.
+
+    Raises:
+        TraceFormatError: non-numeric, NaN/inf or too small.
+    """
+    text = row[col].strip()
+    try:
+        value = float(text)
+    except ValueError:
+        raise TraceFormatError(path, line, f"column {col!r} to be a number >= {minimum}", text) from None
+    if not (value >= minimum) or value == float("inf"):
+        raise TraceFormatError(path, line, f"column {col!r} to be a finite number >= {minimum}", text)
+    return value

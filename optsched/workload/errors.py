@@ -1,0 +1,68 @@
+"""Trace-input errors that name the file, the 1-based line and what was expected.
+
+Every loader in ``optsched.workload`` reports bad input through :class:`TraceFormatError` (a
+``ValueError``, so the CLI prints it as one clean line) and never drops a record silently.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+__all__ = ["TraceFormatError", "require_int", "require_number"]
+
+
+class TraceFormatError(ValueError):
+    """Bad trace input.
+
+    Attributes:
+        path: the file (str).
+        line: 1-based line number (CSV: the physical line, header = line 1), or 0 for the whole file.
+        expected: what the loader expected there.
+    """
+
+    def __init__(self, path: str | Path, line: int, expected: str, got: object = None) -> None:
+        self.path = str(path)
+        self.line = int(line)
+        self.expected = expected
+        where = f"{self.path}:{self.line}" if self.line > 0 else self.path
+        msg = f"{where}: expected {expected}"
+        if got is not None:
+            text = repr(got)
+            msg += f", got {text[:80] + '...' if len(text) > 80 else text}"
+        super().__init__(msg)
+
+
+def require_int(value: object, field: str, path: str | Path, line: int, minimum: int = 0) -> int:
+    """``value`` as an int >= ``minimum``; integral floats (``12.0``) are accepted.
+
+    Raises:
+        TraceFormatError: missing (None), non-numeric, non-integral or below ``minimum``.
+    """
+    if value is None:
+        raise TraceFormatError(path, line, f"field {field!r} (an integer >= {minimum})", "missing")
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TraceFormatError(path, line, f"field {field!r} to be an integer >= {minimum}", value)
+    if isinstance(value, float):
+        if not value.is_integer():
+            raise TraceFormatError(path, line, f"field {field!r} to be an integer >= {minimum}", value)
+        value = int(value)
+    if value < minimum:
+        raise TraceFormatError(path, line, f"field {field!r} to be an integer >= {minimum}", value)
+    return value
+
+
+def require_number(value: object, field: str, path: str | Path, line: int, minimum: float = 0.0) -> float:
+    """``value`` as a finite float >= ``minimum``.
+
+    Raises:
+        TraceFormatError: missing, non-numeric, NaN/inf or below ``minimum``.
+    """
+    if value is None:
+        raise TraceFormatError(path, line, f"field {field!r} (a number >= {minimum})", "missing")
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TraceFormatError(path, line, f"field {field!r} to be a number >= {minimum}", value)
+    value = float(value)
+    if not math.isfinite(value) or value < minimum:
+        raise TraceFormatError(path, line, f"field {field!r} to be a finite number >= {minimum}", value)
+    return value

@@ -1,0 +1,136 @@
+"""``workload_stats``: the summary figures of a workload (what ``optsched workload stats`` prints).
+
+Keys of the returned dict (all plain Python numbers, JSON-serializable):
+
+- ``name`` (str), ``closed_loop`` (bool), ``calls`` (int, number of calls), ``sessions`` (int).
+- ``input_tokens``, ``output_tokens``, ``new_tokens`` (tokens), ``gap_s`` (s), ``calls_per_session``,
+  ``calls_per_turn``: each ``{"count", "min", "median", "p95", "max", "mean"}`` (``count`` = number of
+  values; percentiles by numpy's default linear interpolation; all None when there are no values).
+- ``gap_s`` is the inter-call gap: for sessions whose calls carry ``arrival_s``, the differences of
+  consecutive arrivals inside each multi-call session; for an open-loop request list (no session has two
+  calls) the trace's inter-arrival gaps; otherwise (closed loop, no timestamps) the ``think_time_s`` of
+  every call that has a child (the tool/think wait between a call and the next one).
+- ``calls_per_turn`` counts calls per (session, turn).
+- ``subagent_session_share``: fraction of sessions with a call on a lane >= 1.
+- ``max_concurrent_subagents``: most subagent lanes open at once in any session (a lane opens at its
+  first call and closes when a main-lane call lists one of its calls as parent, i.e. at the join).
+- ``prefix_reuse``: fraction of all prefix blocks whose hash was seen earlier, processing calls in release
+  order (arrival order when every call has ``arrival_s``, else session start then topological order)
+  with an unbounded cache. Mooncake conversation trace: 0.366 (shared/data/mooncake_fast25/SOURCE.md).
+- ``prefix_hit``: fraction of blocks lying in the leading run of already-seen hashes (a true prefix-cache
+  hit). Found by binary search, which is exact for chained hashes (types.py contract).
+- ``io_ratio``: total input tokens / total output tokens.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from optsched.workload.types import MAIN_LANE, Call, Session, Workload
+
+__all__ = ["workload_stats", "summarize", "release_order", "max_concurrent_subagents"]
+
+
+def summarize(values) -> dict:
+    """``{"count", "min", "median", "p95", "max", "mean"}`` of a 1-D sequence (None entries when empty)."""
+    a = np.asarray(values, dtype=float)
+    if a.size == 0:
+        return {"count": 0, "min": None, "median": None, "p95": None, "max": None, "mean": None}
+    return {
+        "count": int(a.size), "min": float(a.min()), "median": float(np.median(a)),
+        "p95": float(np.percentile(a, 95)), "max": float(a.max()), "mean": float(a.mean()),
+    }
+
+
+def release_order(workload: Workload) -> list[Call]:
+    """Calls in release order: by ``arrival_s`` (stable) when all have it, else by session start then
+    session (topological) order."""
+    calls = list(workload.calls())
+    if calls and all(c.arrival_s is not None for c in calls):
+        return sorted(calls, key=lambda c: c.arrival_s)
+    order = sorted(range(len(workload.sessions)), key=lambda i: workload.sessions[i].start_s)
+    return [c for i in order for c in workload.sessions[i].calls]
+
+
+def max_concurrent_subagents(session: Session) -> int:
+    """Most subagent lanes open at once in ``session`` (see module docstring)."""
+    lane_of = {c.call_id: c.lane for c in session.calls}
+    open_lanes: set[int] = set()
+    best = 0
+    for c in session.calls:
+        if c.lane != MAIN_LANE:
+            open_lanes.add(c.lane)
+            best = max(best, len(open_lanes))
+        else:
+            for p in c.parents:
+                open_lanes.discard(lane_of[p])
+    return best
+
+
+def _gaps(workload: Workload) -> list[float]:
+    sessions = workload.sessions
+    if any(len(s) > 1 for s in sessions):
+        if all(c.arrival_s is not None for c in workload.calls()):
+            out: list[float] = []
+            for s in sessions:
+                t = sorted(c.arrival_s for c in s.calls)
+                out.extend(np.diff(t).tolist())
+            return out
+        has_child = {p for c in workload.calls() for p in c.parents}
+        return [c.think_time_s for c in workload.calls() if c.call_id in has_child]
+    t = sorted(c.arrival_s for c in workload.calls() if c.arrival_s is not None)
+    return np.diff(t).tolist() if len(t) > 1 else []
+
+
+def _prefix(calls: list[Call]) -> tuple[float | None, float | None]:
+    seen: set[int] = set()
+    total = reused = leading = 0
+    for c in calls:
+        h = c.block_hashes
+        if not h:
+            continue
+        total += len(h)
+        reused += sum(1 for x in h if x in seen)
+        lo, hi = 0, len(h)  # leading run length: largest k with h[k-1] seen (chained hashes)
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if h[mid - 1] in seen:
+                lo = mid
+            else:
+                hi = mid - 1
+        leading += lo
+        seen.update(h)
+    if total == 0:
+        return None, None
+    return reused / total, leading / total
+
+
+def workload_stats(workload: Workload) -> dict:
+    """Summary statistics of ``workload``; keys and definitions in the module docstring."""
+    calls = list(workload.calls())
+    inp = np.fromiter((c.input_tokens for c in calls), dtype=np.int64, count=len(calls))
+    out = np.fromiter((c.output_tokens for c in calls), dtype=np.int64, count=len(calls))
+    new = np.fromiter((c.new_tokens for c in calls), dtype=np.int64, count=len(calls))
+    per_turn: dict[tuple[str, int], int] = {}
+    for c in calls:
+        key = (c.session_id, c.turn)
+        per_turn[key] = per_turn.get(key, 0) + 1
+    reuse, hit = _prefix(release_order(workload))
+    n_sess = len(workload.sessions)
+    return {
+        "name": workload.name,
+        "closed_loop": workload.closed_loop,
+        "calls": len(calls),
+        "sessions": n_sess,
+        "input_tokens": summarize(inp),
+        "output_tokens": summarize(out),
+        "new_tokens": summarize(new),
+        "gap_s": summarize(_gaps(workload)),
+        "calls_per_session": summarize([len(s) for s in workload.sessions]),
+        "calls_per_turn": summarize(list(per_turn.values())),
+        "subagent_session_share": (sum(s.has_subagents for s in workload.sessions) / n_sess) if n_sess else None,
+        "max_concurrent_subagents": max((max_concurrent_subagents(s) for s in workload.sessions), default=0),
+        "prefix_reuse": reuse,
+        "prefix_hit": hit,
+        "io_ratio": float(inp.sum() / out.sum()) if out.sum() else None,
+    }

@@ -1,0 +1,109 @@
+"""Bad input: each case raises an error that names the file, the 1-based line and what was expected;
+unsorted timestamps are re-sorted with a warning naming the file."""
+
+import re
+
+import pytest
+
+from optsched.workload import TraceFormatError, load_any, load_azure, load_jsonl, load_mooncake, load_vidur_trace
+
+MC_OK = '{"timestamp": 0, "input_length": 600, "output_length": 5, "hash_ids": [1, 2]}\n'
+
+
+def _raises(fn, path, line, expected_fragment):
+    with pytest.raises(TraceFormatError) as ei:
+        fn(path)
+    msg = str(ei.value)
+    where = f"{path}:{line}" if line else str(path)
+    assert msg.startswith(where + ":"), msg
+    assert re.search(expected_fragment, msg), msg
+    assert ei.value.line == line
+
+
+@pytest.mark.parametrize(
+    "bad,expected",
+    [
+        ('{"timestamp": 0, "input_length": 600, "output_length": 5, "hash_ids": [1, 2]', "one JSON object"),
+        ('{"timestamp": 0, "output_length": 5, "hash_ids": [1, 2]}', "'input_length'.*missing"),
+        ('{"timestamp": 0, "input_length": -3, "output_length": 5, "hash_ids": []}', "'input_length'.*>= 0"),
+        ('{"timestamp": 0, "input_length": 600, "output_length": 0, "hash_ids": [1, 2]}', "'output_length'.*>= 1"),
+        ('{"timestamp": "x", "input_length": 600, "output_length": 5, "hash_ids": [1, 2]}', "'timestamp'"),
+        ('{"timestamp": 0, "input_length": 600, "output_length": 5, "hash_ids": [1]}', "2 hash_ids"),
+        ("", "one JSON object"),
+    ],
+)
+def test_mooncake_bad_line_names_file_and_line(tmp_path, bad, expected):
+    f = tmp_path / "m.jsonl"
+    f.write_text(MC_OK + bad + "\n" + MC_OK)
+    _raises(load_mooncake, f, 2, expected)
+
+
+def test_empty_files(tmp_path):
+    for name, fn in [("e.jsonl", load_mooncake), ("e.csv", load_azure), ("v.csv", load_vidur_trace), ("n.jsonl", load_jsonl)]:
+        f = tmp_path / name
+        f.write_text("")
+        with pytest.raises(TraceFormatError, match=rf"^{re.escape(str(f))}: expected .*empty"):
+            fn(f)
+
+
+def test_csv_non_numeric_cell(tmp_path):
+    f = tmp_path / "a.csv"
+    f.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:17:03.9799600,10,5\n"
+                 "2023-11-16 18:17:04.0,ten,5\n")
+    _raises(load_azure, f, 3, "column 'ContextTokens' to be an integer")
+    g = tmp_path / "v.csv"
+    g.write_text("arrived_at,num_prefill_tokens,num_decode_tokens\n0.0,5,5\n0.5,5,-1\n")
+    _raises(load_vidur_trace, g, 3, "column 'num_decode_tokens' to be an integer >= 1")
+    h = tmp_path / "v2.csv"
+    h.write_text("arrived_at,num_prefill_tokens,num_decode_tokens\nsoon,5,5\n")
+    _raises(load_vidur_trace, h, 2, "column 'arrived_at' to be a number")
+    k = tmp_path / "a2.csv"
+    k.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\nyesterday,10,5\n")
+    _raises(load_azure, k, 2, "column 'TIMESTAMP'")
+
+
+def test_unsorted_timestamps_sorted_with_warning(tmp_path):
+    f = tmp_path / "m.jsonl"
+    f.write_text(MC_OK.replace('"timestamp": 0', '"timestamp": 2000') + MC_OK + MC_OK.replace("0,", "1000,", 1))
+    with pytest.warns(UserWarning, match=re.escape(str(f)) + ".*not sorted"):
+        w = load_mooncake(f)
+    assert [c.call_id for c in w.calls()] == ["L2", "L3", "L1"]  # stable: equal times keep file order
+    assert [c.arrival_s for c in w.calls()] == [0.0, 1.0, 2.0]
+    g = tmp_path / "a.csv"
+    g.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:17:05.0,10,5\n2023-11-16 18:17:04.5,11,5\n")
+    with pytest.warns(UserWarning, match=re.escape(str(g))):
+        w = load_azure(g)
+    assert [(c.call_id, c.arrival_s) for c in w.calls()] == [("L3", 0.0), ("L2", 0.5)]
+
+
+def test_native_bad_lines(tmp_path):
+    head = '{"format": "optsched.session/v1", "name": "x", "block_size": 4, "closed_loop": true, "source": ""}\n'
+    sess = '{"session": "s", "start_s": 0.0, "calls": 1}\n'
+    call = ('{"call_id": "a", "input_tokens": 5, "output_tokens": 1, "new_tokens": 5, "lane": 0, "parents": [], '
+            '"model": "m", "turn": 0, "think_time_s": 0.0, "arrival_s": null, "tool": ""}\n')
+    f = tmp_path / "n.jsonl"
+    f.write_text(head + sess + call)
+    assert load_jsonl(f).num_calls == 1
+    cases = [
+        (head + sess + call.replace('"output_tokens": 1', '"output_tokens": -1'), 3, "call line.*output_tokens"),
+        (head + sess + call.replace('"turn": 0, ', ""), 3, "call line.*'turn' is a required property"),
+        (head + sess + call.replace('"parents": []', '"parents": ["zz"]'), 3, "parent 'zz'"),
+        (head + sess + call.replace('"tool": ""', '"tool": ""').replace("}", ', "block_hashes": [1]}'), 3,
+         "valid call .*block hashes"),
+        (head + sess.replace('"calls": 1', '"calls": 2') + call, 4, "2 call lines"),
+        (head.replace("v1", "v9") + sess + call, 1, "header line"),
+        (head + "[1, 2]\n", 2, "a JSON object"),
+    ]
+    for text, line, frag in cases:
+        f.write_text(text)
+        _raises(load_jsonl, f, line, frag)
+
+
+def test_load_any_unknown(tmp_path):
+    f = tmp_path / "x.jsonl"
+    f.write_text('{"foo": 1}\n')
+    _raises(load_any, f, 1, "known format")
+    g = tmp_path / "x.txt"
+    g.write_text("hello")
+    with pytest.raises(TraceFormatError, match="jsonl"):
+        load_any(g)
