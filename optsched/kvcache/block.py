@@ -32,11 +32,22 @@ class Block:
     """
 
     __slots__ = (
-        "key", "parent", "depth", "tier", "ref", "last_use_s", "child_tier", "version", "prio",
-        "ttl_deadline_s", "ttl_then", "ttl_version", "alive",
+        "alive",
+        "child_tier",
+        "depth",
+        "key",
+        "last_use_s",
+        "parent",
+        "prio",
+        "ref",
+        "tier",
+        "ttl_deadline_s",
+        "ttl_then",
+        "ttl_version",
+        "version",
     )
 
-    def __init__(self, key: int, parent: "Block | None", depth: int, tier: int, now_s: float) -> None:
+    def __init__(self, key: int, parent: Block | None, depth: int, tier: int, now_s: float) -> None:
         self.key = key
         self.parent = parent
         self.depth = depth

@@ -23,7 +23,7 @@ push counter, so the order is total and deterministic.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from optsched.kvcache.block import Block
 
@@ -35,7 +35,7 @@ EVICTION_POLICIES = ("lru", "ttl", "cost")
 class EvictionOrder:
     """Key function + per-tier state of one eviction policy (see the module docstring)."""
 
-    __slots__ = ("name", "default_ttl_s", "value_s", "inflation", "key")
+    __slots__ = ("default_ttl_s", "inflation", "key", "name", "value_s")
 
     def __init__(self, name: str, default_ttl_s: float, value_s: Callable[[int], float]) -> None:
         self.name = name

@@ -8,8 +8,8 @@ Units: tokens.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 __all__ = ["HIT_SOURCES", "CallHit", "HitAccount"]
 
@@ -60,7 +60,7 @@ class CallHit:
         ssd_blocks: int = 0,
         remote_blocks: int = 0,
         min_recompute_tokens: int = 0,
-    ) -> "CallHit":
+    ) -> CallHit:
         """Split ``input_tokens`` given reused blocks per source (e.g. from ``PrefixCache.acquire``).
 
         Reused tokens are taken in the prefix order HBM, DRAM, SSD, remote, ``block_size`` tokens a
@@ -95,7 +95,7 @@ class HitAccount:
         keep_records: keep every ``CallHit`` in ``records`` (per-call output); totals only otherwise.
     """
 
-    __slots__ = ("tokens", "calls", "records", "_keep")
+    __slots__ = ("_keep", "calls", "records", "tokens")
 
     def __init__(self, keep_records: bool = False) -> None:
         self.tokens = dict.fromkeys(HIT_SOURCES, 0)
@@ -146,7 +146,7 @@ class HitAccount:
         return out
 
     @classmethod
-    def merged(cls, accounts: Iterable["HitAccount"]) -> "HitAccount":
+    def merged(cls, accounts: Iterable[HitAccount]) -> HitAccount:
         """Sum of several accounts (e.g. all instances of a cluster); records concatenated in order."""
         out = cls(keep_records=True)
         for a in accounts:

@@ -18,7 +18,7 @@ DRAM run, then an SSD run, and ``PrefixMatch`` counts each run.
 
 from __future__ import annotations
 
-from typing import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from optsched.kvcache.block import Block
 from optsched.kvcache.eviction import make_eviction
@@ -150,8 +150,7 @@ class PrefixCache(ResidencyStore):
 
     # ---- sequence lifecycle --------------------------------------------------------------------
     def _touch(self, b: Block, now_s: float) -> None:
-        if now_s > b.last_use_s:
-            b.last_use_s = now_s
+        b.last_use_s = max(b.last_use_s, now_s)
         if b.ttl_deadline_s != _INF:  # the next call came: the residency TTL is over
             b.ttl_deadline_s = _INF
             b.ttl_version += 1
@@ -272,3 +271,26 @@ class PrefixCache(ResidencyStore):
             if not b.ref:
                 self._push(b)
         return added
+
+    # ---- checks ------------------------------------------------------------------------------------
+    def check_invariants(self) -> None:
+        """Store invariants (``tier_store``) plus: every pinned block is alive in HBM and each block's
+        ``ref`` equals the number of sequences pinning it. Raises ``RuntimeError``; O(blocks)."""
+        super().check_invariants()
+        refs: dict[int, int] = {}
+        for seq, pinned in self._pins.items():
+            for b in pinned:
+                if not b.alive or b.tier != HBM:
+                    raise RuntimeError(f"block {b!r} pinned by {seq!r} was evicted or demoted")
+                refs[b.key] = refs.get(b.key, 0) + 1
+        for k, b in self._blocks.items():
+            if b.ref != refs.get(k, 0):
+                raise RuntimeError(f"{b!r}: ref {b.ref} != pins {refs.get(k, 0)}")
+        if self._seq_hbm != sum(self._alloc.values()):
+            raise RuntimeError("sequence-allocated HBM count out of sync")
+
+    def state(self) -> tuple:
+        """Canonical snapshot ``((hash, tier, ref, last_use_s, ttl_deadline_s), ...)`` sorted by hash,
+        plus per-tier usage: for determinism tests and debugging."""
+        blocks = tuple(sorted((k, b.tier, b.ref, b.last_use_s, b.ttl_deadline_s) for k, b in self._blocks.items()))
+        return blocks, tuple(self.used(t) for t in range(len(TIERS)))

@@ -11,13 +11,13 @@ skipped; ``drop`` removes only blocks without children.
 from __future__ import annotations
 
 import heapq
-from typing import Sequence
+from collections.abc import Sequence
 
 from optsched.kvcache.block import Block
 from optsched.kvcache.tier_store import TieredBlockStore
 from optsched.kvcache.types import HBM, BlockMoves, tier_index
 
-__all__ = ["ResidencyStore", "THEN_ACTIONS"]
+__all__ = ["THEN_ACTIONS", "ResidencyStore"]
 
 _INF = float("inf")
 THEN_ACTIONS = ("offload_dram", "offload_ssd", "drop")  # = policies.base.RESIDENCY_ACTIONS[1:]

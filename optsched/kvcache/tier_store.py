@@ -19,7 +19,7 @@ A block is dropped only when it has no children at all, so nothing is ever orpha
 from __future__ import annotations
 
 import heapq
-from typing import Mapping
+from collections.abc import Mapping
 
 from optsched.kvcache.block import Block
 from optsched.kvcache.eviction import EvictionOrder

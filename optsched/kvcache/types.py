@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["TIERS", "HBM", "DRAM", "SSD", "tier_index", "PrefixMatch", "BlockMoves"]
+__all__ = ["DRAM", "HBM", "SSD", "TIERS", "BlockMoves", "PrefixMatch", "tier_index"]
 
 TIERS = ("hbm", "dram", "ssd")
 HBM, DRAM, SSD = 0, 1, 2
