@@ -1,0 +1,68 @@
+"""``optsched reproduce [--quick] [--config FILE] [--name NAME] [--seed S] [--out DIR] [--force]``.
+
+Runs the whole pipeline (``optsched.pipelines.reproduce``), then prints the report path and the
+headline comparison table. Exit code 0 when every stage ran, 1 when some stage was unavailable (the
+report is written either way and names the reason), 2 on bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+__all__ = ["register", "main"]
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "reproduce", help="run the main job end to end: workloads, cost model, baselines, formulations, "
+        "comparison, export, report",
+        description="Run optsched's main job end to end and write runs/<name>/report.md.",
+    )
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--quick", action="store_true",
+                      help="quick budget (experiments/configs/reproduce_quick.yaml; < 10 min on 2 cores)")
+    mode.add_argument("--config", type=Path, default=None, help="a reproduce config YAML (default: the full budget)")
+    p.add_argument("--name", default=None, help="run name: output goes to OUT/NAME (default: the config's name)")
+    p.add_argument("--seed", type=int, default=None, help="root seed (default: the config's)")
+    p.add_argument("--out", type=Path, default=Path("runs"), help="output root folder (default: runs/)")
+    p.add_argument("--force", action="store_true", help="recompute every stage (ignore cached results)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.set_defaults(func=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    # lazy: the pipelines layer imports models/solvers; keep `optsched --help` light
+    from optsched.pipelines.report import markdown_table
+    from optsched.pipelines.reproduce import run_reproduce
+    from optsched.pipelines.reproduce_config import config_path, load_config
+
+    path = args.config if args.config else config_path("quick" if args.quick else "full")
+    cfg = load_config(path)
+    changes = {}
+    if args.name is not None:
+        changes["name"] = args.name
+    if args.seed is not None:
+        changes["seed"] = args.seed
+    if changes:
+        cfg = cfg.replace(**changes)
+    out = run_reproduce(cfg, out_dir=args.out, argv=["optsched", *sys.argv[1:]] if sys.argv else [],
+                        progress=not args.no_progress, force=args.force)
+    print(f"\nreport: {out.report_path}")
+    if out.headline is not None:
+        t = out.headline
+        keep = [c for c in t.columns if c in ("workload", "policy", "kind", "load scale", "target met",
+                                               "goodput (calls/s)", "TPGS (tok/s/GPU)", "hit HBM",
+                                               "session P90 (s)")]
+        idx = [t.columns.index(c) for c in keep]
+        print(f"\n{t.caption}\n")
+        print(markdown_table(keep, [[r[i] for i in idx] for r in t.rows]))
+    else:
+        print("\nheadline comparison unavailable (see the report)")
+    if out.unavailable:
+        print("\nunavailable stages:")
+        for r in out.unavailable:
+            print(f"  - {r.stage}: {r.reason}")
+        return 1
+    return 0

@@ -1,0 +1,92 @@
+"""Provenance of a run: config, argv, git revision, package versions, seeds (STYLE.md habit 12).
+
+Written next to the results as ``runs/<name>/provenance.json`` and rendered into the report.
+Nothing here reads the wall clock: the same run repeated gives the same provenance unless the code
+or the environment changed (which is what provenance is for).
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import platform
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+__all__ = ["collect_provenance", "git_revision", "package_versions", "seed_streams", "stream_seed"]
+
+PACKAGES = (
+    "optsched", "numpy", "scipy", "pandas", "matplotlib", "pyomo", "highspy", "cvxpy", "pyyaml", "tqdm",
+)
+
+
+def git_revision(repo_root: Path | None = None) -> dict[str, Any]:
+    """``{"commit": sha or "unknown", "dirty": bool or None}`` for the repository holding optsched.
+
+    ``dirty`` is True when tracked files differ from the commit (untracked files are ignored).
+    Never raises: without git or outside a checkout, commit is "unknown".
+    """
+    root = Path(repo_root) if repo_root else Path(__file__).resolve().parents[2]
+    try:
+        sha = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=10, check=True
+        ).stdout.strip()
+        status = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=root, capture_output=True, text=True, timeout=30, check=True,
+        ).stdout
+        return {"commit": sha, "dirty": bool(status.strip())}
+    except (OSError, subprocess.SubprocessError):
+        return {"commit": "unknown", "dirty": None}
+
+
+def package_versions(names: Sequence[str] = PACKAGES) -> dict[str, str]:
+    """Installed version of each distribution name ("not installed" when absent)."""
+    out = {"python": platform.python_version()}
+    for n in names:
+        try:
+            out[n] = importlib.metadata.version(n)
+        except importlib.metadata.PackageNotFoundError:
+            out[n] = "not installed"
+    return out
+
+
+def _stream_key(name: str) -> int:
+    # stable across processes and Python versions (unlike hash()): first 4 bytes of sha256
+    import hashlib
+
+    return int.from_bytes(hashlib.sha256(name.encode()).digest()[:4], "big")
+
+
+def stream_seed(seed: int, name: str) -> np.random.SeedSequence:
+    """The named random stream of a run: ``SeedSequence(seed, spawn_key=(key(name),))``.
+
+    Streams are independent of each other and of the order in which they are requested, so adding a
+    workload or a stage never changes the numbers of another (STYLE.md habit 5).
+    """
+    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
+        raise ValueError(f"seed must be a non-negative int, got {seed!r}")
+    return np.random.SeedSequence(entropy=seed, spawn_key=(_stream_key(name),))
+
+
+def seed_streams(seed: int, names: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """``{name: {"entropy": seed, "spawn_key": [...]}}`` for the provenance record."""
+    return {n: {"entropy": seed, "spawn_key": list(stream_seed(seed, n).spawn_key)} for n in names}
+
+
+def collect_provenance(
+    config: dict[str, Any], argv: Sequence[str], seed: int, streams: Sequence[str]
+) -> dict[str, Any]:
+    """Everything needed to rerun and audit a run (JSON-encodable)."""
+    return {
+        "argv": list(argv),
+        "config": config,
+        "git": git_revision(),
+        "packages": package_versions(),
+        "platform": {"system": platform.system(), "machine": platform.machine(), "python": sys.version.split()[0]},
+        "seed": seed,
+        "seed_streams": seed_streams(seed, streams),
+    }

@@ -1,0 +1,175 @@
+"""Stage 5: heuristics and optimized policies compared at a fixed P90 interactivity target, and the
+latency-throughput Pareto plot per workload.
+
+Every compared policy is simulated at each load scale of ``config.load_scales`` (arrival rate x
+scale). At the target, a policy's operating point is the highest load whose P90 interactivity
+(output tokens/s seen by the 90th-percentile user) is still >= the target; its goodput, TPGS, hit
+rates, session completion times and queue depth there are the headline numbers. A policy that misses
+the target even at the lowest load is reported at that load and flagged.
+
+Compared: round-robin (the simulator default), the best baseline router of stage 3, vLLM's long-prefill
+threshold (admission), and every online policy derived from a formulation in stage 4.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from optsched.pipelines.reproduce_config import ReproduceConfig
+from optsched.pipelines.stages.base import Stage, StageContext, StageResult, StageUnavailable, Table, save_figure
+from optsched.pipelines.stages.baselines import best_router
+from optsched.pipelines.stages.metrics import metric
+from optsched.pipelines.stages.simrun import policy_spec, sim_summary
+
+__all__ = ["STAGE", "operating_point"]
+
+IX = "P90 interactivity (tok/s)"
+HEAD_METRICS = ("goodput (calls/s)", "TPGS (tok/s/GPU)", IX, "hit HBM", "hit DRAM", "hit SSD", "recomputed",
+                "session P50 (s)", "session P90 (s)", "queue depth (mean)")
+
+
+def operating_point(points: list[tuple[float, dict[str, Any]]], target: float) -> tuple[float, dict, bool]:
+    """(scale, summary, met) at the highest load whose P90 interactivity >= target; else the lowest load
+    with met=False. ``points``: (scale, summary) sorted by scale."""
+    ok = [(s, m) for s, m in points if metric(m, IX) >= target]
+    if ok:
+        s, m = ok[-1]
+        return s, m, True
+    s, m = points[0]
+    return s, m, False
+
+
+def _policies(ctx: StageContext, wl: str) -> list[dict[str, Any]]:
+    out = [policy_spec("round_robin (default)")]
+    base = ctx.deps["baselines"].data["summaries"].get(wl, {})
+    best = best_router(base)
+    if best and best[0] != "router=round_robin":
+        r = best[0].split("=", 1)[1]
+        out.append(policy_spec(f"{r} (best heuristic router)", router=r))
+    out.append(policy_spec("vllm_threshold 512 (admission)", admission="vllm_threshold"))
+    form = ctx.deps.get("formulations")
+    if form is not None:
+        for p in form.data.get("derived_policies", []):
+            if p.get("workload") in (None, wl):
+                spec = dict(p["spec"], label=p["label"], optimized=True)
+                out.append(spec)
+    return out
+
+
+def _inputs(cfg: ReproduceConfig) -> dict[str, Any]:
+    d = cfg.to_dict()
+    return {k: d[k] for k in ("workloads", "seed", "gpu", "model", "tp", "num_instances", "max_num_batched_tokens",
+                              "slo_ttft_s", "slo_tpot_s", "interactivity_target_tok_s", "load_scales")}
+
+
+def _run(ctx: StageContext) -> StageResult:
+    cfg = ctx.config
+    target = cfg.interactivity_target_tok_s
+    plans = {w.name: _policies(ctx, w.name) for w in cfg.workloads}
+    kinds = {p["label"]: ("optimized" if p.get("optimized") else "heuristic") for ps in plans.values() for p in ps}
+    jobs = [(w, p, s) for w, ps in plans.items() for p in ps for s in cfg.load_scales]
+    curves: dict[str, dict[str, list[tuple[float, dict[str, Any]]]]] = {w: {} for w in plans}
+    failed: dict[str, str] = {}
+    for w, p, s in ctx.progress(jobs, desc="load sweep", total=len(jobs)):
+        if p["label"] in failed:
+            continue
+        try:
+            curves[w].setdefault(p["label"], []).append((s, sim_summary(ctx, w, p, scale=s)))
+        except StageUnavailable as exc:
+            failed[p["label"]] = str(exc)
+    if not any(curves.values()):
+        raise StageUnavailable("no policy could be simulated: " + "; ".join(sorted(set(failed.values()))))
+    rows, sweep_rows, figures = [], [], []
+    for w, by_pol in curves.items():
+        for label, pts in by_pol.items():
+            scale, m, met = operating_point(pts, target)
+            kind = kinds.get(label, "heuristic")
+            rows.append([w, label, kind, scale, "yes" if met else "NO (lowest load shown)",
+                         *[metric(m, k) for k in HEAD_METRICS]])
+            sweep_rows += [[w, label, s, metric(sm, IX), metric(sm, "TPGS (tok/s/GPU)"), metric(sm, "goodput (calls/s)"),
+                            metric(sm, "TTFT P90 (s)")] for s, sm in pts]
+        path, rel = ctx.figure_path(f"pareto_{w}.png")
+        _plot_pareto(w, by_pol, target, path)
+        figures.append({"path": rel, "caption": f"{w}: latency-throughput Pareto front per policy (load scales "
+                        f"{', '.join(f'{s:g}' for s in cfg.load_scales)}); dashed line = P90 interactivity target"})
+    head = Table("headline", f"Policies at P90 interactivity >= {target:g} output tokens/s per user: the highest "
+                 "simulated load that meets it (load scale = arrival-rate multiplier).",
+                 ["workload", "policy", "kind", "load scale", "target met", *HEAD_METRICS], rows)
+    sweep = Table("sweep", "Every sweep point (the Pareto plot's data).",
+                  ["workload", "policy", "load scale", IX, "TPGS (tok/s/GPU)", "goodput (calls/s)", "TTFT P90 (s)"],
+                  sweep_rows)
+    tables = [head, sweep]
+    if failed:
+        tables.append(Table("comparison_unavailable", "Policies that could not be simulated.", ["policy", "reason"],
+                            [[k, v] for k, v in sorted(failed.items())]))
+    return StageResult("comparison", STAGE.title, tables=tables, figures=figures,
+                       summary=_summary(head, ctx.deps.get("formulations"), failed))
+
+
+def _summary(head: Table, form: Any, failed: dict[str, str]) -> str:
+    recs = head.records()
+    parts = []
+    for w in dict.fromkeys(r["workload"] for r in recs):
+        rs = [r for r in recs if r["workload"] == w]
+        key = "goodput (calls/s)"
+        valid = [r for r in rs if not math.isnan(r[key])]
+        if not valid:
+            continue
+        win = max(valid, key=lambda r: (r[key], r["TPGS (tok/s/GPU)"]))
+        heur = [r for r in valid if r["kind"] == "heuristic"]
+        opt = [r for r in valid if r["kind"] == "optimized"]
+        s = f"On {w}, {win['policy']} has the highest goodput at the target ({win[key]:.3g} calls/s)"
+        if heur and opt:
+            bh = max(heur, key=lambda r: r[key])
+            bo = max(opt, key=lambda r: r[key])
+            d = (bo[key] / bh[key] - 1) if bh[key] > 0 else math.nan
+            if bo[key] > bh[key]:
+                s += f"; the best optimized policy ({bo['policy']}) beats the best heuristic ({bh['policy']}) by {d:.1%}"
+            else:
+                s += (f"; the best optimized policy ({bo['policy']}) does NOT beat the best heuristic "
+                      f"({bh['policy']}): {d:+.1%} goodput")
+        missed = [r["policy"] for r in rs if not str(r["target met"]).startswith("yes")]
+        if missed:
+            s += f"; missing the target even at the lowest load: {', '.join(missed)}"
+        parts.append(s + ".")
+    if form is None:
+        parts.append("No optimized policy is compared: the formulations stage is unavailable.")
+    if failed:
+        parts.append("Could not simulate: " + ", ".join(sorted(failed)) + ".")
+    return " ".join(parts)
+
+
+def _plot_pareto(w: str, by_pol: dict[str, list], target: float, path: Any) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7.5, 5))
+    markers = "osD^v<>phX*"
+    for i, (label, pts) in enumerate(by_pol.items()):
+        xs = [metric(m, IX) for _, m in pts]
+        ys = [metric(m, "TPGS (tok/s/GPU)") for _, m in pts]
+        ax.plot(xs, ys, marker=markers[i % len(markers)], label=label, lw=1.5, alpha=0.85)
+        for (s, _), x, y in zip(pts, xs, ys):
+            if not (math.isnan(x) or math.isnan(y)):
+                ax.annotate(f"x{s:g}", (x, y), textcoords="offset points", xytext=(4, 3), fontsize=7, alpha=0.7)
+    ax.axvline(target, color="k", ls="--", lw=1, label=f"target {target:g} tok/s")
+    ax.set_xlabel("P90 interactivity (output tokens/s per user)")
+    ax.set_ylabel("TPGS (tokens processed / s / GPU)")
+    ax.set_title(f"{w}: latency-throughput trade-off (labels: load scale)")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    save_figure(fig, path)
+
+
+STAGE = Stage(
+    name="comparison",
+    title="Comparison at a fixed P90 interactivity target and Pareto fronts",
+    deps=("workloads", "baselines"),
+    soft_deps=("formulations",),
+    inputs=_inputs,
+    run=_run,
+)
