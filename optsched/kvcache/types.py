@@ -70,24 +70,24 @@ class PrefixMatch:
 class BlockMoves:
     """Blocks a residency action moved, by the tier they came from, plus blocks it had to leave.
 
-    ``from_hbm_blocks`` etc. count blocks moved to (``PrefixCache.demote``) or removed from
-    (``PrefixCache.drop``) their tier; ``skipped_blocks`` counts present blocks left in place because
+    ``hbm_blocks``, ``dram_blocks``, ``ssd_blocks`` count blocks by the tier they LEFT: moved to a colder
+    tier (``PrefixCache.demote``, ``expire``) or removed from the index (``PrefixCache.drop``); ``skipped_blocks`` counts present blocks left in place because
     they were pinned by a running sequence, still had a child in a hotter tier / any child (drop), or
     the target tier had no room. Absent hashes are not counted.
     """
 
-    from_hbm_blocks: int = 0
-    from_dram_blocks: int = 0
-    from_ssd_blocks: int = 0
+    hbm_blocks: int = 0
+    dram_blocks: int = 0
+    ssd_blocks: int = 0
     skipped_blocks: int = 0
 
     def __post_init__(self) -> None:
-        _check_count("from_hbm_blocks", self.from_hbm_blocks)
-        _check_count("from_dram_blocks", self.from_dram_blocks)
-        _check_count("from_ssd_blocks", self.from_ssd_blocks)
+        _check_count("hbm_blocks", self.hbm_blocks)
+        _check_count("dram_blocks", self.dram_blocks)
+        _check_count("ssd_blocks", self.ssd_blocks)
         _check_count("skipped_blocks", self.skipped_blocks)
 
     @property
     def moved_blocks(self) -> int:
         """All blocks moved (or removed), any source tier."""
-        return self.from_hbm_blocks + self.from_dram_blocks + self.from_ssd_blocks
+        return self.hbm_blocks + self.dram_blocks + self.ssd_blocks
