@@ -53,5 +53,5 @@ def sorted_order(times: Sequence[float], path: str | Path, what: str = "timestam
         f"re-sorted by {what} with a stable sort (equal {what}s keep file order)"
     )
     warnings.warn(msg, stacklevel=3)
-    log.warning(msg)
+    log.debug(msg)
     return sorted(range(len(times)), key=times.__getitem__)

@@ -1,0 +1,159 @@
+"""Loader for LMCache agent traces (mini-swe-agent, tau-bench): per-session JSONL files of raw text.
+
+Source: ``LMCache/lmcache-agent-trace`` (Apache-2.0), see ``shared/data/lmcache_agent_trace/SOURCE.md``.
+Each line: ``timestamp`` (int, microseconds since the Unix epoch), ``input`` (the whole prompt text),
+``output`` (response text), ``session_id`` (hex string, equals the file stem).
+
+Mapping to :class:`~optsched.workload.types.Call` (one session per ``session_id``, calls chained in
+timestamp order, each the parent of the next):
+
+- Rows are NOT time-ordered in the source files: they are re-sorted by ``timestamp`` (stable) with a
+  warning naming the file.
+- ``input_tokens`` / ``output_tokens``: token counts from the pluggable ``tokenizer`` (default
+  :class:`~optsched.workload.tokenizer.ApproxBPETokenizer`, an approximation, see there). An empty
+  ``output`` (283 of 471 tau-bench rows: tool-call responses whose structured part was not logged) is
+  counted as 1 token, since a call emits at least one token; the count is logged per file.
+- ``block_hashes``: chained hashes over token blocks of ``block_size`` (default 512, as Mooncake), so
+  prefix reuse is measurable; ``new_tokens`` = input tokens minus the common token prefix with the
+  previous call's input (first call: all input).
+- ``arrival_s``: seconds since the earliest timestamp of everything loaded in this call; the session
+  ``start_s`` is its first call's ``arrival_s`` (the source ran sessions one after another).
+- ``think_time_s`` of a call = next call's timestamp - this call's timestamp - ``service_time_fn(call)``,
+  clamped at 0 (the trace logs one time per call, not the service time; default estimate
+  :func:`~optsched.workload.reconstruct.estimate_service_time_s`); the last call of a session gets 0.
+- An empty file is an error when loaded alone; in a directory it is skipped with a warning naming it.
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from optsched.workload._io import iter_jsonl_objects, sorted_order
+from optsched.workload.errors import TraceFormatError, require_int
+from optsched.workload.reconstruct import estimate_service_time_s
+from optsched.workload.tokenizer import ApproxBPETokenizer, Tokenizer, chained_block_hashes, common_prefix_len
+from optsched.workload.types import Call, Session, Workload
+
+__all__ = ["LMCacheRecord", "read_lmcache_records", "load_lmcache_agent"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class LMCacheRecord:
+    """One raw row: ``line`` (1-based), ``timestamp_us``, ``input``/``output`` text, ``session_id``."""
+
+    line: int
+    timestamp_us: int
+    input: str
+    output: str
+    session_id: str
+
+
+def read_lmcache_records(path: str | Path, allow_empty: bool = False) -> list[LMCacheRecord]:
+    """Raw rows of one session file, sorted by timestamp (stable; warning if the file was unsorted).
+
+    Raises:
+        FileNotFoundError: missing file.
+        TraceFormatError: malformed JSON, a missing/negative/non-integer ``timestamp``, a non-string
+            ``input``/``output``/``session_id``, an empty ``session_id``, or an empty file unless
+            ``allow_empty`` (then returns []).
+    """
+    path = Path(path)
+    recs: list[LMCacheRecord] = []
+    for n, obj in iter_jsonl_objects(path, allow_empty=allow_empty):
+        ts = require_int(obj.get("timestamp"), "timestamp", path, n)
+        for key in ("input", "output", "session_id"):
+            if not isinstance(obj.get(key), str):
+                raise TraceFormatError(path, n, f"field {key!r} to be a string", obj.get(key, "missing"))
+        if not obj["session_id"]:
+            raise TraceFormatError(path, n, "a non-empty 'session_id'", "")
+        recs.append(LMCacheRecord(n, ts, obj["input"], obj["output"], obj["session_id"]))
+    order = sorted_order([r.timestamp_us for r in recs], path)
+    return [recs[i] for i in order]
+
+
+def _session(recs, t0_us, tokenizer, block_size, service_time_fn, path) -> Session:
+    sid = recs[0].session_id
+    calls: list[Call] = []
+    prev_ids = None
+    empty_out = 0
+    for k, r in enumerate(recs):
+        ids = tokenizer.encode(r.input)
+        n_out = len(tokenizer.encode(r.output))
+        if n_out == 0:
+            empty_out += 1
+            n_out = 1
+        shared = common_prefix_len(ids, prev_ids) if prev_ids is not None else 0
+        calls.append(Call(
+            f"{sid}-{k}", sid, len(ids), n_out, new_tokens=len(ids) - shared, lane=0,
+            parents=(calls[-1].call_id,) if calls else (), block_hashes=chained_block_hashes(ids, block_size),
+            block_size=block_size, arrival_s=(r.timestamp_us - t0_us) / 1e6,
+        ))
+        prev_ids = ids
+    if empty_out:
+        log.info("%s: %d empty outputs counted as 1 token (session %s)", path, empty_out, sid)
+    fixed = []
+    for k, c in enumerate(calls):
+        think = 0.0
+        if k + 1 < len(calls):
+            gap = (recs[k + 1].timestamp_us - recs[k].timestamp_us) / 1e6
+            think = max(0.0, gap - float(service_time_fn(c)))
+        fixed.append(Call(
+            c.call_id, c.session_id, c.input_tokens, c.output_tokens, new_tokens=c.new_tokens, parents=c.parents,
+            block_hashes=c.block_hashes, block_size=block_size, think_time_s=think, arrival_s=c.arrival_s,
+        ))
+    return Session(sid, tuple(fixed), start_s=fixed[0].arrival_s)
+
+
+def load_lmcache_agent(
+    path_or_dir: str | Path,
+    tokenizer: Tokenizer | None = None,
+    block_size: int = 512,
+    service_time_fn: Callable[[Call], float] = estimate_service_time_s,
+    name: str | None = None,
+) -> Workload:
+    """Load one LMCache agent session file, or every ``*.jsonl`` in a directory (sorted by file name;
+    a ``taubench/`` + ``miniswe/`` parent is loaded recursively), as a closed-loop workload.
+
+    Raises:
+        FileNotFoundError: missing path.
+        TraceFormatError: see :func:`read_lmcache_records`; a directory with no non-empty file.
+        ValueError: two files holding the same ``session_id``.
+    """
+    path = Path(path_or_dir)
+    tokenizer = tokenizer or ApproxBPETokenizer()
+    if path.is_dir():
+        files = sorted(path.rglob("*.jsonl"))
+        per_file = []
+        for f in files:
+            recs = read_lmcache_records(f, allow_empty=True)
+            if not recs:
+                msg = f"{f}: empty session file (0 records), skipped"
+                warnings.warn(msg, stacklevel=2)
+                log.debug(msg)
+                continue
+            per_file.append((f, recs))
+        if not per_file:
+            raise TraceFormatError(path, 0, "at least one non-empty *.jsonl session file in the directory")
+    elif path.exists():
+        per_file = [(path, read_lmcache_records(path))]
+    else:
+        raise FileNotFoundError(f"{path}: no such file or directory")
+    t0 = min(r.timestamp_us for _, recs in per_file for r in recs)
+    sessions: list[Session] = []
+    seen: dict[str, Path] = {}
+    for f, recs in per_file:
+        groups: dict[str, list[LMCacheRecord]] = {}
+        for r in recs:
+            groups.setdefault(r.session_id, []).append(r)
+        for sid, grp in groups.items():
+            if sid in seen:
+                raise ValueError(f"{f}: session_id {sid!r} also appears in {seen[sid]}")
+            seen[sid] = f
+            sessions.append(_session(grp, t0, tokenizer, block_size, service_time_fn, f))
+    return Workload(name or path.stem, tuple(sessions), block_size=block_size, closed_loop=True, source=str(path))
