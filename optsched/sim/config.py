@@ -1,0 +1,163 @@
+"""Frozen, validated configuration of a simulated cluster (instances, step scheduler, SLO).
+
+Units: tokens, seconds. Every type validates in ``__post_init__`` and raises ``ValueError`` naming
+the field and the offending value (STYLE.md, habit 1).
+
+SOURCE of the scheduler knobs: vLLM v1 engine arguments ``--max-num-batched-tokens``,
+``--max-num-seqs``, ``--long-prefill-token-threshold`` (vllm/config.py ``SchedulerConfig``) and the
+``prefill_schedule_interval`` of lockstep data-parallel groups (DESIGN.md, "Prefill admission").
+Defaults of ``SchedulerConfig`` are vLLM v1's online-serving defaults (8192 / 256).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["InstanceConfig", "SchedulerConfig", "ClusterConfig", "SLO", "ROLES", "PREEMPTION_MODES", "LINKS"]
+
+ROLES = ("colocated", "prefill", "decode")
+PREEMPTION_MODES = ("recompute", "swap")
+LINKS = ("rdma", "nvlink")
+
+
+def _pos_int(obj: object, name: str, value: object, minimum: int = 1) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+        raise ValueError(f"{type(obj).__name__}.{name} must be an int >= {minimum}, got {value!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class InstanceConfig:
+    """``count`` identical serving instances.
+
+    Fields:
+        role: "colocated" (prefill + decode), "prefill" (P/D prefill side) or "decode".
+        gpu, model: catalog names for ``optsched.cost.CostModel.from_names``.
+        tp: tensor-parallel degree (GPUs per instance).
+        count: number of such instances.
+        group: lockstep data-parallel group id; instances sharing a group id >= 0 start every engine
+            step together and the step lasts as long as the slowest member's (barrier). -1 = none.
+    """
+
+    role: str = "colocated"
+    gpu: str = "h200-sxm"
+    model: str = "llama-3-70b"
+    tp: int = 4
+    count: int = 1
+    group: int = -1
+
+    def __post_init__(self) -> None:
+        if self.role not in ROLES:
+            raise ValueError(f"InstanceConfig.role must be one of {ROLES}, got {self.role!r}")
+        for name in ("gpu", "model"):
+            v = getattr(self, name)
+            if not isinstance(v, str) or not v:
+                raise ValueError(f"InstanceConfig.{name} must be a non-empty string, got {v!r}")
+        _pos_int(self, "tp", self.tp)
+        _pos_int(self, "count", self.count)
+        if not isinstance(self.group, int) or isinstance(self.group, bool) or self.group < -1:
+            raise ValueError(f"InstanceConfig.group must be an int >= -1, got {self.group!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class SchedulerConfig:
+    """Per-instance vLLM-v1-like step scheduler.
+
+    Fields:
+        max_num_batched_tokens: token budget of one engine step (decodes count 1 each).
+        max_num_seqs: most sequences in one step (running decodes + prefills); <= the token budget
+            so that every running decode always fits (vLLM enforces the same).
+        long_prefill_token_threshold: cap on one request's prefill chunk per step (tokens), 0 = off.
+        prefill_schedule_interval: N >= 1; prefills that have not started yet are admitted only on
+            steps whose index is a multiple of N (started chunks continue every step).
+        block_size: KV block size (tokens); None = the workload's ``block_size`` (required when
+            calls carry block hashes, so that hashes and blocks line up).
+        preemption: "recompute" (drop the victim's KV, re-prefill later) or "swap" (copy it to host
+            DRAM over PCIe and back).
+    """
+
+    max_num_batched_tokens: int = 8192
+    max_num_seqs: int = 256
+    long_prefill_token_threshold: int = 0
+    prefill_schedule_interval: int = 1
+    block_size: int | None = None
+    preemption: str = "recompute"
+
+    def __post_init__(self) -> None:
+        _pos_int(self, "max_num_batched_tokens", self.max_num_batched_tokens)
+        _pos_int(self, "max_num_seqs", self.max_num_seqs)
+        if self.max_num_seqs > self.max_num_batched_tokens:
+            raise ValueError(
+                f"SchedulerConfig.max_num_seqs ({self.max_num_seqs}) must be <= max_num_batched_tokens "
+                f"({self.max_num_batched_tokens}) so every running decode fits in a step"
+            )
+        _pos_int(self, "long_prefill_token_threshold", self.long_prefill_token_threshold, minimum=0)
+        _pos_int(self, "prefill_schedule_interval", self.prefill_schedule_interval)
+        if self.block_size is not None:
+            _pos_int(self, "block_size", self.block_size)
+        if self.preemption not in PREEMPTION_MODES:
+            raise ValueError(f"SchedulerConfig.preemption must be one of {PREEMPTION_MODES}, got {self.preemption!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterConfig:
+    """Instances plus the scheduler every instance runs.
+
+    Fields:
+        instances: instance groups (expanded by ``count`` in order; instance index = position).
+        scheduler: the step scheduler of every instance.
+        dram_tier / ssd_tier: give each instance's prefix cache a host-DRAM / SSD tier sized by
+            ``cm.tier_capacity_blocks``.
+        pd_link: link for prefill->decode KV transfer in P/D clusters ("rdma" across nodes or
+            "nvlink" inside a node).
+    """
+
+    instances: tuple[InstanceConfig, ...]
+    scheduler: SchedulerConfig = SchedulerConfig()
+    dram_tier: bool = True
+    ssd_tier: bool = False
+    pd_link: str = "rdma"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.instances, tuple) or not self.instances:
+            raise ValueError(f"ClusterConfig.instances must be a non-empty tuple, got {self.instances!r}")
+        for i, ic in enumerate(self.instances):
+            if not isinstance(ic, InstanceConfig):
+                raise ValueError(f"ClusterConfig.instances[{i}] must be an InstanceConfig, got {ic!r}")
+        if not isinstance(self.scheduler, SchedulerConfig):
+            raise ValueError(f"ClusterConfig.scheduler must be a SchedulerConfig, got {self.scheduler!r}")
+        if self.pd_link not in LINKS:
+            raise ValueError(f"ClusterConfig.pd_link must be one of {LINKS}, got {self.pd_link!r}")
+        roles = {ic.role for ic in self.instances}
+        if "decode" in roles and "prefill" not in roles:
+            raise ValueError("ClusterConfig.instances: 'decode' instances need at least one 'prefill' instance")
+        if "prefill" in roles and "decode" not in roles:
+            raise ValueError("ClusterConfig.instances: 'prefill' instances need at least one 'decode' instance")
+        for ic in self.instances:
+            if ic.group >= 0:
+                same = {(o.role, o.gpu, o.model, o.tp) for o in self.instances if o.group == ic.group}
+                if len(same) > 1:
+                    raise ValueError(f"ClusterConfig.instances: lockstep group {ic.group} mixes instance kinds {same}")
+
+    @property
+    def expanded(self) -> tuple[InstanceConfig, ...]:
+        """One entry per instance (``count`` expanded), in index order."""
+        return tuple(ic for ic in self.instances for _ in range(ic.count))
+
+    @property
+    def num_gpus(self) -> int:
+        """Total GPUs (sum of tp over instances)."""
+        return sum(ic.tp * ic.count for ic in self.instances)
+
+
+@dataclass(frozen=True, slots=True)
+class SLO:
+    """Latency service-level objective: a call meets it when TTFT <= ttft_s and TPOT <= tpot_s (s)."""
+
+    ttft_s: float
+    tpot_s: float
+
+    def __post_init__(self) -> None:
+        for name in ("ttft_s", "tpot_s"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not (v > 0):
+                raise ValueError(f"SLO.{name} must be a positive number of seconds, got {v!r}")

@@ -1,0 +1,76 @@
+"""Closed-loop session driver: when each call is released (DESIGN.md, "Workload").
+
+Closed loop (``workload.closed_loop``): a root call is released at its session's ``start_s``; any
+other call at ``max over parents p of (finish(p) + p.think_time_s)`` once all parents finished, so
+subagent lanes fork after their parent and a join gate waits for every lane.
+Open loop: every call is released at its ``arrival_s`` (``session.start_s`` when it has none),
+ignoring parents (trace replay).
+"""
+
+from __future__ import annotations
+
+from optsched.workload.types import Call, Workload
+
+__all__ = ["SessionDriver"]
+
+
+class SessionDriver:
+    """Tracks unfinished parents of every call; global call index = position in ``workload.calls()``.
+
+    Attributes:
+        calls: every call in workload order.
+        session_of: call index -> session index.
+    """
+
+    def __init__(self, workload: Workload) -> None:
+        self.closed_loop = workload.closed_loop
+        self.calls: list[Call] = []
+        self.session_of: list[int] = []
+        self.children: list[list[int]] = []
+        self.missing: list[int] = []
+        self.ready_s: list[float] = []
+        self.session_left: list[int] = []
+        self._initial: list[tuple[float, int]] = []
+        for si, s in enumerate(workload.sessions):
+            base = len(self.calls)
+            local = {c.call_id: base + k for k, c in enumerate(s.calls)}
+            self.session_left.append(len(s.calls))
+            for k, c in enumerate(s.calls):
+                idx = base + k
+                self.calls.append(c)
+                self.session_of.append(si)
+                self.children.append([])
+                self.ready_s.append(s.start_s)
+                if self.closed_loop:
+                    self.missing.append(len(c.parents))
+                    for p in c.parents:
+                        self.children[local[p]].append(idx)
+                    if not c.parents:
+                        self._initial.append((s.start_s, idx))
+                else:
+                    self.missing.append(0)
+                    t = c.arrival_s if c.arrival_s is not None else s.start_s
+                    self._initial.append((t, idx))
+
+    def initial_releases(self) -> list[tuple[float, int]]:
+        """``(release_s, call index)`` of the calls released without waiting for another call."""
+        return list(self._initial)
+
+    def on_finish(self, idx: int, finish_s: float) -> list[tuple[float, int]]:
+        """Record that call ``idx`` finished; return ``(release_s, child index)`` for children now ready."""
+        self.session_left[self.session_of[idx]] -= 1
+        if not self.closed_loop:
+            return []
+        out = []
+        t = finish_s + self.calls[idx].think_time_s
+        for ch in self.children[idx]:
+            if t > self.ready_s[ch]:
+                self.ready_s[ch] = t
+            self.missing[ch] -= 1
+            if self.missing[ch] == 0:
+                out.append((self.ready_s[ch], ch))
+        return out
+
+    def has_successor(self, idx: int) -> bool:
+        """True when another call of the same session will still run after ``idx`` (session pauses)."""
+        return self.session_left[self.session_of[idx]] > 0

@@ -1,0 +1,291 @@
+"""The discrete-event simulator: releases calls, routes them, steps instances, moves KV.
+
+Event order and priorities: `optsched.sim.events`. Step planning: `optsched.sim.scheduler`.
+Release rule: `optsched.sim.driver`. No wall clock, no global randomness: the only state is the
+event queue, the instances and the policies passed in, so a run is a pure function of its inputs.
+
+P/D (DistServe, Zhong et al., OSDI 2024, Section 3): a call's prefill runs on a "prefill"
+instance; when its last chunk finishes (first token sampled there, so TTFT ends there) the decode
+instance is chosen by ``router.route_decode`` when the router has it, else the decode instance with
+the fewest outstanding tokens (ties: lowest index); the decode instance reserves the KV blocks and
+the KV arrives after ``cm.kv_transfer_time(tokens, cluster.pd_link)``. The prefill instance holds the
+blocks until the transfer completes, then releases them into its prefix cache. A decode instance
+that reserves no room queues the transfer until a step frees blocks.
+"""
+
+from __future__ import annotations
+
+import heapq
+import logging
+from typing import Any
+
+from optsched.sim import kv
+from optsched.sim.cluster import StepUnit, build_instances, build_units
+from optsched.sim.config import SLO, ClusterConfig
+from optsched.sim.events import KV_READY, RELEASE, STEP, STEP_END, TIMER, EventQueue
+from optsched.sim.instance import Instance
+from optsched.sim.residency_exec import ResidencyExecutor
+from optsched.sim.scheduler import Batch, plan_step
+from optsched.sim.seq import DECODE, DONE, PREFILL, TRANSFER, Seq
+from optsched.sim.views import ClusterViewImpl
+from optsched.sim.driver import SessionDriver
+from optsched.workload.types import Workload
+
+__all__ = ["Simulator"]
+
+log = logging.getLogger(__name__)
+
+
+class Simulator:
+    """One simulation run. Use `optsched.sim.simulate`; this class is the engine behind it."""
+
+    def __init__(
+        self, workload: Workload, cluster: ClusterConfig, router: Any, admission: Any, residency: Any,
+        slo: SLO | None, cost_models: Any = None, progress: bool = False,
+    ) -> None:
+        bs = cluster.scheduler.block_size
+        if bs is None:
+            bs = workload.block_size
+        elif any(c.block_hashes and c.block_size != bs for c in workload.calls()):
+            raise ValueError(
+                f"SchedulerConfig.block_size={bs} differs from the block size of the workload's block hashes "
+                f"({workload.block_size}); leave block_size unset to use the workload's"
+            )
+        self.block_size = bs
+        self.workload = workload
+        self.cluster = cluster
+        self.router = router
+        self.admission = admission
+        self.slo = slo
+        self.ttft_slo_s = slo.ttft_s if slo is not None else float("inf")
+        self.instances: list[Instance] = build_instances(cluster, bs, cost_models)
+        self.units, self.unit_of = build_units(self.instances)
+        self.q = EventQueue()
+        self.driver = SessionDriver(workload)
+        self.view = ClusterViewImpl(self, self.instances, bs)
+        self.session_home: dict[str, int] = {}
+        self.seqs: list[Seq | None] = [None] * len(self.driver.calls)
+        self.decode_ids = [i.iid for i in self.instances if i.role == "decode"]
+        self.route_decode = getattr(router, "route_decode", None) if self.decode_ids else None
+        self.residency = ResidencyExecutor(self, residency)
+        self.finished = 0
+        self.progress = progress
+        self._bar = None
+        self._start_load = self._start_load_cb
+
+    @property
+    def now_s(self) -> float:
+        return self.q.now_s
+
+    # ---- main loop ---------------------------------------------------------------------------
+    def run(self) -> None:
+        """Run until every call finished. Raises RuntimeError if work is stuck (a bug or a call too big)."""
+        q = self.q
+        for t, idx in self.driver.initial_releases():
+            q.push(t, RELEASE, idx)
+        if self.progress:
+            from tqdm import tqdm
+
+            self._bar = tqdm(total=len(self.seqs), desc="calls released", unit="call")
+        try:
+            while q._heap:
+                t, p, payload = q.pop()
+                if p == STEP_END:
+                    self._on_step_end(payload, t)
+                elif p == RELEASE:
+                    self._on_release(payload, t)
+                elif p == STEP:
+                    payload.wake_pending = False
+                    if not payload.busy:
+                        self._start_step(payload, t)
+                elif p == KV_READY:
+                    self._on_kv_ready(payload, t)
+                else:
+                    self.residency.on_timer(payload, t)
+        finally:
+            if self._bar is not None:
+                self._bar.close()
+        if self.finished != len(self.seqs):
+            stuck = [c.call_id for c, s in zip(self.driver.calls, self.seqs) if s is None or s.state != DONE][:5]
+            raise RuntimeError(f"simulation ended with {len(self.seqs) - self.finished} unfinished calls, e.g. {stuck}")
+
+    # ---- releases and routing ----------------------------------------------------------------
+    def _on_release(self, idx: int, t: float) -> None:
+        call = self.driver.calls[idx]
+        seq = Seq(idx, call, t)
+        self.seqs[idx] = seq
+        if self._bar is not None:
+            self._bar.update(1)
+        i = self.router.route(call, self.view)
+        if not isinstance(i, int) or not (0 <= i < len(self.instances)) or self.instances[i].role == "decode":
+            raise ValueError(
+                f"router {getattr(self.router, 'name', self.router)!r} returned {i!r} for call {call.call_id}: "
+                f"expected the index of a colocated or prefill instance (0..{len(self.instances) - 1})"
+            )
+        self.residency.on_next_call(call, i, t)
+        self._enqueue(self.instances[i], seq, t)
+
+    def _enqueue(self, inst: Instance, seq: Seq, t: float) -> None:
+        need = -(-(seq.call.input_tokens + seq.call.output_tokens) // inst.bs)
+        if need > inst.kv_capacity_blocks:
+            raise ValueError(
+                f"call {seq.call.call_id} needs {need} KV blocks but instance {inst.iid} has "
+                f"{inst.kv_capacity_blocks}: it can never run there"
+            )
+        seq.inst = inst.iid
+        seq.enqueue_s = t
+        seq.est_remaining = seq.target_tokens - kv.estimate_hit_tokens(inst, seq)
+        inst.queued_prefill_tokens += seq.est_remaining
+        inst.waiting.append(seq)
+        self.session_home[seq.call.session_id] = inst.iid
+        self._wake(self.unit_of[inst.iid], t)
+
+    def _wake(self, unit: StepUnit, t: float) -> None:
+        if not unit.busy and not unit.wake_pending:
+            unit.wake_pending = True
+            self.q.push(t, STEP, unit)
+
+    # ---- steps -------------------------------------------------------------------------------
+    def _start_load_cb(self, inst: Instance, seq: Seq, delay_s: float, kind: str) -> None:
+        self.q.push(self.q.now_s + delay_s, KV_READY, (kind, seq, inst, None))
+
+    def _start_step(self, unit: StepUnit, t: float) -> None:
+        batches: list[Batch] = []
+        longest = 0.0
+        for inst in unit.members:
+            b = plan_step(inst, t, self.admission, self._start_load, self.ttft_slo_s)
+            if not b.empty:
+                b.time_s = float(inst.cm.step_time(b.prefill_tokens, b.attn_pairs, b.prefill_kv, b.n_dec, b.dec_kv))
+                if b.time_s > longest:
+                    longest = b.time_s
+            batches.append(b)
+        if all(b.empty for b in batches):
+            n = self.cluster.scheduler.prefill_schedule_interval
+            if n > 1 and any(i.waiting for i in unit.members) and unit.members[0].step_index % n:
+                # nothing runs until the next admitting step: an idle engine does not wait for it
+                for inst in unit.members:
+                    inst.step_index += n - inst.step_index % n
+                self._start_step(unit, t)
+            return
+        for inst, b in zip(unit.members, batches):
+            inst.busy_s += b.time_s
+            inst.num_steps += 1
+            if unit.lockstep:
+                inst.barrier_idle_s += longest - b.time_s
+        unit.batches = batches
+        unit.busy = True
+        self.q.push(t + longest, STEP_END, unit)
+
+    def _on_step_end(self, unit: StepUnit, t: float) -> None:
+        unit.busy = False
+        work = False
+        for inst, b in zip(unit.members, unit.batches):
+            self._complete(inst, b, t)
+            inst.step_index += 1
+            if inst.pending_kv:
+                self._retry_pending(inst, t)
+            inst.sample(t)
+            work = work or inst.has_work()
+        unit.batches = []
+        if work:
+            if self.q.peek_key() < (t, STEP):
+                self._wake(unit, t)
+            else:
+                self._start_step(unit, t)
+
+    def _complete(self, inst: Instance, b: Batch, t: float) -> None:
+        if b.n_dec:
+            inst.dstep += 1
+            heap = inst.finish_heap
+            d = inst.dstep
+            while heap and heap[0][0] <= d:
+                dfin, order, seq = heapq.heappop(heap)
+                if seq.state == DECODE and seq.order == order and seq.dfin == dfin and inst.dec.get(seq.idx) is seq:
+                    inst.leave_decode(seq)
+                    seq.generated = seq.call.output_tokens
+                    self._finish(inst, seq, t)
+        for seq, n in b.chunks:
+            seq.computed += n
+            seq.prefilled += n
+            inst.queued_prefill_tokens -= n
+            if seq.computed == seq.target_tokens:
+                inst.prefilling.remove(seq)
+                seq.generated += 1
+                if seq.first_token_s < 0:
+                    seq.first_token_s = t
+                left = seq.call.output_tokens - seq.generated
+                if left <= 0:
+                    self._finish(inst, seq, t)
+                elif inst.role == "prefill":
+                    self._start_transfer(inst, seq, t)
+                else:
+                    inst.join_decode(seq, left)
+
+    def _finish(self, inst: Instance, seq: Seq, t: float) -> None:
+        seq.state = DONE
+        seq.finish_s = t
+        self.finished += 1
+        idx = seq.idx
+        paused = self.driver.has_successor(idx)
+        if paused and self.residency.active:
+            self.residency.on_pause(inst, seq, t)
+        else:
+            kv.free(inst, seq, t)
+        for rt, ch in self.driver.on_finish(idx, t):
+            self.q.push(rt, RELEASE, ch)
+
+    # ---- P/D -------------------------------------------------------------------------------
+    def _pick_decode(self, seq: Seq) -> Instance:
+        if self.route_decode is not None:
+            d = self.route_decode(seq.call, self.view)
+            if not isinstance(d, int) or not (0 <= d < len(self.instances)) or self.instances[d].role != "decode":
+                raise ValueError(
+                    f"router {getattr(self.router, 'name', self.router)!r}.route_decode returned {d!r} for call "
+                    f"{seq.call.call_id}: expected the index of a decode instance {self.decode_ids}"
+                )
+            return self.instances[d]
+        best = None
+        for i in self.decode_ids:
+            inst = self.instances[i]
+            load = inst.queued_prefill_tokens + inst.remaining_decode_tokens
+            if best is None or load < best[0]:
+                best = (load, inst)
+        return best[1]
+
+    def _start_transfer(self, src: Instance, seq: Seq, t: float) -> None:
+        dst = self._pick_decode(seq)
+        seq.state = TRANSFER
+        seq.decode_inst = dst.iid
+        if not self._send(src, dst, seq, t):
+            dst.pending_kv.append((seq, src))
+
+    def _send(self, src: Instance, dst: Instance, seq: Seq, t: float) -> bool:
+        if not kv.allocate(dst, seq, -(-seq.target_tokens // dst.bs), t):
+            return False
+        dur = float(src.cm.kv_transfer_time(seq.target_tokens, self.cluster.pd_link))
+        seq.transfer_s += dur
+        self.q.push(t + dur, KV_READY, ("transfer", seq, dst, src))
+        return True
+
+    def _retry_pending(self, dst: Instance, t: float) -> None:
+        while dst.pending_kv:
+            seq, src = dst.pending_kv[0]
+            if not self._send(src, dst, seq, t):
+                return
+            dst.pending_kv.popleft()
+
+    def _on_kv_ready(self, payload: tuple, t: float) -> None:
+        kind, seq, inst, src = payload
+        if kind == "transfer":
+            kv.free(src, seq, t)
+            seq.inst = inst.iid
+            inst.join_decode(seq, seq.call.output_tokens - seq.generated)
+        elif kind == "swapin":
+            inst.loading -= 1
+            seq.swapped_tokens = 0
+            inst.join_decode(seq, seq.call.output_tokens - seq.generated)
+        else:  # "load": promotion finished, the prefill can start
+            inst.loading -= 1
+            seq.state = PREFILL
+            inst.prefilling.append(seq)
+        self._wake(self.unit_of[inst.iid], t)

@@ -1,0 +1,137 @@
+"""One serving instance: its queues, running batch aggregates, prefix cache and cost model.
+
+Decode bookkeeping is aggregated so that one engine step costs O(1) for the decode batch
+(plus O(1) per sequence that crosses a KV block boundary or finishes):
+
+- ``dstep`` counts the decode steps this instance has run. A decoding `Seq` that joined with
+  context ``c0`` at counter ``d0`` has context ``c0 + dstep - d0``.
+- ``dec_a = Σ (c0 - d0 + 1)`` so the step's ``decode_kv_tokens = dec_a + n * dstep`` (each decode
+  reads its context plus the token being decoded).
+- ``dec_rem = Σ dfin`` so the remaining decode steps are ``dec_rem - n * dstep``.
+- A sequence needs a new KV block in the step where its context is a multiple of ``block_size``,
+  i.e. when ``dstep % block_size == (d0 - c0) % block_size``: sequences are bucketed by that
+  residue, and the bucket of the current step is the exact set that allocates one block.
+- ``finish_heap`` holds ``(dfin, order, seq)``; a decode finishes when ``dstep`` reaches ``dfin``.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import deque
+from typing import Any
+
+from optsched.sim.config import InstanceConfig, SchedulerConfig
+from optsched.sim.seq import DECODE, Seq
+
+__all__ = ["Instance"]
+
+
+class Instance:
+    """Mutable state of instance ``iid`` (role, tp, cost model ``cm``, prefix cache ``cache``)."""
+
+    def __init__(self, iid: int, cfg: InstanceConfig, sched: SchedulerConfig, block_size: int, cm: Any, cache: Any) -> None:
+        self.iid = iid
+        self.cfg = cfg
+        self.role = cfg.role
+        self.group = cfg.group
+        self.sched = sched
+        self.bs = block_size
+        self.cm = cm
+        self.cache = cache
+        self.num_gpus = int(cm.num_gpus)
+        self.kv_capacity_blocks = int(cache_capacity(cache))
+        # queues
+        self.waiting: deque[Seq] = deque()  # not started (FCFS order), preempted ones at the front
+        self.prefilling: list[Seq] = []  # started, prompt not fully computed (running in vLLM terms)
+        self.loading = 0  # sequences waiting for a DRAM/SSD promotion or a swap-in (hold blocks)
+        self.pending_kv: deque[Seq] = deque()  # P/D: decodes waiting for blocks to receive KV
+        # decode aggregates (see module docstring)
+        self.dstep = 0
+        self.dec: dict[int, Seq] = {}
+        self.dec_a = 0
+        self.dec_rem = 0
+        self.buckets: list[dict[int, Seq]] = [dict() for _ in range(block_size)]
+        self.finish_heap: list[tuple[int, int, Seq]] = []
+        # step state
+        self.step_index = 0
+        self._order = 0
+        self.busy = False
+        self.wake_pending = False
+        self.queued_prefill_tokens = 0  # Σ est_remaining over waiting + prefilling + loading
+        # metrics
+        self.busy_s = 0.0
+        self.barrier_idle_s = 0.0
+        self.num_steps = 0
+        self.samples_t: list[float] = []
+        self.samples_queue: list[int] = []
+        self.samples_kv: list[int] = []
+        self.samples_running: list[int] = []
+
+    # ---- views of the aggregates -------------------------------------------------------------
+    @property
+    def n_dec(self) -> int:
+        return len(self.dec)
+
+    @property
+    def decode_kv_tokens(self) -> int:
+        """KV tokens read by the next decode step (Σ context + 1)."""
+        return self.dec_a + len(self.dec) * self.dstep
+
+    @property
+    def remaining_decode_tokens(self) -> int:
+        return self.dec_rem - len(self.dec) * self.dstep
+
+    @property
+    def num_running(self) -> int:
+        return len(self.dec) + len(self.prefilling) + self.loading
+
+    @property
+    def kv_used_blocks(self) -> int:
+        return int(self.cache.hbm_used_blocks)
+
+    def next_order(self) -> int:
+        """Admission counter (the newest running sequence is the preemption victim)."""
+        self._order += 1
+        return self._order
+
+    def has_work(self) -> bool:
+        return bool(self.dec or self.prefilling or self.waiting)
+
+    # ---- decode membership -------------------------------------------------------------------
+    def join_decode(self, seq: Seq, steps: int) -> None:
+        """Add ``seq`` (context ``seq.target_tokens``) for ``steps`` >= 1 more decode steps."""
+        c0 = seq.target_tokens
+        d0 = self.dstep
+        seq.c0 = c0
+        seq.d0 = d0
+        seq.dfin = d0 + steps
+        seq.residue = (d0 - c0) % self.bs
+        seq.state = DECODE
+        self.dec[seq.idx] = seq
+        self.dec_a += c0 - d0 + 1
+        self.dec_rem += seq.dfin
+        self.buckets[seq.residue][seq.idx] = seq
+        heapq.heappush(self.finish_heap, (seq.dfin, seq.order, seq))
+
+    def leave_decode(self, seq: Seq) -> None:
+        """Remove ``seq`` from the decode aggregates (finish or preemption); its heap entry goes stale."""
+        del self.dec[seq.idx]
+        self.dec_a -= seq.c0 - seq.d0 + 1
+        self.dec_rem -= seq.dfin
+        del self.buckets[seq.residue][seq.idx]
+
+    def context_tokens(self, seq: Seq) -> int:
+        """Tokens in KV of a decoding ``seq`` now."""
+        return seq.c0 + self.dstep - seq.d0
+
+    def sample(self, now_s: float) -> None:
+        """Record queue depth, running sequences and HBM KV blocks at a step boundary."""
+        self.samples_t.append(now_s)
+        self.samples_queue.append(len(self.waiting))
+        self.samples_running.append(self.num_running)
+        self.samples_kv.append(self.kv_used_blocks)
+
+
+def cache_capacity(cache: Any) -> int:
+    """HBM capacity (blocks) of a prefix cache."""
+    return int(cache.capacity_blocks("hbm"))

@@ -1,0 +1,81 @@
+"""Executes a `Residency` policy's decisions on the instances' prefix caches.
+
+When a call finishes and its session will run another call (the session pauses for a tool or
+think time), the call's blocks are released into the prefix index and the policy decides what
+happens to them (`optsched.policies.base.ResidencyDecision`): ``keep`` (LRU; with a finite TTL the
+cache applies ``then`` at the deadline unless the next call touched the blocks first), or
+``offload_dram`` / ``offload_ssd`` / ``drop`` now (``PrefixCache.apply_residency``). Offloads run in
+the background over PCIe (the copy is not charged to any call; a later promotion is). TTL deadlines
+become TIMER events (one pending per instance, at ``cache.next_expiry_s()``). Without a policy every
+block simply stays in the LRU index (``residency=None``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from optsched.sim import kv
+from optsched.sim.events import TIMER
+from optsched.sim.instance import Instance
+from optsched.sim.seq import Seq
+
+__all__ = ["ResidencyExecutor"]
+
+_INF = float("inf")
+
+
+class ResidencyExecutor:
+    """Holds the policy, the decisions' counts and one pending TTL timer per instance."""
+
+    def __init__(self, sim: Any, policy: Any) -> None:
+        self.sim = sim
+        self.policy = policy
+        self.active = policy is not None
+        self.timer_at: dict[int, float] = {}
+        self.actions: dict[str, int] = {}
+        self.moved_blocks = {"hbm": 0, "dram": 0, "ssd": 0}
+
+    def on_pause(self, inst: Instance, seq: Seq, now_s: float) -> None:
+        """Release ``seq``'s blocks on ``inst`` and apply the policy's decision to them."""
+        kv.free(inst, seq, now_s)
+        call = seq.call
+        kv_blocks = -(-(call.input_tokens + call.output_tokens) // inst.bs)
+        d = self.policy.on_pause(call, kv_blocks, self.sim.view)
+        self.actions[d.action] = self.actions.get(d.action, 0) + 1
+        hashes = kv.complete_prompt_hashes(inst, seq, call.input_tokens)
+        if not hashes:
+            return
+        try:
+            moves = inst.cache.apply_residency(hashes, d.action, now_s, d.ttl_s, d.then)
+        except ValueError as exc:
+            name = getattr(self.policy, "name", type(self.policy).__name__)
+            raise ValueError(f"residency {name!r} decision {d} on instance {inst.iid}: {exc}") from exc
+        self.moved_blocks["hbm"] += moves.hbm_blocks
+        self.moved_blocks["dram"] += moves.dram_blocks
+        self.moved_blocks["ssd"] += moves.ssd_blocks
+        if d.action == "keep" and d.ttl_s != _INF:
+            self._arm(inst, now_s)
+
+    def _arm(self, inst: Instance, now_s: float) -> None:
+        t = inst.cache.next_expiry_s()
+        if t == _INF:
+            return
+        t = max(t, now_s)
+        if t < self.timer_at.get(inst.iid, _INF):
+            self.timer_at[inst.iid] = t
+            self.sim.q.push(t, TIMER, inst)
+
+    def on_timer(self, inst: Instance, now_s: float) -> None:
+        """A TTL deadline on ``inst``: apply due ``then`` actions and arm the next deadline."""
+        if self.timer_at.get(inst.iid) != now_s:
+            return  # superseded by an earlier timer
+        del self.timer_at[inst.iid]
+        moves = inst.cache.expire(now_s)
+        self.moved_blocks["hbm"] += moves.hbm_blocks
+        self.moved_blocks["dram"] += moves.dram_blocks
+        self.moved_blocks["ssd"] += moves.ssd_blocks
+        self._arm(inst, now_s)
+
+    def on_next_call(self, call: Any, instance: int, now_s: float) -> None:
+        """Hook for the session's next call (the cache cancels TTLs when it touches the blocks)."""
+        return None

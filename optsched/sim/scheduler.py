@@ -1,0 +1,292 @@
+"""vLLM-v1-like step scheduler of one instance: which decodes and prefill chunks run in the next step.
+
+Order inside a step (SOURCE: vLLM v1 ``vllm/v1/core/sched/scheduler.py`` ``Scheduler.schedule``):
+
+1. Running decodes first, one token each; a decode that needs a new KV block and finds HBM full
+   preempts the newest running sequence (recompute or swap, ``SchedulerConfig.preemption``) until
+   the block fits or it was itself preempted.
+2. Swapped-out sequences at the head of the waiting queue are swapped back in (no budget used).
+3. Prefill chunks fill the rest of the token budget ``max_num_batched_tokens - decodes``: started
+   prefills and then not-yet-started ones in arrival order. With ``admission=None`` this is the
+   built-in FCFS rule (each call gets ``min(remaining, long_prefill_token_threshold, budget left)``);
+   otherwise the `Admission` policy picks ``(index, tokens)`` from the offered `WaitingPrefill` list
+   and the scheduler enforces the engine limits on its answer. Not-yet-started prefills are offered
+   only on steps whose index is a multiple of ``prefill_schedule_interval`` and only while fewer than
+   ``max_num_seqs`` sequences run. A new prefill whose blocks do not fit stays waiting.
+
+The built-in FCFS path and ``FCFSAdmission`` produce identical schedules (tested); the built-in one
+skips building `WaitingPrefill` objects, which matters for long queues.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from optsched.policies.base import WaitingPrefill
+from optsched.sim import kv
+from optsched.sim.instance import Instance
+from optsched.sim.seq import DECODE, LOADING, PREFILL, WAITING, Seq
+
+__all__ = ["Batch", "plan_step", "preempt_newest"]
+
+
+class Batch:
+    """One planned engine step on one instance (aggregates in the cost model's argument names)."""
+
+    __slots__ = ("chunks", "n_dec", "dec_kv", "prefill_tokens", "attn_pairs", "prefill_kv", "time_s")
+
+    def __init__(self) -> None:
+        self.chunks: list[tuple[Seq, int]] = []
+        self.n_dec = 0
+        self.dec_kv = 0
+        self.prefill_tokens = 0
+        self.attn_pairs = 0.0
+        self.prefill_kv = 0
+        self.time_s = 0.0
+
+    @property
+    def empty(self) -> bool:
+        return self.n_dec == 0 and not self.chunks
+
+    def add_chunk(self, seq: Seq, n: int) -> None:
+        c = seq.computed
+        self.chunks.append((seq, n))
+        self.prefill_tokens += n
+        self.attn_pairs += n * (c + (n + 1) / 2.0)
+        self.prefill_kv += c + n
+
+
+def preempt_newest(inst: Instance, now_s: float, mode: str) -> Seq | None:
+    """Preempt the most recently admitted running sequence of ``inst``; return it (None if none)."""
+    victim: Seq | None = None
+    for s in inst.prefilling:
+        if victim is None or s.order > victim.order:
+            victim = s
+    for s in inst.dec.values():
+        if victim is None or s.order > victim.order:
+            victim = s
+    if victim is None:
+        return None
+    if victim.state == DECODE:
+        ctx = inst.context_tokens(victim)
+        inst.leave_decode(victim)
+        kv.free(inst, victim, now_s, ctx)
+    else:
+        ctx = 0
+        inst.prefilling.remove(victim)
+        inst.queued_prefill_tokens -= victim.target_tokens - victim.computed
+        kv.free(inst, victim, now_s, victim.computed)
+    victim.preemptions += 1
+    victim.blocks = 0
+    if mode == "swap" and ctx > 0:
+        victim.swapped_tokens = ctx
+        victim.target_tokens = ctx
+        victim.computed = ctx
+    else:
+        victim.target_tokens = victim.call.input_tokens + victim.generated
+        victim.computed = 0
+    victim.state = WAITING
+    victim.est_remaining = victim.target_tokens - victim.computed
+    inst.queued_prefill_tokens += victim.est_remaining
+    inst.waiting.appendleft(victim)
+    return victim
+
+
+def _ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def _grow_decodes(inst: Instance, now_s: float) -> None:
+    bucket = inst.buckets[inst.dstep % inst.bs]
+    if not bucket:
+        return
+    mode = inst.sched.preemption
+    for seq in list(bucket.values()):
+        while seq.state == DECODE and not kv.allocate(inst, seq, 1, now_s):
+            preempt_newest(inst, now_s, mode)
+
+
+def _start(inst: Instance, seq: Seq, now_s: float, start_load: Callable[[Instance, Seq, float, str], None]) -> bool:
+    """Admit a not-yet-started ``seq`` (popped from waiting). True if it can take a chunk now."""
+    seq.order = inst.next_order()
+    if seq.first_sched_s < 0:
+        seq.first_sched_s = now_s
+    inst.queued_prefill_tokens -= seq.est_remaining
+    if seq.swapped_tokens:
+        inst.loading += 1
+        seq.state = LOADING
+        start_load(inst, seq, 2.0 * float(inst.cm.kv_transfer_time(seq.swapped_tokens, "pcie")), "swapin")
+        return False
+    delay = kv.admit_prefix(inst, seq, now_s)
+    inst.queued_prefill_tokens += seq.target_tokens - seq.computed
+    if delay > 0.0:
+        inst.loading += 1
+        seq.state = LOADING
+        seq.load_s += delay
+        start_load(inst, seq, delay, "load")
+        return False
+    seq.state = PREFILL
+    inst.prefilling.append(seq)
+    return True
+
+
+def _take_chunk(inst: Instance, seq: Seq, n: int, batch: Batch, now_s: float, may_preempt: bool) -> bool:
+    """Reserve blocks for ``n`` more tokens of ``seq`` and add the chunk; False if it does not fit."""
+    need = _ceil_div(seq.computed + n, inst.bs) - seq.blocks
+    while not kv.allocate(inst, seq, need, now_s):
+        if not may_preempt:
+            return False
+        victim = preempt_newest(inst, now_s, inst.sched.preemption)
+        if victim is None or victim is seq:
+            return False
+    seq.blocks += max(need, 0)
+    batch.add_chunk(seq, n)
+    return True
+
+
+def _swap_in_head(inst: Instance, now_s: float, start_load: Callable) -> None:
+    while inst.waiting and inst.waiting[0].swapped_tokens and inst.num_running < inst.sched.max_num_seqs:
+        seq = inst.waiting[0]
+        if not kv.allocate(inst, seq, _ceil_div(seq.swapped_tokens, inst.bs), now_s):
+            return
+        inst.waiting.popleft()
+        _start(inst, seq, now_s, start_load)
+
+
+def plan_step(
+    inst: Instance, now_s: float, admission: Any, start_load: Callable[[Instance, Seq, float, str], None],
+    ttft_slo_s: float = float("inf"),
+) -> Batch:
+    """Plan the next step of ``inst`` at ``now_s`` (mutates queues and KV; see module docstring).
+
+    ``start_load(inst, seq, delay_s, kind)`` is called for sequences that must wait for a promotion
+    or swap-in before computing. Raises ValueError when an `Admission` answer breaks its contract.
+    """
+    sched = inst.sched
+    batch = Batch()
+    if inst.dec:
+        _grow_decodes(inst, now_s)
+    batch.n_dec = len(inst.dec)
+    batch.dec_kv = inst.decode_kv_tokens
+    budget = sched.max_num_batched_tokens - batch.n_dec
+    if inst.waiting and inst.waiting[0].swapped_tokens:
+        _swap_in_head(inst, now_s, start_load)
+    admit_new = inst.step_index % sched.prefill_schedule_interval == 0
+    if admission is None:
+        _fcfs(inst, batch, budget, admit_new, now_s, start_load)
+    else:
+        _policy(inst, batch, budget, admit_new, now_s, start_load, admission, ttft_slo_s)
+    # decodes preempted by a later prefill allocation leave the batch
+    if batch.n_dec != len(inst.dec):
+        batch.n_dec = len(inst.dec)
+        batch.dec_kv = inst.decode_kv_tokens
+    return batch
+
+
+def _fcfs(inst: Instance, batch: Batch, budget: int, admit_new: bool, now_s: float, start_load: Callable) -> None:
+    thr = inst.sched.long_prefill_token_threshold
+    for seq in list(inst.prefilling):
+        if budget <= 0:
+            return
+        if seq.state != PREFILL:
+            continue  # preempted earlier in this loop
+        n = seq.target_tokens - seq.computed
+        if thr and n > thr:
+            n = thr
+        if n > budget:
+            n = budget
+        if _take_chunk(inst, seq, n, batch, now_s, True):
+            budget -= n
+    if not admit_new:
+        return
+    max_seqs = inst.sched.max_num_seqs
+    waiting = inst.waiting
+    while budget > 0 and waiting and inst.num_running < max_seqs:
+        seq = waiting[0]
+        if seq.swapped_tokens:
+            return
+        waiting.popleft()
+        snap = (seq.hit_hbm, seq.hit_dram, seq.hit_ssd)
+        if not _start(inst, seq, now_s, start_load):
+            continue
+        n = seq.target_tokens - seq.computed
+        if thr and n > thr:
+            n = thr
+        if n > budget:
+            n = budget
+        if not _take_chunk(inst, seq, n, batch, now_s, False):
+            _unstart(inst, seq, now_s, snap)
+            return
+        budget -= n
+
+
+def _unstart(inst: Instance, seq: Seq, now_s: float, snap: tuple[int, int, int]) -> None:
+    """Undo `_start` for a new prefill whose first chunk did not fit: back to the queue head."""
+    inst.prefilling.remove(seq)
+    inst.queued_prefill_tokens -= seq.target_tokens - seq.computed
+    kv.free(inst, seq, now_s, 0)
+    seq.hit_hbm, seq.hit_dram, seq.hit_ssd = snap
+    seq.total_target -= seq.target_tokens
+    seq.computed = 0
+    seq.blocks = 0
+    seq.state = WAITING
+    inst.queued_prefill_tokens += seq.est_remaining
+    inst.waiting.appendleft(seq)
+
+
+def _policy(
+    inst: Instance, batch: Batch, budget: int, admit_new: bool, now_s: float, start_load: Callable,
+    admission: Any, ttft_slo_s: float,
+) -> None:
+    offered: list[Seq] = [s for s in inst.prefilling]
+    if admit_new:
+        room = inst.sched.max_num_seqs - inst.num_running
+        for s in inst.waiting:
+            if room <= 0 or s.swapped_tokens:
+                break
+            offered.append(s)
+            room -= 1
+    if not offered or budget <= 0:
+        return
+    views = []
+    for s in offered:
+        started = s.state == PREFILL
+        rem = s.target_tokens - s.computed if started else s.est_remaining
+        wp = s.wp
+        if wp is None or wp.remaining_tokens != rem or wp.computed_tokens != s.computed:
+            wp = WaitingPrefill(s.call.call_id, max(rem, 1), s.computed, s.enqueue_s, s.release_s + ttft_slo_s)
+            s.wp = wp
+        views.append(wp)
+    picks = admission.select(views, budget, inst.step_index, now_s)
+    name = getattr(admission, "name", type(admission).__name__)
+    seen: set[int] = set()
+    total = 0
+    for item in picks:
+        i, n = item
+        if not (0 <= i < len(views)) or i in seen:
+            raise ValueError(f"admission {name!r} returned index {i!r} (offered {len(views)}, duplicates not allowed)")
+        if not (1 <= n <= views[i].remaining_tokens):
+            raise ValueError(f"admission {name!r} returned {n!r} tokens for {views[i].call_id} "
+                             f"(remaining {views[i].remaining_tokens})")
+        seen.add(i)
+        total += n
+    if total > budget:
+        raise ValueError(f"admission {name!r} selected {total} tokens > token budget {budget}")
+    thr = inst.sched.long_prefill_token_threshold
+    for i, n in picks:
+        seq = offered[i]
+        if seq.state == WAITING:
+            inst.waiting.remove(seq)
+            snap = (seq.hit_hbm, seq.hit_dram, seq.hit_ssd)
+            if not _start(inst, seq, now_s, start_load):
+                continue
+            new = True
+        elif seq.state == PREFILL:
+            new = False
+        else:
+            continue  # preempted by an earlier pick
+        n = min(n, seq.target_tokens - seq.computed)
+        if thr and n > thr:
+            n = thr
+        if not _take_chunk(inst, seq, n, batch, now_s, not new) and new:
+            _unstart(inst, seq, now_s, snap)

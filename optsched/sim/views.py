@@ -1,0 +1,90 @@
+"""Read-only views that policies see (implements `optsched.policies.base.ClusterView`/`InstanceView`).
+
+Every attribute is computed from the live instance on access, so a view never goes stale and a
+policy cannot mutate simulator state through it. Units: tokens, KV blocks, seconds.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from optsched.sim.instance import Instance
+
+__all__ = ["InstanceViewImpl", "ClusterViewImpl"]
+
+_TIERS = ("hbm", "dram", "ssd", "any")
+
+
+class InstanceViewImpl:
+    """`InstanceView` of one instance (see the protocol for the meaning of each attribute)."""
+
+    __slots__ = ("_inst",)
+
+    def __init__(self, inst: Instance) -> None:
+        self._inst = inst
+
+    @property
+    def instance_id(self) -> int:
+        return self._inst.iid
+
+    @property
+    def role(self) -> str:
+        return self._inst.role
+
+    @property
+    def group(self) -> int:
+        return self._inst.group
+
+    @property
+    def kv_capacity_blocks(self) -> int:
+        return self._inst.kv_capacity_blocks
+
+    @property
+    def kv_used_blocks(self) -> int:
+        return self._inst.kv_used_blocks
+
+    @property
+    def queued_prefill_tokens(self) -> int:
+        return self._inst.queued_prefill_tokens
+
+    @property
+    def running_decodes(self) -> int:
+        return len(self._inst.dec)
+
+    @property
+    def outstanding_tokens(self) -> int:
+        return self._inst.queued_prefill_tokens + self._inst.remaining_decode_tokens
+
+    @property
+    def num_gpus(self) -> int:
+        return self._inst.num_gpus
+
+    def prefix_hit_blocks(self, block_hashes: Sequence[int], tier: str = "hbm") -> int:
+        """Longest prefix of ``block_hashes`` resident in ``tier`` here (blocks). Raises ValueError on a bad tier."""
+        if tier not in _TIERS:
+            raise ValueError(f"tier must be one of {_TIERS}, got {tier!r}")
+        if not block_hashes:
+            return 0
+        m = self._inst.cache.match(block_hashes)
+        if tier == "any":
+            return m.hbm_blocks + m.dram_blocks + m.ssd_blocks
+        return int(getattr(m, f"{tier}_blocks"))
+
+
+class ClusterViewImpl:
+    """`ClusterView` at the simulator's current time."""
+
+    __slots__ = ("_sim", "instances", "block_size")
+
+    def __init__(self, sim, instances: list[Instance], block_size: int) -> None:
+        self._sim = sim
+        self.instances = tuple(InstanceViewImpl(i) for i in instances)
+        self.block_size = block_size
+
+    @property
+    def now_s(self) -> float:
+        return self._sim.now_s
+
+    def session_home(self, session_id: str) -> int | None:
+        """Instance that served the session's latest finished or running call, or None."""
+        return self._sim.session_home.get(session_id)
