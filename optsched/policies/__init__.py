@@ -14,6 +14,9 @@ from optsched.policies.base import (
     Router,
     WaitingPrefill,
 )
+from optsched.policies.residency_infercept import InferceptResidency
+from optsched.policies.residency_lru import LRUResidency
+from optsched.policies.residency_ttl import TTLResidency
 from optsched.policies.router_cache_aware import CacheAwareConfig, CacheAwareRouter
 from optsched.policies.router_consistent_hash import ConsistentHashConfig, ConsistentHashRouter
 from optsched.policies.router_kv_balanced import KVBalancedRouter
@@ -32,9 +35,11 @@ __all__ = [
     "ConsistentHashConfig",
     "ConsistentHashRouter",
     "FCFSAdmission",
+    "InferceptResidency",
     "InstanceView",
     "IntervalAdmission",
     "KVBalancedRouter",
+    "LRUResidency",
     "LeastOutstandingRouter",
     "OverlapCostConfig",
     "OverlapCostRouter",
@@ -46,6 +51,7 @@ __all__ = [
     "RoundRobinRouter",
     "Router",
     "ShortestFirstAdmission",
+    "TTLResidency",
     "ThresholdAdmission",
     "WaitingPrefill",
 ]
