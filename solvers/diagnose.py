@@ -69,7 +69,8 @@ class InfeasibilityDiagnosis:
 
 
 def diagnose_infeasibility(model: pyo.ConcreteModel, options: SolverOptions | None = None,
-                           relax_integers: bool = False, tol: float = 1e-6) -> InfeasibilityDiagnosis:
+                           relax_integers: bool = False, tol: float = 1e-6,
+                           hard_families: tuple[str, ...] = ()) -> InfeasibilityDiagnosis:
     """Elastic relaxation of ``model`` (a clone; ``model`` is not modified).
 
     Args:
@@ -77,6 +78,9 @@ def diagnose_infeasibility(model: pyo.ConcreteModel, options: SolverOptions | No
         options: solver options for the elastic solve.
         relax_integers: solve the elastic model as an LP (faster; may miss integrality conflicts).
         tol: slack above which a family counts as violated (constraint units).
+        hard_families: families kept hard (definitions such as ``goodput_def = Σ flows``: relaxing them
+            explains nothing to a user). If the model is infeasible with them alone, the diagnosis says
+            "<variable bounds>" for the enforced family.
 
     Returns:
         `InfeasibilityDiagnosis`; never raises for an infeasible input.
@@ -87,7 +91,7 @@ def diagnose_infeasibility(model: pyo.ConcreteModel, options: SolverOptions | No
     rows: list[tuple[str, object, object, object]] = []
     for con in m.component_objects(pyo.Constraint, active=True, descend_into=True):
         for cd in con.values():
-            if cd.active:
+            if cd.active and con.name not in hard_families:
                 rows.append((con.name, cd.lower, cd.body, cd.upper))
                 cd.deactivate()
     for obj in m.component_data_objects(pyo.Objective, active=True):

@@ -1,0 +1,152 @@
+"""SLO-constrained per-instance capacities (requests/s) from the cost model, for the P/D MILP.
+
+Queueing approximation (documented, not exact):
+- Prefill instance = M/D/1 queue (Poisson arrivals, deterministic service D = prefill time of one
+  prompt), as DistServe (Zhong et al., OSDI 2024) §4.1 models prefill instances. Mean wait
+  E[W] = ρD / (2(1−ρ)) (Pollaczek–Khinchine). P90 wait from the two-moment exponential tail
+  P(W > t) ≈ ρ·exp(−ρt / E[W]) (atom 1−ρ at zero, exponential with the P-K mean otherwise; Kingman's
+  heavy-traffic approximation, Kingman 1962), so W90 = (E[W]/ρ)·ln(10ρ) for ρ > 0.1, else 0.
+  P90 TTFT = D + W90 (+ KV transfer for disaggregation). Capacity = largest λ with P90 TTFT ≤ SLO.
+- Decode instance: a steady batch of B sequences; one step takes t(B) = decode_step_time(B, B·ctx)
+  with ctx = prompt + output/2; TPOT = t(B) (P90 taken equal to the mean: a request's TPOT averages
+  over its output steps). Capacity = max_B B / (O·t(B)) s.t. t(B) ≤ TPOT SLO and B·(prompt+O) ≤ KV
+  tokens (Little's law: B = λ·O·t(B)).
+- Colocated instance with chunked prefill (vLLM v1 / Sarathi-Serve, Agrawal et al., OSDI 2024): each
+  step carries a prefill chunk of c tokens and the B decodes; step time τ = step_time(c, ...); TPOT = τ;
+  a prompt needs ⌈new/c⌉ steps, so prefill is an M/D/1 queue with service D_c = ⌈new/c⌉·τ;
+  B = λ·O·τ. Capacity = max over c in a grid of the largest λ meeting both SLOs and KV.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from optsched.cost import CostModel, chunk_attn_pairs
+
+__all__ = [
+    "PDSLO",
+    "PDWorkload",
+    "colocated_capacity_rps",
+    "decode_capacity_rps",
+    "max_rate_for_p90",
+    "md1_p90_wait_s",
+    "prefill_capacity_rps",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class PDWorkload:
+    """Per-request token profile: prompt ``input_tokens`` of which ``cached_fraction`` is a prefix hit
+    (not recomputed), ``output_tokens`` generated. I/O ratio = input_tokens / output_tokens.
+
+    Raises:
+        ValueError: input_tokens < 1, output_tokens < 1, cached_fraction outside [0, 1).
+    """
+
+    input_tokens: int
+    output_tokens: int
+    cached_fraction: float = 0.0
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.input_tokens, int) and self.input_tokens >= 1):
+            raise ValueError(f"PDWorkload.input_tokens must be an int >= 1, got {self.input_tokens!r}")
+        if not (isinstance(self.output_tokens, int) and self.output_tokens >= 1):
+            raise ValueError(f"PDWorkload.output_tokens must be an int >= 1, got {self.output_tokens!r}")
+        if not (0.0 <= self.cached_fraction < 1.0):
+            raise ValueError(f"PDWorkload.cached_fraction must be in [0, 1), got {self.cached_fraction!r}")
+
+    @property
+    def new_tokens(self) -> int:
+        return max(1, round(self.input_tokens * (1 - self.cached_fraction)))
+
+    @property
+    def cached_tokens(self) -> int:
+        return self.input_tokens - self.new_tokens
+
+
+@dataclass(frozen=True, slots=True)
+class PDSLO:
+    """P90 TTFT and TPOT targets (s). Raises ValueError if not > 0."""
+
+    ttft_p90_s: float
+    tpot_s: float
+
+    def __post_init__(self) -> None:
+        if not (self.ttft_p90_s > 0 and self.tpot_s > 0):
+            raise ValueError(f"PDSLO needs ttft_p90_s > 0 and tpot_s > 0, got {self.ttft_p90_s}, {self.tpot_s}")
+
+
+def md1_p90_wait_s(rate_rps: float, service_s: float) -> float:
+    """P90 waiting time (s) of an M/D/1 queue (approximation in the module docstring); inf if ρ ≥ 1."""
+    rho = rate_rps * service_s
+    if rho >= 1.0:
+        return math.inf
+    if rho <= 0.1:
+        return 0.0
+    mean_w = rho * service_s / (2.0 * (1.0 - rho))
+    return mean_w / rho * math.log(10.0 * rho)
+
+
+def max_rate_for_p90(service_s: float, budget_s: float) -> float:
+    """Largest λ (req/s) with service + P90 wait ≤ budget (bisection; W90 is increasing in λ)."""
+    if service_s > budget_s:
+        return 0.0
+    lo, hi = 0.0, 1.0 / service_s
+    for _ in range(60):
+        mid = 0.5 * (lo + hi)
+        if service_s + md1_p90_wait_s(mid, service_s) <= budget_s:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def prefill_capacity_rps(cm: CostModel, wl: PDWorkload, slo: PDSLO, transfer_s: float = 0.0) -> float:
+    """Requests/s of one prefill-only instance meeting P90 TTFT (incl. ``transfer_s`` KV transfer)."""
+    d = float(cm.prefill_time(wl.new_tokens, wl.cached_tokens))
+    return max_rate_for_p90(d, slo.ttft_p90_s - transfer_s)
+
+
+def decode_capacity_rps(cm: CostModel, wl: PDWorkload, slo: PDSLO) -> float:
+    """Requests/s of one decode-only instance: max_B B / (O·t(B)) s.t. t(B) ≤ TPOT, KV fits."""
+    ctx = wl.input_tokens + wl.output_tokens / 2.0
+    b_kv = int(cm.kv_capacity_tokens() // (wl.input_tokens + wl.output_tokens))
+    if b_kv < 1:
+        return 0.0
+    b = np.arange(1, b_kv + 1, dtype=float)
+    t = np.asarray(cm.decode_step_time(b, b * ctx), dtype=float)
+    rate = np.where(t <= slo.tpot_s, b / (wl.output_tokens * t), 0.0)
+    return float(rate.max())
+
+
+def colocated_capacity_rps(cm: CostModel, wl: PDWorkload, slo: PDSLO,
+                           chunks: tuple[int, ...] = (256, 512, 1024, 2048, 4096, 8192)) -> float:
+    """Requests/s of one colocated chunked-prefill instance meeting both SLOs (module docstring).
+
+    Parametrized by the steady decode batch B: τ(B) = step time with a c-token chunk and B decodes,
+    λ(B) = B / (O·τ(B)) (Little), feasible if τ ≤ TPOT, KV fits and D_c + W90(λ, D_c) ≤ TTFT with
+    D_c = ⌈new/c⌉·τ; capacity = max feasible λ over B and c (vectorized over B).
+    """
+    ctx = wl.input_tokens + wl.output_tokens / 2.0
+    b_kv = int(cm.kv_capacity_tokens() // (wl.input_tokens + wl.output_tokens))
+    if b_kv < 1:
+        return 0.0
+    b = np.arange(1, b_kv + 1, dtype=float)
+    cached_avg = wl.cached_tokens + wl.new_tokens / 2.0  # a chunk sits mid-prompt on average
+    best = 0.0
+    for c0 in chunks:
+        c = min(c0, wl.new_tokens)
+        pairs = float(chunk_attn_pairs(cached_avg, c))
+        tau = np.asarray(cm.step_time(c, pairs, cached_avg + c, b, b * ctx), dtype=float)
+        lam = b / (wl.output_tokens * tau)
+        d = math.ceil(wl.new_tokens / c) * tau
+        rho = lam * d
+        mean_w = np.where(rho < 1, rho * d / (2 * np.maximum(1 - rho, 1e-12)), np.inf)
+        w90 = np.where(rho > 0.1, mean_w / np.maximum(rho, 1e-12) * np.log(np.maximum(10 * rho, 1.0)), 0.0)
+        ok = (tau <= slo.tpot_s) & (rho < 1) & (d + w90 <= slo.ttft_p90_s)
+        if ok.any():
+            best = max(best, float(lam[ok].max()))
+    return best
