@@ -1,0 +1,193 @@
+"""Exact simulator of the unit-round KV model of `admission_hindsight`, for online admission rules.
+
+The MILP's model, replayed forward in time so that an online rule's total latency is measured on
+exactly the model the hindsight optimum solves (apples to apples): rounds t = 0, 1, ...; at round t a
+rule sees only the requests that have arrived (a_i <= t) and not started, and picks which to start
+at t. A start is accepted only if the KV memory of all running requests plus the new one stays
+<= M at every future round (IP constraint (3) of Jaillet et al., arXiv:2502.07115), so every rule's
+schedule is feasible for the MILP (tested) and its latency is an upper bound on the optimum.
+Output lengths o_i are known to the rules (the paper's exact-prediction setting).
+
+Rules (`RULES`), each an analogue of a serving-engine admission heuristic on this model:
+- ``fcfs``: arrival order, stop at the first request that does not fit (head-of-line blocking) -
+  the paper's "MC-Benchmark" and vLLM's default FCFS queue.
+- ``shortest_first``: smallest prompt s_i first (what an engine knows at arrival), skip misfits.
+- ``threshold``: vLLM ``--long-prefill-token-threshold`` analogue: prompts with s_i <= theta go ahead of
+  longer ones (a capped long prefill lets short ones pass it); FCFS within the two classes; stop.
+- ``interval``: vLLM ``--prefill-schedule-interval`` analogue: new starts only on rounds t % N == 0, FCFS.
+- ``mcsf``: Memory-Constrained Shortest-First, Jaillet et al. (2025) Algorithm MC-SF: ascending o_i,
+  stop at the first misfit.
+- ``rollout``: optsched's derived rule, MC-SF with one-step lookahead (Bertsekas' rollout, "Dynamic
+  Programming and Optimal Control" Vol. I, Sec. 6.4): at a round where some waiting request fits, try
+  each fitting request as the first start (then fill in MC-SF order) and also "start nothing", finish
+  each trial with MC-SF over the requests known now, and keep the trial with the least total latency
+  of the known requests. It uses only arrived requests, so it is online; on the known set it is never
+  worse than MC-SF (rollout's cost-improvement property). What it looks ahead for is the MILP's
+  finding that the optimum often starts a different request than the shortest one to pack memory.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import numpy as np
+
+from optsched.models.admission_hindsight import KVRequest
+
+__all__ = ["RULES", "RuleConfig", "simulate_rounds", "memory_profile", "total_latency"]
+
+RULES = ("fcfs", "shortest_first", "threshold", "interval", "mcsf", "rollout")
+
+
+@dataclass(frozen=True, slots=True)
+class RuleConfig:
+    """Rule name and its parameters.
+
+    Attributes:
+        name: one of RULES.
+        interval_rounds: N of the ``interval`` rule (>= 1).
+        threshold_tokens: theta of the ``threshold`` rule (prompt tokens, >= 1).
+
+    Raises:
+        ValueError: unknown name or out-of-range parameter.
+    """
+
+    name: str
+    interval_rounds: int = 4
+    threshold_tokens: int = 2
+
+    def __post_init__(self) -> None:
+        if self.name not in RULES:
+            raise ValueError(f"rule name must be one of {RULES}, got {self.name!r}")
+        if not (isinstance(self.interval_rounds, int) and self.interval_rounds >= 1):
+            raise ValueError(f"interval_rounds must be an int >= 1, got {self.interval_rounds!r}")
+        if not (isinstance(self.threshold_tokens, int) and self.threshold_tokens >= 1):
+            raise ValueError(f"threshold_tokens must be an int >= 1, got {self.threshold_tokens!r}")
+
+
+def _order_and_stop(cfg: RuleConfig) -> tuple[Callable[[int, KVRequest], tuple], bool]:
+    if cfg.name in ("fcfs", "interval"):
+        return (lambda i, r: (r.arrival, i)), True
+    if cfg.name == "shortest_first":
+        return (lambda i, r: (r.prompt_tokens, r.arrival, i)), False
+    if cfg.name == "threshold":
+        th = cfg.threshold_tokens
+        return (lambda i, r: (r.prompt_tokens > th, r.arrival, i)), True
+    return (lambda i, r: (r.output_tokens, r.arrival, i)), True  # mcsf, and rollout's base policy
+
+
+class _State:
+    """Future KV load (tokens per round) of started requests and their start rounds."""
+
+    def __init__(self, requests: Sequence[KVRequest], memory_tokens: int) -> None:
+        self.req = requests
+        self.mem = memory_tokens
+        horizon = max(r.arrival for r in requests) + sum(r.output_tokens for r in requests) + 2
+        self.load = np.zeros(horizon + 1, dtype=np.int64)
+        self.starts = [-1] * len(requests)
+
+    def copy(self) -> "_State":
+        new = object.__new__(_State)
+        new.req, new.mem, new.load, new.starts = self.req, self.mem, self.load.copy(), list(self.starts)
+        return new
+
+    def _ensure(self, end: int) -> None:
+        if end > len(self.load):  # grow the horizon (interval rules may idle past the initial guess)
+            self.load = np.concatenate([self.load, np.zeros(max(end, 2 * len(self.load)) - len(self.load), np.int64)])
+
+    def fits(self, i: int, t: int) -> bool:
+        r = self.req[i]
+        self._ensure(t + 1 + r.output_tokens)
+        window = self.load[t + 1 : t + 1 + r.output_tokens]
+        return bool(np.all(window + r.prompt_tokens + np.arange(1, r.output_tokens + 1) <= self.mem))
+
+    def start(self, i: int, t: int) -> None:
+        r = self.req[i]
+        self._ensure(t + 1 + r.output_tokens)
+        self.load[t + 1 : t + 1 + r.output_tokens] += r.prompt_tokens + np.arange(1, r.output_tokens + 1)
+        self.starts[i] = t
+
+    def fill(self, order: Sequence[int], t: int, stop: bool) -> None:
+        for i in order:
+            if self.starts[i] >= 0:
+                continue
+            if self.fits(i, t):
+                self.start(i, t)
+            elif stop:
+                break
+
+
+def _mcsf_finish(state: _State, known: Sequence[int], t: int) -> int:
+    """Total latency of ``known`` when MC-SF schedules their unstarted ones from round t on."""
+    key, _ = _order_and_stop(RuleConfig("mcsf"))
+    rem = [i for i in known if state.starts[i] < 0]
+    rem.sort(key=lambda j: key(j, state.req[j]))
+    while rem:
+        state.fill(rem, t, stop=True)
+        rem = [i for i in rem if state.starts[i] < 0]
+        t += 1
+    return sum(state.starts[i] + state.req[i].output_tokens - state.req[i].arrival for i in known)
+
+
+def _rollout_step(state: _State, known: list[int], waiting: list[int], t: int) -> _State:
+    key, _ = _order_and_stop(RuleConfig("mcsf"))
+    order = sorted(waiting, key=lambda j: key(j, state.req[j]))
+    best, best_cost = None, None
+    for first in [None] + [i for i in order if state.fits(i, t)]:
+        trial = state.copy()
+        if first is not None:
+            trial.start(first, t)
+            trial.fill(order, t, stop=True)
+        cost = _mcsf_finish(trial.copy(), known, t + 1)
+        if best_cost is None or cost < best_cost:
+            best, best_cost = trial, cost
+    return best
+
+
+def simulate_rounds(requests: Sequence[KVRequest], memory_tokens: int, rule: RuleConfig) -> tuple[int, ...]:
+    """Start round of every request under ``rule`` (deterministic; ties broken by arrival, then index).
+
+    Raises:
+        ValueError: a request whose peak s_i + o_i exceeds ``memory_tokens`` (it could never start).
+    """
+    for i, r in enumerate(requests):
+        if r.peak_tokens > memory_tokens:
+            raise ValueError(f"requests[{i}]: peak {r.peak_tokens} tokens > memory_tokens={memory_tokens}")
+    key, stop = _order_and_stop(rule)
+    n = len(requests)
+    state = _State(requests, memory_tokens)
+    pending = sorted(range(n), key=lambda i: requests[i].arrival)
+    known: list[int] = []
+    waiting: list[int] = []
+    t, nxt = 0, 0
+    while nxt < n or waiting:
+        while nxt < n and requests[pending[nxt]].arrival <= t:
+            known.append(pending[nxt])
+            waiting.append(pending[nxt])
+            nxt += 1
+        if not waiting:
+            t = requests[pending[nxt]].arrival
+            continue
+        if rule.name == "rollout":
+            if any(state.fits(i, t) for i in waiting):
+                state = _rollout_step(state, known, waiting, t)
+        elif rule.name != "interval" or t % rule.interval_rounds == 0:
+            state.fill(sorted(waiting, key=lambda j: key(j, requests[j])), t, stop)
+        waiting = [i for i in waiting if state.starts[i] < 0]
+        t += 1
+    return tuple(state.starts)
+
+
+def memory_profile(requests: Sequence[KVRequest], starts: Sequence[int]) -> np.ndarray:
+    """KV tokens held at every round t = 0..max(start + o) under the given starts (IP constraint (3))."""
+    end = max(p + r.output_tokens for p, r in zip(starts, requests))
+    load = np.zeros(end + 1, dtype=np.int64)
+    for p, r in zip(starts, requests):
+        load[p + 1 : p + 1 + r.output_tokens] += r.prompt_tokens + np.arange(1, r.output_tokens + 1)
+    return load
+
+
+def total_latency(requests: Sequence[KVRequest], starts: Sequence[int]) -> int:
+    """sum_i (p_i + o_i - a_i), rounds (IP objective (1))."""
+    return int(sum(p + r.output_tokens - r.arrival for p, r in zip(starts, requests)))

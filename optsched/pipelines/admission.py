@@ -1,0 +1,154 @@
+"""Admission pipeline: Jaillet-style instance -> hindsight MILP -> optimum vs online rules -> `Plan`.
+
+The instance generator follows the synthetic setup of Jaillet et al., arXiv:2502.07115 (experiments,
+"Arrival Model 2"): memory M ~ U{30..50} tokens, prompt s_i ~ U{1..5}, output o_i ~ U{1..M - s_i},
+Poisson arrivals with rate lambda ~ U[0.5, 1.5] per round (arrival round = floor of the arrival time).
+The paper uses 40-60 requests solved with Gurobi; HiGHS on this machine solves ~8 requests in seconds,
+so ``n_requests`` is a parameter (documented in BENCHMARKS.md).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from optsched.models.admission_hindsight import (
+    HindsightInstance,
+    KVRequest,
+    build_admission_hindsight,
+    extract_admission_hindsight,
+)
+from optsched.models.admission_online import RULES, RuleConfig, memory_profile, simulate_rounds, total_latency
+from optsched.pipelines.provenance import git_revision
+from optsched.policies.plan import Plan, Provenance
+from optsched.solvers import SolveResult, SolverOptions, solve
+
+__all__ = [
+    "jaillet_instance",
+    "safe_wait_window",
+    "instance_digest",
+    "AdmissionComparison",
+    "compare_rules_to_optimum",
+    "admission_plan",
+]
+
+logger = logging.getLogger(__name__)
+
+
+def jaillet_instance(rng: np.random.Generator, n_requests: int) -> tuple[tuple[KVRequest, ...], int]:
+    """One random instance (requests, M) of Jaillet et al.'s Arrival Model 2 (see module docstring).
+
+    Raises:
+        ValueError: n_requests < 1.
+    """
+    if not (isinstance(n_requests, int) and n_requests >= 1):
+        raise ValueError(f"n_requests must be an int >= 1, got {n_requests!r}")
+    memory = int(rng.integers(30, 51))
+    rate = float(rng.uniform(0.5, 1.5))
+    t = 0.0
+    out = []
+    for _ in range(n_requests):
+        t += float(rng.exponential(1.0 / rate))
+        s = int(rng.integers(1, 6))
+        o = int(rng.integers(1, memory - s + 1))
+        out.append(KVRequest(int(t), s, o))
+    return tuple(out), memory
+
+
+def safe_wait_window(requests: Sequence[KVRequest], feasible_total_latency: int) -> int:
+    """W such that every optimal schedule starts each request within a_i .. a_i + W.
+
+    With a feasible schedule of total latency H, an optimum has total <= H; request i's latency is
+    (p_i - a_i) + o_i and every other request's is >= o_j, so p_i - a_i <= H - sum_j o_j.
+    """
+    return max(0, int(feasible_total_latency) - sum(r.output_tokens for r in requests))
+
+
+def instance_digest(requests: Sequence[KVRequest], memory_tokens: int) -> str:
+    """sha256 of the canonical JSON of the instance (provenance.workload_digest)."""
+    data = {"M": memory_tokens, "req": [[r.arrival, r.prompt_tokens, r.output_tokens] for r in requests]}
+    return hashlib.sha256(json.dumps(data, separators=(",", ":")).encode()).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class AdmissionComparison:
+    """Hindsight optimum of one instance and each online rule's total latency (rounds).
+
+    ``optimum`` is None when the solve proved nothing (then ratios are not defined).
+    """
+
+    result: SolveResult
+    optimum: int | None
+    starts: tuple[int, ...] | None
+    rule_latency: dict[str, int]
+    build_time_s: float
+
+    def ratio(self, rule: str) -> float:
+        """rule latency / optimum. Raises ValueError without a proven optimum."""
+        if self.optimum is None or self.result.status != "optimal":
+            raise ValueError(f"no proven optimum (status {self.result.status}); ratio of {rule!r} undefined")
+        return self.rule_latency[rule] / self.optimum
+
+
+def compare_rules_to_optimum(
+    requests: Sequence[KVRequest], memory_tokens: int, options: SolverOptions, rules: Sequence[str] = RULES
+) -> AdmissionComparison:
+    """Simulate every rule on the unit-round model, then solve the hindsight MILP with the window from
+    the best rule (`safe_wait_window`) and a MIP start from that rule's schedule."""
+    import time
+
+    latencies: dict[str, int] = {}
+    schedules: dict[str, tuple[int, ...]] = {}
+    for name in rules:
+        st = simulate_rounds(requests, memory_tokens, RuleConfig(name))
+        if memory_profile(requests, st).max(initial=0) > memory_tokens:  # cannot happen; guards the simulator
+            raise ValueError(f"rule {name} produced a schedule exceeding memory {memory_tokens}")
+        latencies[name] = total_latency(requests, st)
+        schedules[name] = st
+    best_rule = min(latencies, key=lambda k: latencies[k])
+    inst = HindsightInstance(tuple(requests), memory_tokens, safe_wait_window(requests, latencies[best_rule]))
+    t0 = time.perf_counter()  # build time is reported, not used by the model (wall clock stays out of core)
+    model = build_admission_hindsight(inst)
+    build_s = time.perf_counter() - t0
+    for (i, k) in model.IK:
+        model.x[i, k].value = 1.0 if schedules[best_rule][i] == k else 0.0
+    result = solve(model, options)
+    if not result.has_solution:
+        logger.warning("admission hindsight: %s (%s)", result.status, result.message)
+        return AdmissionComparison(result, None, None, latencies, build_s)
+    sched = extract_admission_hindsight(model, inst)
+    optimum = sched.total_latency if result.status == "optimal" else None
+    return AdmissionComparison(result, optimum, sched.starts, latencies, build_s)
+
+
+def admission_plan(
+    comparison: AdmissionComparison,
+    digest: str,
+    seed: int | None,
+    output_tokens_estimate: int = 256,
+    urgent_slack_s: float = 0.5,
+) -> Plan:
+    """`Plan` of kind "admission", type "mcsf_rollout" (the derived rule) with its provenance.
+
+    The cluster-simulator policy (`optsched.policies.admission_derived.DerivedAdmission`) takes
+    ``output_tokens_estimate`` (tokens) and ``urgent_slack_s`` (s) as parameters.
+    """
+    r = comparison.result
+    prov = Provenance(
+        workload_digest=digest,
+        solver=r.solver,
+        solver_version=r.solver_version,
+        objective=r.objective,
+        bound=r.bound,
+        gap=r.gap,
+        seed=seed,
+        git_revision=git_revision()["commit"],
+        objective_units="rounds (total latency, unit-round model)",
+    )
+    params = {"output_tokens_estimate": int(output_tokens_estimate), "urgent_slack_s": float(urgent_slack_s)}
+    return Plan("admission", "mcsf_rollout", params, prov)

@@ -1,0 +1,116 @@
+"""`Plan`: a solved decision as plain data, and the online policy object it stands for.
+
+A Plan is what a pipeline (``optsched.pipelines.<kind>``) produces and what ``optsched.export``
+writes as ``optsched.policy/v1`` JSON (DESIGN.md "Policy export"). ``Plan.to_policy()`` builds the
+policy the simulator runs through a small (kind, type) -> "module:Class" table, importing lazily so
+that this module pulls in nothing heavy; the simulator never needs to know how a Plan was produced.
+Each policy class is built as ``cls.from_parameters(parameters)`` when it defines that, else
+``cls(**parameters)``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+__all__ = ["KINDS", "POLICY_CLASSES", "Provenance", "Plan"]
+
+KINDS = ("routing", "pd_ratio", "admission", "residency")
+
+# (kind, type) -> "module:Class"; one line per policy that a Plan can stand for
+POLICY_CLASSES: dict[tuple[str, str], str] = {
+    ("admission", "fcfs"): "optsched.policies.admission_fcfs:FCFSAdmission",
+    ("admission", "vllm_threshold"): "optsched.policies.admission_threshold:ThresholdAdmission",
+    ("admission", "interval"): "optsched.policies.admission_interval:IntervalAdmission",
+    ("admission", "shortest_first"): "optsched.policies.admission_shortest_first:ShortestFirstAdmission",
+    ("admission", "mcsf_rollout"): "optsched.policies.admission_derived:DerivedAdmission",
+    ("residency", "ttl_opt"): "optsched.policies.residency_ttl_opt:OptimizedTTLResidency",
+}
+
+
+def _finite_or_none(name: str, value: Any) -> None:
+    if value is not None and not (isinstance(value, (int, float)) and math.isfinite(value)):
+        raise ValueError(f"provenance.{name} must be a finite number or None, got {value!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class Provenance:
+    """Where a Plan came from (all optional except what the pipeline knows).
+
+    Attributes:
+        workload_digest: sha256 of the workload (or instance) the plan was solved on, "" if none.
+        cost_model: "<gpu>/<model>/tp<k>" or "" when the model has no cost model.
+        calibration_id: id of the cost-model calibration, "uncalibrated" or "".
+        solver: "highs", "clarabel", "exact-enumeration", ...
+        solver_version: backend version string.
+        objective: objective value of the solve (model units), None if not solved.
+        bound: proven bound on the optimum, None if unknown.
+        gap: relative gap, None if unknown.
+        seed: seed of the instance / workload generation, None if not random.
+        git_revision: commit of the code that produced the plan, or "unknown".
+        objective_units: units of objective/bound (e.g. "rounds", "gpu_s").
+    """
+
+    workload_digest: str = ""
+    cost_model: str = ""
+    calibration_id: str = ""
+    solver: str = ""
+    solver_version: str = ""
+    objective: float | None = None
+    bound: float | None = None
+    gap: float | None = None
+    seed: int | None = None
+    git_revision: str = "unknown"
+    objective_units: str = ""
+
+    def __post_init__(self) -> None:
+        for name in ("objective", "bound", "gap"):
+            _finite_or_none(name, getattr(self, name))
+        if self.gap is not None and self.gap < 0:
+            raise ValueError(f"provenance.gap must be >= 0, got {self.gap!r}")
+        if self.seed is not None and not (isinstance(self.seed, int) and self.seed >= 0):
+            raise ValueError(f"provenance.seed must be an int >= 0 or None, got {self.seed!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """A solved decision: ``kind`` in KINDS, ``type`` (policy name), ``parameters`` (JSON-able dict).
+
+    Raises:
+        ValueError: unknown kind, empty type, non-dict parameters.
+    """
+
+    kind: str
+    type: str
+    parameters: Mapping[str, Any] = field(default_factory=dict)
+    provenance: Provenance = field(default_factory=Provenance)
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"kind must be one of {KINDS}, got {self.kind!r}")
+        if not (isinstance(self.type, str) and self.type):
+            raise ValueError(f"type must be a non-empty string, got {self.type!r}")
+        if not isinstance(self.parameters, Mapping):
+            raise ValueError(f"parameters must be a mapping, got {type(self.parameters).__name__}")
+
+    def to_policy(self) -> Any:
+        """The online policy object the simulator runs (Router / Admission / Residency).
+
+        Raises:
+            ValueError: no policy class is registered for (kind, type), or its module is absent.
+        """
+        target = POLICY_CLASSES.get((self.kind, self.type))
+        if target is None:
+            known = sorted(t for k, t in POLICY_CLASSES if k == self.kind)
+            raise ValueError(f"no policy class for kind={self.kind!r} type={self.type!r}; known types: {known}")
+        module_name, cls_name = target.split(":")
+        try:
+            cls = getattr(importlib.import_module(module_name), cls_name)
+        except (ModuleNotFoundError, AttributeError) as exc:
+            raise ValueError(f"policy class {target} for type {self.type!r} is not available: {exc}") from exc
+        params = dict(self.parameters)
+        if hasattr(cls, "from_parameters"):
+            return cls.from_parameters(params)
+        return cls(**params)

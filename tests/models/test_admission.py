@@ -1,0 +1,158 @@
+"""Admission formulations: hand-solved instances, LP <= MILP, Pyomo vs cvxpy, online rules vs optimum."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyomo.environ as pyo
+import pytest
+
+from optsched.models.admission_hindsight import (
+    HindsightInstance,
+    KVRequest,
+    build_admission_hindsight,
+    extract_admission_hindsight,
+)
+from optsched.models.admission_knapsack import (
+    ChunkCandidate,
+    StepKnapsack,
+    build_knapsack_cvxpy,
+    build_step_knapsack,
+    extract_step_knapsack,
+)
+from optsched.models.admission_online import RULES, RuleConfig, memory_profile, simulate_rounds, total_latency
+from optsched.pipelines.admission import compare_rules_to_optimum, jaillet_instance
+from optsched.solvers import SolverOptions, solve
+
+OPTS = SolverOptions(time_limit_s=60, mip_gap=1e-6)
+
+# Hand-solved (module docstring of admission_hindsight, IP (3)): M = 10,
+# A (a=0,s=2,o=3) holds 3,4,5 at t=1..3; B (0,1,2) holds 2,3; C (0,4,4) holds 5,6,7,8.
+# A+B+C at 0 exceeds M at t=2 (13); A,C at 0 at t=3 (12); B,C at 0 forces A to start 4 (total 13).
+# Optimum: A, B at 0 and C at 2 (t=3: 5+5 = 10): latencies 3 + 2 + 6 = 11.
+HAND = (KVRequest(0, 2, 3), KVRequest(0, 1, 2), KVRequest(0, 4, 4))
+
+
+def _solve_hindsight(reqs, memory, wait, relax=False):
+    inst = HindsightInstance(tuple(reqs), memory, wait)
+    m = build_admission_hindsight(inst, relax=relax)
+    res = solve(m, OPTS)
+    assert res.status == "optimal", res
+    return inst, m, res
+
+
+def test_hindsight_hand_solved_objective_and_starts():
+    inst, m, res = _solve_hindsight(HAND, 10, 6)
+    sched = extract_admission_hindsight(m, inst)
+    assert res.objective == pytest.approx(11.0)
+    assert sched.starts == (0, 0, 2)
+    assert sched.total_latency == 11
+    assert memory_profile(HAND, sched.starts).max() == 10  # binding at t=3
+
+
+def test_hindsight_lp_relaxation_bounds_milp():
+    _, _, lp = _solve_hindsight(HAND, 10, 6, relax=True)
+    _, _, ip = _solve_hindsight(HAND, 10, 6)
+    assert lp.objective <= ip.objective + 1e-9
+    assert lp.objective >= sum(r.output_tokens for r in HAND) - 1e-9  # no request can beat o_i
+
+
+def test_hindsight_memory_param_is_mutable_and_tightens():
+    inst = HindsightInstance(HAND, 10, 8)
+    m = build_admission_hindsight(inst)
+    m.memory_tokens = 8  # C alone peaks at 8: everything runs one at a time
+    res = solve(m, OPTS)
+    assert res.status == "optimal"
+    # best serial order by o (SPT): B [0,2), A [2,5), C [5,9) -> 2 + 5 + 9 = 16; overlaps of B's tail
+    # with A's head are allowed while the sum stays <= 8 (B at t=1:2,t=2:3; A at 1: t=2 3+3=6 ok ...)
+    assert res.objective <= 16 + 1e-9
+    assert res.objective > 11 + 1e-9
+
+
+# Head-of-line instance: X (0,5,5) peaks at M = 10 and blocks Z (0,4,2) under FCFS.
+HOL = (KVRequest(0, 5, 5), KVRequest(0, 4, 2))
+
+
+@pytest.mark.parametrize(
+    "rule,expected",
+    [("fcfs", 12), ("mcsf", 9), ("shortest_first", 9), ("interval", 15), ("threshold", 9), ("rollout", 9)],
+)
+def test_online_rules_hand_computed(rule, expected):
+    # FCFS: X at 0, Z cannot overlap X (needs >= 5 more), starts at 5 -> 5 + 7 = 12.
+    # MC-SF: Z (o=2) at 0, X cannot start until t=2 -> 2 + 7 = 9 (= optimum).
+    # interval N=4: X at 0; Z may only start at 4 (blocked at t=5) or 8 -> 5 + 10 = 15.
+    # threshold theta=4: Z (s=4 <= 4) goes before X (s=5) -> 9.
+    cfg = RuleConfig(rule, threshold_tokens=4)
+    starts = simulate_rounds(HOL, 10, cfg)
+    assert total_latency(HOL, starts) == expected
+    assert memory_profile(HOL, starts).max() <= 10
+    _, _, res = _solve_hindsight(HOL, 10, 10)
+    assert res.objective == pytest.approx(9.0)
+
+
+def test_online_schedules_are_feasible_and_never_beat_the_optimum():
+    for seed in range(3):
+        reqs, memory = jaillet_instance(np.random.default_rng(seed), 5)
+        cmp_ = compare_rules_to_optimum(reqs, memory, OPTS)
+        assert cmp_.result.status == "optimal"
+        # the MILP's own schedule satisfies the simulator's memory check
+        assert memory_profile(reqs, cmp_.starts).max() <= memory
+        for name in RULES:
+            assert cmp_.rule_latency[name] >= cmp_.optimum  # optimum is a lower bound of every rule
+        assert cmp_.rule_latency["rollout"] <= cmp_.rule_latency["fcfs"]
+
+
+def test_rule_config_rejects_bad_input():
+    with pytest.raises(ValueError, match="rule name"):
+        RuleConfig("lifo")
+    with pytest.raises(ValueError, match="interval_rounds"):
+        RuleConfig("interval", interval_rounds=0)
+    with pytest.raises(ValueError, match="peak"):
+        HindsightInstance((KVRequest(0, 5, 6),), 10, 3)
+
+
+# Knapsack, hand-solved: B = 100, S = 2, lambda = 1, r = (60, 50, 30), slack = (1, 1, 2) s -> w = (1, 1, .5).
+# Finish 0 and give 40 to 1: 2*60 + 40 = 160; finish 1 + 50 of 0: 150; finish 0 and 2: 120 + 30 = 150.
+# LP relaxation: (1 + lambda) w x on items 0, 1 with y = (1, 0.8): 200.
+KNAP = StepKnapsack(
+    (ChunkCandidate(60, 1.0), ChunkCandidate(50, 1.0), ChunkCandidate(30, 2.0)), token_budget=100, max_chunks=2
+)
+
+
+def test_knapsack_hand_solved():
+    m = build_step_knapsack(KNAP)
+    res = solve(m, OPTS)
+    assert res.status == "optimal"
+    assert res.objective == pytest.approx(160.0)
+    assert extract_step_knapsack(m) == [(0, 60), (1, 40)]
+    assert pyo.value(m.z[0]) == pytest.approx(1.0)
+
+
+def test_knapsack_lp_relaxation_bounds_milp_and_pyomo_equals_cvxpy():
+    lp = solve(build_step_knapsack(KNAP, relax=True), OPTS)
+    ip = solve(build_step_knapsack(KNAP), OPTS)
+    assert lp.objective == pytest.approx(200.0)
+    assert lp.objective >= ip.objective - 1e-9  # maximisation: relaxation is an upper bound
+    prob, _ = build_knapsack_cvxpy(KNAP, relax=True)
+    cv = solve(prob, OPTS)
+    assert cv.status == "optimal"
+    assert cv.objective == pytest.approx(lp.objective, rel=1e-6)
+    # the same agreement on random instances, and after a DPP budget change
+    rng = np.random.default_rng(7)
+    for _ in range(3):
+        cands = tuple(ChunkCandidate(int(rng.integers(1, 3000)), float(rng.uniform(-0.5, 3))) for _ in range(8))
+        d = StepKnapsack(cands, token_budget=int(rng.integers(100, 8192)), max_chunks=4, min_chunk_tokens=64)
+        py = solve(build_step_knapsack(d, relax=True), OPTS)
+        prob, _ = build_knapsack_cvxpy(d, relax=True)
+        cv = solve(prob, OPTS)
+        assert cv.objective == pytest.approx(py.objective, rel=1e-6)
+        prob.param_dict["token_budget"].value = 50.0
+        m = build_step_knapsack(d, relax=True)
+        m.token_budget = 50
+        assert solve(prob, OPTS).objective == pytest.approx(solve(m, OPTS).objective, rel=1e-6)
+
+
+def test_knapsack_cvxpy_milp_matches_pyomo_milp():
+    prob, var = build_knapsack_cvxpy(KNAP, relax=False)
+    res = solve(prob, OPTS)
+    assert res.objective == pytest.approx(160.0)
+    assert np.round(var["x"].value).tolist() == [60.0, 40.0, 0.0]
