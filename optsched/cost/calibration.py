@@ -47,7 +47,9 @@ class Calibration:
     """Fitted cost-model parameters.
 
     families: FamilyParams per name in FAMILIES; allreduce_latency_s (s) and allreduce_eps (fraction of
-    NVLink bandwidth) for the ring all-reduce; step_overhead_s: fixed CPU/scheduler time per non-empty
+    NVLink bandwidth) for the ring all-reduce; elementwise_op_eps: HBM efficiency per non-GEMM op (Vidur
+    op names; unfused PyTorch ops make different numbers of passes over memory), falling back to
+    ``families["elementwise"].eps_memory``; step_overhead_s: fixed CPU/scheduler time per non-empty
     engine step (s). Raises ValueError on a missing family or a negative value.
     """
 
@@ -55,6 +57,7 @@ class Calibration:
     allreduce_latency_s: float = 1e-5
     allreduce_eps: float = 0.7
     step_overhead_s: float = 1e-3
+    elementwise_op_eps: dict[str, float] = field(default_factory=dict)
     name: str = "default-uncalibrated"
     gpu: str = ""
     provenance: dict[str, Any] = field(default_factory=dict)
@@ -68,6 +71,9 @@ class Calibration:
             raise ValueError(f"Calibration.allreduce_latency_s must be >= 0, got {self.allreduce_latency_s!r}")
         if not 0 < self.allreduce_eps <= 1.5:
             raise ValueError(f"Calibration.allreduce_eps must be in (0, 1.5], got {self.allreduce_eps!r}")
+        for k, v in self.elementwise_op_eps.items():
+            if not 0 < v <= 1.5:
+                raise ValueError(f"Calibration.elementwise_op_eps[{k!r}] must be in (0, 1.5], got {v!r}")
         if not self.step_overhead_s >= 0:
             raise ValueError(f"Calibration.step_overhead_s must be >= 0, got {self.step_overhead_s!r}")
 
@@ -75,7 +81,8 @@ class Calibration:
         return {"schema": SCHEMA, "name": self.name, "gpu": self.gpu,
                 "families": {k: v.to_dict() for k, v in self.families.items()},
                 "allreduce_latency_s": self.allreduce_latency_s, "allreduce_eps": self.allreduce_eps,
-                "step_overhead_s": self.step_overhead_s, "provenance": self.provenance,
+                "step_overhead_s": self.step_overhead_s, "elementwise_op_eps": self.elementwise_op_eps,
+                "provenance": self.provenance,
                 "residuals": self.residuals}
 
     @classmethod
@@ -92,9 +99,15 @@ class Calibration:
                 raise ValueError(f"{where}: families.{k}: {exc}") from None
         return cls(families=fams, allreduce_latency_s=float(d.get("allreduce_latency_s", 1e-5)),
                    allreduce_eps=float(d.get("allreduce_eps", 0.7)),
-                   step_overhead_s=float(d.get("step_overhead_s", 1e-3)), name=str(d.get("name", "")),
+                   step_overhead_s=float(d.get("step_overhead_s", 1e-3)),
+                   elementwise_op_eps={str(k): float(v) for k, v in (d.get("elementwise_op_eps") or {}).items()},
+                   name=str(d.get("name", "")),
                    gpu=str(d.get("gpu", "")), provenance=dict(d.get("provenance") or {}),
                    residuals=dict(d.get("residuals") or {}))
+
+    def elementwise_eps(self, op: str) -> float:
+        """HBM efficiency of non-GEMM op ``op``."""
+        return self.elementwise_op_eps.get(op, self.families["elementwise"].eps_memory)
 
     def save(self, path: str | Path) -> None:
         Path(path).write_text(json.dumps(self.to_dict(), indent=1, sort_keys=True) + "\n")

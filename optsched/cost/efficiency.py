@@ -4,7 +4,7 @@ Model (vectorized over numpy-broadcastable arrays):
 
     t_c = flops / (peak_flops · ε_c(m)),   ε_c(m) = eps_compute · m / (m + m_half)
     t_m = bytes / (bw · eps_memory)
-    t   = launch_s + (t_c^p + t_m^p)^(1/p)          (0 when flops == bytes == 0)
+    t   = launch_s + row_s · m + (t_c^p + t_m^p)^(1/p)          (0 when flops == bytes == 0)
 
 Sources of the form:
 - Roofline: Williams, Waterman, Patterson, "Roofline: an insightful visual performance model",
@@ -15,6 +15,9 @@ Sources of the form:
   that staircase with one parameter (the m at which half the peak efficiency is reached).
 - p-norm instead of max: compute and memory phases overlap imperfectly near the ridge point
   (p → ∞ recovers the sharp roofline max). Fitted, typically 2–6.
+- row_s: fixed cost per work row (attention: per (sequence or query token) × head thread block — the
+  Q load, softmax finalization and O store that do not shrink with the KV length; FlashAttention-2,
+  Dao 2023, Sec. 3.2 partitions work by (batch, head, query block)). 0 for GEMMs.
 - launch_s: fixed per-kernel cost (launch + prologue/epilogue; AIConfigurator's system spec carries a
   3 µs "mem_empirical_constant_latency").
 """
@@ -42,6 +45,7 @@ class FamilyParams:
     m_half: float = 32.0
     launch_s: float = 5e-6
     overlap_p: float = 8.0
+    row_s: float = 0.0
 
     def __post_init__(self) -> None:
         for name in ("eps_compute", "eps_memory"):
@@ -52,6 +56,8 @@ class FamilyParams:
             raise ValueError(f"FamilyParams.m_half must be >= 0, got {self.m_half!r}")
         if not self.launch_s >= 0.0:
             raise ValueError(f"FamilyParams.launch_s must be >= 0, got {self.launch_s!r}")
+        if not self.row_s >= 0.0:
+            raise ValueError(f"FamilyParams.row_s must be >= 0, got {self.row_s!r}")
         if not self.overlap_p >= 1.0:
             raise ValueError(f"FamilyParams.overlap_p must be >= 1, got {self.overlap_p!r}")
 
@@ -71,8 +77,9 @@ def memory_time(nbytes, bw: float, fp: FamilyParams):
     return np.asarray(nbytes, dtype=float) / (bw * fp.eps_memory)
 
 
-def kernel_time(flops, nbytes, m, peak_flops: float, bw: float, fp: FamilyParams):
-    """Time (s) of one kernel (or a group summed by the caller); arrays broadcast; 0 where no work."""
+def kernel_time(flops, nbytes, m, peak_flops: float, bw: float, fp: FamilyParams, n_kernels: float = 1.0):
+    """Time (s) of ``n_kernels`` kernels that together do ``flops`` and move ``nbytes`` (one launch cost
+    each); arrays broadcast; 0 where there is no work."""
     tc = compute_time(flops, m, peak_flops, fp)
     tm = memory_time(nbytes, bw, fp)
     p = fp.overlap_p
@@ -81,4 +88,6 @@ def kernel_time(flops, nbytes, m, peak_flops: float, bw: float, fp: FamilyParams
     # (tc^p + tm^p)^(1/p) computed stably as hi·(1 + (lo/hi)^p)^(1/p)
     ratio = np.divide(lo, hi, out=np.zeros_like(hi), where=hi > 0)
     t = hi * (1.0 + ratio**p) ** (1.0 / p)
-    return np.where(hi > 0, t + fp.launch_s, 0.0)
+    if fp.row_s:
+        t = t + fp.row_s * np.asarray(m, dtype=float)
+    return np.where(hi > 0, t + n_kernels * fp.launch_s, 0.0)

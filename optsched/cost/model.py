@@ -29,8 +29,8 @@ from optsched.cost import memory
 from optsched.cost.calibration import Calibration, shipped_calibration
 from optsched.cost.catalog import load_gpu, load_model
 from optsched.cost.efficiency import kernel_time
-from optsched.cost.ops import (dense_gemms, elementwise_bytes_per_token, expected_active_experts, expert_gemms,
-                               gemm_flops_bytes)
+from optsched.cost.ops import (ELEMENTWISE_KERNELS, dense_gemms, elementwise_bytes_per_token, elementwise_op_bytes, expected_active_experts, expert_gemms,
+                               gemm_flops_bytes, kv_heads_per_rank)
 from optsched.cost.specs import GPUSpec, ModelSpec
 
 __all__ = ["CostModel"]
@@ -69,8 +69,14 @@ class CostModel:
         self._kv_rank_layer = memory.kv_bytes_per_token_layer_rank(m, t)
         self._dense = dense_gemms(m, t)
         self._experts = expert_gemms(m, t) if m.is_moe else []
+        ob = elementwise_op_bytes(m, t)
         self._elem_bytes = elementwise_bytes_per_token(m, t)
+        # seconds per token per layer of the memory-bound non-GEMM ops (the residual add runs twice)
+        cal = self.calibration
+        self._elem_s_per_tok = sum(b * (2 if op == "add" else 1) / (self.gpu.hbm_bw * cal.elementwise_eps(op))
+                                   for op, b in ob.items())
         self._heads = max(1, m.num_heads // t)
+        self._kv_heads = 1 if m.kv_lora_rank else kv_heads_per_rank(m, t)
         self._capacity = memory.kv_capacity_tokens(self.gpu, m, t, mem_utilization, max_batched_tokens)
 
     @classmethod
@@ -154,7 +160,8 @@ class CostModel:
                 if m.num_shared_experts:
                     lin = lin + add_gemm(rows, n * m.num_shared_experts, k, m.moe_layers)
         eb = rows * self._elem_bytes
-        lin = lin + m.num_layers * kernel_time(0.0, eb, rows, peak, bw, fam["elementwise"])
+        lin = lin + m.num_layers * np.where(rows > 0, rows * self._elem_s_per_tok
+                                            + ELEMENTWISE_KERNELS * fam["elementwise"].launch_s, 0.0)
         nbytes = nbytes + m.num_layers * eb
         logit_rows = ds + (pt > 0)
         lin = lin + add_gemm(logit_rows, max(1, m.vocab_size // self.tp), m.hidden_size, 1)
@@ -171,8 +178,9 @@ class CostModel:
         a_pf_b = pkv * self._kv_rank_layer + pt * qo
         a_dc_f = dkv * dec_f_per_tok
         a_dc_b = dkv * self._kv_rank_layer + ds * qo
-        attn = m.num_layers * (kernel_time(a_pf_f, a_pf_b, pt, peak, bw, fam["attn_prefill"])
-                               + kernel_time(a_dc_f, a_dc_b, ds, peak, bw, fam["attn_decode"]))
+        kvh = self._kv_heads  # work rows = query rows × KV heads per rank, as in the calibration samples
+        attn = m.num_layers * (kernel_time(a_pf_f, a_pf_b, pt * kvh, peak, bw, fam["attn_prefill"])
+                               + kernel_time(a_dc_f, a_dc_b, ds * kvh, peak, bw, fam["attn_decode"]))
         flops = flops + m.num_layers * (a_pf_f + a_dc_f)
         nbytes = nbytes + m.num_layers * (a_pf_b + a_dc_b)
 

@@ -18,7 +18,7 @@ import numpy as np
 
 from optsched.cost.specs import ModelSpec
 
-__all__ = ["Gemm", "dense_gemms", "expert_gemms", "gemm_flops_bytes", "elementwise_bytes_per_token",
+__all__ = ["Gemm", "dense_gemms", "expert_gemms", "gemm_flops_bytes", "elementwise_bytes_per_token", "elementwise_op_bytes", "ELEMENTWISE_KERNELS",
            "kv_heads_per_rank", "chunk_attn_pairs", "expected_active_experts"]
 
 Gemm = tuple[str, int, int]  # (name, n, k) on one rank; m = tokens
@@ -56,16 +56,27 @@ def gemm_flops_bytes(m, n: int, k: int, wb: float):
     return 2.0 * m * n * k, wb * (m * k + k * n + m * n)
 
 
+def elementwise_op_bytes(model: ModelSpec, tp: int) -> dict[str, float]:
+    """Bytes moved per token by each non-GEMM op of one layer on one rank (Vidur's operator names):
+    a norm reads and writes h, RoPE reads and writes q and k of this rank, the activation reads
+    (mats−1)·I/tp and writes I/tp, a residual add reads 2h and writes h. Activations in the weight dtype."""
+    h, wb = model.hidden_size, model.weight_bytes
+    if model.num_heads >= tp:
+        qk = (model.num_heads // tp + kv_heads_per_rank(model, tp)) * model.qk_head_dim
+    else:
+        qk = (model.num_heads + model.num_kv_heads) * model.qk_head_dim / tp
+    i = (model.intermediate_size if model.dense_layers else model.moe_intermediate_size) / tp
+    return {"input_layernorm": wb * 2 * h, "post_attention_layernorm": wb * 2 * h, "attn_rope": wb * 2 * qk,
+            "mlp_act": wb * ((model.mlp_mats - 1) * i + i), "add": wb * 3 * h}
+
+
+ELEMENTWISE_KERNELS = 6  # per layer: 2 norms, RoPE, activation, 2 residual adds
+
+
 def elementwise_bytes_per_token(model: ModelSpec, tp: int) -> float:
-    """Bytes moved per token per layer by the non-GEMM ops (2 RMS/LayerNorms read+write h, 2 residual
-    adds read 2h write h, RoPE read+write q and k, activation read (mats-1)·I/tp write I/tp).
-    Units: bytes (activations in the weight dtype). Calibrated as family "elementwise"."""
-    h = model.hidden_size
-    rope = (model.num_heads // tp + kv_heads_per_rank(model, tp)) * model.qk_head_dim * 2 if model.num_heads >= tp \
-        else 2 * model.num_heads * model.qk_head_dim
-    i = (model.intermediate_size if model.dense_layers else model.moe_intermediate_size) // tp
-    act = (model.mlp_mats - 1) * i + i
-    return float(model.weight_bytes * (2 * 2 * h + 2 * 3 * h + rope + act))
+    """Bytes per token per layer of all non-GEMM ops (the add counted twice). Family "elementwise"."""
+    ob = elementwise_op_bytes(model, tp)
+    return float(sum(ob.values()) + ob["add"])
 
 
 def chunk_attn_pairs(cached, new):

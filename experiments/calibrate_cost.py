@@ -1,0 +1,90 @@
+"""Refit the cost model's calibration from the measured tables and rewrite the shipped fits.
+
+Reads Vidur A100 (mlp.csv, NCCL all_reduce) and AIConfigurator H200 (GEMM, attention, all-reduce) samples
+from ``--data`` (default ../shared/data), fits per GPU (``optsched.cost.validate.fit_shipped``), computes the
+accuracy table (in-sample, held-out, unseen GPU, uncalibrated; ``optsched.cost.validate.accuracy_rows``)
+and writes:
+
+- ``--calibration-dir`` (default optsched/data/calibration): ``a100-80gb.json``, ``h200-sxm.json`` and
+  ``default.json`` (the H200 fit, used for GPUs without their own measurements: H100, B200), each with its
+  GPU's rows of the accuracy table under ``residuals.table``;
+- ``--out`` (default runs/calibrate_cost): ``accuracy.json``, ``accuracy.txt``, ``provenance.json``.
+
+Usage: .venv/bin/python experiments/calibrate_cost.py [--max-samples 20000] [--no-held-out]
+Deterministic: subsampling uses numpy Generators with fixed seeds; same data ⇒ same files.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import logging
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from optsched.cost.calibration import CALIBRATION_DIR
+from optsched.cost.measured import all_samples
+from optsched.cost.validate import accuracy_rows, default_data_dir, fit_shipped, format_report
+from optsched.pipelines.provenance import collect_provenance
+
+logger = logging.getLogger("calibrate_cost")
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    data: str = str(default_data_dir())
+    calibration_dir: str = str(CALIBRATION_DIR)
+    out: str = "runs/calibrate_cost"
+    max_samples: int = 20000
+    held_out: bool = True
+
+    def __post_init__(self) -> None:
+        if self.max_samples < 100:
+            raise ValueError(f"max_samples must be >= 100, got {self.max_samples}")
+
+
+def run(cfg: Config) -> dict:
+    df = all_samples(cfg.data)
+    if df.empty:
+        raise FileNotFoundError(f"no measured samples under {cfg.data}")
+    rows = accuracy_rows(df, cfg.max_samples, cfg.held_out)
+    cals = fit_shipped(df, cfg.max_samples)
+    prov = {"data": cfg.data, "script": "experiments/calibrate_cost.py", "max_samples": cfg.max_samples,
+            "samples": {f"{s}/{f}": int(n) for (s, f), n in df.groupby(["source", "family"]).size().items()}}
+    cdir = Path(cfg.calibration_dir)
+    cdir.mkdir(parents=True, exist_ok=True)
+    for gpu, cal in cals.items():
+        table = [r for r in rows if r["gpu"] == gpu]
+        cal = dataclasses.replace(cal, provenance=prov, residuals={"table": table})
+        cal.save(cdir / f"{gpu}.json")
+        if gpu == "h200-sxm":
+            dataclasses.replace(cal, name="default: H200 fit applied to GPUs without measurements (H100, B200)",
+                                gpu="").save(cdir / "default.json")
+    out = Path(cfg.out)
+    out.mkdir(parents=True, exist_ok=True)
+    report = {"data_dir": cfg.data, "source": "measured", "rows": rows}
+    (out / "accuracy.json").write_text(json.dumps(report, indent=1) + "\n")
+    (out / "accuracy.txt").write_text(format_report(report) + "\n")
+    (out / "provenance.json").write_text(json.dumps(collect_provenance(asdict(cfg), sys.argv, 0, []), indent=1))
+    return report
+
+
+def main(argv: list[str] | None = None) -> int:
+    d = Config()
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--data", default=d.data)
+    ap.add_argument("--calibration-dir", default=d.calibration_dir)
+    ap.add_argument("--out", default=d.out)
+    ap.add_argument("--max-samples", type=int, default=d.max_samples)
+    ap.add_argument("--no-held-out", action="store_true")
+    a = ap.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    cfg = Config(a.data, a.calibration_dir, a.out, a.max_samples, not a.no_held_out)
+    print(format_report(run(cfg)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

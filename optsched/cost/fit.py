@@ -1,0 +1,161 @@
+"""Least-squares calibration of the cost model's efficiencies and overheads from measured samples.
+
+For each operator family, minimize Σ ρ(log t_pred − log t_meas) over the ``FamilyParams`` (``scipy.optimize.
+least_squares``, soft-L1 loss ρ with scale 0.05, parameters in log space so they stay positive). Log-space
+residuals weight a 10 µs kernel and a 10 ms kernel equally, which is what a relative-error target needs.
+All-reduce: t = latency + 2(n−1)/n · bytes / (nvlink_bw · ε) (ring bus-bandwidth model, nccl-tests
+doc/PERFORMANCE.md), two parameters per GPU.
+
+Samples are in the documented table of ``optsched.cost.measured`` (flops, bytes, m, time_s per kernel).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+
+import numpy as np
+import pandas as pd
+from scipy.optimize import least_squares
+
+from optsched.cost.calibration import Calibration
+from optsched.cost.catalog import load_gpu
+from optsched.cost.efficiency import FamilyParams, kernel_time
+
+__all__ = ["predict_samples", "fit_family", "fit_elementwise", "fit_allreduce", "fit_calibration", "ape"]
+
+log = logging.getLogger(__name__)
+ROW_FAMILIES = ("attn_prefill", "attn_decode")  # families with a per-row cost (row_s)
+
+
+def ape(pred, meas) -> np.ndarray:
+    """Absolute percentage error |pred − meas| / meas (fraction)."""
+    return np.abs(np.asarray(pred) - np.asarray(meas)) / np.asarray(meas)
+
+
+def _allreduce(bytes_, ranks, nvlink_bw, latency_s, eps):
+    ranks = np.asarray(ranks, dtype=float)
+    return latency_s + 2.0 * (ranks - 1.0) / ranks * np.asarray(bytes_, dtype=float) / (nvlink_bw * eps)
+
+
+def predict_samples(df: pd.DataFrame, cal: Calibration, gpu_name: str | None = None) -> np.ndarray:
+    """Predicted seconds for every sample row with ``cal``; rows use their own ``gpu`` column's catalog
+    spec unless ``gpu_name`` overrides it (unseen-GPU prediction keeps each row's GPU, of course)."""
+    out = np.full(len(df), np.nan)
+    for (gname, fam), idx in df.groupby(["gpu", "family"]).groups.items():
+        g = load_gpu(gpu_name or gname)
+        sub = df.loc[idx]
+        pos = df.index.get_indexer(idx)
+        if fam == "allreduce":
+            out[pos] = _allreduce(sub.bytes, sub.ranks, g.nvlink_bw, cal.allreduce_latency_s, cal.allreduce_eps)
+        elif fam == "elementwise":
+            eps = np.array([cal.elementwise_eps(op) for op in sub.op])
+            out[pos] = cal.families[fam].launch_s + sub.bytes.to_numpy(float) / (g.hbm_bw * eps)
+        else:
+            out[pos] = kernel_time(sub.flops.to_numpy(float), sub.bytes.to_numpy(float), sub.m.to_numpy(float),
+                                   g.bf16_flops, g.hbm_bw, cal.families[fam])
+    return out
+
+
+def _unpack(x, fam: str, base: FamilyParams) -> FamilyParams:
+    if fam == "elementwise":
+        return dataclasses.replace(base, eps_memory=float(np.exp(x[0])), launch_s=float(np.exp(x[1])))
+    return FamilyParams(eps_compute=float(np.exp(x[0])), eps_memory=float(np.exp(x[1])),
+                        m_half=float(np.expm1(x[2])), launch_s=float(np.exp(x[3])), overlap_p=1.0 + float(np.exp(x[4])),
+                        row_s=float(np.exp(x[5])) if len(x) > 5 else 0.0)
+
+
+def fit_family(df: pd.DataFrame, fam: str, base: FamilyParams, max_samples: int = 20000,
+               rng: np.random.Generator | None = None) -> FamilyParams:
+    """Fit one family's parameters to the rows of ``df`` (one GPU, one family). Subsamples to
+    ``max_samples`` rows with ``rng`` (default seed 0) for speed. Raises ValueError on an empty frame."""
+    if df.empty:
+        raise ValueError(f"no samples for family {fam!r}")
+    if len(df) > max_samples:
+        rng = rng or np.random.default_rng(0)
+        df = df.iloc[np.sort(rng.choice(len(df), max_samples, replace=False))]
+    g = load_gpu(df.gpu.iloc[0])
+    fl, by, m = (df[c].to_numpy(float) for c in ("flops", "bytes", "m"))
+    logt = np.log(df.time_s.to_numpy(float))
+    if fam == "elementwise":
+        x0 = np.log([base.eps_memory, max(base.launch_s, 1e-7)])
+        lo, hi = np.log([1e-3, 1e-8]), np.log([1.5, 1e-3])
+    else:
+        x0 = np.array([np.log(base.eps_compute), np.log(base.eps_memory), np.log1p(base.m_half),
+                       np.log(max(base.launch_s, 1e-7)), np.log(max(base.overlap_p - 1.0, 0.1))])
+        lo = np.array([np.log(1e-3), np.log(1e-3), 0.0, np.log(1e-8), np.log(0.05)])
+        hi = np.array([np.log(1.5), np.log(1.5), np.log1p(1e5), np.log(1e-3), np.log(50.0)])
+    if fam != "elementwise" and fam in ROW_FAMILIES:
+        x0 = np.append(x0, np.log(max(base.row_s, 1e-9)))
+        lo, hi = np.append(lo, np.log(1e-12)), np.append(hi, np.log(1e-5))
+    x0 = np.clip(x0, lo + 1e-9, hi - 1e-9)
+
+    def resid(x):
+        t = kernel_time(fl, by, m, g.bf16_flops, g.hbm_bw, _unpack(x, fam, base))
+        return np.log(np.maximum(t, 1e-12)) - logt
+
+    res = least_squares(resid, x0, bounds=(lo, hi), loss="soft_l1", f_scale=0.05, x_scale=1.0, max_nfev=400)
+    fp = _unpack(res.x, fam, base)
+    log.info("fit %s on %s (%d samples): %s, median APE %.3f", fam, g.name, len(df), fp,
+             float(np.median(np.abs(np.expm1(res.fun)))))
+    return fp
+
+
+def fit_elementwise(df: pd.DataFrame, base: FamilyParams) -> tuple[FamilyParams, dict[str, float]]:
+    """Shared launch_s and one HBM efficiency per op for the memory-bound non-GEMM ops:
+    t = launch_s + bytes / (hbm_bw · ε_op). Returns (family params with the median ε, {op: ε_op})."""
+    g = load_gpu(df.gpu.iloc[0])
+    ops = sorted(df.op.unique())
+    code = pd.Categorical(df.op, categories=ops).codes
+    by = df.bytes.to_numpy(float)
+    logt = np.log(df.time_s.to_numpy(float))
+
+    def resid(x):
+        eps = np.exp(x[1:])[code]
+        return np.log(np.exp(x[0]) + by / (g.hbm_bw * eps)) - logt
+
+    x0 = np.log([max(base.launch_s, 1e-7)] + [base.eps_memory] * len(ops))
+    lo = np.log([1e-8] + [1e-3] * len(ops))
+    hi = np.log([1e-3] + [1.5] * len(ops))
+    res = least_squares(resid, np.clip(x0, lo + 1e-9, hi - 1e-9), bounds=(lo, hi), loss="soft_l1", f_scale=0.05)
+    op_eps = {op: float(np.exp(v)) for op, v in zip(ops, res.x[1:])}
+    fp = dataclasses.replace(base, launch_s=float(np.exp(res.x[0])), eps_memory=float(np.median(list(op_eps.values()))))
+    return fp, op_eps
+
+
+def fit_allreduce(df: pd.DataFrame) -> tuple[float, float]:
+    """(latency_s, eps) of the ring all-reduce model from all-reduce rows of one GPU."""
+    g = load_gpu(df.gpu.iloc[0])
+    by, rk = df.bytes.to_numpy(float), df.ranks.to_numpy(float)
+    logt = np.log(df.time_s.to_numpy(float))
+
+    def resid(x):
+        return np.log(_allreduce(by, rk, g.nvlink_bw, np.exp(x[0]), np.exp(x[1]))) - logt
+
+    res = least_squares(resid, np.log([1e-5, 0.7]), bounds=(np.log([1e-7, 1e-3]), np.log([1e-2, 1.5])),
+                        loss="soft_l1", f_scale=0.05)
+    return float(np.exp(res.x[0])), float(np.exp(res.x[1]))
+
+
+def fit_calibration(df: pd.DataFrame, name: str, base: Calibration | None = None, gpu: str = "",
+                    max_samples: int = 20000) -> Calibration:
+    """Fit every family present in ``df`` (all rows must be one GPU); families absent keep ``base``'s."""
+    base = base or Calibration()
+    if df.gpu.nunique() > 1:
+        raise ValueError(f"fit_calibration needs samples of one GPU, got {sorted(df.gpu.unique())}")
+    fams = dict(base.families)
+    for fam in ("gemm", "attn_prefill", "attn_decode"):
+        sub = df[df.family == fam]
+        if len(sub):
+            fams[fam] = fit_family(sub, fam, base.families[fam], max_samples)
+    op_eps = dict(base.elementwise_op_eps)
+    el = df[df.family == "elementwise"]
+    if len(el):
+        fams["elementwise"], op_eps = fit_elementwise(el, base.families["elementwise"])
+    lat, eps = base.allreduce_latency_s, base.allreduce_eps
+    ar = df[df.family == "allreduce"]
+    if len(ar):
+        lat, eps = fit_allreduce(ar)
+    return dataclasses.replace(base, families=fams, allreduce_latency_s=lat, allreduce_eps=eps, name=name,
+                               elementwise_op_eps=op_eps,
+                               gpu=gpu or (df.gpu.iloc[0] if len(df) else ""))
