@@ -128,11 +128,15 @@ def test_md1_queueing_approximation():
 
 
 def test_cost_model_capacities_and_2p1d():
-    """OPT-13B / A100 / 512 in / 64 out, SLO 0.4 s / 0.04 s from optsched.cost: prefill-only beats
-    colocated by > 3x (DistServe measured 5.6 vs 1.6) and 3 GPUs -> 2P1D again."""
+    """OPT-13B / A100 / 512 in / 64 out, SLO 0.4 s / 0.04 s from optsched.cost: with DistServe-era
+    interference (every decode step shares the GPU with a prefill) prefill-only beats colocated by
+    > 3x (DistServe measured 5.6 vs 1.6 = 3.5x) and 3 GPUs -> 2P1D again. The mean-interference model
+    is more optimistic about colocation but still below one prefill-only GPU."""
     wl, slo = PDWorkload(512, 64), PDSLO(0.4, 0.04)
-    cfg = config_from_cost_model("a100-80gb", "opt-13b", 1, wl, slo)
-    assert cfg.prefill_rps > 3 * cfg.colocated_rps > 0
+    cfg = config_from_cost_model("a100-80gb", "opt-13b", 1, wl, slo, interference="every_step")
+    mean = config_from_cost_model("a100-80gb", "opt-13b", 1, wl, slo, interference="mean")
+    assert cfg.prefill_rps > 3 * cfg.colocated_rps  # 0 when no chunk fits the 40 ms TPOT
+    assert cfg.colocated_rps <= mean.colocated_rps < mean.prefill_rps
     assert cfg.decode_rps > cfg.prefill_rps  # decode batches; one prompt at a time is the bottleneck
     s = solve_pd(PDInstance((cfg,), gpu_budget=3))
     assert s.plan.label() == "2P1D"

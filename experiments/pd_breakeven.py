@@ -1,0 +1,156 @@
+"""Break-even input/output ratio: where does P/D disaggregation beat colocation (goodput per GPU)?
+
+For each I/O ratio r (input = r · output tokens, output fixed), capacities come from `optsched.cost`
+through `optsched.pipelines.pd_capacity` (M/D/1 prefill queue, decode batch at the TPOT SLO,
+chunked-prefill colocation), SLOs scale with the request (DistServe §6.1 style): P90 TTFT =
+``--ttft-scale`` × prefill time of one request alone, TPOT = ``--tpot-scale`` × decode step at batch 1.
+Disaggregated: best goodput/GPU over prefill+decode counts (P/D MILP, Dinkelbach, colocation off,
+``--budget`` GPUs); colocated: best over colocated counts (same MILP, P/D off). Curves for
+``--cached`` prefix-hit fractions (agentic calls are mostly cached) and both colocated interference
+models (``--interference``: "mean" optimistic, "every_step" pessimistic; see `pd_capacity`).
+Advantages above 10x (colocation infeasible) are drawn at 10. Deterministic (no randomness).
+
+Writes to ``--out``: results.csv (ratio, cached, capacities, per-GPU goodputs, advantage),
+breakeven.png, summary.json (crossing ratios), provenance.json.
+
+Usage: .venv/bin/python experiments/pd_breakeven.py --out runs/pd_breakeven
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from optsched.models.pd_data import PDInstance
+
+from optsched.cost import CostModel
+from optsched.pipelines.pd import config_from_cost_model, solve_pd
+from optsched.pipelines.pd_capacity import PDSLO, PDWorkload
+from optsched.pipelines.provenance import collect_provenance
+
+logger = logging.getLogger("pd_breakeven")
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    gpu: str = "h100-sxm"
+    model: str = "llama-3-8b"
+    tp: int = 1
+    output_tokens: int = 256
+    ratios: tuple[float, ...] = (0.25, 0.5, 1, 2, 4, 8, 12, 16, 24, 32, 64, 128)
+    cached: tuple[float, ...] = (0.0, 0.9)
+    ttft_scale: float = 4.0
+    tpot_scale: float = 2.0
+    budget: int = 16
+    interference: tuple[str, ...] = ("mean", "every_step")
+    out: str = "runs/pd_breakeven"
+
+    def __post_init__(self) -> None:
+        if self.output_tokens < 1 or self.budget < 2 or self.ttft_scale <= 1 or self.tpot_scale <= 1:
+            raise ValueError("need output_tokens >= 1, budget >= 2, ttft_scale > 1, tpot_scale > 1")
+        if not self.ratios or min(self.ratios) <= 0:
+            raise ValueError(f"ratios must be positive, got {self.ratios}")
+
+
+def crossings(x: np.ndarray, y: np.ndarray) -> list[float]:
+    """Ratios where ``y`` (advantage − 1) changes sign, log-linearly interpolated."""
+    out = []
+    for k in range(len(x) - 1):
+        if y[k] == 0:
+            out.append(float(x[k]))
+        elif y[k] * y[k + 1] < 0:
+            lx = np.log(x[k]) + (np.log(x[k + 1]) - np.log(x[k])) * y[k] / (y[k] - y[k + 1])
+            out.append(float(np.exp(lx)))
+    return out
+
+
+def run(cfg: Config) -> dict:
+    out = Path(cfg.out)
+    out.mkdir(parents=True, exist_ok=True)
+    cm = CostModel.from_names(cfg.gpu, cfg.model, tp=cfg.tp)
+    rows = []
+    for h, mode in ((h, mode) for mode in cfg.interference for h in cfg.cached):
+        for r in cfg.ratios:
+            wl = PDWorkload(max(1, round(r * cfg.output_tokens)), cfg.output_tokens, h)
+            slo = PDSLO(cfg.ttft_scale * float(cm.prefill_time(wl.new_tokens, wl.cached_tokens)),
+                        cfg.tpot_scale * float(cm.decode_step_time(1, wl.input_tokens)))
+            c = config_from_cost_model(cfg.gpu, cfg.model, cfg.tp, wl, slo, interference=mode)
+            dis = solve_pd(PDInstance((replace(c, colocated_rps=0.0),), cfg.budget, objective="goodput_per_gpu"))
+            col = solve_pd(PDInstance((replace(c, prefill_rps=0.0, decode_rps=0.0),), cfg.budget,
+                                      objective="goodput_per_gpu"))
+            d = dis.plan.objective if dis.plan else 0.0
+            k = col.plan.objective if col.plan else 0.0
+            rows.append({"io_ratio": r, "cached_fraction": h, "interference": mode, "input_tokens": wl.input_tokens,
+                         "ttft_slo_s": slo.ttft_p90_s, "tpot_slo_s": slo.tpot_s,
+                         "prefill_rps": c.prefill_rps, "decode_rps": c.decode_rps, "colocated_rps": c.colocated_rps,
+                         "disagg_rps_per_gpu": d, "disagg_plan": dis.plan.label() if dis.plan else "",
+                         "coloc_rps_per_gpu": k, "advantage": d / k if k > 0 else float("inf")})
+            logger.info("%s r=%g h=%g disagg %.3f (%s) coloc %.3f", mode, r, h, d, rows[-1]["disagg_plan"], k)
+    df = pd.DataFrame(rows)
+    df.to_csv(out / "results.csv", index=False)
+    summary = {"config": asdict(cfg), "breakeven_io_ratio": {}}
+    for (mode, h), g in df.groupby(["interference", "cached_fraction"]):
+        x = g["io_ratio"].to_numpy(float)
+        summary["breakeven_io_ratio"][f"{mode}/cached={h}"] = crossings(x, np.log(g["advantage"].to_numpy(float)))
+    plot(df, cfg, out / "breakeven.png")
+    (out / "summary.json").write_text(json.dumps(summary, indent=2))
+    (out / "provenance.json").write_text(json.dumps(collect_provenance(asdict(cfg), sys.argv, 0, []), indent=2))
+    return summary
+
+
+def plot(df: pd.DataFrame, cfg: Config, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import matplotlib.ticker
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    for (mode, h), g in df.groupby(["interference", "cached_fraction"]):
+        ax.plot(g["io_ratio"], g["advantage"].clip(upper=10), marker="o" if mode == "mean" else "s",
+                ls="-" if mode == "mean" else ":", label=f"colocated interference: {mode}, prefix cached {h:.0%}")
+    ax.axhline(1.0, color="k", lw=0.8, ls="--")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log", base=2)
+    for axis in (ax.xaxis, ax.yaxis):
+        axis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%g"))
+    ax.set_xlabel("input / output tokens (ratio, output = %d tokens)" % cfg.output_tokens)
+    ax.set_ylabel("goodput per GPU: disaggregated / colocated (×)")
+    ax.set_title(f"P/D break-even, {cfg.model} on {cfg.gpu} TP{cfg.tp}, ≤{cfg.budget} GPUs\n"
+                 f"SLO: P90 TTFT {cfg.ttft_scale:g}× prefill alone, TPOT {cfg.tpot_scale:g}× batch-1 step",
+                 fontsize=9)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def parse(argv: list[str]) -> Config:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    d = Config()
+    p.add_argument("--gpu", default=d.gpu)
+    p.add_argument("--model", default=d.model)
+    p.add_argument("--tp", type=int, default=d.tp)
+    p.add_argument("--output-tokens", type=int, default=d.output_tokens)
+    p.add_argument("--ratios", type=float, nargs="+", default=list(d.ratios))
+    p.add_argument("--cached", type=float, nargs="+", default=list(d.cached))
+    p.add_argument("--ttft-scale", type=float, default=d.ttft_scale)
+    p.add_argument("--tpot-scale", type=float, default=d.tpot_scale)
+    p.add_argument("--budget", type=int, default=d.budget)
+    p.add_argument("--interference", nargs="+", choices=["mean", "every_step"], default=list(d.interference))
+    p.add_argument("--out", default=d.out)
+    a = p.parse_args(argv)
+    return Config(a.gpu, a.model, a.tp, a.output_tokens, tuple(a.ratios), tuple(a.cached), a.ttft_scale,
+                  a.tpot_scale, a.budget, tuple(a.interference), a.out)
+
+
+if __name__ == "__main__":
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    print(json.dumps(run(parse(sys.argv[1:])), indent=2))
