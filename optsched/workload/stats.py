@@ -14,11 +14,13 @@ Keys of the returned dict (all plain Python numbers, JSON-serializable):
 - ``subagent_session_share``: fraction of sessions with a call on a lane >= 1.
 - ``max_concurrent_subagents``: most subagent lanes open at once in any session (a lane opens at its
   first call and closes when a main-lane call lists one of its calls as parent, i.e. at the join).
+- ``subagent_group_wait_s``: per fork group (lanes whose first call has the same main-lane parent), the
+  largest summed ``think_time_s`` over its lanes: the group's tool/wait time, service time excluded.
 - ``prefix_reuse``: fraction of all prefix blocks whose hash was seen earlier, processing calls in release
   order (arrival order when every call has ``arrival_s``, else session start then topological order)
   with an unbounded cache. Mooncake conversation trace: 0.366 (shared/data/mooncake_fast25/SOURCE.md).
 - ``prefix_hit``: fraction of blocks lying in the leading run of already-seen hashes (a true prefix-cache
-  hit). Found by binary search, which is exact for chained hashes (types.py contract).
+  hit), computed per call as the position of its first not-yet-seen block.
 - ``io_ratio``: total input tokens / total output tokens.
 """
 
@@ -82,6 +84,23 @@ def _gaps(workload: Workload) -> list[float]:
     return np.diff(t).tolist() if len(t) > 1 else []
 
 
+def _leading_seen(h: tuple[int, ...], seen: set[int]) -> int:
+    """Length of the leading run of ``h`` already in ``seen``: binary search (exact for chained hashes,
+    where a seen block implies a seen prefix), verified with a C-level subset test; linear scan otherwise."""
+    lo, hi = 0, len(h)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if h[mid - 1] in seen:
+            lo = mid
+        else:
+            hi = mid - 1
+    if lo and not seen.issuperset(h[:lo]):
+        lo = 0
+        while lo < len(h) and h[lo] in seen:
+            lo += 1
+    return lo
+
+
 def _prefix(calls: list[Call]) -> tuple[float | None, float | None]:
     seen: set[int] = set()
     total = reused = leading = 0
@@ -89,20 +108,33 @@ def _prefix(calls: list[Call]) -> tuple[float | None, float | None]:
         h = c.block_hashes
         if not h:
             continue
+        lead = _leading_seen(h, seen)
+        rest = h[lead:]
         total += len(h)
-        reused += sum(1 for x in h if x in seen)
-        lo, hi = 0, len(h)  # leading run length: largest k with h[k-1] seen (chained hashes)
-        while lo < hi:
-            mid = (lo + hi + 1) // 2
-            if h[mid - 1] in seen:
-                lo = mid
-            else:
-                hi = mid - 1
-        leading += lo
-        seen.update(h)
+        leading += lead
+        reused += lead + sum(1 for x in rest if x in seen)
+        seen.update(rest)
     if total == 0:
         return None, None
     return reused / total, leading / total
+
+
+def _group_waits(workload: Workload) -> list[float]:
+    """Per fork group: max over its lanes of the summed think times of the lane's calls (s)."""
+    out: list[float] = []
+    for s in workload.sessions:
+        if not s.has_subagents:
+            continue
+        lane_of = {c.call_id: c.lane for c in s.calls}
+        lane_sum: dict[int, float] = {}
+        group: dict[str, list[int]] = {}
+        for c in s.calls:
+            if c.lane != MAIN_LANE:
+                lane_sum[c.lane] = lane_sum.get(c.lane, 0.0) + c.think_time_s
+                if c.parents and lane_of[c.parents[0]] == MAIN_LANE:
+                    group.setdefault(c.parents[0], []).append(c.lane)
+        out.extend(max(lane_sum[l] for l in lanes) for lanes in group.values())
+    return out
 
 
 def workload_stats(workload: Workload) -> dict:
@@ -129,6 +161,7 @@ def workload_stats(workload: Workload) -> dict:
         "calls_per_session": summarize([len(s) for s in workload.sessions]),
         "calls_per_turn": summarize(list(per_turn.values())),
         "subagent_session_share": (sum(s.has_subagents for s in workload.sessions) / n_sess) if n_sess else None,
+        "subagent_group_wait_s": summarize(_group_waits(workload)),
         "max_concurrent_subagents": max((max_concurrent_subagents(s) for s in workload.sessions), default=0),
         "prefix_reuse": reuse,
         "prefix_hit": hit,

@@ -67,6 +67,23 @@ class Call:
     tool: str = ""
 
     def __post_init__(self) -> None:
+        # Fast path (same acceptance as _validate_slow, which gives the precise error): exact ints, in range.
+        it, nt, bs = self.input_tokens, self.new_tokens, self.block_size
+        if nt == -1 and type(it) is int:
+            object.__setattr__(self, "new_tokens", it)
+            nt = it
+        if (
+            type(it) is int and type(nt) is int and type(self.output_tokens) is int and type(self.lane) is int
+            and type(self.turn) is int and type(bs) is int and 0 <= nt <= it and self.output_tokens >= 1
+            and self.lane >= 0 and self.turn >= 0 and bs >= 1
+            and (not self.block_hashes or len(self.block_hashes) == -(-it // bs))
+            and self.think_time_s >= 0.0 and (self.arrival_s is None or self.arrival_s >= 0.0)
+            and (not self.parents or self.call_id not in self.parents)
+        ):
+            return
+        self._validate_slow()
+
+    def _validate_slow(self) -> None:
         _check_nonneg_int("input_tokens", self.input_tokens)
         _check_nonneg_int("output_tokens", self.output_tokens)
         if self.output_tokens < 1:
