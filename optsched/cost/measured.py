@@ -37,7 +37,7 @@ from optsched.cost.ops import chunk_attn_pairs, dense_gemms, elementwise_op_byte
 from optsched.cost.specs import ModelSpec
 
 __all__ = ["SAMPLE_COLUMNS", "vidur_mlp_samples", "vidur_allreduce_samples", "aic_gemm_samples",
-           "aic_attention_samples", "aic_allreduce_samples", "all_samples", "read_samples"]
+           "aic_attention_samples", "aic_allreduce_samples", "all_samples", "read_samples", "subsample"]
 
 SAMPLE_COLUMNS = ["source", "gpu", "family", "group", "op", "m", "flops", "bytes", "ranks", "time_s"]
 VIDUR_GEMM_OPS = ("attn_pre_proj", "attn_post_proj", "mlp_up_proj", "mlp_down_proj")
@@ -170,6 +170,14 @@ def all_samples(data_dir: str | Path) -> pd.DataFrame:
         return pd.DataFrame(columns=SAMPLE_COLUMNS)
     df = pd.concat(parts, ignore_index=True)
     return df[np.isfinite(df.time_s) & (df.time_s > 0)].reset_index(drop=True)
+
+
+def subsample(df: pd.DataFrame, per_family: int, rng: np.random.Generator) -> pd.DataFrame:
+    """At most ``per_family`` rows of each (source, family), drawn without replacement with ``rng``."""
+    keep = []
+    for _, idx in sorted(df.groupby(["source", "family"]).indices.items()):
+        keep.append(idx if len(idx) <= per_family else np.sort(rng.choice(idx, per_family, replace=False)))
+    return df.iloc[np.concatenate(keep)].reset_index(drop=True) if keep else df
 
 
 def read_samples(path: str | Path) -> pd.DataFrame:
