@@ -1,0 +1,84 @@
+"""Workload specs for the CLI and scripts: a trace path, or a generator spec ``kind:key=value,...``.
+
+Generator specs (defaults in brackets):
+
+- ``agentx:sessions=N[50],seed=S[0],variant=full|256k[full]``
+- ``copilot:sessions=N[50],seed=S[0],model_switch_prob=P[0.1],keep_fraction=F[1.0]``
+- ``chat:calls=N[1000],seed=S[0],rate=R[10.0]`` (requests/s)
+
+Every generator gets ``numpy.random.default_rng(seed)``.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+
+from optsched.workload.types import Workload
+
+__all__ = ["GENERATOR_KEYS", "is_generator_spec", "parse_generator_spec", "workload_from_spec"]
+
+GENERATOR_KEYS: dict[str, dict[str, type]] = {
+    "agentx": {"sessions": int, "seed": int, "variant": str},
+    "copilot": {"sessions": int, "seed": int, "model_switch_prob": float, "keep_fraction": float},
+    "chat": {"calls": int, "seed": int, "rate": float},
+}
+_SPEC = re.compile(r"^(agentx|copilot|chat)(?::(.*))?$")
+
+
+def is_generator_spec(text: str) -> bool:
+    """True when ``text`` names a generator (``agentx``, ``copilot``, ``chat``, optionally ``:k=v,...``)."""
+    return _SPEC.match(text) is not None
+
+
+def parse_generator_spec(text: str) -> tuple[str, dict]:
+    """``"agentx:sessions=50,seed=0"`` -> ``("agentx", {"sessions": 50, "seed": 0})``.
+
+    Raises:
+        ValueError: unknown generator or key, a value of the wrong type (names what was expected).
+    """
+    m = _SPEC.match(text)
+    if m is None:
+        raise ValueError(f"{text!r}: expected a trace path or a generator spec like 'agentx:sessions=50,seed=0'")
+    kind, rest = m.group(1), m.group(2) or ""
+    keys = GENERATOR_KEYS[kind]
+    out: dict = {}
+    for item in filter(None, rest.split(",")):
+        k, sep, v = item.partition("=")
+        if not sep or k not in keys:
+            raise ValueError(f"{text!r}: expected key=value with key in {', '.join(keys)}, got {item!r}")
+        try:
+            out[k] = keys[k](v)
+        except ValueError:
+            raise ValueError(f"{text!r}: {k} expects {keys[k].__name__}, got {v!r}") from None
+    return kind, out
+
+
+def workload_from_spec(text: str) -> Workload:
+    """Load a trace (any format :func:`~optsched.workload.dispatch.load_any` knows) or run a generator spec.
+
+    Raises:
+        FileNotFoundError: neither an existing path nor a generator spec.
+        ValueError: a malformed spec or bad trace (TraceFormatError).
+    """
+    if Path(text).exists():
+        from optsched.workload.dispatch import load_any
+
+        return load_any(text)
+    if not is_generator_spec(text):
+        raise FileNotFoundError(f"{text}: no such file, and not a generator spec (agentx|copilot|chat[:k=v,...])")
+    kind, kw = parse_generator_spec(text)
+    rng = np.random.default_rng(kw.pop("seed", 0))
+    if kind == "agentx":
+        from optsched.workload.gen_agentx import generate_agentx
+
+        return generate_agentx(kw.pop("sessions", 50), rng, variant=kw.pop("variant", "full"))
+    if kind == "copilot":
+        from optsched.workload.gen_copilot import generate_copilot
+
+        return generate_copilot(kw.pop("sessions", 50), rng, **kw)
+    from optsched.workload.gen_chat import generate_chat
+
+    return generate_chat(kw.pop("calls", 1000), rng, rate_per_s=kw.pop("rate", 10.0))

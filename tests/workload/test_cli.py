@@ -1,0 +1,47 @@
+"""``optsched workload stats|generate`` end to end (in-process), on the shipped sample and generators."""
+
+import json
+
+import pytest
+
+from optsched.cli import main
+from optsched.workload import load_jsonl
+from optsched.workload.samples import mooncake_sample
+from optsched.workload.spec import parse_generator_spec
+
+
+def test_stats_json_on_shipped_sample_with_plot(tmp_path, capsys):
+    png = tmp_path / "d.png"
+    assert main(["workload", "stats", str(mooncake_sample()), "--json", "--plot", str(png)]) == 0
+    s = json.loads(capsys.readouterr().out)
+    for key in ("calls", "sessions", "input_tokens", "output_tokens", "gap_s", "new_tokens"):
+        assert key in s
+    for key in ("input_tokens", "output_tokens", "gap_s"):
+        assert set(s[key]) >= {"min", "median", "p95", "max"}
+    assert s["calls"] == 2_000 and s["input_tokens"]["median"] == 7_965
+    assert {"subagent_session_share", "prefix_reuse", "io_ratio", "calls_per_session", "calls_per_turn"} <= set(s)
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
+
+
+def test_generate_then_stats_table(tmp_path, capsys):
+    out = tmp_path / "a.jsonl"
+    assert main(["workload", "generate", "--kind", "agentx", "--sessions", "3", "--seed", "5", "-o", str(out)]) == 0
+    w = load_jsonl(out)
+    assert len(w.sessions) == 3 and all(len(s) >= 20 for s in w.sessions)
+    capsys.readouterr()
+    assert main(["workload", "stats", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "input_tokens" in text and "prefix_reuse" in text and f"{w.num_calls:,} calls" in text
+
+
+def test_generator_spec_and_errors(capsys):
+    assert parse_generator_spec("agentx:sessions=7,seed=3,variant=256k") == (
+        "agentx", {"sessions": 7, "seed": 3, "variant": "256k"})
+    assert main(["workload", "stats", "chat:calls=300,seed=1", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["calls"] == 300
+    assert main(["workload", "stats", "agentx:sessions=x"]) == 2
+    assert "sessions expects int" in capsys.readouterr().err
+    assert main(["workload", "stats", "/no/such/trace.jsonl"]) == 2
+    assert "no such file" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="expected key=value"):
+        parse_generator_spec("copilot:bogus=1")
