@@ -72,6 +72,7 @@ class Simulator:
         self.progress = progress
         self._bar = None
         self._start_load = self._start_load_cb
+        self.debug = False  # tests: check cache invariants and capacities after every step
 
     @property
     def now_s(self) -> float:
@@ -137,6 +138,7 @@ class Simulator:
         seq.est_remaining = seq.target_tokens - kv.estimate_hit_tokens(inst, seq)
         inst.queued_prefill_tokens += seq.est_remaining
         inst.waiting.append(seq)
+        inst.inflight += 1
         self.session_home[seq.call.session_id] = inst.iid
         self._wake(self.unit_of[inst.iid], t)
 
@@ -186,12 +188,22 @@ class Simulator:
                 self._retry_pending(inst, t)
             inst.sample(t)
             work = work or inst.has_work()
+            if self.debug:
+                self._check(inst)
         unit.batches = []
         if work:
             if self.q.peek_key() < (t, STEP):
                 self._wake(unit, t)
             else:
                 self._start_step(unit, t)
+
+    def _check(self, inst: Instance) -> None:
+        inst.cache.check_invariants()
+        for tier in ("hbm", "dram", "ssd"):
+            if inst.cache.used_blocks(tier) > inst.cache.capacity_blocks(tier):
+                raise RuntimeError(f"instance {inst.iid}: {tier} KV over capacity")
+        if inst.queued_prefill_tokens < 0 or inst.loading < 0 or inst.inflight < 0:
+            raise RuntimeError(f"instance {inst.iid}: negative counter")
 
     def _complete(self, inst: Instance, b: Batch, t: float) -> None:
         if b.n_dec:
@@ -224,6 +236,7 @@ class Simulator:
     def _finish(self, inst: Instance, seq: Seq, t: float) -> None:
         seq.state = DONE
         seq.finish_s = t
+        inst.inflight -= 1
         self.finished += 1
         idx = seq.idx
         paused = self.driver.has_successor(idx)
@@ -278,7 +291,10 @@ class Simulator:
         kind, seq, inst, src = payload
         if kind == "transfer":
             kv.free(src, seq, t)
-            seq.inst = inst.iid
+            if src.waiting:
+                self._wake(self.unit_of[src.iid], t)  # freed blocks may let a blocked prefill start
+            src.inflight -= 1
+            inst.inflight += 1
             inst.join_decode(seq, seq.call.output_tokens - seq.generated)
         elif kind == "swapin":
             inst.loading -= 1

@@ -54,6 +54,7 @@ class Instance:
         self.finish_heap: list[tuple[int, int, Seq]] = []
         # step state
         self.step_index = 0
+        self.inflight = 0  # calls routed here, not yet finished / handed to a decode instance
         self._order = 0
         self.busy = False
         self.wake_pending = False

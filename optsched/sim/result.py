@@ -37,7 +37,7 @@ def calls_frame(seqs: list, calls: list) -> pd.DataFrame:
         rows["lane"].append(c.lane)
         rows["turn"].append(c.turn)
         rows["model"].append(c.model)
-        rows["instance"].append(s.inst if s.decode_inst < 0 else _prefill_inst(s))
+        rows["instance"].append(s.inst)
         rows["decode_instance"].append(s.decode_inst)
         rows["release_s"].append(s.release_s)
         rows["enqueue_s"].append(s.enqueue_s)
@@ -59,10 +59,6 @@ def calls_frame(seqs: list, calls: list) -> pd.DataFrame:
         rows["load_s"].append(s.load_s)
         rows["transfer_s"].append(s.transfer_s)
     return pd.DataFrame(rows, columns=list(CALL_COLUMNS))
-
-
-def _prefill_inst(s) -> int:
-    return s.prefill_inst if hasattr(s, "prefill_inst") else s.inst
 
 
 def _clean(v: Any) -> Any:

@@ -73,6 +73,7 @@ def preempt_newest(inst: Instance, now_s: float, mode: str) -> Seq | None:
         kv.free(inst, victim, now_s, ctx)
     else:
         ctx = 0
+        victim.total_target -= victim.target_tokens - victim.computed  # never computed in this admission
         inst.prefilling.remove(victim)
         inst.queued_prefill_tokens -= victim.target_tokens - victim.computed
         kv.free(inst, victim, now_s, victim.computed)

@@ -56,6 +56,19 @@ class InstanceViewImpl:
         return self._inst.queued_prefill_tokens + self._inst.remaining_decode_tokens
 
     @property
+    def running_requests(self) -> int:
+        """Calls routed here and not finished (or, on a prefill instance, not handed to decode)."""
+        return self._inst.inflight
+
+    @property
+    def active_kv_blocks(self) -> int:
+        """HBM blocks held by running sequences (excludes the evictable prefix cache). O(running)."""
+        inst = self._inst
+        bs = inst.bs
+        n = sum(s.blocks for s in inst.prefilling)
+        return n + sum(-(-inst.context_tokens(s) // bs) for s in inst.dec.values())
+
+    @property
     def num_gpus(self) -> int:
         return self._inst.num_gpus
 

@@ -1,0 +1,102 @@
+"""Property tests: simulator invariants over random small workloads and cluster configs.
+
+The cost model is the real one; only the HBM KV capacity is lowered (wrapper below) so that
+preemption and eviction actually happen on small workloads.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from optsched.cost import CostModel
+from optsched.policies.admission_shortest_first import ShortestFirstAdmission
+from optsched.policies.router_cache_aware import CacheAwareRouter
+from optsched.policies.router_random import RandomRouter
+from optsched.sim import ClusterConfig, InstanceConfig, SchedulerConfig
+from optsched.sim.engine import Simulator
+from optsched.sim.metrics import summarize  # noqa: F401  (import check)
+from optsched.sim.result import calls_frame
+from tests.sim.helpers import GPU, MODEL, random_workload
+
+_CM = CostModel.from_names(GPU, MODEL, tp=1)
+
+
+class SmallKV:
+    """The real cost model with ``hbm_blocks`` HBM KV blocks (and ``dram_blocks`` in DRAM)."""
+
+    def __init__(self, cm, hbm_blocks: int, dram_blocks: int) -> None:
+        self._cm, self._hbm, self._dram = cm, hbm_blocks, dram_blocks
+
+    def kv_capacity_blocks(self, block_size):
+        return self._hbm
+
+    def tier_capacity_blocks(self, tier, block_size):
+        return {"hbm": self._hbm, "dram": self._dram, "ssd": 0}[tier]
+
+    def __getattr__(self, name):
+        return getattr(self._cm, name)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    seed=st.integers(0, 10_000),
+    n=st.integers(1, 3),
+    pd=st.booleans(),
+    budget=st.sampled_from([64, 256, 2048]),
+    seqs=st.sampled_from([2, 8, 64]),
+    thr=st.sampled_from([0, 48, 300]),
+    interval=st.sampled_from([1, 2]),
+    preemption=st.sampled_from(["recompute", "swap"]),
+    hbm=st.integers(170, 500),
+    dram=st.sampled_from([0, 400]),
+    policy=st.sampled_from(["rr", "random", "cache_aware", "sjf"]),
+)
+def test_invariants(seed, n, pd, budget, seqs, thr, interval, preemption, hbm, dram, policy):
+    rng = np.random.default_rng(seed)
+    w = random_workload(rng, n_sessions=5, max_calls=4, models=2)
+    sched = SchedulerConfig(max_num_batched_tokens=budget, max_num_seqs=min(seqs, budget), block_size=16,
+                            long_prefill_token_threshold=thr, prefill_schedule_interval=interval,
+                            preemption=preemption)
+    if pd:
+        inst = (InstanceConfig("prefill", GPU, MODEL, 1, count=n), InstanceConfig("decode", GPU, MODEL, 1, count=1))
+    else:
+        inst = (InstanceConfig("colocated", GPU, MODEL, 1, count=n),)
+    cl = ClusterConfig(inst, sched, dram_tier=dram > 0)
+    cms = [SmallKV(_CM, hbm, dram) for _ in inst]
+    router = {"rr": None, "random": RandomRouter(np.random.default_rng(seed)), "cache_aware": CacheAwareRouter(),
+              "sjf": None}[policy]
+    if router is None:
+        from optsched.policies.router_round_robin import RoundRobinRouter
+
+        router = RoundRobinRouter()
+    adm = ShortestFirstAdmission() if policy == "sjf" else None
+    sim = Simulator(w, cl, router, adm, None, None, cms)
+    sim.debug = True  # cache invariants + every tier within capacity after every step
+    sim.run()  # raises if any call is left unfinished
+    df = calls_frame(sim.seqs, sim.driver.calls)
+    # every call finished, in causal order
+    assert np.isfinite(df[["release_s", "first_sched_s", "first_token_s", "finish_s"]].to_numpy()).all()
+    assert (df.first_sched_s >= df.release_s).all()
+    assert (df.first_token_s >= df.first_sched_s).all() and (df.finish_s >= df.first_token_s).all()
+    # every prompt token prefilled or reused exactly once per admission (recompute counted apart)
+    reused = df.hit_hbm_tokens + df.hit_dram_tokens + df.hit_ssd_tokens
+    assert (df.prefilled_tokens + reused == df.input_tokens + df.recomputed_tokens).all()
+    assert ((df.recomputed_tokens > 0) <= (df.preemptions > 0)).all()
+    # no call starts before its parents finish plus think time
+    by = df.set_index("call_id")
+    for c in w.calls():
+        for p in c.parents:
+            assert by.loc[c.call_id, "release_s"] >= by.loc[p, "finish_s"] + _think(w, p) - 1e-12
+    # time never goes backwards: step samples are ordered per instance
+    for inst_ in sim.instances:
+        assert all(a <= b for a, b in zip(inst_.samples_t, inst_.samples_t[1:]))
+        assert max(inst_.samples_kv, default=0) <= hbm
+
+
+def _think(w, call_id):
+    for c in w.calls():
+        if c.call_id == call_id:
+            return c.think_time_s
+    raise KeyError(call_id)
