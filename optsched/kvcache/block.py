@@ -26,8 +26,9 @@ class Block:
         child_tier: children resident per tier ([hbm, dram, ssd]).
         version: bumped on every eviction-heap push; only the newest heap entry is live.
         prio: eviction priority for the cost-aware policy (GreedyDual H value, s).
-        ttl_deadline_s: residency TTL deadline (s), inf = none; ttl_then its action index
-            (1 offload to DRAM, 2 offload to SSD, 3 drop); ttl_version invalidates old TTL entries.
+        ttl_deadline_s: residency TTL deadline (s), inf = none; ttl_set_s when it was set; ttl_then its
+            action index (1 offload to DRAM, 2 offload to SSD, 3 drop); ttl_version invalidates old TTL
+            heap entries. A TTL is live only while ``last_use_s <= ttl_set_s`` (a later use cancels it).
         alive: False once removed from the index.
     """
 
@@ -42,6 +43,7 @@ class Block:
         "ref",
         "tier",
         "ttl_deadline_s",
+        "ttl_set_s",
         "ttl_then",
         "ttl_version",
         "version",
@@ -58,9 +60,15 @@ class Block:
         self.version = 0
         self.prio = 0.0
         self.ttl_deadline_s = _INF
+        self.ttl_set_s = _INF
         self.ttl_then = 0
         self.ttl_version = 0
         self.alive = True
+
+    @property
+    def ttl_live(self) -> bool:
+        """True while a residency TTL is pending and the block was not used since it was set."""
+        return self.ttl_deadline_s != _INF and self.last_use_s <= self.ttl_set_s
 
     @property
     def num_children(self) -> int:

@@ -54,7 +54,7 @@ class EvictionOrder:
         return (b.last_use_s, -b.depth)
 
     def _ttl(self, b: Block) -> tuple:
-        deadline = b.ttl_deadline_s if b.ttl_deadline_s != float("inf") else b.last_use_s + self.default_ttl_s
+        deadline = b.ttl_deadline_s if b.ttl_live else b.last_use_s + self.default_ttl_s
         return (deadline, b.last_use_s, -b.depth)
 
     @staticmethod
@@ -65,6 +65,15 @@ class EvictionOrder:
         """Called when a block is used or enters a tier (sets its GreedyDual H)."""
         if self.name == "cost":
             b.prio = self.inflation[b.tier] + self.value_s(b.depth)
+
+    def absorb(self, parent: Block, child: Block) -> None:
+        """``child`` left ``parent``'s tier: the parent inherits its subtree's last use (lazy touching,
+        see ``PrefixCache``) and, for GreedyDual, the H it would have had at that use
+        (``L_then + value(parent.depth)`` with ``L_then = child.prio - value(child.depth)``)."""
+        parent.last_use_s = max(parent.last_use_s, child.last_use_s)
+        if self.name == "cost":
+            h = child.prio - self.value_s(child.depth) + self.value_s(parent.depth)
+            parent.prio = max(parent.prio, h)
 
     def on_evict(self, b: Block, tier: int) -> None:
         """Called when the policy's chosen block leaves ``tier`` under pressure."""

@@ -64,7 +64,7 @@ class PrefixCache(ResidencyStore):
         self.block_size = block_size
         self.eviction = eviction
         self.hits = HitAccount(keep_records=keep_hit_records)
-        self._pins: dict[object, list[Block]] = {}
+        self._pins: dict[object, Block | None] = {}  # seq -> deepest pinned block
         self._alloc: dict[object, int] = {}
 
     # ---- read-only queries ---------------------------------------------------------------------
@@ -91,8 +91,9 @@ class PrefixCache(ResidencyStore):
         return None if b is None else TIERS[b.tier]
 
     def seq_blocks(self, seq_id: object) -> tuple[int, int]:
-        """(pinned cached blocks, allocated blocks) held by a running sequence."""
-        return len(self._pins.get(seq_id, ())), self._alloc.get(seq_id, 0)
+        """(pinned cached prefix blocks, allocated blocks) held by a running sequence."""
+        pin = self._pins.get(seq_id)
+        return (0 if pin is None else pin.depth + 1), self._alloc.get(seq_id, 0)
 
     def __len__(self) -> int:
         """Blocks in the index, all tiers."""
@@ -102,39 +103,63 @@ class PrefixCache(ResidencyStore):
         b = self._blocks.get(block_hashes[i])
         return b if b is not None and b.depth == i else None
 
-    def match(self, block_hashes: Sequence[int]) -> PrefixMatch:
-        """Longest resident prefix of ``block_hashes`` (chained hashes), split by tier.
+    def _split(self, block_hashes: Sequence[int], n: int) -> tuple[int, int, int]:
+        """For the first ``n`` hashes: (k resident, end of the HBM run, end of the DRAM run).
 
-        O(log n) dict look-ups: the index is prefix-closed and paths are hottest first, so presence and
-        tier are monotone along the query and are found by binary search (``match_linear`` is the
-        reference walk). No state changes (routers may call it freely).
+        Presence and tier are monotone along a chained path (the index is prefix-closed and paths are
+        hottest first), so both are found by search: presence by galloping back from the end (a call
+        usually extends a cached prefix by a few blocks: O(log(n - k))), then a binary search; tiers
+        only when the last resident block is not in HBM.
         """
-        n = len(block_hashes)
-        if n == 0 or self._at(block_hashes, 0) is None:
-            return PrefixMatch()
-        last = self._at(block_hashes, n - 1)
-        if last is not None:
-            k = n
-        else:  # largest k with block k-1 present: lo present, hi absent
-            lo, hi = 0, n - 1
-            while hi - lo > 1:
-                mid = (lo + hi) // 2
-                if self._at(block_hashes, mid) is None:
-                    hi = mid
-                else:
-                    lo = mid
-            k = hi
+        get = self._blocks.get
+        if n == 0:
+            return 0, 0, 0
+        b = get(block_hashes[0])
+        if b is None or b.depth != 0:
+            return 0, 0, 0
+        lo, hi, step = 0, n, 1  # invariant: block lo present, block hi absent (hi = n: past the end)
+        while hi - step > lo:  # gallop back from the end
+            b = get(block_hashes[hi - step])
+            if b is not None and b.depth == hi - step:
+                lo = hi - step
+                break
+            hi -= step
+            step *= 2
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            b = get(block_hashes[mid])
+            if b is not None and b.depth == mid:
+                lo = mid
+            else:
+                hi = mid
+        k = lo + 1
+        blocks = self._blocks
+        last_tier = blocks[block_hashes[k - 1]].tier
+        if last_tier == HBM:
+            return k, k, k
         bounds = []
         for t in (HBM, 1):  # count of leading blocks with tier <= t
+            if last_tier <= t:
+                bounds.append(k)
+                continue
             lo, hi = 0, k  # answer in [lo, hi]
             while lo < hi:
                 mid = (lo + hi) // 2
-                if self._blocks[block_hashes[mid]].tier <= t:
+                if blocks[block_hashes[mid]].tier <= t:
                     lo = mid + 1
                 else:
                     hi = mid
             bounds.append(lo)
-        return PrefixMatch(bounds[0], bounds[1] - bounds[0], k - bounds[1])
+        return k, bounds[0], bounds[1]
+
+    def match(self, block_hashes: Sequence[int]) -> PrefixMatch:
+        """Longest resident prefix of ``block_hashes`` (chained hashes), split by tier.
+
+        O(log n) dict look-ups (binary search, ``_split``; ``match_linear`` is the reference walk).
+        No state changes: routers may call it freely.
+        """
+        k, h, d = self._split(block_hashes, len(block_hashes))
+        return PrefixMatch(h, d - h, k - d)
 
     def match_linear(self, block_hashes: Sequence[int]) -> PrefixMatch:
         """Reference for ``match``: walk the query block by block following parent links."""
@@ -149,11 +174,15 @@ class PrefixCache(ResidencyStore):
         return PrefixMatch(*counts)
 
     # ---- sequence lifecycle --------------------------------------------------------------------
+    # A sequence pins only the DEEPEST block of its prefix (``ref``); the ancestors are protected
+    # implicitly, because a block with a child in its own tier is never an eviction candidate, never
+    # demoted below a hotter child and never dropped while it has children. Likewise only the deepest
+    # block's ``last_use_s`` is set on use; a block absorbs its child's time when the child leaves its
+    # tier (``TieredBlockStore._absorb``), so an eviction candidate always carries the last use of its
+    # whole subtree, which is exactly the LRU time of eager per-block touching. Acquire and release
+    # therefore cost O(log n + blocks moved or inserted), not O(prefix length).
     def _touch(self, b: Block, now_s: float) -> None:
         b.last_use_s = max(b.last_use_s, now_s)
-        if b.ttl_deadline_s != _INF:  # the next call came: the residency TTL is over
-            b.ttl_deadline_s = _INF
-            b.ttl_version += 1
         self._order.on_use(b)
 
     def _to_hbm(self, b: Block) -> bool:
@@ -165,44 +194,67 @@ class PrefixCache(ResidencyStore):
             self._set_tier(b, HBM)
         return ok
 
+    def _unpin(self, b: Block | None) -> None:
+        if b is not None:
+            b.ref -= 1
+            if not b.ref:
+                self._push(b)
+
+    def _promote_run(self, block_hashes: Sequence[int], start: int, stop: int, pin: Block | None,
+                     moved: list[int] | None) -> tuple[Block | None, int]:
+        """Move blocks ``start..stop-1`` of the path to HBM root first, moving the temporary pin down;
+        returns (deepest HBM block pinned, index reached). Stops when a block vanished (a colder tier
+        evicted it while making room) or HBM cannot make room."""
+        blocks = self._blocks
+        i = start
+        while i < stop:
+            b = blocks.get(block_hashes[i])
+            if b is None or b.depth != i:
+                break
+            src = b.tier
+            if src != HBM and not self._to_hbm(b):
+                break
+            if moved is not None:
+                moved[src] += 1
+            b.ref += 1
+            self._unpin(pin)
+            pin = b
+            i += 1
+        return pin, i
+
     def acquire(
         self, seq_id: object, block_hashes: Sequence[int], now_s: float, max_blocks: int | None = None
     ) -> PrefixMatch:
         """Pin the longest resident prefix (at most ``max_blocks``) for ``seq_id``; promote to HBM.
 
         Blocks found in DRAM/SSD are moved to HBM (root first, evicting unpinned HBM leaves as needed);
-        the walk stops at the first block that is absent or cannot be promoted. Returns where the pinned
-        blocks came from: ``hbm_blocks`` were already in HBM, ``dram_blocks``/``ssd_blocks`` were moved by
-        this call (charge their transfer time). Touched blocks get ``last_use_s = now_s`` and lose any
-        residency TTL. The caller records the token split in ``hits`` (``CallHit.from_blocks``).
+        promotion stops at the first block that cannot be promoted. Returns where the pinned blocks
+        came from: ``hbm_blocks`` were already in HBM, ``dram_blocks``/``ssd_blocks`` were moved by this
+        call (charge their transfer time). The pinned prefix is in use at ``now_s`` (LRU time) and its
+        residency TTLs are cancelled. The caller records the token split (``CallHit.from_blocks``).
 
         Raises:
-            ValueError: ``seq_id`` already holds pinned blocks (release it first) or bad ``max_blocks``.
+            ValueError: ``seq_id`` already holds a pinned prefix (release it first) or bad ``max_blocks``.
         """
         if seq_id in self._pins:
             raise ValueError(f"sequence {seq_id!r} already acquired a prefix; release it first")
         limit = len(block_hashes)
         if max_blocks is not None:
-            if not isinstance(max_blocks, int) or max_blocks < 0:
+            if not isinstance(max_blocks, int) or isinstance(max_blocks, bool) or max_blocks < 0:
                 raise ValueError(f"max_blocks must be a non-negative int or None, got {max_blocks!r}")
             limit = min(limit, max_blocks)
+        k, h, _ = self._split(block_hashes, limit)
+        pin = None
         moved = [0, 0, 0]
-        pinned: list[Block] = []
-        parent = None
-        blocks = self._blocks
-        for i in range(limit):
-            b = blocks.get(block_hashes[i])
-            if b is None or b.parent is not parent:
-                break
-            src = b.tier
-            if src != HBM and not self._to_hbm(b):
-                break
-            moved[src] += 1
-            b.ref += 1
-            self._touch(b, now_s)
-            pinned.append(b)
-            parent = b
-        self._pins[seq_id] = pinned
+        if h:
+            pin = self._blocks[block_hashes[h - 1]]
+            pin.ref += 1
+            moved[HBM] = h
+        if k > h:
+            pin, _ = self._promote_run(block_hashes, h, k, pin, moved)
+        if pin is not None:
+            self._touch(pin, now_s)
+        self._pins[seq_id] = pin
         return PrefixMatch(*moved)
 
     def allocate(self, seq_id: object, n_blocks: int, now_s: float) -> bool:
@@ -219,7 +271,7 @@ class PrefixCache(ResidencyStore):
             raise ValueError(f"n_blocks must be a non-negative int, got {n_blocks!r}")
         if n_blocks == 0:
             return True
-        if not self._make_room(HBM, n_blocks):
+        if self.free(HBM) < n_blocks and not self._make_room(HBM, n_blocks):
             return False
         self._alloc[seq_id] = self._alloc.get(seq_id, 0) + n_blocks
         self._seq_hbm += n_blocks
@@ -232,57 +284,58 @@ class PrefixCache(ResidencyStore):
         free without caching, e.g. on preemption). Its KV is physically in HBM, so every block on the path
         becomes an evictable HBM block (blocks cached in a lower tier are moved up without transfer);
         insertion stops at the first block for which HBM cannot make room, keeping the index
-        prefix-closed. Returns the number of blocks newly added to the index.
+        prefix-closed. The path is in use at ``now_s``. Returns the number of blocks newly added.
         """
-        pinned = self._pins.pop(seq_id, [])
+        old_pin = self._pins.pop(seq_id, None)
         self._seq_hbm -= self._alloc.pop(seq_id, 0)
-        blocks = self._blocks
-        held: list[Block] = []
-        parent = None
+        n = len(block_hashes)
+        k, h, _ = self._split(block_hashes, n)
+        pin = None
+        if h:
+            pin = self._blocks[block_hashes[h - 1]]
+            pin.ref += 1
+        i = h
+        if k > h:
+            pin, i = self._promote_run(block_hashes, h, k, pin, None)
         added = 0
-        for i, h in enumerate(block_hashes):
-            b = blocks.get(h)
-            if b is not None:
-                if b.parent is not parent:
+        if i == k:  # whole resident part is in HBM: insert the rest
+            blocks = self._blocks
+            child_tier_hbm = HBM
+            while i < n:
+                h_i = block_hashes[i]
+                if h_i in blocks:  # same hash elsewhere in the index: hashes are not chained here
                     break
-                if b.tier != HBM and not self._to_hbm(b):
+                if self.free(HBM) < 1 and not self._make_room(HBM, 1):
                     break
-            else:
-                if not self._make_room(HBM, 1):
-                    break
-                b = Block(h, parent, i, HBM, now_s)
-                blocks[h] = b
+                b = Block(h_i, pin, i, HBM, now_s)
+                blocks[h_i] = b
                 self._used[HBM] += 1
-                if parent is not None:
-                    parent.child_tier[HBM] += 1
+                if pin is not None:
+                    pin.child_tier[child_tier_hbm] += 1
+                b.ref = 1
+                self._unpin(pin)
+                pin = b
                 added += 1
-            b.ref += 1
-            self._touch(b, now_s)
-            held.append(b)
-            parent = b
-        for b in held:
-            b.ref -= 1
-        for b in pinned:
-            b.ref -= 1
-        for b in reversed(held):
-            if not b.ref:
-                self._push(b)
-        for b in pinned:
-            if not b.ref:
-                self._push(b)
+                i += 1
+        if pin is not None:
+            self._touch(pin, now_s)
+        self._unpin(pin)
+        self._unpin(old_pin)
         return added
 
     # ---- checks ------------------------------------------------------------------------------------
     def check_invariants(self) -> None:
-        """Store invariants (``tier_store``) plus: every pinned block is alive in HBM and each block's
-        ``ref`` equals the number of sequences pinning it. Raises ``RuntimeError``; O(blocks)."""
+        """Store invariants (``tier_store``) plus: every pinned block is alive in HBM (so are its
+        ancestors, by the hottest-first invariant) and each block's ``ref`` equals the number of
+        sequences whose deepest pinned block it is. Raises ``RuntimeError``; O(blocks)."""
         super().check_invariants()
         refs: dict[int, int] = {}
-        for seq, pinned in self._pins.items():
-            for b in pinned:
-                if not b.alive or b.tier != HBM:
-                    raise RuntimeError(f"block {b!r} pinned by {seq!r} was evicted or demoted")
-                refs[b.key] = refs.get(b.key, 0) + 1
+        for seq, b in self._pins.items():
+            if b is None:
+                continue
+            if not b.alive or b.tier != HBM:
+                raise RuntimeError(f"block {b!r} pinned by {seq!r} was evicted or demoted")
+            refs[b.key] = refs.get(b.key, 0) + 1
         for k, b in self._blocks.items():
             if b.ref != refs.get(k, 0):
                 raise RuntimeError(f"{b!r}: ref {b.ref} != pins {refs.get(k, 0)}")

@@ -96,7 +96,8 @@ class ResidencyStore(TieredBlockStore):
     def set_ttl(self, block_hashes: Sequence[int], ttl_s: float, then: str, now_s: float) -> int:
         """Keep the blocks for ``ttl_s`` more seconds, then apply ``then`` at the next ``expire`` pass.
 
-        A later ``acquire``/``release`` touching a block cancels its TTL (the session's next call came).
+        A later use of the block (an ``acquire``/``release`` whose path covers it, seen through
+        ``last_use_s > ttl_set_s``) cancels its TTL: the session's next call came.
         ``ttl_s = inf`` clears TTLs. With ``eviction="ttl"`` the deadline is also the eviction order.
         Returns the number of cached blocks whose TTL was set.
 
@@ -117,6 +118,7 @@ class ResidencyStore(TieredBlockStore):
             if b is None:
                 continue
             n += 1
+            b.ttl_set_s = now_s
             b.ttl_deadline_s = deadline
             b.ttl_then = _THEN_CODE[then]
             b.ttl_version += 1
@@ -133,7 +135,10 @@ class ResidencyStore(TieredBlockStore):
             e = heap[0]
             b = e[-1]
             if b.alive and b.ttl_version == e[-2] and b.ttl_deadline_s == e[0]:
-                return e
+                if b.ttl_live:
+                    return e
+                b.ttl_deadline_s = _INF  # used since the TTL was set: cancelled
+                b.ttl_version += 1
             heapq.heappop(heap)
         return None
 

@@ -109,8 +109,10 @@ class TieredBlockStore:
             pc = p.child_tier
             pc[old] -= 1
             pc[new] += 1
-            if old == p.tier and not pc[old]:
-                self._push(p)
+            if old == p.tier:
+                self._order.absorb(p, b)
+                if not pc[old]:
+                    self._push(p)
         self._order.on_use(b)
         self._push(b)
 
@@ -123,8 +125,10 @@ class TieredBlockStore:
         p = b.parent
         if p is not None:
             p.child_tier[b.tier] -= 1
-            if b.tier == p.tier and not p.child_tier[b.tier]:
-                self._push(p)
+            if b.tier == p.tier:
+                self._order.absorb(p, b)
+                if not p.child_tier[b.tier]:
+                    self._push(p)
 
     def _make_room(self, tier: int, n: int) -> bool:
         """Evict until ``n`` blocks are free in ``tier``; False if not possible (partial effect kept)."""
