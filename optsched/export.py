@@ -1,0 +1,218 @@
+"""`optsched.policy/v1` JSON for a `Plan`, validated by the shipped JSON Schema, and engine settings.
+
+File format (schema ``optsched/data/schemas/policy_v1.json``)::
+
+    {"schema": "optsched.policy/v1", "kind": ..., "type": ..., "parameters": {...},
+     "provenance": {"workload_digest", "cost_model", "calibration_id", "solver", "solver_version",
+                    "objective", "bound", "gap", "seed", "git_revision", "objective_units"}}
+
+`load_policy` rejects an invalid file with a ValueError naming the file and the field (JSON pointer
+style, e.g. ``provenance.gap``). `engine_settings` maps a Plan to serving-engine settings where a
+mapping exists and says so plainly where none does (`ENGINES`). Flag names were checked against the
+engines' sources/docs: vLLM ``--long-prefill-token-threshold``, ``--max-num-batched-tokens``,
+``--max-num-seqs``, ``--scheduling-policy``, ``--kv-offloading-backend`` / ``--kv-offloading-size``
+(vllm/config/scheduler.py, vllm engine args); SGLang router ``--policy cache_aware``,
+``--cache-threshold``, ``--balance-abs-threshold``, ``--balance-rel-threshold``
+(sglang_router.launch_router); Dynamo planner ``--prefill-engine-num-gpu``, ``--decode-engine-num-gpu``,
+``--max-gpu-budget`` (dynamo.planner SLA planner args / PlannerConfig fields of the same names).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+
+from optsched.policies.plan import Plan, Provenance
+
+__all__ = ["SCHEMA_ID", "ENGINES", "policy_schema", "plan_to_json", "plan_from_json", "dump_policy",
+           "load_policy", "EngineSettings", "engine_settings"]
+
+SCHEMA_ID = "optsched.policy/v1"
+ENGINES = ("vllm", "sglang-router", "llm-d", "dynamo-planner")
+
+
+def policy_schema() -> dict:
+    """The shipped JSON Schema of ``optsched.policy/v1``."""
+    text = resources.files("optsched").joinpath("data/schemas/policy_v1.json").read_text()
+    return json.loads(text)
+
+
+def _clean(v: Any) -> Any:
+    if isinstance(v, float) and not math.isfinite(v):
+        raise ValueError(f"non-finite number {v!r} cannot be written to policy JSON")
+    if isinstance(v, dict):
+        return {str(k): _clean(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_clean(x) for x in v]
+    return v
+
+
+def plan_to_json(plan: Plan) -> dict:
+    """The JSON object of ``plan`` (validated against the schema before it is returned)."""
+    doc = {"schema": SCHEMA_ID, "kind": plan.kind, "type": plan.type, "parameters": _clean(dict(plan.parameters)),
+           "provenance": _clean(asdict(plan.provenance))}
+    _validate(doc, "<plan>")
+    return doc
+
+
+def _validate(doc: Any, where: str) -> None:
+    validator = jsonschema.Draft202012Validator(policy_schema())
+    err = jsonschema.exceptions.best_match(validator.iter_errors(doc))
+    if err is not None:
+        field = ".".join(str(p) for p in err.absolute_path) or "(top level)"
+        if err.validator == "required" and not err.absolute_path:
+            field = str(err.message).split("'")[1] if "'" in err.message else field
+        elif err.validator == "required":
+            missing = str(err.message).split("'")[1] if "'" in err.message else "?"
+            field = f"{field}.{missing}"
+        raise ValueError(f"{where}: invalid {SCHEMA_ID} policy: field {field!r}: {err.message}")
+
+
+def plan_from_json(doc: Any, where: str = "<json>") -> Plan:
+    """Validate ``doc`` against the schema and build the `Plan`.
+
+    Raises:
+        ValueError: naming ``where`` and the offending field.
+    """
+    _validate(doc, where)
+    try:
+        return Plan(doc["kind"], doc["type"], dict(doc["parameters"]), Provenance(**doc["provenance"]))
+    except ValueError as exc:
+        raise ValueError(f"{where}: {exc}") from exc
+
+
+def dump_policy(plan: Plan, path: str | Path) -> Path:
+    """Write ``plan`` as ``optsched.policy/v1`` JSON (sorted keys, 2-space indent); returns the path."""
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text(json.dumps(plan_to_json(plan), indent=2, sort_keys=True) + "\n")
+    return p
+
+
+def load_policy(path: str | Path) -> Plan:
+    """Read and validate a policy file.
+
+    Raises:
+        FileNotFoundError: no such file.
+        ValueError: not JSON (with line and column) or not a valid policy (with the field).
+    """
+    p = Path(path)
+    text = p.read_text()
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{p}:{exc.lineno}:{exc.colno}: not valid JSON: {exc.msg}") from exc
+    return plan_from_json(doc, str(p))
+
+
+@dataclass(frozen=True, slots=True)
+class EngineSettings:
+    """Settings for one engine: ``flags`` (command-line arguments) and ``notes`` (what they mean or why
+    there is no mapping). ``mapped`` is False when nothing in the engine corresponds to the plan."""
+
+    engine: str
+    flags: tuple[str, ...]
+    notes: tuple[str, ...]
+    mapped: bool
+
+
+def _vllm_budget_flags(p: dict) -> list[str]:
+    out = []
+    if "max_num_batched_tokens" in p:
+        out += ["--max-num-batched-tokens", str(int(p["max_num_batched_tokens"]))]
+    if "max_num_seqs" in p:
+        out += ["--max-num-seqs", str(int(p["max_num_seqs"]))]
+    return out
+
+
+def _admission(plan: Plan, engine: str) -> EngineSettings:
+    p = dict(plan.parameters)
+    if engine in ("sglang-router", "dynamo-planner"):
+        return EngineSettings(engine, (), (f"{engine} does not decide prefill admission inside an engine step; "
+                                           "no mapping exists (set it on the model servers).",), False)
+    flags = _vllm_budget_flags(p)
+    notes = []
+    if plan.type == "vllm_threshold":
+        flags = ["--long-prefill-token-threshold", str(int(p.get("long_prefill_token_threshold", 512)))] + flags
+    elif plan.type == "fcfs":
+        flags = ["--scheduling-policy", "fcfs"] + flags
+    elif plan.type in ("mcsf_rollout", "shortest_first"):
+        flags = ["--scheduling-policy", "priority"] + flags
+        key = ("prompt_tokens * o + o * (o + 1) / 2 with o = output_tokens_estimate "
+               f"({p.get('output_tokens_estimate', '?')})" if plan.type == "mcsf_rollout" else "prompt tokens")
+        notes.append(f"send each request with priority = {key} (lower runs first); vLLM's priority "
+                     "scheduler orders the waiting queue by it.")
+        if plan.type == "mcsf_rollout":
+            notes.append("the urgent-first (TTFT slack) part and the rollout lookahead have no vLLM flag.")
+    else:
+        return EngineSettings(engine, tuple(flags), (f"no vLLM flag for admission type {plan.type!r} (e.g. a "
+                                                     "prefill schedule interval is not a vLLM engine argument).",),
+                              bool(flags))
+    if engine == "llm-d":
+        notes.insert(0, "llm-d serves with vLLM model servers: put these in the model server's vLLM args.")
+    return EngineSettings(engine, tuple(flags), tuple(notes), True)
+
+
+def _residency(plan: Plan, engine: str) -> EngineSettings:
+    if engine in ("vllm", "llm-d"):
+        return EngineSettings(engine, ("--kv-offloading-backend", "native"), (
+            "no engine flag sets a per-tool-class TTL; the nearest setting is vLLM's CPU KV offload "
+            "(add --kv-offloading-size <GB of host DRAM>) so blocks leaving HBM land in DRAM. The TTL rule "
+            "itself needs a KV connector that applies ttl_s per paused session.",), True)
+    return EngineSettings(engine, (), (f"{engine} has no KV residency setting; no mapping exists.",), False)
+
+
+def _routing(plan: Plan, engine: str) -> EngineSettings:
+    p = dict(plan.parameters)
+    if engine == "sglang-router":
+        names = {"cache_threshold": "--cache-threshold", "balance_abs_threshold": "--balance-abs-threshold",
+                 "balance_rel_threshold": "--balance-rel-threshold"}
+        flags = ["--policy", "cache_aware"]
+        for k, flag in names.items():
+            if k in p:
+                flags += [flag, str(p[k])]
+        if len(flags) == 2:
+            return EngineSettings(engine, (), (f"routing type {plan.type!r} has no cache_threshold / balance "
+                                               "thresholds to map to the SGLang router.",), False)
+        return EngineSettings(engine, tuple(flags), (), True)
+    if engine == "llm-d" and isinstance(p.get("scorer_weights"), dict):
+        lines = tuple(f"pluginRef: {k}  weight: {v}" for k, v in sorted(p["scorer_weights"].items()))
+        return EngineSettings(engine, lines, ("scheduling profile plugin weights of the llm-d inference "
+                                              "scheduler (EndpointPickerConfig).",), True)
+    return EngineSettings(engine, (), (f"no {engine} mapping for routing type {plan.type!r}.",), False)
+
+
+def _pd(plan: Plan, engine: str) -> EngineSettings:
+    p = dict(plan.parameters)
+    if engine != "dynamo-planner":
+        return EngineSettings(engine, (), (f"{engine} does not size prefill/decode pools; no mapping exists.",), False)
+    flags, notes = [], []
+    for key, flag in (("prefill_tp", "--prefill-engine-num-gpu"), ("decode_tp", "--decode-engine-num-gpu"),
+                      ("gpu_budget", "--max-gpu-budget")):
+        if key in p:
+            flags += [flag, str(int(p[key]))]
+    if "prefill_instances" in p or "decode_instances" in p:
+        notes.append(f"start with replicas: prefill = {p.get('prefill_instances', '?')}, decode = "
+                     f"{p.get('decode_instances', '?')} in the DynamoGraphDeployment; the planner scales from there.")
+    if not flags and not notes:
+        return EngineSettings(engine, (), (f"P/D plan type {plan.type!r} has no prefill_tp / decode_tp / "
+                                           "instance counts to map.",), False)
+    return EngineSettings(engine, tuple(flags), tuple(notes), True)
+
+
+def engine_settings(plan: Plan, engine: str) -> EngineSettings:
+    """Engine settings for ``plan`` on ``engine`` (one of ENGINES).
+
+    Raises:
+        ValueError: unknown engine.
+    """
+    if engine not in ENGINES:
+        raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")
+    return {"admission": _admission, "residency": _residency, "routing": _routing, "pd_ratio": _pd}[plan.kind](
+        plan, engine)

@@ -1,0 +1,112 @@
+"""optsched.policy/v1: round trip, schema rejection naming the field, Plan -> policy, engine settings."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from optsched.export import dump_policy, engine_settings, load_policy, plan_to_json, policy_schema
+from optsched.policies.admission_derived import DerivedAdmission
+from optsched.policies.base import WaitingPrefill
+from optsched.policies.plan import Plan, Provenance
+from optsched.policies.residency_ttl_opt import OptimizedTTLResidency
+from optsched.workload.types import Call
+
+PROV = Provenance(workload_digest="ab" * 32, cost_model="h200-sxm/llama-3-70b/tp4", calibration_id="h200-sxm",
+                  solver="highs", solver_version="1.11.0", objective=204.1, bound=204.1, gap=0.0, seed=3,
+                  git_revision="unknown", objective_units="s")
+TTL = Plan("residency", "ttl_opt", {
+    "tool_durations_s": {"bash": [1.0, 1.0, 10.0], "web": [30.0]}, "hold_price_s_per_token_s": [1.0, 0.0, 0.0],
+    "pcie_coef_s": [1.5, 0.0], "ssd_coef_s": [50.0, 0.0], "recompute_coef_s": [100.0, 0.0, 0.0], "block_size": 1,
+    "mode": "optimized", "allow_ssd": False, "seed": 0}, PROV)
+ADM = Plan("admission", "mcsf_rollout", {"output_tokens_estimate": 128, "urgent_slack_s": 0.25}, PROV)
+
+
+def test_round_trip_equal_plans_and_same_decisions(tmp_path):
+    for plan in (TTL, ADM):
+        path = dump_policy(plan, tmp_path / f"{plan.kind}.json")
+        back = load_policy(path)
+        assert back == plan
+        assert json.loads(path.read_text())["schema"] == "optsched.policy/v1"
+    pol = load_policy(tmp_path / "residency.json").to_policy()
+    assert isinstance(pol, OptimizedTTLResidency)
+    call = Call("c", "s", 10, 1, tool="bash", think_time_s=1.0)
+    assert pol.on_pause(call, 1, None) == TTL.to_policy().on_pause(call, 1, None)
+    assert pol.decide("bash", 1) == (1.0, "offload_dram")  # hand-computed in tests/models/test_residency.py
+    adm = load_policy(tmp_path / "admission.json").to_policy()
+    assert adm == DerivedAdmission(128, 0.25)
+    waiting = [WaitingPrefill("a", 3000, 0, 0.0), WaitingPrefill("b", 100, 0, 1.0),
+               WaitingPrefill("c", 500, 0, 2.0, ttft_deadline_s=10.1)]
+    # c is urgent (slack 0.1 <= 0.25) -> first; then by predicted volume: b (100) before a (3000)
+    assert adm.select(waiting, 2048, 0, now_s=10.0) == [(2, 500), (1, 100), (0, 1448)]
+
+
+@pytest.mark.parametrize(
+    "mutate,field",
+    [
+        (lambda d: d.pop("kind"), "kind"),
+        (lambda d: d.update(kind="scheduling"), "kind"),
+        (lambda d: d.update(schema="optsched.policy/v2"), "schema"),
+        (lambda d: d["provenance"].update(gap=-0.5), "provenance.gap"),
+        (lambda d: d["provenance"].update(seed="three"), "provenance.seed"),
+        (lambda d: d["provenance"].pop("git_revision"), "provenance.git_revision"),
+        (lambda d: d.update(parameters=[1, 2]), "parameters"),
+        (lambda d: d.update(extra=1), "(top level)"),
+    ],
+)
+def test_invalid_files_rejected_naming_the_field(tmp_path, mutate, field):
+    doc = plan_to_json(ADM)
+    mutate(doc)
+    p = tmp_path / "bad.json"
+    p.write_text(json.dumps(doc))
+    with pytest.raises(ValueError) as exc:
+        load_policy(p)
+    assert f"field {field!r}" in str(exc.value)
+    assert str(p) in str(exc.value)
+
+
+def test_not_json_names_line(tmp_path):
+    p = tmp_path / "broken.json"
+    p.write_text('{\n  "schema": "optsched.policy/v1",\n  "kind": \n}')
+    with pytest.raises(ValueError, match=r"broken.json:4:1: not valid JSON"):
+        load_policy(p)
+
+
+def test_unknown_policy_type_is_a_clear_error():
+    with pytest.raises(ValueError, match="no policy class for kind='admission' type='lifo'"):
+        Plan("admission", "lifo").to_policy()
+
+
+def test_schema_is_shipped_and_strict():
+    s = policy_schema()
+    assert s["properties"]["kind"]["enum"] == ["routing", "pd_ratio", "admission", "residency"]
+    assert s["additionalProperties"] is False
+
+
+def test_engine_settings_known_flags_and_plain_statements():
+    thr = Plan("admission", "vllm_threshold", {"long_prefill_token_threshold": 512, "max_num_batched_tokens": 8192})
+    v = engine_settings(thr, "vllm")
+    assert v.mapped and v.flags == ("--long-prefill-token-threshold", "512", "--max-num-batched-tokens", "8192")
+    assert engine_settings(ADM, "vllm").flags[:2] == ("--scheduling-policy", "priority")
+    none = engine_settings(ADM, "dynamo-planner")
+    assert not none.mapped and none.flags == () and "no mapping exists" in none.notes[0]
+    r = Plan("routing", "cache_aware", {"cache_threshold": 0.5, "balance_abs_threshold": 32})
+    assert engine_settings(r, "sglang-router").flags == (
+        "--policy", "cache_aware", "--cache-threshold", "0.5", "--balance-abs-threshold", "32")
+    pd = Plan("pd_ratio", "milp", {"prefill_tp": 2, "decode_tp": 4, "prefill_instances": 2, "decode_instances": 1})
+    d = engine_settings(pd, "dynamo-planner")
+    assert d.flags == ("--prefill-engine-num-gpu", "2", "--decode-engine-num-gpu", "4")
+    assert "prefill = 2, decode = 1" in d.notes[0]
+    assert not engine_settings(TTL, "sglang-router").mapped
+    with pytest.raises(ValueError, match="engine must be one of"):
+        engine_settings(ADM, "tgi")
+
+
+def test_export_module_imports_nothing_heavy():
+    code = ("import sys, optsched.export, optsched.policies.plan\n"
+            "print(','.join(m for m in ('pyomo','cvxpy','highspy','gymnasium','torch') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ""
