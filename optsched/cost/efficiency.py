@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-__all__ = ["FamilyParams", "kernel_time", "compute_time", "memory_time"]
+__all__ = ["FamilyParams", "kernel_time", "kernel_time_scalar", "compute_time", "memory_time"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,3 +91,15 @@ def kernel_time(flops, nbytes, m, peak_flops: float, bw: float, fp: FamilyParams
     if fp.row_s:
         t = t + fp.row_s * np.asarray(m, dtype=float)
     return np.where(hi > 0, t + n_kernels * fp.launch_s, 0.0)
+
+
+def kernel_time_scalar(flops: float, nbytes: float, m: float, peak_flops: float, bw: float, fp: FamilyParams) -> float:
+    """``kernel_time`` for Python floats (one kernel), same formula, no numpy overhead."""
+    sat = m / (m + fp.m_half) if m > 0 and (m + fp.m_half) > 0 else 1.0
+    tc = flops / (peak_flops * fp.eps_compute * max(sat, 1e-12))
+    tm = nbytes / (bw * fp.eps_memory)
+    hi, lo = (tc, tm) if tc >= tm else (tm, tc)
+    if hi <= 0:
+        return 0.0
+    t = hi * (1.0 + (lo / hi) ** fp.overlap_p) ** (1.0 / fp.overlap_p)
+    return t + fp.row_s * m + fp.launch_s

@@ -28,7 +28,7 @@ import numpy as np
 from optsched.cost import memory
 from optsched.cost.calibration import Calibration, shipped_calibration
 from optsched.cost.catalog import load_gpu, load_model
-from optsched.cost.efficiency import kernel_time
+from optsched.cost.efficiency import kernel_time, kernel_time_scalar
 from optsched.cost.ops import (ELEMENTWISE_KERNELS, dense_gemms, elementwise_bytes_per_token, elementwise_op_bytes, expected_active_experts, expert_gemms,
                                gemm_flops_bytes, kv_heads_per_rank)
 from optsched.cost.specs import GPUSpec, ModelSpec
@@ -78,6 +78,17 @@ class CostModel:
         self._heads = max(1, m.num_heads // t)
         self._kv_heads = 1 if m.kv_lora_rank else kv_heads_per_rank(m, t)
         self._capacity = memory.kv_capacity_tokens(self.gpu, m, t, mem_utilization, max_batched_tokens)
+        # attention coefficients per rank and layer (see module doc); MLA decode in the absorbed form
+        hq = self._heads
+        if m.kv_lora_rank:
+            dc = m.kv_lora_rank + m.qk_rope_head_dim
+            pf_f, dc_f = 2.0 * hq * (m.qk_head_dim + m.v_head_dim), 2.0 * hq * (dc + m.kv_lora_rank)
+        else:
+            pf_f = dc_f = 4.0 * hq * m.head_dim
+        self._attn = {"pf_f": pf_f, "dc_f": dc_f, "kv": float(self._kv_rank_layer),
+                      "qo": 2.0 * hq * m.attn_v_head_dim * m.weight_bytes, "kvh": float(self._kv_heads),
+                      "L": float(m.num_layers)}
+        self._tab = None  # lazily built lookup tables (linear, LM head, communication) over integer rows
 
     @classmethod
     def from_names(cls, gpu: str, model: str, tp: int = 1, calibrated: bool = True, **kw) -> "CostModel":
@@ -116,95 +127,132 @@ class CostModel:
         return int(per_gpu * self.tp * self.host_mem_utilization // (self.kv_bytes_per_token * block_size))
 
     # ---- step time ---------------------------------------------------------------------------------
-    def step_breakdown(self, prefill_tokens=0, prefill_attn_pairs=0, prefill_kv_tokens=0, decode_seqs=0,
-                       decode_kv_tokens=0) -> dict:
-        """Per-component seconds of one step (arrays broadcast): time_s, linear_s, attention_s,
-        communication_s, overhead_s, flops, bytes (whole instance), binding ("linear", "attention",
-        "communication" or "overhead": the largest component) and linear_bound ("compute"/"memory")."""
-        g, m, cal = self.gpu, self.model, self.calibration
-        fam = cal.families
-        pt = np.asarray(prefill_tokens, dtype=float)
-        ds = np.asarray(decode_seqs, dtype=float)
-        pairs = np.asarray(prefill_attn_pairs, dtype=float)
-        pkv = np.asarray(prefill_kv_tokens, dtype=float)
-        dkv = np.asarray(decode_kv_tokens, dtype=float)
-        rows = pt + ds
-        wb = m.weight_bytes
-        peak, bw = g.bf16_flops, g.hbm_bw
-        gf = fam["gemm"]
-        flops = np.zeros(np.broadcast(pt, ds, pairs, pkv, dkv).shape)
-        nbytes = np.zeros_like(flops)
-        comp_t = np.zeros_like(flops)
-        mem_t = np.zeros_like(flops)
+    TABLE_ROWS = 16384  # linear/communication time is tabulated for integer rows 0..TABLE_ROWS (speed)
+
+    def _linear_parts(self, rows, logit_rows):
+        """Exact linear-layer cost for ``rows`` tokens (+ LM head on ``logit_rows``): (time_s, flops, bytes,
+        compute-roofline s, memory-roofline s) per rank, arrays; 0 where rows == 0 (LM head: logit_rows)."""
+        g, m, fam = self.gpu, self.model, self.calibration.families
+        rows = np.asarray(rows, dtype=float)
+        logit_rows = np.asarray(logit_rows, dtype=float)
+        wb, peak, bw, gf = m.weight_bytes, g.bf16_flops, g.hbm_bw, fam["gemm"]
+        acc = {"t": 0.0, "f": 0.0, "b": 0.0, "tc": 0.0, "tm": 0.0}
 
         def add_gemm(mrows, n, k, count):
-            nonlocal flops, nbytes, comp_t, mem_t
             f, b = gemm_flops_bytes(mrows, n, k, wb)
-            flops = flops + count * f
-            nbytes = nbytes + count * b
-            comp_t = comp_t + count * f / peak
-            mem_t = mem_t + count * b / bw
-            return count * kernel_time(f, b, mrows, peak, bw, gf)
+            b = np.where(mrows > 0, b, 0.0)
+            acc["f"] = acc["f"] + count * f
+            acc["b"] = acc["b"] + count * b
+            acc["tc"] = acc["tc"] + count * f / peak
+            acc["tm"] = acc["tm"] + count * b / bw
+            acc["t"] = acc["t"] + count * kernel_time(f, b, mrows, peak, bw, gf)
 
-        lin = 0.0
         for _, n, k in self._dense:
-            lin = lin + add_gemm(rows, n, k, m.dense_layers)
+            add_gemm(rows, n, k, m.dense_layers)
         if m.is_moe:
             e_act = expected_active_experts(rows, m.num_experts, m.experts_per_token)
             per_e = np.divide(rows * m.experts_per_token, e_act, out=np.zeros_like(e_act), where=e_act > 0)
-            for name, n, k in self._dense[:2]:  # attention projections of MoE layers
-                lin = lin + add_gemm(rows, n, k, m.moe_layers)
-            lin = lin + add_gemm(rows, m.num_experts, m.hidden_size, m.moe_layers)  # router
+            for _, n, k in self._dense[:2]:  # attention projections of MoE layers
+                add_gemm(rows, n, k, m.moe_layers)
+            add_gemm(rows, m.num_experts, m.hidden_size, m.moe_layers)  # router
             for _, n, k in self._experts:
-                lin = lin + add_gemm(per_e, n, k, m.moe_layers * e_act)
+                add_gemm(per_e, n, k, m.moe_layers * e_act)
                 if m.num_shared_experts:
-                    lin = lin + add_gemm(rows, n * m.num_shared_experts, k, m.moe_layers)
-        eb = rows * self._elem_bytes
-        lin = lin + m.num_layers * np.where(rows > 0, rows * self._elem_s_per_tok
-                                            + ELEMENTWISE_KERNELS * fam["elementwise"].launch_s, 0.0)
-        nbytes = nbytes + m.num_layers * eb
-        logit_rows = ds + (pt > 0)
-        lin = lin + add_gemm(logit_rows, max(1, m.vocab_size // self.tp), m.hidden_size, 1)
+                    add_gemm(rows, n * m.num_shared_experts, k, m.moe_layers)
+        acc["b"] = acc["b"] + m.num_layers * rows * self._elem_bytes
+        acc["t"] = acc["t"] + m.num_layers * np.where(
+            rows > 0, rows * self._elem_s_per_tok + ELEMENTWISE_KERNELS * fam["elementwise"].launch_s, 0.0)
+        add_gemm(logit_rows, max(1, m.vocab_size // self.tp), m.hidden_size, 1)
+        return tuple(np.asarray(acc[k], dtype=float) for k in ("t", "f", "b", "tc", "tm"))
 
-        # attention
-        hq = self._heads
-        if m.kv_lora_rank:
-            dc = m.kv_lora_rank + m.qk_rope_head_dim
-            pf_f, dec_f_per_tok = 2.0 * hq * (m.qk_head_dim + m.v_head_dim), 2.0 * hq * (dc + m.kv_lora_rank)
-        else:
-            pf_f, dec_f_per_tok = 4.0 * hq * m.head_dim, 4.0 * hq * m.head_dim
-        qo = 2.0 * hq * m.head_dim * wb  # bytes of Q read + O written per query token
-        a_pf_f = pairs * pf_f
-        a_pf_b = pkv * self._kv_rank_layer + pt * qo
-        a_dc_f = dkv * dec_f_per_tok
-        a_dc_b = dkv * self._kv_rank_layer + ds * qo
-        kvh = self._kv_heads  # work rows = query rows × KV heads per rank, as in the calibration samples
-        attn = m.num_layers * (kernel_time(a_pf_f, a_pf_b, pt * kvh, peak, bw, fam["attn_prefill"])
-                               + kernel_time(a_dc_f, a_dc_b, ds * kvh, peak, bw, fam["attn_decode"]))
-        flops = flops + m.num_layers * (a_pf_f + a_dc_f)
-        nbytes = nbytes + m.num_layers * (a_pf_b + a_dc_b)
+    def _comm(self, rows):
+        """Two all-reduces of rows·hidden·wb bytes per layer (s); 0 for tp = 1 or rows = 0."""
+        if self.tp == 1:
+            return np.zeros_like(np.asarray(rows, dtype=float))
+        rows = np.asarray(rows, dtype=float)
+        return np.where(rows > 0, self.allreduce_time(rows * self.model.hidden_size * self.model.weight_bytes)
+                        * (2 * self.model.num_layers), 0.0)
 
-        comm = self.allreduce_time(rows * m.hidden_size * wb) * (2 * m.num_layers) if self.tp > 1 else 0.0
+    def _attention(self, pt, pairs, pkv, ds, dkv):
+        """Attention (time_s, flops, bytes) per rank over all layers; arrays."""
+        fam, g, c = self.calibration.families, self.gpu, self._attn
+        a_pf_f, a_pf_b = pairs * c["pf_f"], pkv * c["kv"] + pt * c["qo"]
+        a_dc_f, a_dc_b = dkv * c["dc_f"], dkv * c["kv"] + ds * c["qo"]
+        t = c["L"] * (kernel_time(a_pf_f, a_pf_b, pt * c["kvh"], g.bf16_flops, g.hbm_bw, fam["attn_prefill"])
+                      + kernel_time(a_dc_f, a_dc_b, ds * c["kvh"], g.bf16_flops, g.hbm_bw, fam["attn_decode"]))
+        return t, c["L"] * (a_pf_f + a_dc_f), c["L"] * (a_pf_b + a_dc_b)
+
+    def _tables(self):
+        if self._tab is None:
+            r = np.arange(self.TABLE_ROWS + 1, dtype=float)
+            lin_all = self._linear_parts(r, 0.0)[0]
+            lm = self._linear_parts(0.0, r)[0]
+            self._tab = (lin_all, lm, self._comm(r))
+        return self._tab
+
+    def step_breakdown(self, prefill_tokens=0, prefill_attn_pairs=0, prefill_kv_tokens=0, decode_seqs=0,
+                       decode_kv_tokens=0) -> dict:
+        """Per-component seconds of one step (arrays broadcast): time_s, linear_s (GEMMs, MoE, non-GEMM ops,
+        LM head), attention_s, communication_s, overhead_s, flops and bytes (whole instance), binding
+        ("linear", "attention", "communication", "overhead": the largest component; "none" when empty) and
+        linear_bound ("compute"/"memory": which roofline term of the linear layers is larger)."""
+        pt, pairs, pkv, ds, dkv = (np.asarray(x, dtype=float) for x in
+                                   (prefill_tokens, prefill_attn_pairs, prefill_kv_tokens, decode_seqs, decode_kv_tokens))
+        rows = pt + ds
+        lin, lf, lb, tc, tm = self._linear_parts(rows, ds + (pt > 0))
+        attn, af, ab = self._attention(pt, pairs, pkv, ds, dkv)
+        comm = self._comm(rows)
         busy = (rows > 0) | (pkv > 0) | (dkv > 0)
-        over = np.where(busy, cal.step_overhead_s, 0.0)
-        lin = np.where(busy, lin, 0.0)
-        comm = np.where(busy, comm, 0.0)
+        over = np.where(busy, self.calibration.step_overhead_s, 0.0)
+        lin, attn, comm = np.broadcast_arrays(lin, attn, comm)
         total = lin + attn + comm + over
         comps = np.stack(np.broadcast_arrays(lin, attn, comm, over))
         names = np.array(["linear", "attention", "communication", "overhead"])
         binding = np.where(busy, names[np.argmax(comps, axis=0)], "none")
-        bound = np.where(comp_t >= mem_t, "compute", "memory")
+        bound = np.where(tc >= tm, "compute", "memory")
         out = {"time_s": total, "linear_s": lin, "attention_s": attn, "communication_s": comm, "overhead_s": over,
-               "flops": flops * self.tp, "bytes": nbytes * self.tp, "binding": binding, "linear_bound": bound}
+               "flops": (lf + af) * self.tp, "bytes": (lb + ab) * self.tp, "binding": binding, "linear_bound": bound}
         if all(np.ndim(v) == 0 for v in out.values()):
             out = {k: (str(v) if k in ("binding", "linear_bound") else float(v)) for k, v in out.items()}
         return out
 
     def step_time(self, prefill_tokens=0, prefill_attn_pairs=0, prefill_kv_tokens=0, decode_seqs=0,
                   decode_kv_tokens=0):
-        """Seconds of one engine iteration (float for scalar inputs, ndarray otherwise)."""
-        return self.step_breakdown(prefill_tokens, prefill_attn_pairs, prefill_kv_tokens, decode_seqs,
-                                   decode_kv_tokens)["time_s"]
+        """Seconds of one engine iteration (float for scalar inputs, ndarray otherwise); equals
+        ``step_breakdown(...)["time_s"]``. Linear/communication times come from per-instance tables over
+        integer row counts (exact there; computed directly for non-integer or > TABLE_ROWS rows)."""
+        args = (prefill_tokens, prefill_attn_pairs, prefill_kv_tokens, decode_seqs, decode_kv_tokens)
+        if all(isinstance(a, (int, float, np.integer, np.floating)) for a in args):
+            return self._step_time_scalar(*(float(a) for a in args))
+        pt, pairs, pkv, ds, dkv = (np.asarray(x, dtype=float) for x in args)
+        rows = pt + ds
+        lrows = ds + (pt > 0)
+        lin_tab, lm_tab, comm_tab = self._tables()
+        ri, li = rows.astype(np.int64), lrows.astype(np.int64)
+        if np.all((ri == rows) & (ri <= self.TABLE_ROWS) & (ri >= 0) & (li == lrows) & (li <= self.TABLE_ROWS)):
+            lin = lin_tab[ri] + lm_tab[li] + comm_tab[ri]
+        else:
+            lin = self._linear_parts(rows, lrows)[0] + self._comm(rows)
+        attn = self._attention(pt, pairs, pkv, ds, dkv)[0]
+        busy = (rows > 0) | (pkv > 0) | (dkv > 0)
+        return lin + attn + np.where(busy, self.calibration.step_overhead_s, 0.0)
+
+    def _step_time_scalar(self, pt: float, pairs: float, pkv: float, ds: float, dkv: float) -> float:
+        """Scalar fast path of ``step_time`` (pure Python floats)."""
+        rows = pt + ds
+        lrows = ds + (1.0 if pt > 0 else 0.0)
+        lin_tab, lm_tab, comm_tab = self._tables()
+        if rows.is_integer() and lrows.is_integer() and 0 <= rows <= self.TABLE_ROWS and lrows <= self.TABLE_ROWS:
+            lin = float(lin_tab[int(rows)] + lm_tab[int(lrows)] + comm_tab[int(rows)])
+        else:
+            lin = float(self._linear_parts(rows, lrows)[0] + self._comm(rows))
+        fam, g, c = self.calibration.families, self.gpu, self._attn
+        attn = c["L"] * (kernel_time_scalar(pairs * c["pf_f"], pkv * c["kv"] + pt * c["qo"], pt * c["kvh"],
+                                            g.bf16_flops, g.hbm_bw, fam["attn_prefill"])
+                         + kernel_time_scalar(dkv * c["dc_f"], dkv * c["kv"] + ds * c["qo"], ds * c["kvh"],
+                                              g.bf16_flops, g.hbm_bw, fam["attn_decode"]))
+        busy = rows > 0 or pkv > 0 or dkv > 0
+        return lin + attn + (self.calibration.step_overhead_s if busy else 0.0)
 
     def prefill_time(self, new_tokens, cached_tokens=0):
         """One prefill of ``new_tokens`` on top of ``cached_tokens``, alone on the instance (s)."""

@@ -100,3 +100,18 @@ def test_kv_capacity_on_paper():
 def test_chunk_attn_pairs():
     assert chunk_attn_pairs(0, 4) == 10  # 1+2+3+4
     assert chunk_attn_pairs(100, 2) == 2 * 100 + 3
+
+
+def test_fast_paths_equal_breakdown():
+    # step_time uses lookup tables and a scalar path; both must equal the exact breakdown
+    cm = CostModel.from_names("h200", "qwen3-235b-a22b", 8)
+    rng = np.random.default_rng(0)
+    pt = np.concatenate([rng.integers(0, 8192, 200), [20000, 0]]).astype(float)
+    pt[:5] += 0.5  # non-integer rows take the exact path
+    ds = np.concatenate([rng.integers(0, 256, 200), [3, 0]])
+    pairs, pkv, dkv = pt * 100.0, pt + 100.0, ds * 1000.0
+    ref = cm.step_breakdown(pt, pairs, pkv, ds, dkv)["time_s"]
+    np.testing.assert_allclose(cm.step_time(pt, pairs, pkv, ds, dkv), ref, rtol=1e-12)
+    for i in (0, 7, 200):
+        assert cm.step_time(float(pt[i]), float(pairs[i]), float(pkv[i]), int(ds[i]), float(dkv[i])) == \
+            pytest.approx(ref[i], rel=1e-12)
