@@ -235,7 +235,7 @@ class CostModel:
             lin = self._linear_parts(rows, lrows)[0] + self._comm(rows)
         attn = self._attention(pt, pairs, pkv, ds, dkv)[0]
         busy = (rows > 0) | (pkv > 0) | (dkv > 0)
-        return lin + attn + np.where(busy, self.calibration.step_overhead_s, 0.0)
+        return _out(lin + attn + np.where(busy, self.calibration.step_overhead_s, 0.0))
 
     def _step_time_scalar(self, pt: float, pairs: float, pkv: float, ds: float, dkv: float) -> float:
         """Scalar fast path of ``step_time`` (pure Python floats)."""

@@ -115,3 +115,14 @@ def test_fast_paths_equal_breakdown():
     for i in (0, 7, 200):
         assert cm.step_time(float(pt[i]), float(pairs[i]), float(pkv[i]), int(ds[i]), float(dkv[i])) == \
             pytest.approx(ref[i], rel=1e-12)
+
+
+@pytest.mark.parametrize("tp", [1, 8])
+def test_monotone_for_every_catalog_model(tp):
+    from optsched.cost import list_models
+
+    rows = np.arange(0, 6000)
+    for name in list_models():
+        cm = CostModel.from_names("h200", name, tp)
+        assert np.all(np.diff(cm.prefill_time(rows)) >= 0), name  # MoE expert activation included
+        assert np.all(np.diff(cm.decode_step_time(rows[:1500], rows[:1500] * 1000)) >= 0), name
