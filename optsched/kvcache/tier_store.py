@@ -7,10 +7,12 @@
 2. hottest-first paths: a child's tier is the parent's tier or colder (HBM=0 < DRAM=1 < SSD=2), so a
    prefix is an HBM run, then a DRAM run, then an SSD run;
 3. capacity: blocks resident in tier t (plus sequence-owned HBM blocks) <= capacity of t, always;
-4. pinned blocks (``ref > 0``) are never evicted, demoted or dropped.
+4. pinned blocks (``ref > 0``) and their ancestors are never evicted, demoted or dropped (an ancestor
+   has a child in its own tier, which excludes it from eviction, demotion and drop).
 
 Eviction under pressure in tier t picks, by the ``EvictionOrder`` key, an eligible block: unpinned and
-with no child in tier t (leaf-first; with invariant 2 that also means no child in a hotter tier). It is
+with no child in tier t (when a child leaves a block's tier the block inherits the child's last use,
+``EvictionOrder.absorb``) (leaf-first; with invariant 2 that also means no child in a hotter tier). It is
 demoted to the next lower tier with capacity > 0 (making room there first, recursively; if that tier
 cannot free a block, e.g. its only block is being promoted, the next colder one), else dropped.
 A block is dropped only when it has no children at all, so nothing is ever orphaned.

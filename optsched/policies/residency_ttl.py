@@ -53,7 +53,8 @@ class TTLResidency:
         reload_s_per_block: R, seconds saved per block by a hit (recompute or reload time; > = 0).
         queue_delay_s: Q, re-queueing delay a hit avoids (s, >= 0).
         price_s_per_block_s: p, cost of holding one HBM block for one second (s, >= 0).
-        then: action when the TTL expires ("offload_dram", "offload_ssd" or "drop").
+        then: action when the TTL expires ("offload_dram", "offload_ssd" or "drop"); an offload needs
+            that tier on the instance (the cache raises ValueError otherwise): use "drop" without one.
 
     Raises:
         ValueError: a negative or non-finite number, no samples at all, or a bad ``then``.
