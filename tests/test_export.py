@@ -110,3 +110,33 @@ def test_export_module_imports_nothing_heavy():
             "print(','.join(m for m in ('pyomo','cvxpy','highspy','gymnasium','torch') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
+
+
+def test_cli_solve_admission_then_export(tmp_path, capsys):
+    from optsched.cli import main
+
+    out = tmp_path / "adm.json"
+    assert main(["solve", "admission", "--workload", "jaillet:4", "--seed", "1", "-o", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "status=optimal" in text and "gap=0.000%" in text and "rollout" in text
+    plan = load_policy(out)
+    assert plan.kind == "admission" and plan.provenance.gap == 0.0 and plan.provenance.solver == "highs"
+    assert main(["export", str(out), "--engine", "vllm"]) == 0
+    assert "--scheduling-policy priority" in capsys.readouterr().out
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({**plan_to_json(plan), "kind": "nope"}))
+    assert main(["export", str(bad), "--engine", "vllm"]) == 2  # clean error, no traceback
+    assert "field 'kind'" in capsys.readouterr().err
+
+
+def test_cli_solve_routing_says_clearly_when_unavailable(tmp_path, capsys):
+    import importlib
+
+    from optsched.cli import main
+
+    rc = main(["solve", "routing", "--workload", "agentx:1", "-o", str(tmp_path / "r.json")])
+    if getattr(importlib.import_module("optsched.pipelines.routing"), "plan_from_workload", None) is None:
+        assert rc == 2
+        assert "does not provide plan_from_workload" in capsys.readouterr().out
+    else:
+        assert rc == 0

@@ -35,6 +35,7 @@ __all__ = [
     "AdmissionComparison",
     "compare_rules_to_optimum",
     "admission_plan",
+    "workload_rounds",
 ]
 
 logger = logging.getLogger(__name__)
@@ -152,3 +153,40 @@ def admission_plan(
     )
     params = {"output_tokens_estimate": int(output_tokens_estimate), "urgent_slack_s": float(urgent_slack_s)}
     return Plan("admission", "mcsf_rollout", params, prov)
+
+
+def workload_rounds(wl, cm, n_calls: int, memory_units: int = 40) -> tuple[tuple[KVRequest, ...], int]:
+    """Quantize the first ``n_calls`` calls (by release on the uncontended timeline,
+    `pipelines.residency.uncontended_timeline`) of a workload into the unit-round model.
+
+    One token unit u = ceil(HBM KV tokens / memory_units) so that M = memory_units; a round is u decode
+    steps (memory grows one unit per round, as in the model); s_i = ceil(input / u), o_i = ceil(output / u),
+    arrival round = floor(release_s / (u * decode_step_time(1, median input))). A coarse mapping for
+    sizing the MILP on real calls, stated in the CLI help; the benchmark uses Jaillet-style instances.
+
+    Raises:
+        ValueError: n_calls < 1, an empty workload, or a call whose KV peak exceeds the instance's HBM.
+    """
+    import math as _m
+
+    from optsched.pipelines.residency import uncontended_timeline
+
+    if n_calls < 1:
+        raise ValueError(f"n_calls must be >= 1, got {n_calls!r}")
+    times = uncontended_timeline(wl, cm)
+    calls = sorted(wl.calls(), key=lambda c: (times[c.call_id][0], c.call_id))[:n_calls]
+    if not calls:
+        raise ValueError(f"workload {wl.name!r} has no calls")
+    cap = int(cm.kv_capacity_tokens())
+    unit = _m.ceil(cap / memory_units)
+    med_in = float(np.median([c.input_tokens for c in calls]))
+    round_s = unit * float(cm.decode_step_time(1, med_in))
+    reqs = []
+    for c in calls:
+        r = KVRequest(int(times[c.call_id][0] // round_s), _m.ceil(c.input_tokens / unit),
+                      max(1, _m.ceil(c.output_tokens / unit)))
+        if r.peak_tokens > memory_units:
+            raise ValueError(f"call {c.call_id}: KV peak {c.input_tokens + c.output_tokens} tokens exceeds "
+                             f"the instance's {cap} HBM KV tokens")
+        reqs.append(r)
+    return tuple(reqs), memory_units

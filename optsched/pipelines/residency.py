@@ -31,6 +31,8 @@ from optsched.solvers import SolveResult, SolverOptions, solve
 from optsched.workload.types import Call, Workload
 
 __all__ = [
+    "uncontended_timeline",
+    "workload_digest_residency",
     "pauses_from_workload",
     "residency_instance",
     "cost_coefficients",
@@ -43,18 +45,39 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 
+def uncontended_timeline(wl: Workload, cm: CostModel) -> dict[str, tuple[float, float]]:
+    """call_id -> (release_s, finish_s) on the uncontended closed-loop timeline (module docstring);
+    open-loop calls with ``arrival_s`` are released at it."""
+    out: dict[str, tuple[float, float]] = {}
+    for s in wl.sessions:
+        for c in s.calls:
+            rel = max((out[p][1] + s.call(p).think_time_s for p in c.parents), default=s.start_s)
+            if c.arrival_s is not None and not c.parents:
+                rel = c.arrival_s
+            svc = float(cm.prefill_time(c.new_tokens, c.input_tokens - c.new_tokens)) + c.output_tokens * float(
+                cm.decode_step_time(1, c.input_tokens))
+            out[c.call_id] = (rel, rel + svc)
+    return out
+
+
+def workload_digest_residency(pauses: Sequence[Pause]) -> str:
+    """sha256 of the pauses (start, duration, tokens, tool) - the data the residency plan was solved on."""
+    import hashlib
+    import json
+
+    rows = [[round(p.start_s, 9), round(p.duration_s, 9), p.kv_tokens, p.tool] for p in pauses]
+    return hashlib.sha256(json.dumps(rows, separators=(",", ":")).encode()).hexdigest()
+
+
 def pauses_from_workload(wl: Workload, cm: CostModel) -> tuple[list[Pause], list[Call]]:
     """(pauses, call before each pause) on the uncontended timeline of the module docstring."""
     pauses: list[Pause] = []
     calls: list[Call] = []
+    times = uncontended_timeline(wl, cm)
     for s in wl.sessions:
         kids = s.children()
-        finish: dict[str, float] = {}
+        finish = {c.call_id: times[c.call_id][1] for c in s.calls}
         for c in s.calls:
-            rel = max((finish[p] + s.call(p).think_time_s for p in c.parents), default=s.start_s)
-            svc = float(cm.prefill_time(c.new_tokens, c.input_tokens - c.new_tokens)) + c.output_tokens * float(
-                cm.decode_step_time(1, c.input_tokens))
-            finish[c.call_id] = rel + svc
             if kids[c.call_id] and c.think_time_s > 0:
                 n = c.input_tokens + c.output_tokens
                 pauses.append(Pause(finish[c.call_id], c.think_time_s, n, float(cm.kv_transfer_time(n, "pcie")),

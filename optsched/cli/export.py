@@ -1,0 +1,42 @@
+"""`optsched export POLICY.json --engine vllm|sglang-router|llm-d|dynamo-planner`: engine settings of a policy.
+
+Prints the command-line settings that implement the policy on the engine where a mapping exists
+(`optsched.export.engine_settings`), and says plainly when none exists (exit code 0 either way;
+an invalid policy file is an error naming the field).
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+
+__all__ = ["register"]
+
+
+def register(subparsers) -> None:
+    from optsched.export import ENGINES
+
+    p = subparsers.add_parser("export", help="serving-engine settings of an optsched.policy/v1 file")
+    p.add_argument("policy", help="policy JSON written by `optsched solve`")
+    p.add_argument("--engine", required=True, choices=ENGINES)
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=_run)
+
+
+def _run(args) -> int:
+    from optsched.export import engine_settings, load_policy
+
+    plan = load_policy(args.policy)
+    s = engine_settings(plan, args.engine)
+    if args.json:
+        print(json.dumps({"engine": s.engine, "mapped": s.mapped, "flags": list(s.flags), "notes": list(s.notes)},
+                         indent=2))
+        return 0
+    print(f"# {plan.kind}/{plan.type} -> {s.engine}")
+    if s.flags:
+        print(" ".join(shlex.quote(f) for f in s.flags))
+    for note in s.notes:
+        print(f"# {note}")
+    if not s.mapped:
+        print(f"# no {s.engine} mapping exists for this policy")
+    return 0

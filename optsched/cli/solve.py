@@ -1,0 +1,167 @@
+"""`optsched solve routing|pd|admission|residency`: solve a formulation, print a summary, write a policy.
+
+admission: ``--workload jaillet:N`` solves one Jaillet-style unit-round instance of N requests
+(`optsched.pipelines.admission.jaillet_instance`, seed ``--seed``); a trace or ``agentx:N`` is
+quantized to the unit-round model (module `optsched.pipelines.admission`, ``workload_rounds``).
+residency: ``--workload`` (a trace path or ``agentx:N``) -> tool pauses -> hindsight slot MILP vs the
+online rules, and the optimized TTL rule as the policy.
+routing / pd: delegated to ``optsched.pipelines.routing`` / ``optsched.pipelines.pd`` through their
+``plan_from_workload(workload, gpu, model, tp, options, seed)`` entry point; when a pipeline does not
+provide it the subcommand says so and exits 2.
+Solver progress: INFO log lines; the HiGHS log itself with ``--solver-log``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+
+__all__ = ["register"]
+
+logger = logging.getLogger("optsched.solve")
+
+PROBLEMS = ("routing", "pd", "admission", "residency")
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("solve", help="solve a formulation to a policy (optsched.policy/v1 JSON)")
+    p.add_argument("problem", choices=PROBLEMS)
+    p.add_argument("--workload", required=True,
+                   help="trace path (any supported format), 'agentx:N' (generated), or 'jaillet:N' (admission)")
+    p.add_argument("--gpu", default="h200-sxm")
+    p.add_argument("--model", default="llama-3-70b")
+    p.add_argument("--tp", type=int, default=4)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--time-limit", type=float, default=120.0, help="solver time limit (s)")
+    p.add_argument("--mip-gap", type=float, default=1e-4)
+    p.add_argument("--calls", type=int, default=8, help="admission: calls of a trace quantized into the MILP")
+    p.add_argument("--slot", type=float, default=2.0, help="residency: slot length (s)")
+    p.add_argument("--sessions", type=int, default=0, help="residency: use only the first N sessions (0 = all)")
+    p.add_argument("--solver-log", action="store_true", help="stream the HiGHS log")
+    p.add_argument("-o", "--output", required=True, help="policy JSON to write")
+    p.set_defaults(func=_run)
+
+
+def _workload(spec: str, seed: int):
+    import numpy as np
+
+    if spec.startswith("agentx:"):
+        from optsched.workload.gen_agentx import generate_agentx
+
+        return generate_agentx(int(spec.split(":", 1)[1]), np.random.default_rng(seed))
+    from optsched.workload import load_any
+
+    return load_any(spec)
+
+
+def _summary(name: str, r) -> None:
+    gap = "n/a" if r.gap is None else f"{100 * r.gap:.3f}%"
+    obj = "n/a" if r.objective is None else f"{r.objective:.6g}"
+    bound = "n/a" if r.bound is None else f"{r.bound:.6g}"
+    print(f"{name}: status={r.status} objective={obj} bound={bound} gap={gap} time={r.wall_time_s:.2f}s "
+          f"solver={r.solver} {r.solver_version}")
+
+
+def _run(args) -> int:
+    from optsched.export import dump_policy
+    from optsched.solvers import SolverOptions
+
+    opts = SolverOptions(time_limit_s=args.time_limit, mip_gap=args.mip_gap, verbose=args.solver_log,
+                         warm_start=True)
+    if not args.solver_log:  # pyomo's HiGHS wrapper logs the solver log at INFO; keep it for --solver-log
+        logging.getLogger("pyomo").setLevel(logging.WARNING)
+    handler = {"admission": _admission, "residency": _residency}.get(args.problem)
+    if handler is None:
+        return _delegated(args, opts)
+    plan = handler(args, opts)
+    if plan is None:
+        return 1
+    dump_policy(plan, args.output)
+    print(f"wrote {args.output} ({plan.kind}/{plan.type})")
+    return 0
+
+
+def _admission(args, opts):
+    import numpy as np
+
+    from optsched.pipelines.admission import (
+        admission_plan, compare_rules_to_optimum, instance_digest, jaillet_instance, workload_rounds,
+    )
+
+    if args.workload.startswith("jaillet:"):
+        reqs, memory = jaillet_instance(np.random.default_rng(args.seed), int(args.workload.split(":", 1)[1]))
+        out_est = 256
+    else:
+        wl = _workload(args.workload, args.seed)
+        from optsched.cost import CostModel
+
+        reqs, memory = workload_rounds(wl, CostModel.from_names(args.gpu, args.model, tp=args.tp), args.calls)
+        out_est = int(np.median([c.output_tokens for c in wl.calls()]))
+    logger.info("admission: %d requests, memory %d units; simulating rules and solving the hindsight MILP",
+                len(reqs), memory)
+    cmp_ = compare_rules_to_optimum(reqs, memory, opts)
+    _summary("admission hindsight MILP", cmp_.result)
+    if cmp_.result.objective:
+        for name, lat in cmp_.rule_latency.items():
+            print(f"  {name:15s} total latency {lat:6d} rounds  ratio to MILP {lat / cmp_.result.objective:.4f}")
+    if not cmp_.result.has_solution:
+        print("no incumbent: no policy written")
+        return None
+    return admission_plan(cmp_, instance_digest(reqs, memory), args.seed, output_tokens_estimate=out_est)
+
+
+def _residency(args, opts):
+    from optsched.cost import CostModel
+    from optsched.pipelines.residency import (
+        compare_residency, pauses_from_workload, residency_instance, residency_plan, ttl_opt_policy,
+        workload_digest_residency,
+    )
+    from optsched.policies.residency_lru import LRUResidency
+    from optsched.policies.residency_ttl import tool_durations_from_calls
+
+    wl = _workload(args.workload, args.seed)
+    if args.sessions:
+        from optsched.workload.types import Workload
+
+        wl = Workload(wl.name, wl.sessions[: args.sessions], wl.block_size, wl.closed_loop, wl.source)
+    cm = CostModel.from_names(args.gpu, args.model, tp=args.tp)
+    pauses, calls = pauses_from_workload(wl, cm)
+    if not pauses:
+        raise ValueError(f"workload {args.workload!r} has no tool pauses (no call with children and think time)")
+    inst = residency_instance(pauses, cm, slot_s=args.slot)
+    durations = tool_durations_from_calls(calls)
+    rule = ttl_opt_policy(durations, cm)
+    logger.info("residency: %d pauses, %d pause-slots; solving the hindsight MILP", len(pauses),
+                sum(len(inst.slots(j)) for j in range(len(pauses))))
+    cmp_ = compare_residency(inst, calls, {"lru": LRUResidency(), "ttl_opt": rule}, opts)
+    _summary("residency hindsight MILP", cmp_.result)
+    for name, cost in cmp_.policy_cost_s.items():
+        ratio = f"  ratio {cost / cmp_.optimum_s:.4f}" if cmp_.optimum_s else ""
+        print(f"  {name:10s} cost {cost:12.3f} s{ratio}")
+    if not cmp_.result.has_solution:
+        print("no incumbent: no policy written")
+        return None
+    cal = getattr(getattr(cm, "calibration", None), "name", "uncalibrated")
+    return residency_plan(rule, cmp_, workload_digest_residency(pauses), f"{args.gpu}/{args.model}/tp{args.tp}",
+                          str(cal), args.seed)
+
+
+def _delegated(args, opts) -> int:
+    mod_name = {"routing": "optsched.pipelines.routing", "pd": "optsched.pipelines.pd"}[args.problem]
+    try:
+        mod = importlib.import_module(mod_name)
+    except ModuleNotFoundError:
+        print(f"optsched solve {args.problem}: {mod_name} is not available in this build")
+        return 2
+    entry = getattr(mod, "plan_from_workload", None)
+    if entry is None:
+        print(f"optsched solve {args.problem}: {mod_name} does not provide plan_from_workload(workload, gpu, "
+              "model, tp, options, seed) yet, so this subcommand cannot run; use the pipeline's Python API.")
+        return 2
+    from optsched.export import dump_policy
+
+    plan, result = entry(_workload(args.workload, args.seed), args.gpu, args.model, args.tp, opts, args.seed)
+    _summary(f"{args.problem} MILP", result)
+    dump_policy(plan, args.output)
+    print(f"wrote {args.output} ({plan.kind}/{plan.type})")
+    return 0
