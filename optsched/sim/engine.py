@@ -22,6 +22,7 @@ from typing import Any
 from optsched.sim import kv
 from optsched.sim.cluster import StepUnit, build_instances, build_units
 from optsched.sim.config import SLO, ClusterConfig
+from optsched.sim.fastforward import can_run, decode_run
 from optsched.sim.events import KV_READY, RELEASE, STEP, STEP_END, TIMER, EventQueue
 from optsched.sim.instance import Instance
 from optsched.sim.residency_exec import ResidencyExecutor
@@ -72,6 +73,7 @@ class Simulator:
         self.progress = progress
         self._bar = None
         self._start_load = self._start_load_cb
+        self.fast_forward = True  # decode runs (optsched.sim.fastforward); False = one event per step
         self.debug = False  # tests: check cache invariants and capacities after every step
 
     @property
@@ -169,14 +171,22 @@ class Simulator:
                     inst.step_index += n - inst.step_index % n
                 self._start_step(unit, t)
             return
-        for inst, b in zip(unit.members, batches):
-            inst.busy_s += b.time_s
-            inst.num_steps += 1
-            if unit.lockstep:
+        end = t + longest
+        if not unit.lockstep:
+            inst = unit.members[0]
+            b = batches[0]
+            if self.fast_forward and can_run(inst, b):
+                b.steps, end = decode_run(inst, b, t, self.q.peek_time())
+            inst.busy_s += end - t
+            inst.num_steps += b.steps
+        else:
+            for inst, b in zip(unit.members, batches):
+                inst.busy_s += b.time_s
+                inst.num_steps += 1
                 inst.barrier_idle_s += longest - b.time_s
         unit.batches = batches
         unit.busy = True
-        self.q.push(t + longest, STEP_END, unit)
+        self.q.push(end, STEP_END, unit)
 
     def _on_step_end(self, unit: StepUnit, t: float) -> None:
         unit.busy = False
@@ -207,13 +217,14 @@ class Simulator:
 
     def _complete(self, inst: Instance, b: Batch, t: float) -> None:
         if b.n_dec:
-            inst.dstep += 1
+            inst.dstep += b.steps
             heap = inst.finish_heap
             d = inst.dstep
             while heap and heap[0][0] <= d:
                 dfin, order, seq = heapq.heappop(heap)
                 if seq.state == DECODE and seq.order == order and seq.dfin == dfin and inst.dec.get(seq.idx) is seq:
                     inst.leave_decode(seq)
+                    inst.return_growth(seq, t)
                     seq.generated = seq.call.output_tokens
                     self._finish(inst, seq, t)
         for seq, n in b.chunks:

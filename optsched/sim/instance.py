@@ -11,6 +11,12 @@ Decode bookkeeping is aggregated so that one engine step costs O(1) for the deco
 - A sequence needs a new KV block in the step where its context is a multiple of ``block_size``,
   i.e. when ``dstep % block_size == (d0 - c0) % block_size``: sequences are bucketed by that
   residue, and the bucket of the current step is the exact set that allocates one block.
+- Decode growth blocks come from a per-instance pool reserved in the prefix cache under one id
+  (``("grow", iid)``) in granules of ``GROWTH_GRANULE_BLOCKS``; a sequence records how many it drew
+  (``seq.grow``) and returns them on finish or preemption. This replaces one cache call per
+  block-crossing sequence by one per granule; the pool over-reserves at most a granule and a half,
+  which the cache counts as used HBM (so capacity is never exceeded). Granule 1 = exact vLLM
+  per-block allocation.
 - ``finish_heap`` holds ``(dfin, order, seq)``; a decode finishes when ``dstep`` reaches ``dfin``.
 """
 
@@ -23,7 +29,9 @@ from typing import Any
 from optsched.sim.config import InstanceConfig, SchedulerConfig
 from optsched.sim.seq import DECODE, Seq
 
-__all__ = ["Instance"]
+__all__ = ["Instance", "GROWTH_GRANULE_BLOCKS"]
+
+GROWTH_GRANULE_BLOCKS = 8
 
 
 class Instance:
@@ -52,6 +60,10 @@ class Instance:
         self.dec_rem = 0
         self.buckets: list[dict[int, Seq]] = [dict() for _ in range(block_size)]
         self.finish_heap: list[tuple[int, int, Seq]] = []
+        self.pool_id = ("grow", iid)
+        self.pool_total = 0  # blocks reserved in the cache for decode growth
+        self.pool_free = 0  # of which not drawn by any sequence
+        self.granule = GROWTH_GRANULE_BLOCKS
         # step state
         self.step_index = 0
         self.inflight = 0  # calls routed here, not yet finished / handed to a decode instance
@@ -120,6 +132,32 @@ class Instance:
         self.dec_a -= seq.c0 - seq.d0 + 1
         self.dec_rem -= seq.dfin
         del self.buckets[seq.residue][seq.idx]
+
+    def take_growth(self, n: int, now_s: float) -> bool:
+        """Draw ``n`` blocks from the growth pool, refilling it from the cache; False if HBM is full."""
+        if n > self.pool_free:
+            short = n - self.pool_free
+            cache = self.cache
+            if cache.allocate(self.pool_id, short + self.granule, now_s):
+                short += self.granule
+            elif not cache.allocate(self.pool_id, short, now_s):
+                return False
+            self.pool_total += short
+            self.pool_free += short
+        self.pool_free -= n
+        return True
+
+    def return_growth(self, seq: Seq, now_s: float) -> None:
+        """Give ``seq``'s growth blocks back to the pool; shrink the pool when it holds too many."""
+        self.pool_free += seq.grow
+        seq.grow = 0
+        if self.pool_free > 2 * self.granule:
+            keep = self.pool_total - self.pool_free + self.granule
+            self.cache.release(self.pool_id, (), now_s)
+            if not self.cache.allocate(self.pool_id, keep, now_s):
+                raise RuntimeError(f"instance {self.iid}: could not re-reserve {keep} just-freed growth blocks")
+            self.pool_total = keep
+            self.pool_free = self.granule
 
     def context_tokens(self, seq: Seq) -> int:
         """Tokens in KV of a decoding ``seq`` now."""

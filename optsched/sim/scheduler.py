@@ -33,7 +33,7 @@ __all__ = ["Batch", "plan_step", "preempt_newest"]
 class Batch:
     """One planned engine step on one instance (aggregates in the cost model's argument names)."""
 
-    __slots__ = ("chunks", "n_dec", "dec_kv", "prefill_tokens", "attn_pairs", "prefill_kv", "time_s")
+    __slots__ = ("chunks", "n_dec", "dec_kv", "prefill_tokens", "attn_pairs", "prefill_kv", "time_s", "steps")
 
     def __init__(self) -> None:
         self.chunks: list[tuple[Seq, int]] = []
@@ -43,6 +43,7 @@ class Batch:
         self.attn_pairs = 0.0
         self.prefill_kv = 0
         self.time_s = 0.0
+        self.steps = 1  # > 1: a fast-forwarded decode run (optsched.sim.fastforward)
 
     @property
     def empty(self) -> bool:
@@ -70,6 +71,7 @@ def preempt_newest(inst: Instance, now_s: float, mode: str) -> Seq | None:
     if victim.state == DECODE:
         ctx = inst.context_tokens(victim)
         inst.leave_decode(victim)
+        inst.return_growth(victim, now_s)
         kv.free(inst, victim, now_s, ctx)
     else:
         ctx = 0
@@ -98,13 +100,20 @@ def _ceil_div(a: int, b: int) -> int:
 
 
 def _grow_decodes(inst: Instance, now_s: float) -> None:
+    """Give every decode whose context fills its last block one more block (preempting if HBM is full)."""
     bucket = inst.buckets[inst.dstep % inst.bs]
     if not bucket:
         return
+    if inst.take_growth(len(bucket), now_s):
+        for seq in bucket.values():
+            seq.grow += 1
+        return
     mode = inst.sched.preemption
     for seq in list(bucket.values()):
-        while seq.state == DECODE and not kv.allocate(inst, seq, 1, now_s):
+        while seq.state == DECODE and not inst.take_growth(1, now_s):
             preempt_newest(inst, now_s, mode)
+        if seq.state == DECODE:
+            seq.grow += 1
 
 
 def _start(inst: Instance, seq: Seq, now_s: float, start_load: Callable[[Instance, Seq, float, str], None]) -> bool:

@@ -32,7 +32,7 @@ class Seq:
         "first_sched_s", "first_token_s", "finish_s", "decode_inst",
         "c0", "d0", "dfin", "residue",
         "hit_hbm", "hit_dram", "hit_ssd", "prefilled", "recomputed", "preemptions",
-        "load_s", "transfer_s", "swapped_tokens", "wp", "blocks", "total_target",
+        "load_s", "transfer_s", "swapped_tokens", "wp", "blocks", "total_target", "grow",
     )
 
     def __init__(self, idx: int, call: Call, release_s: float) -> None:
@@ -67,6 +67,7 @@ class Seq:
         self.swapped_tokens = 0
         self.wp = None
         self.blocks = 0  # HBM blocks held for the prompt part (prefill phase)
+        self.grow = 0  # decode-growth blocks drawn from the instance's growth pool
         self.total_target = 0  # Σ target_tokens over admissions (input_tokens without preemption)
 
     @property

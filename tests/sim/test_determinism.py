@@ -30,3 +30,21 @@ def test_builtin_fcfs_equals_fcfs_policy():
         a = simulate(w, cl).calls
         b = simulate(w, cl, admission=FCFSAdmission()).calls
         pd.testing.assert_frame_equal(a, b)
+
+
+def test_fast_forward_equals_step_by_step():
+    from optsched.policies.router_round_robin import RoundRobinRouter
+    from optsched.sim.engine import Simulator
+    from optsched.sim.result import calls_frame
+
+    w = random_workload(np.random.default_rng(5), n_sessions=8, max_out=300)
+    cl = cluster(2, max_num_batched_tokens=512, max_num_seqs=8)
+    frames, steps = [], []
+    for ff in (False, True):
+        sim = Simulator(w, cl, RoundRobinRouter(), None, None, None)
+        sim.fast_forward = ff
+        sim.run()
+        frames.append(calls_frame(sim.seqs, sim.driver.calls))
+        steps.append([(i.num_steps, i.dstep) for i in sim.instances])
+    assert steps[0] == steps[1]
+    pd.testing.assert_frame_equal(frames[0], frames[1], rtol=1e-9)
