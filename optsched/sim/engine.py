@@ -221,7 +221,7 @@ class Simulator:
             heap = inst.finish_heap
             d = inst.dstep
             while heap and heap[0][0] <= d:
-                dfin, order, seq = heapq.heappop(heap)
+                dfin, order, _, seq = heapq.heappop(heap)
                 if seq.state == DECODE and seq.order == order and seq.dfin == dfin and inst.dec.get(seq.idx) is seq:
                     inst.leave_decode(seq)
                     inst.return_growth(seq, t)
@@ -306,6 +306,7 @@ class Simulator:
                 self._wake(self.unit_of[src.iid], t)  # freed blocks may let a blocked prefill start
             src.inflight -= 1
             inst.inflight += 1
+            seq.order = inst.next_order()  # newest on the decode instance (preemption order)
             inst.join_decode(seq, seq.call.output_tokens - seq.generated)
         elif kind == "swapin":
             inst.loading -= 1

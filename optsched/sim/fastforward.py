@@ -38,7 +38,7 @@ def can_run(inst: Instance, b: Batch) -> bool:
 def _first_finish(inst: Instance) -> int:
     heap = inst.finish_heap
     while heap:
-        dfin, order, seq = heap[0]
+        dfin, order, _, seq = heap[0]
         if seq.state == DECODE and seq.order == order and seq.dfin == dfin and inst.dec.get(seq.idx) is seq:
             return dfin
         heapq.heappop(heap)  # stale (preempted) entry

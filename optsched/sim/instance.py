@@ -17,7 +17,7 @@ Decode bookkeeping is aggregated so that one engine step costs O(1) for the deco
   block-crossing sequence by one per granule; the pool over-reserves at most a granule and a half,
   which the cache counts as used HBM (so capacity is never exceeded). Granule 1 = exact vLLM
   per-block allocation.
-- ``finish_heap`` holds ``(dfin, order, seq)``; a decode finishes when ``dstep`` reaches ``dfin``.
+- ``finish_heap`` holds ``(dfin, order, idx, seq)``; a decode finishes when ``dstep`` reaches ``dfin``.
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ class Instance:
         self.dec_a = 0
         self.dec_rem = 0
         self.buckets: list[dict[int, Seq]] = [dict() for _ in range(block_size)]
-        self.finish_heap: list[tuple[int, int, Seq]] = []
+        self.finish_heap: list[tuple[int, int, int, Seq]] = []
         self.pool_id = ("grow", iid)
         self.pool_total = 0  # blocks reserved in the cache for decode growth
         self.pool_free = 0  # of which not drawn by any sequence
@@ -124,7 +124,7 @@ class Instance:
         self.dec_a += c0 - d0 + 1
         self.dec_rem += seq.dfin
         self.buckets[seq.residue][seq.idx] = seq
-        heapq.heappush(self.finish_heap, (seq.dfin, seq.order, seq))
+        heapq.heappush(self.finish_heap, (seq.dfin, seq.order, seq.idx, seq))
 
     def leave_decode(self, seq: Seq) -> None:
         """Remove ``seq`` from the decode aggregates (finish or preemption); its heap entry goes stale."""
