@@ -26,13 +26,13 @@ import dataclasses
 import json
 import logging
 import platform
-import warnings
 import subprocess
 import sys
 import time
+import warnings
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import pandas as pd

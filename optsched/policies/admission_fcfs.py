@@ -9,8 +9,9 @@ simulator before ``select`` is called.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import ClassVar, Sequence
+from typing import ClassVar
 
 from optsched.policies.base import WaitingPrefill
 

@@ -25,7 +25,7 @@ class RoundRobinRouter:
 
     name = "round_robin"
 
-    __slots__ = ("_next_prefill", "_next_decode")
+    __slots__ = ("_next_decode", "_next_prefill")
 
     def __init__(self) -> None:
         self._next_prefill = 0
