@@ -271,7 +271,7 @@ class PrefixCache(ResidencyStore):
             raise ValueError(f"n_blocks must be a non-negative int, got {n_blocks!r}")
         if n_blocks == 0:
             return True
-        if self.free(HBM) < n_blocks and not self._make_room(HBM, n_blocks):
+        if self._cap[HBM] - self._used[HBM] - self._seq_hbm < n_blocks and not self._make_room(HBM, n_blocks):
             return False
         self._alloc[seq_id] = self._alloc.get(seq_id, 0) + n_blocks
         self._seq_hbm += n_blocks
@@ -305,7 +305,7 @@ class PrefixCache(ResidencyStore):
                 h_i = block_hashes[i]
                 if h_i in blocks:  # same hash elsewhere in the index: hashes are not chained here
                     break
-                if self.free(HBM) < 1 and not self._make_room(HBM, 1):
+                if self._cap[HBM] - self._used[HBM] - self._seq_hbm < 1 and not self._make_room(HBM, 1):
                     break
                 b = Block(h_i, pin, i, HBM, now_s)
                 blocks[h_i] = b

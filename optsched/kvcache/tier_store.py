@@ -11,8 +11,8 @@
    has a child in its own tier, which excludes it from eviction, demotion and drop).
 
 Eviction under pressure in tier t picks, by the ``EvictionOrder`` key, an eligible block: unpinned and
-with no child in tier t (when a child leaves a block's tier the block inherits the child's last use,
-``EvictionOrder.absorb``) (leaf-first; with invariant 2 that also means no child in a hotter tier). It is
+with no child in tier t (leaf-first; with invariant 2 that also means no child in a hotter tier; when a
+child leaves a block's tier the block inherits the child's last use, ``EvictionOrder.absorb``). It is
 demoted to the next lower tier with capacity > 0 (making room there first, recursively; if that tier
 cannot free a block, e.g. its only block is being promoted, the next colder one), else dropped.
 A block is dropped only when it has no children at all, so nothing is ever orphaned.
@@ -136,7 +136,8 @@ class TieredBlockStore:
         """Evict until ``n`` blocks are free in ``tier``; False if not possible (partial effect kept)."""
         held: list[Block] = []
         ok = True
-        while self.free(tier) < n:
+        cap, used = self._cap, self._used
+        while cap[tier] - used[tier] - (self._seq_hbm if tier == HBM else 0) < n:
             b = self._pop_victim(tier)
             if b is None:
                 ok = False

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -84,6 +84,24 @@ class TTLResidency:
         if not pooled:
             raise ValueError("tool_durations_s has no samples")
         self._tables[None] = self._table(np.sort(np.asarray(pooled)))
+
+    @classmethod
+    def from_cost_model(
+        cls, cost_model: Any, block_size: int, tool_durations_s: Mapping[str, Sequence[float]],
+        price_s_per_block_s: float, then: str = "drop", queue_delay_s: float = 0.0, ref_tokens: int = 32768,
+    ) -> TTLResidency:
+        """R from the cost model: what a miss after expiry costs per block. ``then="offload_dram"``:
+        reload over PCIe, ``kv_transfer_time(1024*bs, "pcie") / 1024``; ``"offload_ssd"``: SSD read plus
+        PCIe; ``"drop"``: recompute, ``recompute_time(ref_tokens) / (ref_tokens / bs)`` (mean per block of
+        a ``ref_tokens`` prefix)."""
+        n = 1024 * block_size
+        if then == "offload_dram":
+            r = float(cost_model.kv_transfer_time(n, "pcie")) / 1024
+        elif then == "offload_ssd":
+            r = (float(cost_model.kv_transfer_time(n, "ssd")) + float(cost_model.kv_transfer_time(n, "pcie"))) / 1024
+        else:
+            r = float(cost_model.recompute_time(ref_tokens)) * block_size / ref_tokens
+        return cls(tool_durations_s, r, queue_delay_s, price_s_per_block_s, then)
 
     @staticmethod
     def _table(t: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -110,3 +110,20 @@ def test_infercept_from_cost_model_fits():
         assert a0 + a1 * n + a2 * n * n == pytest.approx(float(cm.recompute_time(n)), rel=0.05)
         s0, s1 = p.swap_coef_s
         assert s0 + s1 * n == pytest.approx(float(cm.kv_transfer_time(n, "pcie")), rel=0.01)
+
+
+class _Cost:
+    def recompute_time(self, tokens):
+        return 1e-6 * tokens
+
+    def kv_transfer_time(self, tokens, link):
+        return {"pcie": 1e-8, "ssd": 4e-8}[link] * tokens
+
+
+def test_ttl_from_cost_model_reload_cost():
+    d = {"bash": [1.0]}
+    assert TTLResidency.from_cost_model(_Cost(), 16, d, 0.0, then="offload_dram").reload_s_per_block == (
+        pytest.approx(1.6e-7))
+    assert TTLResidency.from_cost_model(_Cost(), 16, d, 0.0, then="offload_ssd").reload_s_per_block == (
+        pytest.approx(8e-7))
+    assert TTLResidency.from_cost_model(_Cost(), 16, d, 0.0).reload_s_per_block == pytest.approx(1.6e-5)
