@@ -6,7 +6,8 @@ calibrated roofline (``optsched.cost.efficiency.kernel_time``):
 
 - linear: per layer the four Megatron-TP GEMMs (``ops.dense_gemms``) on m = prefill_tokens + decode_seqs
   rows, weights read once per step; MoE layers: router GEMM + ``E_act`` routed experts each on
-  m·k/E_act rows (``ops.expected_active_experts``) + shared experts; non-GEMM ops as memory traffic
+  m·k/E_act rows (``ops.expected_active_experts``) as one grouped GEMM (fused-MoE kernel: the efficiency
+  of an m·k/E_act-row GEMM, one launch) + shared experts; experts are TP-sharded (no expert parallelism); non-GEMM ops as memory traffic
   (family "elementwise"); LM head on the rows that need logits (decode_seqs + 1 if any prefill).
   Total ≈ 2·active_params FLOPs per token.
 - attention per layer: prefill FLOPs 4·pairs·heads_per_rank·head_dim (QKᵀ and PV), bytes = KV of
@@ -138,9 +139,10 @@ class CostModel:
         wb, peak, bw, gf = m.weight_bytes, g.bf16_flops, g.hbm_bw, fam["gemm"]
         acc = {"t": 0.0, "f": 0.0, "b": 0.0, "tc": 0.0, "tm": 0.0}
 
-        def add_gemm(mrows, n, k, count):
+        def add_gemm(mrows, n, k, count, group=1.0):
+            # ``group`` GEMMs of the same shape in ONE grouped kernel (fused MoE: one launch per layer)
             f, b = gemm_flops_bytes(mrows, n, k, wb)
-            b = np.where(mrows > 0, b, 0.0)
+            f, b = group * f, group * np.where(mrows > 0, b, 0.0)
             acc["f"] = acc["f"] + count * f
             acc["b"] = acc["b"] + count * b
             acc["tc"] = acc["tc"] + count * f / peak
@@ -156,7 +158,7 @@ class CostModel:
                 add_gemm(rows, n, k, m.moe_layers)
             add_gemm(rows, m.num_experts, m.hidden_size, m.moe_layers)  # router
             for _, n, k in self._experts:
-                add_gemm(per_e, n, k, m.moe_layers * e_act)
+                add_gemm(per_e, n, k, m.moe_layers, group=e_act)
                 if m.num_shared_experts:
                     add_gemm(rows, n * m.num_shared_experts, k, m.moe_layers)
         acc["b"] = acc["b"] + m.num_layers * rows * self._elem_bytes

@@ -32,9 +32,9 @@ def kv_heads_per_rank(model: ModelSpec, tp: int) -> int:
 def dense_gemms(model: ModelSpec, tp: int) -> list[Gemm]:
     """The four GEMMs of one dense layer on one rank: (name, n, k) with Vidur's operator names."""
     h, nh, d = model.hidden_size, model.num_heads, model.head_dim
-    if model.kv_lora_rank:  # MLA: model the projections as one GEMM of the same parameter count
+    if model.kv_lora_rank:  # MLA: model the q/kv projections as one GEMM of the same parameter count
         qkv_params = model.attn_params_per_layer - nh * model.v_head_dim * h
-        pre = ("attn_pre_proj", max(1, qkv_params // h // tp), h)
+        pre = ("attn_pre_proj", qkv_params / (h * tp), h)  # equivalent (fractional) width
         post = ("attn_post_proj", h, max(1, nh * model.v_head_dim // tp))
     else:
         pre = ("attn_pre_proj", (nh // tp + 2 * kv_heads_per_rank(model, tp)) * d if nh >= tp

@@ -200,8 +200,10 @@ class ModelSpec:
 
     @property
     def active_params(self) -> int:
-        """Parameters touched by one token (count): routed experts counted ``experts_per_token`` times."""
-        moe = self.moe_layers * (self.experts_per_token + self.num_shared_experts) * self.expert_params
+        """Parameters touched by one token (count): ``experts_per_token`` routed experts + shared experts +
+        router per MoE layer, attention, dense MLPs and the LM head (not the input embedding lookup)."""
+        moe = self.moe_layers * ((self.experts_per_token + self.num_shared_experts) * self.expert_params
+                                 + self.hidden_size * self.num_experts)
         return (self.num_layers * self.attn_params_per_layer + self.dense_layers * self.dense_mlp_params
                 + moe + self.vocab_size * self.hidden_size)
 

@@ -126,3 +126,12 @@ def test_monotone_for_every_catalog_model(tp):
         cm = CostModel.from_names("h200", name, tp)
         assert np.all(np.diff(cm.prefill_time(rows)) >= 0), name  # MoE expert activation included
         assert np.all(np.diff(cm.decode_step_time(rows[:1500], rows[:1500] * 1000)) >= 0), name
+
+
+@pytest.mark.parametrize("name", ["qwen3-235b-a22b", "deepseek-v3", "llama-3-70b"])
+def test_one_token_does_two_flops_per_active_param(name):
+    # one decode token with no KV: E_act = k experts exactly (E·(1-(1-k/E)^1) = k), so the linear FLOPs are
+    # 2 · active parameters (attention projections, k routed + shared experts, router, dense MLPs, LM head)
+    cm = CostModel("h200", name, 1)
+    bd = cm.step_breakdown(0, 0, 0, 1, 0)
+    assert bd["flops"] == pytest.approx(2 * cm.model.active_params, rel=1e-9)
