@@ -84,9 +84,23 @@ def test_interval_one_equals_fcfs_and_chunked_starts_continue():
     assert b.select([w("y", 800), w("z", 5)], 1000, 1, 0.0) == [(0, 800)]  # y started (chunked)
 
 
+def test_interval_idle_engine_admits_at_once():
+    a = IntervalAdmission(interval=4, idle_budget_tokens=8192)
+    # nothing started and the whole budget free (no decodes): idle, admit on an unaligned step
+    assert a.select([w("n", 100)], 8192, 3, 0.0) == [(0, 100)]
+    # decodes took budget: not idle, wait for the aligned step
+    assert a.select([w("m", 100)], 8190, 5, 0.0) == []
+    # a started call is offered: not idle even with the full budget, only it continues
+    b = IntervalAdmission(interval=4, idle_budget_tokens=100)
+    assert b.select([w("x", 300)], 100, 0, 0.0) == [(0, 100)]
+    assert b.select([w("x", 200), w("y", 10)], 100, 1, 0.0) == [(0, 100)]
+
+
 def test_interval_validation():
     with pytest.raises(ValueError, match="interval"):
         IntervalAdmission(interval=0)
+    with pytest.raises(ValueError, match="idle_budget_tokens"):
+        IntervalAdmission(idle_budget_tokens=0)
 
 
 # ---- shortest first --------------------------------------------------------------------------
