@@ -47,7 +47,7 @@ def load_mooncake(path: str | Path, block_size: int = MOONCAKE_BLOCK_SIZE, name:
         inp = require_int(obj.get("input_length"), "input_length", path, n)
         out = require_int(obj.get("output_length"), "output_length", path, n, minimum=1)
         hashes = obj.get("hash_ids")
-        if not isinstance(hashes, list) or not all(type(h) is int and h >= 0 for h in hashes):
+        if not isinstance(hashes, list) or (hashes and (set(map(type, hashes)) != {int} or min(hashes) < 0)):
             raise TraceFormatError(path, n, "field 'hash_ids' to be a list of non-negative integers", hashes)
         expected = -(-inp // block_size)
         if len(hashes) != expected:

@@ -36,7 +36,19 @@ def _str(v: object, min_len: int = 0) -> bool:
 
 
 def _hashes(v: object) -> bool:
-    return type(v) is list and all(_int(h, 0) and h <= HASH_MAX for h in v)
+    if type(v) is not list:
+        return False
+    if not v:
+        return True
+    if set(map(type, v)) == {int}:  # common case, C-level loops
+        return min(v) >= 0 and max(v) <= HASH_MAX
+    return all(_int(h, 0) and h <= HASH_MAX for h in v)
+
+
+_INT = int
+_STR = str
+_FULL = {"block_hashes"}
+_DELTA = {"hash_base", "hash_keep", "hash_append"}
 
 
 def check_header(o: dict) -> bool:
@@ -55,6 +67,32 @@ def check_session(o: dict) -> bool:
 def check_call(o: dict) -> bool:
     """True iff ``o`` satisfies ``$defs/call``."""
     keys = o.keys()
+    # fast path for what write_jsonl produces (exact ints; full hashes or a delta); else the general check
+    if _CALL_REQ <= keys:
+        p = o["parents"]
+        it, ot, nt, ln, tn, th, ar = (o["input_tokens"], o["output_tokens"], o["new_tokens"], o["lane"], o["turn"],
+                                      o["think_time_s"], o["arrival_s"])
+        if (
+            type(it) is _INT and it >= 0 and type(ot) is _INT and ot >= 1 and type(nt) is _INT and nt >= 0
+            and type(ln) is _INT and ln >= 0 and type(tn) is _INT and tn >= 0
+            and (type(th) is float or type(th) is _INT) and th >= 0
+            and (ar is None or ((type(ar) is float or type(ar) is _INT) and ar >= 0))
+            and type(o["call_id"]) is _STR and o["call_id"] and type(o["model"]) is _STR and type(o["tool"]) is _STR
+            and type(p) is list and (not p or (set(map(type, p)) == {_STR} and all(p) and len(set(p)) == len(p)))
+        ):
+            extra = keys - _CALL_REQ
+            if not extra:
+                return True
+            if extra == _FULL and _hashes(o["block_hashes"]):
+                return True
+            if extra == _DELTA:
+                b, k = o["hash_base"], o["hash_keep"]
+                if type(b) is _STR and b != "" and type(k) is _INT and k >= 1 and _hashes(o["hash_append"]):
+                    return True
+    return _check_call_general(o, keys)  # anything the fast path did not accept is decided here
+
+
+def _check_call_general(o: dict, keys) -> bool:
     if not (_CALL_REQ <= keys and keys <= _CALL_ALL):
         return False
     p = o["parents"]
