@@ -24,8 +24,10 @@ import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+import numpy as np
+
 from optsched.cost.calibration import CALIBRATION_DIR
-from optsched.cost.measured import all_samples
+from optsched.cost.measured import all_samples, subsample
 from optsched.cost.validate import accuracy_rows, default_data_dir, fit_shipped, format_report
 from optsched.pipelines.provenance import collect_provenance
 
@@ -39,6 +41,7 @@ class Config:
     out: str = "runs/calibrate_cost"
     max_samples: int = 20000
     held_out: bool = True
+    per_family: int = 0  # > 0: subsample each (source, family) to this many kernels (smoke runs)
 
     def __post_init__(self) -> None:
         if self.max_samples < 100:
@@ -47,12 +50,14 @@ class Config:
 
 def run(cfg: Config) -> dict:
     df = all_samples(cfg.data)
+    if cfg.per_family > 0:
+        df = subsample(df, cfg.per_family, np.random.default_rng(0))
     if df.empty:
         raise FileNotFoundError(f"no measured samples under {cfg.data}")
     rows = accuracy_rows(df, cfg.max_samples, cfg.held_out)
     cals = fit_shipped(df, cfg.max_samples)
     prov = {"data": cfg.data, "script": "experiments/calibrate_cost.py", "max_samples": cfg.max_samples,
-            "samples": {f"{s}/{f}": int(n) for (s, f), n in df.groupby(["source", "family"]).size().items()}}
+            "per_family": cfg.per_family, "samples": {f"{s}/{f}": int(n) for (s, f), n in df.groupby(["source", "family"]).size().items()}}
     cdir = Path(cfg.calibration_dir)
     cdir.mkdir(parents=True, exist_ok=True)
     for gpu, cal in cals.items():
@@ -78,10 +83,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--calibration-dir", default=d.calibration_dir)
     ap.add_argument("--out", default=d.out)
     ap.add_argument("--max-samples", type=int, default=d.max_samples)
+    ap.add_argument("--per-family", type=int, default=d.per_family)
     ap.add_argument("--no-held-out", action="store_true")
     a = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    cfg = Config(a.data, a.calibration_dir, a.out, a.max_samples, not a.no_held_out)
+    cfg = Config(a.data, a.calibration_dir, a.out, a.max_samples, not a.no_held_out, a.per_family)
     print(format_report(run(cfg)))
     return 0
 
