@@ -30,6 +30,7 @@ def simulate(
     seed: int = 0,
     progress: bool = False,
     cost_models: Sequence[Any] | None = None,
+    concurrency: int = 0,
 ) -> SimResult:
     """Simulate ``workload`` on ``cluster``.
 
@@ -46,6 +47,8 @@ def simulate(
         progress: show a tqdm bar over released calls.
         cost_models: one cost model per ``cluster.instances`` entry (default
             ``CostModel.from_names(gpu, model, tp)``), e.g. calibrated ones.
+        concurrency: closed loop only: at most this many sessions in flight, the next one starting
+            when one completes (0 = every session starts at its ``start_s``).
 
     Returns:
         `SimResult`. Raises ValueError for inputs that cannot run (a call larger than an instance's
@@ -55,11 +58,11 @@ def simulate(
         from optsched.policies.router_round_robin import RoundRobinRouter
 
         router = RoundRobinRouter()
-    sim = Simulator(workload, cluster, router, admission, residency, slo, cost_models, progress)
+    sim = Simulator(workload, cluster, router, admission, residency, slo, cost_models, progress, concurrency)
     sim.run()
     df = calls_frame(sim.seqs, sim.driver.calls)
     extra = {"residency_actions": dict(sorted(sim.residency.actions.items())),
-             "seed": int(seed), "block_size": int(sim.block_size)}
+             "seed": int(seed), "block_size": int(sim.block_size), "concurrency": int(concurrency)}
     summary = summarize(df, sim.instances, cluster.num_gpus, slo, extra)
     ts = pd.DataFrame(
         {
@@ -76,5 +79,6 @@ def simulate(
         "admission": getattr(admission, "name", "fcfs(builtin)") if admission is not None else "fcfs(builtin)",
         "residency": getattr(residency, "name", type(residency).__name__) if residency is not None else "lru",
         "slo": dataclasses.asdict(slo) if slo is not None else None, "seed": int(seed),
+        "concurrency": int(concurrency),
     }
     return SimResult(df, summary, ts, config)

@@ -5,6 +5,11 @@ other call at ``max over parents p of (finish(p) + p.think_time_s)`` once all pa
 subagent lanes fork after their parent and a join gate waits for every lane.
 Open loop: every call is released at its ``arrival_s`` (``session.start_s`` when it has none),
 ignoring parents (trace replay).
+
+Concurrency (closed loop, ``concurrency = C > 0``): a benchmark client with C users; the first C
+sessions start at time 0 (their ``start_s`` is ignored) and each time a session's last call
+finishes, the next session in workload order starts at that instant (as the agentic benchmark
+methodology sweeps "concurrent users").
 """
 
 from __future__ import annotations
@@ -22,8 +27,13 @@ class SessionDriver:
         session_of: call index -> session index.
     """
 
-    def __init__(self, workload: Workload) -> None:
+    def __init__(self, workload: Workload, concurrency: int = 0) -> None:
+        if not isinstance(concurrency, int) or concurrency < 0:
+            raise ValueError(f"concurrency must be an int >= 0, got {concurrency!r}")
         self.closed_loop = workload.closed_loop
+        self.concurrency = concurrency if workload.closed_loop else 0
+        self._roots: list[list[int]] = []
+        self._next_session = 0
         self.calls: list[Call] = []
         self.session_of: list[int] = []
         self.children: list[list[int]] = []
@@ -35,6 +45,7 @@ class SessionDriver:
             base = len(self.calls)
             local = {c.call_id: base + k for k, c in enumerate(s.calls)}
             self.session_left.append(len(s.calls))
+            self._roots.append([])
             for k, c in enumerate(s.calls):
                 idx = base + k
                 self.calls.append(c)
@@ -46,6 +57,7 @@ class SessionDriver:
                     for p in c.parents:
                         self.children[local[p]].append(idx)
                     if not c.parents:
+                        self._roots[si].append(idx)
                         self._initial.append((s.start_s, idx))
                 else:
                     self.missing.append(0)
@@ -54,14 +66,21 @@ class SessionDriver:
 
     def initial_releases(self) -> list[tuple[float, int]]:
         """``(release_s, call index)`` of the calls released without waiting for another call."""
+        if self.concurrency:
+            self._next_session = min(self.concurrency, len(self._roots))
+            return [(0.0, i) for si in range(self._next_session) for i in self._roots[si]]
         return list(self._initial)
 
     def on_finish(self, idx: int, finish_s: float) -> list[tuple[float, int]]:
         """Record that call ``idx`` finished; return ``(release_s, child index)`` for children now ready."""
-        self.session_left[self.session_of[idx]] -= 1
+        si = self.session_of[idx]
+        self.session_left[si] -= 1
         if not self.closed_loop:
             return []
         out = []
+        if self.concurrency and self.session_left[si] == 0 and self._next_session < len(self._roots):
+            out.extend((finish_s, i) for i in self._roots[self._next_session])
+            self._next_session += 1
         t = finish_s + self.calls[idx].think_time_s
         for ch in self.children[idx]:
             if t > self.ready_s[ch]:

@@ -42,7 +42,7 @@ class Simulator:
 
     def __init__(
         self, workload: Workload, cluster: ClusterConfig, router: Any, admission: Any, residency: Any,
-        slo: SLO | None, cost_models: Any = None, progress: bool = False,
+        slo: SLO | None, cost_models: Any = None, progress: bool = False, concurrency: int = 0,
     ) -> None:
         bs = cluster.scheduler.block_size
         if bs is None:
@@ -62,7 +62,7 @@ class Simulator:
         self.instances: list[Instance] = build_instances(cluster, bs, cost_models)
         self.units, self.unit_of = build_units(self.instances)
         self.q = EventQueue()
-        self.driver = SessionDriver(workload)
+        self.driver = SessionDriver(workload, concurrency)
         self.view = ClusterViewImpl(self, self.instances, bs)
         self.session_home: dict[str, int] = {}
         self.seqs: list[Seq | None] = [None] * len(self.driver.calls)

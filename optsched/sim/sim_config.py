@@ -1,0 +1,179 @@
+"""Simulation config files (YAML): what `optsched simulate CONFIG.yaml` runs.
+
+Top-level keys (all but ``workload`` and ``cluster`` optional; examples in ``experiments/configs/``):
+
+- ``name``: run name (str).
+- ``seed``: int; seeds random policies (streams 1-3, `optsched.sim.registry`); a generator
+  workload takes its own seed from its spec string.
+- ``workload``: mapping with exactly one source key -
+  ``path`` (trace file/folder, any format ``optsched.workload.load_any`` reads; relative paths are
+  resolved against the config file's folder, then the current directory),
+  ``sample`` ("mooncake" or "lmcache": the shipped samples), or
+  ``generator`` (a spec string such as ``"agentx:sessions=20,seed=0"``, see ``optsched.workload.spec``)
+  - and optionally ``limit_sessions`` (keep the first N sessions).
+- ``cluster``: ``instances`` (list of `InstanceConfig` fields), ``dram_tier``, ``ssd_tier``, ``pd_link``.
+- ``scheduler``: `SchedulerConfig` fields.
+- ``policies``: ``router`` / ``admission`` / ``residency``: a registry name, a mapping
+  ``{name: ..., params...}``, or null (defaults: round_robin / built-in FCFS / LRU).
+- ``slo``: ``{ttft_s, tpot_s}`` or null.
+- ``concurrency``: closed-loop users (0 = sessions start at their own ``start_s``).
+
+Errors name the file and the field (``config.yaml: scheduler.max_num_seqs: ...``).
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from optsched.sim.config import SLO, ClusterConfig, InstanceConfig, SchedulerConfig
+
+__all__ = ["load_config_dict", "build_run", "run_config", "apply_override", "TOP_KEYS"]
+
+TOP_KEYS = ("name", "seed", "workload", "cluster", "scheduler", "policies", "slo", "concurrency")
+_WORKLOAD_KEYS = ("path", "sample", "generator", "limit_sessions")
+_CLUSTER_KEYS = ("instances", "dram_tier", "ssd_tier", "pd_link")
+_POLICY_KEYS = ("router", "admission", "residency")
+
+
+def load_config_dict(path: str | Path) -> dict:
+    """Read and key-check a YAML config; the dict gets ``_dir`` (the file's folder) for relative paths.
+
+    Raises:
+        FileNotFoundError: missing file. ValueError: not a mapping, unknown or missing keys.
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise FileNotFoundError(f"config file not found: {p}")
+    try:
+        data = yaml.safe_load(p.read_text())
+    except yaml.YAMLError as exc:
+        raise ValueError(f"{p}: not valid YAML: {exc}") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{p}: expected a mapping at the top level, got {type(data).__name__}")
+    _check_keys(p.name, "", data, TOP_KEYS)
+    for k in ("workload", "cluster"):
+        if k not in data:
+            raise ValueError(f"{p.name}: missing required key {k!r}")
+    data["_file"] = p.name
+    data["_dir"] = str(p.resolve().parent)
+    return data
+
+
+def _check_keys(fname: str, where: str, d: Any, allowed: tuple) -> None:
+    if not isinstance(d, dict):
+        raise ValueError(f"{fname}: {where or 'top level'} must be a mapping, got {d!r}")
+    for k in d:
+        if k not in allowed:
+            raise ValueError(f"{fname}: unknown key {where + '.' if where else ''}{k}; expected one of {', '.join(allowed)}")
+
+
+def apply_override(cfg: dict, key: str, value: Any) -> dict:
+    """Copy of ``cfg`` with dotted ``key`` (e.g. ``scheduler.long_prefill_token_threshold``) set to ``value``."""
+    out = copy.deepcopy(cfg)
+    parts = key.split(".")
+    if parts[0] not in TOP_KEYS:
+        raise ValueError(f"override {key!r}: unknown top-level key {parts[0]!r}; expected one of {', '.join(TOP_KEYS)}")
+    d = out
+    for part in parts[:-1]:
+        if d.get(part) is None:
+            d[part] = {}
+        d = d[part]
+        if not isinstance(d, dict):
+            raise ValueError(f"override {key!r}: {part} is not a mapping")
+    d[parts[-1]] = value
+    return out
+
+
+def _typed(fname: str, where: str, cls: type, fields: dict) -> Any:
+    _check_keys(fname, where, fields, tuple(f.name for f in dataclasses.fields(cls)))
+    try:
+        return cls(**fields)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{fname}: {where}: {exc}") from None
+
+
+def _workload(cfg: dict, seed: int):
+    from optsched.workload import load_any
+    from optsched.workload.samples import lmcache_sample, mooncake_sample
+    from optsched.workload.spec import workload_from_spec
+
+    fname = cfg["_file"]
+    w = cfg["workload"]
+    _check_keys(fname, "workload", w, _WORKLOAD_KEYS)
+    src = [k for k in ("path", "sample", "generator") if k in w]
+    if len(src) != 1:
+        raise ValueError(f"{fname}: workload needs exactly one of path, sample, generator (got {src or 'none'})")
+    try:
+        if "path" in w:
+            p = Path(w["path"])
+            if not p.is_absolute() and (Path(cfg["_dir"]) / p).exists():
+                p = Path(cfg["_dir"]) / p
+            wl = load_any(p)
+        elif "sample" in w:
+            samples = {"mooncake": mooncake_sample, "lmcache": lmcache_sample}
+            if w["sample"] not in samples:
+                raise ValueError(f"workload.sample must be one of {sorted(samples)}, got {w['sample']!r}")
+            wl = samples[w["sample"]](load=True)
+        else:
+            wl = workload_from_spec(str(w["generator"]))
+    except ValueError as exc:
+        raise ValueError(f"{fname}: workload: {exc}") from None
+    lim = w.get("limit_sessions")
+    if lim is not None:
+        if not isinstance(lim, int) or lim < 1:
+            raise ValueError(f"{fname}: workload.limit_sessions must be an int >= 1, got {lim!r}")
+        wl = dataclasses.replace(wl, sessions=wl.sessions[:lim])
+    return wl
+
+
+def build_run(cfg: dict) -> dict:
+    """Validated objects of a config dict: workload, cluster, router, admission, residency, slo, seed, concurrency."""
+    from optsched.sim.registry import build_policy
+
+    fname = cfg.get("_file", "<config>")
+    seed = cfg.get("seed", 0)
+    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
+        raise ValueError(f"{fname}: seed must be an int >= 0, got {seed!r}")
+    conc = cfg.get("concurrency", 0)
+    if not isinstance(conc, int) or isinstance(conc, bool) or conc < 0:
+        raise ValueError(f"{fname}: concurrency must be an int >= 0, got {conc!r}")
+    c = cfg["cluster"]
+    _check_keys(fname, "cluster", c, _CLUSTER_KEYS)
+    insts = c.get("instances")
+    if not isinstance(insts, list) or not insts:
+        raise ValueError(f"{fname}: cluster.instances must be a non-empty list, got {insts!r}")
+    ics = tuple(_typed(fname, f"cluster.instances[{i}]", InstanceConfig, d) for i, d in enumerate(insts))
+    sched = _typed(fname, "scheduler", SchedulerConfig, cfg.get("scheduler") or {})
+    extra = {k: v for k, v in c.items() if k != "instances"}
+    try:
+        cluster = ClusterConfig(ics, sched, **extra)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{fname}: cluster: {exc}") from None
+    pol = cfg.get("policies") or {}
+    _check_keys(fname, "policies", pol, _POLICY_KEYS)
+    try:
+        router = build_policy("router", pol.get("router") or "round_robin", seed)
+        admission = build_policy("admission", pol.get("admission"), seed)
+        residency = build_policy("residency", pol.get("residency"), seed)
+    except ValueError as exc:
+        raise ValueError(f"{fname}: policies: {exc}") from None
+    slo = cfg.get("slo")
+    slo = _typed(fname, "slo", SLO, slo) if slo is not None else None
+    return {"workload": _workload(cfg, seed), "cluster": cluster, "router": router, "admission": admission,
+            "residency": residency, "slo": slo, "seed": seed, "concurrency": conc}
+
+
+def run_config(cfg: dict, progress: bool = False):
+    """Build and simulate a config dict; returns the `SimResult` (its ``config`` holds the YAML dict)."""
+    from optsched.sim import simulate
+
+    r = build_run(cfg)
+    res = simulate(r["workload"], r["cluster"], r["router"], r["admission"], r["residency"], r["slo"],
+                   seed=r["seed"], progress=progress, concurrency=r["concurrency"])
+    res.config["yaml"] = {k: v for k, v in cfg.items() if not k.startswith("_")}
+    return res

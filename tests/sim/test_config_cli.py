@@ -1,0 +1,97 @@
+"""Config validation (errors name the field), registry, and the `optsched simulate` CLI."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+
+from optsched.cli import main
+from optsched.sim import ClusterConfig, InstanceConfig, SchedulerConfig, SLO
+from optsched.sim.registry import build_policy
+from optsched.sim.sim_config import build_run, load_config_dict
+
+TINY = {
+    "name": "tiny",
+    "seed": 1,
+    "workload": {"generator": "chat:calls=30,seed=0,rate=20"},
+    "cluster": {"instances": [{"role": "colocated", "gpu": "a100-80gb", "model": "llama-2-7b", "tp": 1, "count": 2}]},
+    "scheduler": {"max_num_batched_tokens": 2048, "max_num_seqs": 32},
+    "policies": {"router": "least_outstanding"},
+    "slo": {"ttft_s": 1.0, "tpot_s": 0.05},
+}
+
+
+def _write(tmp_path, cfg, name="c.yaml"):
+    p = tmp_path / name
+    p.write_text(yaml.safe_dump(cfg))
+    return p
+
+
+@pytest.mark.parametrize(
+    "cls, kw, field",
+    [
+        (InstanceConfig, {"role": "both"}, "InstanceConfig.role"),
+        (InstanceConfig, {"tp": 0}, "InstanceConfig.tp"),
+        (SchedulerConfig, {"max_num_seqs": 9000}, "SchedulerConfig.max_num_seqs"),
+        (SchedulerConfig, {"preemption": "kill"}, "SchedulerConfig.preemption"),
+        (SchedulerConfig, {"long_prefill_token_threshold": -1}, "SchedulerConfig.long_prefill_token_threshold"),
+        (SLO, {"ttft_s": 0, "tpot_s": 1}, "SLO.ttft_s"),
+    ],
+)
+def test_config_types_name_the_field(cls, kw, field):
+    if cls is SLO:
+        with pytest.raises(ValueError, match=field):
+            SLO(**kw)
+    else:
+        with pytest.raises(ValueError, match=field):
+            cls(**kw)
+
+
+def test_cluster_needs_both_pd_roles():
+    with pytest.raises(ValueError, match="decode"):
+        ClusterConfig((InstanceConfig(role="prefill"),))
+
+
+def test_yaml_errors_name_file_and_field(tmp_path):
+    bad = dict(TINY, scheduler={"max_num_seqs": 0})
+    with pytest.raises(ValueError, match=r"c.yaml: scheduler: SchedulerConfig.max_num_seqs"):
+        build_run(load_config_dict(_write(tmp_path, bad)))
+    bad = dict(TINY, policies={"router": "nope"})
+    with pytest.raises(ValueError, match=r"c.yaml: policies: unknown router 'nope'"):
+        build_run(load_config_dict(_write(tmp_path, bad)))
+    bad = dict(TINY, schedular={})
+    with pytest.raises(ValueError, match="unknown key schedular"):
+        load_config_dict(_write(tmp_path, bad))
+
+
+def test_registry_named_rng_stream_is_reproducible():
+    a = build_policy("router", "random", seed=5)
+    b = build_policy("router", "random", seed=5)
+    assert a._rng.integers(1 << 30) == b._rng.integers(1 << 30)
+
+
+def test_cli_json_and_out(tmp_path, capsys):
+    p = _write(tmp_path, TINY)
+    assert main(["simulate", str(p), "--json", "--no-progress", "--out", str(tmp_path / "o")]) == 0
+    s = json.loads(capsys.readouterr().out)
+    assert s["num_calls"] == 30 and s["num_gpus"] == 2
+    assert (tmp_path / "o" / "calls.csv").read_text().count("\n") == 31
+
+
+def test_cli_sweep_writes_pareto(tmp_path, capsys):
+    p = _write(tmp_path, TINY)
+    out = tmp_path / "sw"
+    rc = main(["simulate", str(p), "--no-progress", "--sweep", "scheduler.max_num_batched_tokens=512,4096",
+               "--out", str(out)])
+    assert rc == 0
+    assert (out / "pareto.png").stat().st_size > 1000
+    assert (out / "sweep.csv").read_text().count("\n") == 3
+
+
+def test_cli_bad_config_is_one_line(tmp_path, capsys):
+    p = _write(tmp_path, dict(TINY, cluster={"instances": []}))
+    assert main(["simulate", str(p)]) == 2
+    err = capsys.readouterr().err
+    assert "cluster.instances must be a non-empty list" in err and "Traceback" not in err
