@@ -135,3 +135,29 @@ def test_one_token_does_two_flops_per_active_param(name):
     cm = CostModel("h200", name, 1)
     bd = cm.step_breakdown(0, 0, 0, 1, 0)
     assert bd["flops"] == pytest.approx(2 * cm.model.active_params, rel=1e-9)
+
+
+def test_dimensional_consistency_time_scales_with_hardware():
+    # units check: a GPU that is 2x faster in every rate (FLOP/s, B/s) with every fixed time halved must
+    # predict exactly half the time for every step (the model has no hidden unit constants)
+    import dataclasses
+
+    cm = CostModel.from_names("h200", "qwen3-235b-a22b", 8)
+    g, cal = cm.gpu, cm.calibration
+    g2 = dataclasses.replace(g, bf16_flops=2 * g.bf16_flops, hbm_bw=2 * g.hbm_bw, nvlink_bw=2 * g.nvlink_bw)
+    fams = {k: dataclasses.replace(v, launch_s=v.launch_s / 2, row_s=v.row_s / 2) for k, v in cal.families.items()}
+    cal2 = dataclasses.replace(cal, families=fams, allreduce_latency_s=cal.allreduce_latency_s / 2,
+                               step_overhead_s=cal.step_overhead_s / 2)
+    cm2 = CostModel(g2, cm.model, 8, cal2)
+    args = (np.array([0, 512, 8192]), np.array([0, 512 * 1000.0, 8192 * 5000.0]), np.array([0, 1500, 12000]),
+            np.array([64, 0, 16]), np.array([64 * 3000, 0, 16 * 9000]))
+    np.testing.assert_allclose(cm2.step_time(*args), cm.step_time(*args) / 2, rtol=1e-12)
+
+
+def test_more_compute_never_slower():
+    import dataclasses
+
+    cm = CostModel.from_names("a100-80gb", "llama-2-70b", 4)
+    cm2 = CostModel(dataclasses.replace(cm.gpu, bf16_flops=1.5 * cm.gpu.bf16_flops), cm.model, 4, cm.calibration)
+    pt = np.arange(0, 16384, 97)
+    assert np.all(cm2.prefill_time(pt, 1000) <= cm.prefill_time(pt, 1000))
