@@ -144,6 +144,7 @@ def generate_agentx(n_sessions: int, rng: np.random.Generator, variant: str = "f
     """
     if not (isinstance(n_sessions, int) and n_sessions >= 1):
         raise ValueError(f"n_sessions must be an int >= 1, got {n_sessions!r}")
+    label = variant if params is None else "custom"
     if params is None:
         if variant not in AGENTX_VARIANTS:
             raise ValueError(f"variant must be one of {sorted(AGENTX_VARIANTS)}, got {variant!r}")
@@ -231,8 +232,8 @@ def generate_agentx(n_sessions: int, rng: np.random.Generator, variant: str = "f
                 pending_join = tuple(ends)
         k += n_main + k_lane_total
         sessions.append(Session(sid, tuple(calls), start_s=starts[s]))
-    return Workload(name or f"agentx-{variant if params is None or params in AGENTX_VARIANTS.values() else 'custom'}",
-                    tuple(sessions), block_size=bs, closed_loop=True, source="generated:agentx")
+    return Workload(name or f"agentx-{label}", tuple(sessions), block_size=bs, closed_loop=True,
+                    source="generated:agentx")
 
 
 def _mk(cid, sid, xin, out, stream, bs, hs, lane, parents, new, think, tool) -> Call:

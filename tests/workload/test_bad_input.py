@@ -107,3 +107,20 @@ def test_load_any_unknown(tmp_path):
     g.write_text("hello")
     with pytest.raises(TraceFormatError, match="jsonl"):
         load_any(g)
+
+
+def test_lmcache_and_vidur_field_errors(tmp_path):
+    from optsched.workload import load_lmcache_agent
+
+    f = tmp_path / "s.jsonl"
+    f.write_text('{"timestamp": 1, "input": "a", "output": "b", "session_id": "s"}\n'
+                 '{"timestamp": 2, "output": "b", "session_id": "s"}\n')
+    _raises(load_lmcache_agent, f, 2, "field 'input' to be a string")
+    f.write_text('{"timestamp": -5, "input": "a", "output": "b", "session_id": "s"}\n')
+    _raises(load_lmcache_agent, f, 1, "field 'timestamp' to be an integer >= 0")
+    g = tmp_path / "v.csv"
+    g.write_text("num_prefill_tokens,num_decode_tokens,num_total_tokens,pd_ratio\n10,5,15,2.0\n10,5,16,2.0\n")
+    _raises(load_vidur_trace, g, 3, "num_total_tokens = prefill \\+ decode = 15")
+    h = tmp_path / "short.csv"
+    h.write_text("arrived_at,num_prefill_tokens,num_decode_tokens\n0.0,5\n")
+    _raises(load_vidur_trace, h, 2, "3 cells")
