@@ -140,3 +140,19 @@ def test_cli_solve_routing_says_clearly_when_unavailable(tmp_path, capsys):
         assert "does not provide plan_from_workload" in capsys.readouterr().out
     else:
         assert rc == 0
+
+
+def test_loaded_plans_run_in_the_cluster_simulator(tmp_path):
+    """DESIGN.md: a Plan runs without the simulator knowing how it was produced."""
+    import numpy as np
+
+    from optsched.sim import SLO, ClusterConfig, InstanceConfig, SchedulerConfig, simulate
+    from optsched.workload.gen_agentx import generate_agentx
+
+    wl = generate_agentx(1, np.random.default_rng(0))
+    cluster = ClusterConfig((InstanceConfig(gpu="h200-sxm", model="llama-3-70b", tp=4),), SchedulerConfig())
+    adm = load_policy(dump_policy(ADM, tmp_path / "a.json")).to_policy()
+    res = load_policy(dump_policy(TTL, tmp_path / "r.json")).to_policy()
+    out = simulate(wl, cluster, admission=adm, residency=res, slo=SLO(2.0, 0.1))
+    assert out.summary["num_calls"] == wl.num_calls
+    assert len(out.calls) == wl.num_calls

@@ -115,10 +115,11 @@ def cost_coefficients(cm: CostModel, max_tokens: int = 1_000_000) -> dict[str, t
 
 
 def ttl_opt_policy(durations: Mapping[str, Sequence[float]], cm: CostModel, block_size: int = 16,
-                   mode: str = "optimized", seed: int = 0) -> OptimizedTTLResidency:
+                   mode: str = "optimized", seed: int = 0, slot_s: float = 0.0) -> OptimizedTTLResidency:
     """The ski-rental TTL rule with this cost model's prices (see `OptimizedTTLResidency`)."""
     return OptimizedTTLResidency({k: tuple(v) for k, v in durations.items()}, (1.0 / cm.kv_capacity_tokens(), 0.0, 0.0),
-                                 block_size=block_size, mode=mode, seed=seed, **cost_coefficients(cm))
+                                 block_size=block_size, mode=mode, seed=seed, slot_s=slot_s,
+                                 **cost_coefficients(cm))
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,7 +153,7 @@ def residency_plan(policy: OptimizedTTLResidency, comparison: ResidencyCompariso
               "hold_price_s_per_token_s": list(policy.hold_price_s_per_token_s),
               "pcie_coef_s": list(policy.pcie_coef_s), "ssd_coef_s": list(policy.ssd_coef_s),
               "recompute_coef_s": list(policy.recompute_coef_s), "block_size": policy.block_size,
-              "mode": policy.mode, "allow_ssd": policy.allow_ssd, "seed": policy.seed}
+              "mode": policy.mode, "allow_ssd": policy.allow_ssd, "seed": policy.seed, "slot_s": policy.slot_s}
     prov = Provenance(workload_digest=digest, cost_model=cost_model, calibration_id=calibration_id, solver=r.solver,
                       solver_version=r.solver_version, objective=r.objective, bound=r.bound, gap=r.gap, seed=seed,
                       git_revision=git_revision()["commit"], objective_units="s (instance-seconds, slot model)")

@@ -67,6 +67,9 @@ class OptimizedTTLResidency:
         mode: "optimized", "break_even" or "randomized".
         allow_ssd: consider SSD offload as a ``then`` action.
         seed: seed of the generator used by ``randomized``.
+        slot_s: 0 for continuous time; > 0 to optimize for a slotted model in which holding is paid per
+            started slot (`optsched.models.residency_slots`): samples become ceil(d / slot) * slot, so
+            the candidate TTLs are whole slots and the expected cost is the slot model's.
 
     Raises:
         ValueError: no samples, negative or non-finite numbers, wrong tuple lengths, unknown mode.
@@ -82,6 +85,7 @@ class OptimizedTTLResidency:
     mode: str = "optimized"
     allow_ssd: bool = True
     seed: int = 0
+    slot_s: float = 0.0
     _samples: dict = field(default_factory=dict, init=False, repr=False, compare=False)
     _rng: Any = field(default=None, init=False, repr=False, compare=False)
 
@@ -95,11 +99,15 @@ class OptimizedTTLResidency:
                 raise ValueError(f"{fname} must be {size} finite numbers >= 0, got {v!r}")
         if not (isinstance(self.block_size, int) and self.block_size >= 1):
             raise ValueError(f"block_size must be an int >= 1, got {self.block_size!r}")
+        if not (math.isfinite(self.slot_s) and self.slot_s >= 0):
+            raise ValueError(f"slot_s must be a finite number >= 0, got {self.slot_s!r}")
         pooled: list[float] = []
         for tool, s in self.tool_durations_s.items():
             arr = np.sort(np.asarray(list(s), dtype=float))
             if arr.size == 0 or not np.all(np.isfinite(arr)) or arr[0] < 0:
                 raise ValueError(f"tool_durations_s[{tool!r}] must be non-empty finite durations >= 0")
+            if self.slot_s > 0:
+                arr = np.maximum(np.ceil(arr / self.slot_s - 1e-9), 1.0) * self.slot_s
             self._samples[tool] = arr
             pooled.extend(arr.tolist())
         if not pooled:

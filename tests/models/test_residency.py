@@ -132,3 +132,16 @@ def test_ttl_rule_modes():
     assert dec == ResidencyDecision("offload_dram")  # long waits: offload at once
     with pytest.raises(ValueError, match="mode"):
         _rule("lifo")
+
+
+def test_slotted_rule_uses_whole_slots():
+    # slot 2 s: samples (1, 1, 10) become (2, 2, 10); tau=2: (2 + 2 + (2 + 3)) / 3 = 3 < tau=0: 3? tie -> 0
+    r = OptimizedTTLResidency({"bash": (1.0, 1.0, 10.0)}, (1.0, 0.0, 0.0), (1.5, 0.0), (50.0, 0.0),
+                              (100.0, 0.0, 0.0), block_size=1, allow_ssd=False, slot_s=2.0)
+    tau, cost = expected_cost_curve(r._samples["bash"], 1.0, 3.0, 0.0)
+    assert tau.tolist() == [0.0, 2.0, 2.0, 10.0]
+    assert cost.tolist() == pytest.approx([3.0, 3.0, 3.0, 14.0 / 3.0])
+    assert r.decide("bash", 1) == (0.0, "offload_dram")  # first minimiser: offload at once
+    with pytest.raises(ValueError, match="slot_s"):
+        OptimizedTTLResidency({"bash": (1.0,)}, (1.0, 0.0, 0.0), (1.5, 0.0), (50.0, 0.0), (100.0, 0.0, 0.0),
+                              slot_s=-1.0)
