@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 
@@ -64,7 +63,7 @@ def _predict(args) -> int:
 
 
 def _validate(args) -> int:
-    from optsched.cost.validate import default_data_dir, validation_report, format_report
+    from optsched.cost.validate import default_data_dir, format_report, validation_report
 
     data = Path(args.data) if args.data else default_data_dir()
     if args.data and not data.exists():

@@ -14,5 +14,17 @@ from optsched.cost.model import CostModel
 from optsched.cost.ops import chunk_attn_pairs
 from optsched.cost.specs import GPUSpec, ModelSpec
 
-__all__ = ["CostModel", "GPUSpec", "ModelSpec", "Calibration", "FamilyParams", "load_gpu", "load_model",
-           "list_gpus", "list_models", "load_calibration", "shipped_calibration", "chunk_attn_pairs"]
+__all__ = [
+           "Calibration",
+           "CostModel",
+           "FamilyParams",
+           "GPUSpec",
+           "ModelSpec",
+           "chunk_attn_pairs",
+           "list_gpus",
+           "list_models",
+           "load_calibration",
+           "load_gpu",
+           "load_model",
+           "shipped_calibration",
+]

@@ -16,14 +16,21 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 from typing import Any
 
 from optsched.cost.efficiency import FamilyParams
 
-__all__ = ["Calibration", "DEFAULT_CALIBRATION", "FAMILIES", "load_calibration", "shipped_calibration",
-           "CALIBRATION_DIR", "SCHEMA"]
+__all__ = [
+    "CALIBRATION_DIR",
+    "DEFAULT_CALIBRATION",
+    "FAMILIES",
+    "SCHEMA",
+    "Calibration",
+    "load_calibration",
+    "shipped_calibration",
+]
 
 log = logging.getLogger(__name__)
 SCHEMA = "optsched.cost.calibration/v1"
@@ -86,7 +93,7 @@ class Calibration:
                 "residuals": self.residuals}
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any], where: str = "<calibration>") -> "Calibration":
+    def from_dict(cls, d: dict[str, Any], where: str = "<calibration>") -> Calibration:
         if d.get("schema") != SCHEMA:
             raise ValueError(f"{where}: schema must be {SCHEMA!r}, got {d.get('schema')!r}")
         fams = dict(_default_families())
@@ -122,7 +129,7 @@ def load_calibration(path: str | Path) -> Calibration:
     return Calibration.from_dict(json.loads(p.read_text()), str(p))
 
 
-@lru_cache(maxsize=None)
+@cache
 def shipped_calibration(gpu_name: str) -> Calibration:
     """The shipped fit for ``gpu_name`` (e.g. "a100-80gb"), else ``default.json`` (the cross-GPU fit),
     else the uncalibrated defaults (logged)."""

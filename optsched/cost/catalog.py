@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +18,7 @@ import yaml
 
 from optsched.cost.specs import GPUSpec, ModelSpec
 
-__all__ = ["load_gpu", "load_model", "list_gpus", "list_models", "spec_from_mapping", "CATALOG_DIR"]
+__all__ = ["CATALOG_DIR", "list_gpus", "list_models", "load_gpu", "load_model", "spec_from_mapping"]
 
 CATALOG_DIR = Path(__file__).resolve().parents[1] / "data" / "catalog"
 _META = ("source", "notes")
@@ -69,7 +69,7 @@ def _norm(name: str) -> str:
     return name.strip().lower().replace("_", "-")
 
 
-@lru_cache(maxsize=None)
+@cache
 def _index(kind: str) -> dict[str, Path]:
     out: dict[str, Path] = {}
     for p in sorted((CATALOG_DIR / kind).glob("*")):
@@ -81,7 +81,7 @@ def _index(kind: str) -> dict[str, Path]:
     return out
 
 
-@lru_cache(maxsize=None)
+@cache
 def _load(kind: str, cls: type, name_or_path: str):
     p = Path(name_or_path)
     if p.suffix in (".yaml", ".yml", ".json") or p.exists():

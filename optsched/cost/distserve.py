@@ -23,9 +23,15 @@ import numpy as np
 
 from optsched.cost.model import CostModel
 from optsched.cost.ops import chunk_attn_pairs
-from optsched.cost.queueing import decode_fixed_point, max_rate, md1_ttft_quantile_ok, md1_wait_cdf, poisson_quantile
+from optsched.cost.queueing import (
+    decode_fixed_point,
+    max_rate,
+    md1_ttft_quantile_ok,
+    md1_wait_cdf,
+    poisson_quantile,
+)
 
-__all__ = ["DISTSERVE_FIG1", "StepScale", "DistServeGoodput", "distserve_goodputs", "fit_prefill_scale"]
+__all__ = ["DISTSERVE_FIG1", "DistServeGoodput", "StepScale", "distserve_goodputs", "fit_prefill_scale"]
 
 # published numbers (req/s and req/s/GPU) and setup, DistServe §1 / Figure 1
 DISTSERVE_FIG1 = {"input_tokens": 512, "output_tokens": 64, "ttft_slo_s": 0.4, "tpot_slo_s": 0.04,
@@ -77,7 +83,7 @@ def distserve_goodputs(cm: CostModel, scale: StepScale = StepScale(), input_toke
     prefill = max_rate(lambda lam: md1_ttft_quantile_ok(lam, d_p, ttft_slo_s, attainment), hi)
 
     def decode_ok(lam: float) -> bool:
-        b, t = decode_fixed_point(t_dec, lam, n_dec, max_batch)
+        _, t = decode_fixed_point(t_dec, lam, n_dec, max_batch)
         return math.isfinite(t) and t <= tpot_slo_s
 
     decode = max_rate(decode_ok, 50.0 * hi)

@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-__all__ = ["FamilyParams", "kernel_time", "kernel_time_scalar", "compute_time", "memory_time"]
+__all__ = ["FamilyParams", "compute_time", "kernel_time", "kernel_time_scalar", "memory_time"]
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,7 +22,7 @@ from optsched.cost.calibration import Calibration
 from optsched.cost.catalog import load_gpu
 from optsched.cost.efficiency import FamilyParams, kernel_time
 
-__all__ = ["predict_samples", "fit_family", "fit_elementwise", "fit_allreduce", "fit_calibration", "ape"]
+__all__ = ["ape", "fit_allreduce", "fit_calibration", "fit_elementwise", "fit_family", "predict_samples"]
 
 log = logging.getLogger(__name__)
 ROW_FAMILIES = ("attn_prefill", "attn_decode")  # families with a per-row cost (row_s)

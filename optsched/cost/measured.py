@@ -27,7 +27,7 @@ Sources (read their SOURCE.md):
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import numpy as np
@@ -36,8 +36,17 @@ import pandas as pd
 from optsched.cost.ops import chunk_attn_pairs, dense_gemms, elementwise_op_bytes, gemm_flops_bytes
 from optsched.cost.specs import ModelSpec
 
-__all__ = ["SAMPLE_COLUMNS", "vidur_mlp_samples", "vidur_allreduce_samples", "aic_gemm_samples",
-           "aic_attention_samples", "aic_allreduce_samples", "all_samples", "read_samples", "subsample"]
+__all__ = [
+    "SAMPLE_COLUMNS",
+    "aic_allreduce_samples",
+    "aic_attention_samples",
+    "aic_gemm_samples",
+    "all_samples",
+    "read_samples",
+    "subsample",
+    "vidur_allreduce_samples",
+    "vidur_mlp_samples",
+]
 
 SAMPLE_COLUMNS = ["source", "gpu", "family", "group", "op", "m", "flops", "bytes", "ranks", "time_s"]
 VIDUR_GEMM_OPS = ("attn_pre_proj", "attn_post_proj", "mlp_up_proj", "mlp_down_proj")
@@ -57,7 +66,7 @@ def _vidur_spec(r, model: str) -> ModelSpec:
                      gated_mlp=bool(r.use_gated_mlp))
 
 
-@lru_cache(maxsize=None)
+@cache
 def vidur_mlp_samples(data_dir: str) -> pd.DataFrame:
     """GEMM and elementwise samples from every Vidur A100 mlp.csv under ``data_dir``/vidur."""
     parts = []
@@ -85,7 +94,7 @@ def vidur_mlp_samples(data_dir: str) -> pd.DataFrame:
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=SAMPLE_COLUMNS)
 
 
-@lru_cache(maxsize=None)
+@cache
 def vidur_allreduce_samples(data_dir: str) -> pd.DataFrame:
     """All-reduce samples of a DGX A100 (NVSwitch), all ranks inside one node (devices_per_node == workers)."""
     f = Path(data_dir, "vidur/profiling/network/a100_dgx/all_reduce.csv")
@@ -104,7 +113,7 @@ def _aic(data_dir: str, rel: str) -> pd.DataFrame:
     return pd.read_csv(Path(data_dir, "aiconfigurator_h200_sxm", rel))
 
 
-@lru_cache(maxsize=None)
+@cache
 def aic_gemm_samples(data_dir: str, min_nk: int = 256) -> pd.DataFrame:
     """bf16 GEMM samples with n, k >= ``min_nk`` (LLM weight shapes: every catalog model's layers at
     TP <= 8 have n, k >= 320; the table also sweeps n, k down to 32); group = "n<n>k<k>" (the weight
@@ -118,7 +127,7 @@ def aic_gemm_samples(data_dir: str, min_nk: int = 256) -> pd.DataFrame:
                    "time_s": d["latency"].to_numpy() * 1e-3})
 
 
-@lru_cache(maxsize=None)
+@cache
 def aic_attention_samples(data_dir: str, head_dims: tuple[int, ...] = (128,)) -> pd.DataFrame:
     """FA3 attention, bf16 KV cache, full attention, head_dim 128 (every catalog model but phi-2);
     group = "h<heads>kv<kv_heads>d<head_dim>"; m = query rows × KV heads (thread-block work units; FA3 packs
@@ -147,7 +156,7 @@ def aic_attention_samples(data_dir: str, head_dims: tuple[int, ...] = (128,)) ->
     return pd.concat(out, ignore_index=True)
 
 
-@lru_cache(maxsize=None)
+@cache
 def aic_allreduce_samples(data_dir: str) -> pd.DataFrame:
     """vLLM custom all-reduce (CUDA-graph backend) on H200; message_size read as bf16 elements."""
     d = _aic(data_dir, "comm/vllm/0.24.0/custom_allreduce_perf.csv")

@@ -19,8 +19,13 @@ import math
 from optsched.cost.ops import kv_heads_per_rank
 from optsched.cost.specs import GPUSpec, ModelSpec
 
-__all__ = ["kv_bytes_per_token", "kv_bytes_per_token_layer_rank", "activation_reserve_bytes",
-           "kv_capacity_tokens", "NCCL_BUFFER_BYTES"]
+__all__ = [
+    "NCCL_BUFFER_BYTES",
+    "activation_reserve_bytes",
+    "kv_bytes_per_token",
+    "kv_bytes_per_token_layer_rank",
+    "kv_capacity_tokens",
+]
 
 NCCL_BUFFER_BYTES = {1: 0, 2: 358_612_992}  # AIConfigurator h200_sxm.yaml misc.nccl_mem; 411,041,792 for tp >= 4
 

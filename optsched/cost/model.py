@@ -30,8 +30,16 @@ from optsched.cost import memory
 from optsched.cost.calibration import Calibration, shipped_calibration
 from optsched.cost.catalog import load_gpu, load_model
 from optsched.cost.efficiency import kernel_time, kernel_time_scalar
-from optsched.cost.ops import (ELEMENTWISE_KERNELS, dense_gemms, elementwise_bytes_per_token, elementwise_op_bytes, expected_active_experts, expert_gemms,
-                               gemm_flops_bytes, kv_heads_per_rank)
+from optsched.cost.ops import (
+    ELEMENTWISE_KERNELS,
+    dense_gemms,
+    elementwise_bytes_per_token,
+    elementwise_op_bytes,
+    expected_active_experts,
+    expert_gemms,
+    gemm_flops_bytes,
+    kv_heads_per_rank,
+)
 from optsched.cost.specs import GPUSpec, ModelSpec
 
 __all__ = ["CostModel"]
@@ -92,7 +100,7 @@ class CostModel:
         self._tab = None  # lazily built lookup tables (linear, LM head, communication) over integer rows
 
     @classmethod
-    def from_names(cls, gpu: str, model: str, tp: int = 1, calibrated: bool = True, **kw) -> "CostModel":
+    def from_names(cls, gpu: str, model: str, tp: int = 1, calibrated: bool = True, **kw) -> CostModel:
         """Catalog names → CostModel with the shipped calibration for that GPU (or the cross-GPU default)."""
         g = load_gpu(gpu)
         cal = shipped_calibration(g.name) if calibrated else None

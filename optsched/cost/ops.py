@@ -18,8 +18,18 @@ import numpy as np
 
 from optsched.cost.specs import ModelSpec
 
-__all__ = ["Gemm", "dense_gemms", "expert_gemms", "gemm_flops_bytes", "elementwise_bytes_per_token", "elementwise_op_bytes", "ELEMENTWISE_KERNELS",
-           "kv_heads_per_rank", "chunk_attn_pairs", "expected_active_experts"]
+__all__ = [
+    "ELEMENTWISE_KERNELS",
+    "Gemm",
+    "chunk_attn_pairs",
+    "dense_gemms",
+    "elementwise_bytes_per_token",
+    "elementwise_op_bytes",
+    "expected_active_experts",
+    "expert_gemms",
+    "gemm_flops_bytes",
+    "kv_heads_per_rank",
+]
 
 Gemm = tuple[str, int, int]  # (name, n, k) on one rank; m = tokens
 

@@ -18,12 +18,12 @@ requests/s, times in seconds; ``attainment`` is the fraction of requests that mu
 from __future__ import annotations
 
 import math
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 from scipy.stats import poisson
 
-__all__ = ["md1_wait_cdf", "md1_ttft_quantile_ok", "max_rate", "decode_fixed_point", "poisson_quantile"]
+__all__ = ["decode_fixed_point", "max_rate", "md1_ttft_quantile_ok", "md1_wait_cdf", "poisson_quantile"]
 
 
 def md1_wait_cdf(x: float, lam: float, d: float) -> float:

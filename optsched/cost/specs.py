@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, fields
 
-__all__ = ["GPUSpec", "ModelSpec", "LINKS"]
+__all__ = ["LINKS", "GPUSpec", "ModelSpec"]
 
 LINKS = ("pcie", "ssd", "nvlink", "rdma")
 

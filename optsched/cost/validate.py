@@ -25,7 +25,7 @@ from optsched.cost.calibration import CALIBRATION_DIR, Calibration, load_calibra
 from optsched.cost.fit import ape, fit_calibration, predict_samples
 from optsched.cost.measured import all_samples, subsample
 
-__all__ = ["default_data_dir", "fit_shipped", "accuracy_rows", "validation_report", "format_report"]
+__all__ = ["accuracy_rows", "default_data_dir", "fit_shipped", "format_report", "validation_report"]
 
 log = logging.getLogger(__name__)
 SOURCE_GPU = {"vidur": "a100-80gb", "aiconfigurator": "h200-sxm"}
@@ -42,7 +42,7 @@ def _rows(df: pd.DataFrame, pred: np.ndarray, split: str) -> list[dict]:
     for (src, fam), idx in df.groupby(["source", "family"]).groups.items():
         ee = e[df.index.get_indexer(idx)]
         ee = ee[np.isfinite(ee)]
-        out.append({"source": src, "gpu": SOURCE_GPU.get(src, ""), "family": fam, "split": split, "n": int(len(ee)),
+        out.append({"source": src, "gpu": SOURCE_GPU.get(src, ""), "family": fam, "split": split, "n": len(ee),
                     "median_ape": float(np.median(ee)), "p90_ape": float(np.quantile(ee, 0.9))})
     return out
 

@@ -1,7 +1,7 @@
 """Calibration accuracy against the real measured kernels in ../shared/data (skipped when absent), the shipped
 residual tables, and parameter recovery of the least-squares fit on synthetic samples."""
 
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import numpy as np
@@ -20,12 +20,12 @@ needs_data = pytest.mark.skipif(not DATA.exists(), reason="../shared/data absent
 BAR = 0.10  # issue bar: held-out median APE <= 10% for GEMM/MLP and attention
 
 
-@lru_cache(maxsize=None)
+@cache
 def _samples():
     return all_samples(DATA)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _rows():
     df = subsample(_samples(), 2500, np.random.default_rng(0))
     return pd.DataFrame(accuracy_rows(df, max_samples=2500))
