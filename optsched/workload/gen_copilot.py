@@ -119,17 +119,21 @@ def generate_copilot(n_sessions: int, rng: np.random.Generator, params: CopilotP
         model = p.models[0]
         stream = list(glob)  # full-block content ids of the context (unsalted)
         ctx = p.system_prompt_tokens
+        common = 0  # tokens of the context shared (same model, same prefix) with the previous call's input
         calls: list[Call] = []
         for turn in range(turns[s]):
             is_deep = deep[t_index]
             n = cascade_n[t_index] if is_deep else normal_n[t_index]
             t_index += 1
             if turn > 0:
+                common = calls[-1].input_tokens
                 if p.keep_fraction < 1.0:
                     ctx = int(p.keep_fraction * ctx)
                     del stream[ctx // bs:]
+                    common = min(common, ctx)
                 if mr.random() < p.model_switch_prob and len(p.models) > 1:
                     model = p.models[(p.models.index(model) + 1 + int(mr.integers(len(p.models) - 1))) % len(p.models)]
+                    common = 0
             ctx += _ln(lr, p.user_message_median_tokens, 1)[0]
             outs = _ln(lr, p.output_median_tokens, n)
             results = _ln(lr, p.tool_result_median_tokens, n)
@@ -145,10 +149,10 @@ def generate_copilot(n_sessions: int, rng: np.random.Generator, params: CopilotP
                     think = float(tr.lognormal(math.log(p.user_think_median_s), 1.0))
                 else:
                     think = float(tr.lognormal(math.log(p.retry_median_s if is_deep else p.tool_median_s), 1.0))
-                same_model = prev is not None and prev.model == model
+                if i > 0:
+                    common = prev.input_tokens
                 calls.append(Call(
-                    f"{sid}-t{turn}.{i}", sid, ctx, outs[i],
-                    new_tokens=ctx - prev.input_tokens if same_model and ctx >= prev.input_tokens else ctx,
+                    f"{sid}-t{turn}.{i}", sid, ctx, outs[i], new_tokens=ctx - common,
                     parents=(prev.call_id,) if prev else (), block_hashes=salt_hashes(raw, model), block_size=bs,
                     model=model, turn=turn, think_time_s=0.0 if last_of_turn and turn == turns[s] - 1 else think,
                     tool="retry" if retry else ("" if last_of_turn else "tool"),

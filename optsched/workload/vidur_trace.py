@@ -63,7 +63,7 @@ def load_vidur_trace(
             raise ValueError(f"{path}: has arrived_at; rate_per_s must not be given")
         if rng is None or not (rate_per_s > 0):
             raise ValueError(f"rate_per_s must be > 0 and needs rng, got rate_per_s={rate_per_s!r}, rng={rng!r}")
-        times = np.cumsum(rng.exponential(1.0 / rate_per_s, size=len(rows))) - 0.0
+        times = np.cumsum(rng.exponential(1.0 / rate_per_s, size=len(rows)))
         times = (times - times[0]).tolist()  # first request at t = 0, as in the splitwise files
         rows = [(ln, times[i], p, d) for i, (ln, _, p, d) in enumerate(rows)]
     order = sorted_order([r[1] for r in rows], path, "arrived_at") if rows[0][1] is not None else range(len(rows))

@@ -94,8 +94,13 @@ def test_copilot_model_switch_and_keep_fraction():
                 assert b.model != a.model and not set(a.block_hashes) & set(b.block_hashes)
                 assert b.new_tokens == b.input_tokens
     assert workload_stats(sw)["prefix_reuse"] < base
-    cut = workload_stats(generate_copilot(80, np.random.default_rng(3), model_switch_prob=0.0, keep_fraction=0.5))
-    assert cut["prefix_reuse"] < base
+    cw = generate_copilot(80, np.random.default_rng(3), model_switch_prob=0.3, keep_fraction=0.5)
+    assert workload_stats(cw)["prefix_reuse"] < base
+    for sess in cw.sessions:  # cached tokens (input - new) agree with the shared leading blocks, within a block
+        for a, b in zip(sess.calls, sess.calls[1:]):
+            shared = next((i for i, (x, y) in enumerate(zip(a.block_hashes, b.block_hashes)) if x != y),
+                          min(len(a.block_hashes), len(b.block_hashes)))
+            assert 0 <= (b.input_tokens - b.new_tokens) - shared * b.block_size < b.block_size
 
 
 def test_chat_is_independent_poisson():

@@ -12,10 +12,23 @@ from optsched.workload.tokenizer import ApproxBPETokenizer, chained_block_hashes
 
 # SOURCE.md: files, sessions, rows; calls/session min/median/max; input chars min/median/max;
 # output chars min/median/max; gap s min/median/max (3 d.p.)
+# text prefix reuse (chars of each input covered by its longest common prefix with an earlier input of the
+# same session / all input chars)
 EXPECTED = {
-    "miniswe": (20, 20, 402, (6, 22, 30), (5_080, 15_166, 145_122), (136, 393, 1_560), (0.499, 1.077, 4.211)),
-    "taubench": (25, 24, 471, (3, 20, 43), (29, 422, 4_257), (0, 0, 1_298), (0.174, 0.316, 2.894)),
+    "miniswe": (20, 20, 402, (6, 22, 30), (5_080, 15_166, 145_122), (136, 393, 1_560), (0.499, 1.077, 4.211), 0.936),
+    "taubench": (25, 24, 471, (3, 20, 43), (29, 422, 4_257), (0, 0, 1_298), (0.174, 0.316, 2.894), 0.868),
 }
+
+
+def _lcp(a: str, b: str) -> int:
+    lo, hi = 0, min(len(a), len(b))
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if a[:mid] == b[:mid]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
 
 
 def _quiet(fn, *a, **k):
@@ -26,7 +39,7 @@ def _quiet(fn, *a, **k):
 
 @pytest.mark.parametrize("kind", ["miniswe", "taubench"])
 def test_source_md_counts_and_medians(data_dir, kind):
-    files_n, sess_n, rows_n, cps, inp, out, gap = EXPECTED[kind]
+    files_n, sess_n, rows_n, cps, inp, out, gap, text_reuse = EXPECTED[kind]
     folder = data_dir / "lmcache_agent_trace" / kind
     files = sorted(folder.glob("*.jsonl"))
     recs = [r for f in files for r in _quiet(read_lmcache_records, f, allow_empty=True)]
@@ -36,6 +49,11 @@ def test_source_md_counts_and_medians(data_dir, kind):
     # SOURCE.md prints medians with 0 decimals (half-to-even: 15,166.5 -> 15,166)
     assert (min(ic), round(float(np.median(ic))), max(ic)) == inp
     assert (min(oc), round(float(np.median(oc))), max(oc)) == out
+    covered = 0
+    for f in files:
+        rs = _quiet(read_lmcache_records, f, allow_empty=True)
+        covered += sum(max((_lcp(r.input, e.input) for e in rs[:i]), default=0) for i, r in enumerate(rs))
+    assert round(covered / sum(ic), 3) == text_reuse
     w = _quiet(load_lmcache_agent, folder)
     s = workload_stats(w)
     assert (s["sessions"], s["calls"]) == (sess_n, rows_n)
