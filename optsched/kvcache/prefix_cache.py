@@ -289,34 +289,33 @@ class PrefixCache(ResidencyStore):
         old_pin = self._pins.pop(seq_id, None)
         self._seq_hbm -= self._alloc.pop(seq_id, 0)
         n = len(block_hashes)
-        k, h, _ = self._split(block_hashes, n)
+        _, h, _ = self._split(block_hashes, n)
+        blocks = self._blocks
         pin = None
         if h:
-            pin = self._blocks[block_hashes[h - 1]]
+            pin = blocks[block_hashes[h - 1]]
             pin.ref += 1
-        i = h
-        if k > h:
-            pin, i = self._promote_run(block_hashes, h, k, pin, None)
         added = 0
-        if i == k:  # whole resident part is in HBM: insert the rest
-            blocks = self._blocks
-            child_tier_hbm = HBM
-            while i < n:
-                h_i = block_hashes[i]
-                if h_i in blocks:  # same hash elsewhere in the index: hashes are not chained here
+        for i in range(h, n):  # blocks past the HBM run: move up from DRAM/SSD, or insert
+            h_i = block_hashes[i]
+            b = blocks.get(h_i)
+            if b is not None:
+                if b.depth != i or b.parent is not pin:  # same hash elsewhere: hashes not chained here
                     break
+                if b.tier != HBM and not self._to_hbm(b):
+                    break
+            else:
                 if self._cap[HBM] - self._used[HBM] - self._seq_hbm < 1 and not self._make_room(HBM, 1):
                     break
                 b = Block(h_i, pin, i, HBM, now_s)
                 blocks[h_i] = b
                 self._used[HBM] += 1
                 if pin is not None:
-                    pin.child_tier[child_tier_hbm] += 1
-                b.ref = 1
-                self._unpin(pin)
-                pin = b
+                    pin.child_tier[HBM] += 1
                 added += 1
-                i += 1
+            b.ref += 1
+            self._unpin(pin)
+            pin = b
         if pin is not None:
             self._touch(pin, now_s)
         self._unpin(pin)
