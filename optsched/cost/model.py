@@ -56,19 +56,26 @@ class CostModel:
     Args: gpu / model: spec or catalog name or file path; tp: tensor-parallel degree (>= 1);
     calibration: a ``Calibration`` (None = uncalibrated defaults); mem_utilization: HBM fraction vLLM may
     use (0.9); max_batched_tokens: step token budget used for the activation reserve; host_mem_utilization:
-    fraction of the per-GPU host DRAM / SSD share usable for KV (0.8, assumption).
-    Raises ValueError on a bad tp / fraction, or an unknown GPU/model.
+    fraction of the per-GPU host DRAM / SSD share usable for KV (0.8, assumption); ep: expert parallelism of
+    the MoE layers, 1 (experts TP-sharded like a dense MLP) or ``tp`` (each rank holds E/tp whole experts and
+    runs them on the tokens routed there; attention stays TP, and the expert outputs are combined by the same
+    all-reduce, so communication is unchanged — the vLLM/SGLang "TP attention + EP MoE" layout).
+    Raises ValueError on a bad tp / ep / fraction, or an unknown GPU/model.
     """
 
     def __init__(self, gpu: GPUSpec | str, model: ModelSpec | str, tp: int = 1, calibration: Calibration | None = None,
-                 mem_utilization: float = 0.9, max_batched_tokens: int = 8192, host_mem_utilization: float = 0.8):
+                 mem_utilization: float = 0.9, max_batched_tokens: int = 8192, host_mem_utilization: float = 0.8,
+                 ep: int = 1):
         if isinstance(tp, bool) or not isinstance(tp, (int, np.integer)) or tp < 1:
             raise ValueError(f"tp must be an int >= 1, got {tp!r}")
+        if ep not in (1, tp):
+            raise ValueError(f"ep must be 1 or tp={tp}, got {ep!r}")
         if not 0 < host_mem_utilization <= 1:
             raise ValueError(f"host_mem_utilization must be in (0, 1], got {host_mem_utilization!r}")
         self.gpu = load_gpu(gpu)
         self.model = load_model(model)
         self.tp = int(tp)
+        self.ep = int(ep)
         self.calibration = calibration if calibration is not None else Calibration()
         self.mem_utilization = mem_utilization
         self.max_batched_tokens = max_batched_tokens
@@ -77,7 +84,8 @@ class CostModel:
         self.kv_bytes_per_token = memory.kv_bytes_per_token(m, t)
         self._kv_rank_layer = memory.kv_bytes_per_token_layer_rank(m, t)
         self._dense = dense_gemms(m, t)
-        self._experts = expert_gemms(m, t) if m.is_moe else []
+        self._experts = expert_gemms(m, 1 if self.ep > 1 else t) if m.is_moe else []  # routed experts
+        self._shared = expert_gemms(m, t) if m.is_moe else []  # shared experts stay TP-sharded
         ob = elementwise_op_bytes(m, t)
         self._elem_bytes = elementwise_bytes_per_token(m, t)
         # seconds per token per layer of the memory-bound non-GEMM ops (the residual add runs twice)
@@ -111,7 +119,8 @@ class CostModel:
         return self.tp
 
     def __repr__(self) -> str:
-        return f"CostModel({self.gpu.name!r}, {self.model.name!r}, tp={self.tp}, calibration={self.calibration.name!r})"
+        return (f"CostModel({self.gpu.name!r}, {self.model.name!r}, tp={self.tp}, ep={self.ep}, "
+                f"calibration={self.calibration.name!r})")
 
     # ---- capacities ------------------------------------------------------------------------------
     def kv_capacity_tokens(self) -> int:
@@ -165,9 +174,10 @@ class CostModel:
             for _, n, k in self._dense[:2]:  # attention projections of MoE layers
                 add_gemm(rows, n, k, m.moe_layers)
             add_gemm(rows, m.num_experts, m.hidden_size, m.moe_layers)  # router
-            for _, n, k in self._experts:
-                add_gemm(per_e, n, k, m.moe_layers, group=e_act)
-                if m.num_shared_experts:
+            for _, n, k in self._experts:  # local active experts: E_act (TP) or E_act/ep (EP), expected
+                add_gemm(per_e, n, k, m.moe_layers, group=e_act / self.ep)
+            if m.num_shared_experts:
+                for _, n, k in self._shared:
                     add_gemm(rows, n * m.num_shared_experts, k, m.moe_layers)
         acc["b"] = acc["b"] + m.num_layers * rows * self._elem_bytes
         acc["t"] = acc["t"] + m.num_layers * np.where(

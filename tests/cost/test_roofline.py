@@ -161,3 +161,15 @@ def test_more_compute_never_slower():
     cm2 = CostModel(dataclasses.replace(cm.gpu, bf16_flops=1.5 * cm.gpu.bf16_flops), cm.model, 4, cm.calibration)
     pt = np.arange(0, 16384, 97)
     assert np.all(cm2.prefill_time(pt, 1000) <= cm.prefill_time(pt, 1000))
+
+
+def test_expert_parallel_same_flops_fewer_launch_bound_gemms():
+    tp_only = CostModel.from_names("h200", "deepseek-v3", 8)
+    ep = CostModel.from_names("h200", "deepseek-v3", 8, ep=8)
+    for rows in (1, 64, 4096):
+        a, b = tp_only.step_breakdown(rows, 0, 0, 0, 0), ep.step_breakdown(rows, 0, 0, 0, 0)
+        assert b["flops"] == pytest.approx(a["flops"], rel=1e-9)  # same math, different placement
+    # many tokens: full-width local experts run as larger GEMMs than 2048/8 = 256-wide TP shards
+    assert ep.prefill_time(8192) <= tp_only.prefill_time(8192)
+    with pytest.raises(ValueError, match="ep"):
+        CostModel.from_names("h200", "deepseek-v3", 8, ep=4)
