@@ -51,9 +51,12 @@ def solve_pyomo(model: pyo.ConcreteModel, options: SolverOptions) -> SolveResult
     opt.config.time_limit = options.time_limit_s
     opt.config.mip_gap = options.mip_gap
     opt.config.stream_solver = options.verbose
+    opt.config.log_level = logging.INFO if options.verbose else logging.DEBUG  # APPSI's log-forward level
     opt.config.load_solution = False
     opt.config.warmstart = options.warm_start
-    opt.highs_options = {"threads": options.threads, "random_seed": 0}
+    # output_flag off unless verbose: APPSI otherwise forwards the HiGHS log to the Python logger at
+    # INFO, which any logging.basicConfig(level=INFO) in a script would print.
+    opt.highs_options = {"threads": options.threads, "random_seed": 0, "output_flag": options.verbose}
     t0 = time.perf_counter()
     try:
         with quiet_fds(not options.verbose):

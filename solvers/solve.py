@@ -42,7 +42,7 @@ def solve(model: object, options: SolverOptions | None = None) -> SolveResult:
         result = solve_cvxpy(model, options)  # type: ignore[arg-type]
     else:
         raise TypeError(f"solve() takes a Pyomo ConcreteModel or a cvxpy Problem, got {type(model).__name__}")
-    logger.info("solve: status=%s objective=%s bound=%s gap=%s time=%.3fs (%s %s)", result.status,
+    logger.debug("solve: status=%s objective=%s bound=%s gap=%s time=%.3fs (%s %s)", result.status,
                 result.objective, result.bound, result.gap, result.wall_time_s, result.solver,
                 result.solver_version)
     return result

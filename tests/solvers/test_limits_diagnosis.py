@@ -96,3 +96,11 @@ def test_fallback_runs_named_heuristic_and_logs_it(caplog):
     assert not ok.used_fallback and ok.value == pytest.approx(ok.result.objective)
     with pytest.raises(ValueError, match="heuristic_name"):
         solve_or_fallback(m, extract=lambda mm: 0, heuristic=lambda: 0, heuristic_name="")
+
+
+def test_no_solver_log_through_python_logging(caplog):
+    """APPSI forwards the HiGHS log to the Python logger; with verbose off nothing reaches INFO."""
+    m, _, _, _ = multi_knapsack(n=20)
+    with caplog.at_level(logging.INFO):
+        solve(m, SolverOptions(time_limit_s=5))
+    assert "HiGHS" not in "".join(r.getMessage() for r in caplog.records if r.name.startswith("pyomo"))
