@@ -39,18 +39,21 @@ def iter_jsonl_objects(path: str | Path, allow_empty: bool = False) -> Iterator[
         raise TraceFormatError(path, 0, "at least one record (the file is empty)")
 
 
-def sorted_order(times: Sequence[float], path: str | Path, what: str = "timestamp") -> list[int]:
+def sorted_order(times: Sequence[float], path: str | Path, what: str = "timestamp",
+                 lines: Sequence[int] | None = None) -> list[int]:
     """Indices that order ``times`` ascending, stable (equal times keep file order).
 
     Unsorted input is not an error: the records are re-sorted with this stable sort and a
-    ``UserWarning`` (also logged) names the file and the first out-of-order line index.
+    ``UserWarning`` names the file and the first out-of-order line (``lines[i]`` is the 1-based file
+    line of record ``i``; default ``i + 1``, right for JSONL).
     """
     first_bad = next((i for i in range(1, len(times)) if times[i] < times[i - 1]), None)
     if first_bad is None:
         return list(range(len(times)))
+    ln = lines if lines is not None else range(1, len(times) + 1)
     msg = (
-        f"{path}: {what}s are not sorted (record {first_bad + 1} is earlier than record {first_bad}); "
-        f"re-sorted by {what} with a stable sort (equal {what}s keep file order)"
+        f"{path}:{ln[first_bad]}: {what}s are not sorted (line {ln[first_bad]} is earlier than line "
+        f"{ln[first_bad - 1]}); re-sorted by {what} with a stable sort (equal {what}s keep file order)"
     )
     warnings.warn(msg, stacklevel=3)
     log.debug(msg)

@@ -57,7 +57,7 @@ def load_azure(path: str | Path, name: str | None = None) -> Workload:
         inp = int_cell(row, "ContextTokens", path, line)
         out = int_cell(row, "GeneratedTokens", path, line, minimum=1)
         rows.append((line, ticks, inp, out))
-    order = sorted_order([r[1] for r in rows], path, "TIMESTAMP")
+    order = sorted_order([r[1] for r in rows], path, "TIMESTAMP", [r[0] for r in rows])
     t0 = min(r[1] for r in rows)
     sessions = []
     for i in order:

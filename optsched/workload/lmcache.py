@@ -73,7 +73,7 @@ def read_lmcache_records(path: str | Path, allow_empty: bool = False) -> list[LM
         if not obj["session_id"]:
             raise TraceFormatError(path, n, "a non-empty 'session_id'", "")
         recs.append(LMCacheRecord(n, ts, obj["input"], obj["output"], obj["session_id"]))
-    order = sorted_order([r.timestamp_us for r in recs], path)
+    order = sorted_order([r.timestamp_us for r in recs], path, lines=[r.line for r in recs])
     return [recs[i] for i in order]
 
 

@@ -66,7 +66,7 @@ def load_vidur_trace(
         times = np.cumsum(rng.exponential(1.0 / rate_per_s, size=len(rows)))
         times = (times - times[0]).tolist()  # first request at t = 0, as in the splitwise files
         rows = [(ln, times[i], p, d) for i, (ln, _, p, d) in enumerate(rows)]
-    order = sorted_order([r[1] for r in rows], path, "arrived_at") if rows[0][1] is not None else range(len(rows))
+    order = sorted_order([r[1] for r in rows], path, "arrived_at", [r[0] for r in rows]) if rows[0][1] is not None else range(len(rows))
     sessions = []
     for i in order:
         line, t, p, d = rows[i]

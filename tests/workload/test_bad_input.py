@@ -65,13 +65,13 @@ def test_csv_non_numeric_cell(tmp_path):
 def test_unsorted_timestamps_sorted_with_warning(tmp_path):
     f = tmp_path / "m.jsonl"
     f.write_text(MC_OK.replace('"timestamp": 0', '"timestamp": 2000') + MC_OK + MC_OK.replace("0,", "1000,", 1))
-    with pytest.warns(UserWarning, match=re.escape(str(f)) + ".*not sorted"):
+    with pytest.warns(UserWarning, match=re.escape(str(f)) + ":2: timestamps are not sorted"):
         w = load_mooncake(f)
     assert [c.call_id for c in w.calls()] == ["L2", "L3", "L1"]  # stable: equal times keep file order
     assert [c.arrival_s for c in w.calls()] == [0.0, 1.0, 2.0]
     g = tmp_path / "a.csv"
     g.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:17:05.0,10,5\n2023-11-16 18:17:04.5,11,5\n")
-    with pytest.warns(UserWarning, match=re.escape(str(g))):
+    with pytest.warns(UserWarning, match=re.escape(str(g)) + ":3: TIMESTAMPs are not sorted"):
         w = load_azure(g)
     assert [(c.call_id, c.arrival_s) for c in w.calls()] == [("L3", 0.0), ("L2", 0.5)]
 

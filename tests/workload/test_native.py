@@ -94,6 +94,11 @@ def test_fast_checks_agree_with_json_schema():
     assert n > 300
 
 
+def test_shipped_schema_is_a_valid_2020_12_schema():
+    Draft202012Validator.check_schema(session_schema())
+    assert session_schema()["$defs"]["header"]["properties"]["format"]["const"] == "optsched.session/v1"
+
+
 def test_delta_encoding_keeps_files_small(tmp_path):
     big = tuple(range(1000))
     c1 = Call("a", "s", 1000 * 16, 10, block_hashes=big, block_size=16)
