@@ -7,9 +7,10 @@ The simulated clock ``now_s`` is always passed in; there is no wall clock and no
 operations give the same state.
 
 Index. Block hashes are chained (hash i identifies the prefix 0..i, as Mooncake ``hash_ids``, Qin et al.,
-FAST 2025), so the radix tree over blocks is a dict ``hash -> Block`` with parent links; a block is only
-followed when its recorded parent is the previous hash of the query (so inconsistent hashes never match
-across prefixes). Tiers, eviction and invariants: ``TieredBlockStore`` (module ``tier_store``).
+FAST 2025), so the radix tree over blocks is a dict ``hash -> Block`` with parent links. A cached block matches
+query position i only if its depth is i, and release links a new block to the previous block of its
+own path (a hash already cached at another position stops the insertion), so inconsistent (non-chained)
+hashes cannot splice prefixes together; matching assumes chaining for its binary search. Tiers, eviction and invariants: ``TieredBlockStore`` (module ``tier_store``).
 
 Tier-alternating prefixes cannot occur: paths are kept hottest first (a child is never in a hotter tier
 than its parent; eviction is leaf-first and promotion goes root-first), so a match is an HBM run, then a
@@ -178,7 +179,7 @@ class PrefixCache(ResidencyStore):
     # implicitly, because a block with a child in its own tier is never an eviction candidate, never
     # demoted below a hotter child and never dropped while it has children. Likewise only the deepest
     # block's ``last_use_s`` is set on use; a block absorbs its child's time when the child leaves its
-    # tier (``TieredBlockStore._absorb``), so an eviction candidate always carries the last use of its
+    # tier (``EvictionOrder.absorb``), so an eviction candidate always carries the last use of its
     # whole subtree, which is exactly the LRU time of eager per-block touching. Acquire and release
     # therefore cost O(log n + blocks moved or inserted), not O(prefix length).
     def _touch(self, b: Block, now_s: float) -> None:
@@ -201,26 +202,23 @@ class PrefixCache(ResidencyStore):
                 self._push(b)
 
     def _promote_run(self, block_hashes: Sequence[int], start: int, stop: int, pin: Block | None,
-                     moved: list[int] | None) -> tuple[Block | None, int]:
-        """Move blocks ``start..stop-1`` of the path to HBM root first, moving the temporary pin down;
-        returns (deepest HBM block pinned, index reached). Stops when a block vanished (a colder tier
-        evicted it while making room) or HBM cannot make room."""
+                     moved: list[int]) -> Block | None:
+        """Move blocks ``start..stop-1`` of the path to HBM root first (counting them by source tier in
+        ``moved``), moving the pin down; returns the deepest block pinned. Stops when a block vanished
+        (a colder tier evicted it while making room) or HBM cannot make room."""
         blocks = self._blocks
-        i = start
-        while i < stop:
+        for i in range(start, stop):
             b = blocks.get(block_hashes[i])
             if b is None or b.depth != i:
                 break
             src = b.tier
             if src != HBM and not self._to_hbm(b):
                 break
-            if moved is not None:
-                moved[src] += 1
+            moved[src] += 1
             b.ref += 1
             self._unpin(pin)
             pin = b
-            i += 1
-        return pin, i
+        return pin
 
     def acquire(
         self, seq_id: object, block_hashes: Sequence[int], now_s: float, max_blocks: int | None = None
@@ -251,7 +249,7 @@ class PrefixCache(ResidencyStore):
             pin.ref += 1
             moved[HBM] = h
         if k > h:
-            pin, _ = self._promote_run(block_hashes, h, k, pin, moved)
+            pin = self._promote_run(block_hashes, h, k, pin, moved)
         if pin is not None:
             self._touch(pin, now_s)
         self._pins[seq_id] = pin
