@@ -65,13 +65,8 @@ def simulate(
              "seed": int(seed), "block_size": int(sim.block_size), "concurrency": int(concurrency)}
     summary = summarize(df, sim.instances, cluster.num_gpus, slo, extra)
     ts = pd.DataFrame(
-        {
-            "instance": [i.iid for i in sim.instances for _ in i.samples_t],
-            "t_s": [t for i in sim.instances for t in i.samples_t],
-            "queue_depth": [v for i in sim.instances for v in i.samples_queue],
-            "running_seqs": [v for i in sim.instances for v in i.samples_running],
-            "kv_used_blocks": [v for i in sim.instances for v in i.samples_kv],
-        }
+        [(i.iid,) + row for i in sim.instances for row in i.samples],
+        columns=["instance", "t_s", "queue_depth", "running_seqs", "kv_used_blocks"],
     )
     config = {
         "workload": workload.name, "source": workload.source, "cluster": dataclasses.asdict(cluster),

@@ -154,39 +154,52 @@ class Simulator:
         self.q.push(self.q.now_s + delay_s, KV_READY, (kind, seq, inst, None))
 
     def _start_step(self, unit: StepUnit, t: float) -> None:
+        if unit.lockstep:
+            self._start_group_step(unit, t)
+            return
+        inst = unit.members[0]
+        b = plan_step(inst, t, self.admission, self._start_load, self.ttft_slo_s)
+        if b.n_dec == 0 and not b.chunks:
+            self._idle(unit, t)
+            return
+        b.time_s = inst.cm.step_time(b.prefill_tokens, b.attn_pairs, b.prefill_kv, b.n_dec, b.dec_kv)
+        end = t + b.time_s
+        if self.fast_forward and can_run(inst, b):
+            b.steps, end = decode_run(inst, b, t, self.q.peek_time())
+        inst.busy_s += end - t
+        inst.num_steps += b.steps
+        unit.batches = [b]
+        unit.busy = True
+        self.q.push(end, STEP_END, unit)
+
+    def _idle(self, unit: StepUnit, t: float) -> None:
+        n = self.cluster.scheduler.prefill_schedule_interval
+        if n > 1 and any(i.waiting for i in unit.members) and unit.members[0].step_index % n:
+            # nothing runs until the next admitting step: an idle engine does not wait for it
+            for inst in unit.members:
+                inst.step_index += n - inst.step_index % n
+            self._start_step(unit, t)
+
+    def _start_group_step(self, unit: StepUnit, t: float) -> None:
+        """Lockstep group: every member plans; the step lasts as long as the slowest member's."""
         batches: list[Batch] = []
         longest = 0.0
         for inst in unit.members:
             b = plan_step(inst, t, self.admission, self._start_load, self.ttft_slo_s)
             if not b.empty:
                 b.time_s = float(inst.cm.step_time(b.prefill_tokens, b.attn_pairs, b.prefill_kv, b.n_dec, b.dec_kv))
-                if b.time_s > longest:
-                    longest = b.time_s
+                longest = max(longest, b.time_s)
             batches.append(b)
         if all(b.empty for b in batches):
-            n = self.cluster.scheduler.prefill_schedule_interval
-            if n > 1 and any(i.waiting for i in unit.members) and unit.members[0].step_index % n:
-                # nothing runs until the next admitting step: an idle engine does not wait for it
-                for inst in unit.members:
-                    inst.step_index += n - inst.step_index % n
-                self._start_step(unit, t)
+            self._idle(unit, t)
             return
-        end = t + longest
-        if not unit.lockstep:
-            inst = unit.members[0]
-            b = batches[0]
-            if self.fast_forward and can_run(inst, b):
-                b.steps, end = decode_run(inst, b, t, self.q.peek_time())
-            inst.busy_s += end - t
-            inst.num_steps += b.steps
-        else:
-            for inst, b in zip(unit.members, batches):
-                inst.busy_s += b.time_s
-                inst.num_steps += 1
-                inst.barrier_idle_s += longest - b.time_s
+        for inst, b in zip(unit.members, batches):
+            inst.busy_s += b.time_s
+            inst.num_steps += 1
+            inst.barrier_idle_s += longest - b.time_s
         unit.batches = batches
         unit.busy = True
-        self.q.push(end, STEP_END, unit)
+        self.q.push(t + longest, STEP_END, unit)
 
     def _on_step_end(self, unit: StepUnit, t: float) -> None:
         unit.busy = False
@@ -196,10 +209,12 @@ class Simulator:
             inst.step_index += 1
             if inst.pending_kv:
                 self._retry_pending(inst, t)
-            inst.sample(t)
-            work = work or inst.has_work()
+            inst.samples.append((t, len(inst.waiting), len(inst.dec) + len(inst.prefilling) + inst.loading,
+                                 inst.cache.hbm_used_blocks))
             if self.debug:
                 self._check(inst)
+            if not work and (inst.dec or inst.prefilling or inst.waiting):
+                work = True
         unit.batches = []
         if work:
             if self.q.peek_key() < (t, STEP):

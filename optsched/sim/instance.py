@@ -75,10 +75,8 @@ class Instance:
         self.busy_s = 0.0
         self.barrier_idle_s = 0.0
         self.num_steps = 0
-        self.samples_t: list[float] = []
-        self.samples_queue: list[int] = []
-        self.samples_kv: list[int] = []
-        self.samples_running: list[int] = []
+        # (t_s, queue depth, running sequences, HBM KV blocks used) at every step boundary
+        self.samples: list[tuple[float, int, int, int]] = []
 
     # ---- views of the aggregates -------------------------------------------------------------
     @property
@@ -163,12 +161,12 @@ class Instance:
         """Tokens in KV of a decoding ``seq`` now."""
         return seq.c0 + self.dstep - seq.d0
 
-    def sample(self, now_s: float) -> None:
-        """Record queue depth, running sequences and HBM KV blocks at a step boundary."""
-        self.samples_t.append(now_s)
-        self.samples_queue.append(len(self.waiting))
-        self.samples_running.append(self.num_running)
-        self.samples_kv.append(self.kv_used_blocks)
+    def sample_columns(self) -> tuple[list, list, list, list]:
+        """The step-boundary samples as columns (t_s, queue depth, running, KV blocks)."""
+        if not self.samples:
+            return [], [], [], []
+        t, q, r, k = zip(*self.samples)
+        return list(t), list(q), list(r), list(k)
 
 
 def cache_capacity(cache: Any) -> int:

@@ -127,13 +127,14 @@ def summarize(df: pd.DataFrame, instances: list, num_gpus: int, slo: Any, extra:
 
 
 def _instance_metrics(s: dict, instances: list, end_s: float) -> None:
-    q = [_time_avg(i.samples_t, i.samples_queue, end_s) for i in instances]
-    usage = [_time_avg(i.samples_t, i.samples_kv, end_s) / max(i.kv_capacity_blocks, 1) for i in instances]
+    cols = [i.sample_columns() for i in instances]
+    q = [_time_avg(c[0], c[1], end_s) for c in cols]
+    usage = [_time_avg(c[0], c[3], end_s) / max(i.kv_capacity_blocks, 1) for i, c in zip(instances, cols)]
     s["mean_queue_depth"] = float(np.mean(q))
-    s["max_queue_depth"] = int(max((max(i.samples_queue) if i.samples_queue else 0) for i in instances))
+    s["max_queue_depth"] = int(max((max(c[1]) if c[1] else 0) for c in cols))
     s["mean_kv_usage"] = float(np.mean(usage))
-    s["max_kv_usage"] = float(max((max(i.samples_kv) if i.samples_kv else 0) / max(i.kv_capacity_blocks, 1)
-                                  for i in instances))
+    s["max_kv_usage"] = float(max((max(c[3]) if c[3] else 0) / max(i.kv_capacity_blocks, 1)
+                                  for i, c in zip(instances, cols)))
     groups: dict[tuple, list[float]] = {}
     for inst, u in zip(instances, usage):
         key = ("g", inst.group) if inst.group >= 0 else ("r", inst.role)

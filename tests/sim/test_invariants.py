@@ -91,8 +91,9 @@ def test_invariants(seed, n, pd, budget, seqs, thr, interval, preemption, hbm, d
             assert by.loc[c.call_id, "release_s"] >= by.loc[p, "finish_s"] + _think(w, p) - 1e-12
     # time never goes backwards: step samples are ordered per instance
     for inst_ in sim.instances:
-        assert all(a <= b for a, b in zip(inst_.samples_t, inst_.samples_t[1:]))
-        assert max(inst_.samples_kv, default=0) <= hbm
+        ts, _, _, kv = inst_.sample_columns()
+        assert all(a <= b for a, b in zip(ts, ts[1:]))
+        assert max(kv, default=0) <= hbm
 
 
 def _think(w, call_id):
