@@ -19,10 +19,11 @@ rule, the basis of their min-waste choice. Ties prefer preserve, then swap, then
 Mapping to ``ResidencyDecision``: preserve -> ``keep`` (ttl inf), swap -> ``offload_dram``,
 discard -> ``drop``.
 
-Inputs here: C_i = ``kv_blocks``; C_other = HBM blocks used on the session's home instance minus
-C_i (``InstanceView.kv_used_blocks`` counts running and cached-resident blocks, so this over-counts
-the stalled memory when much of HBM is idle cache: documented approximation), 0 if the session has no
-home; T_INT = the call's ``think_time_s`` when ``use_think_time`` (InferCept's evaluation passes the
+Inputs here: C_i = ``kv_blocks``; C_other = KV blocks held by the running sequences on the session's
+home instance: the view's optional ``active_kv_blocks`` (the simulator provides it; the paused call has
+already released its blocks), else ``kv_used_blocks - C_i`` (``kv_used_blocks`` also counts idle cached
+blocks, so this fallback over-counts the stalled memory: documented approximation); 0 if the session
+has no home; T_INT = the call's ``think_time_s`` when ``use_think_time`` (InferCept's evaluation passes the
 API's execution time to the scheduler, ``sampling_params.api_exec_time``), else the mean of the tool
 class (``mean_pause_s``, fallback ``default_pause_s``). T_fwd(n) = a0 + a1 n + a2 n^2 and
 T_swap(n) = s0 + s1 n for n = C_i * block_size tokens (``from_cost_model`` fits them to
@@ -119,7 +120,11 @@ class InferceptResidency:
     def on_pause(self, call: Call, kv_blocks: int, view: ClusterView) -> ResidencyDecision:
         """The least-waste action (ties: preserve, swap, discard)."""
         home = view.session_home(call.session_id)
-        other = 0 if home is None else max(view.instances[home].kv_used_blocks - kv_blocks, 0)
+        other = 0
+        if home is not None:
+            inst = view.instances[home]
+            active = getattr(inst, "active_kv_blocks", None)
+            other = int(active) if active is not None else max(inst.kv_used_blocks - kv_blocks, 0)
         w = self.wastes(kv_blocks, other, self.pause_s(call))
         best = min(("preserve", "swap", "discard"), key=lambda k: w[k])  # min keeps the first on ties
         return {"preserve": _PRESERVE, "swap": _SWAP, "discard": _DISCARD}[best]

@@ -91,6 +91,23 @@ def test_infercept_choice(think, allow_swap, action):
     assert d.action == action and d.ttl_s == math.inf
 
 
+def test_infercept_uses_active_blocks_when_the_view_has_them():
+    class _Active:  # a view instance exposing the simulator's optional active_kv_blocks
+        kv_used_blocks = 5000  # mostly idle cache: would make swap/discard look expensive
+        active_kv_blocks = 0
+
+    class _View:
+        instances = (_Active(),)
+
+        def session_home(self, sid):
+            return 0
+
+    # C_other = 0: swap = 2 * 0.0016 * 100 = 0.32 < preserve 1.0 (think 0.01 s: 1.0) < discard 2.6
+    assert _ic().on_pause(_call(think=0.01), 100, _View()).action == "offload_dram"
+    _Active.active_kv_blocks = None  # attribute absent -> fallback kv_used - C_i = 4900: preserve wins
+    assert _ic().on_pause(_call(think=0.01), 100, _View()).action == "keep"
+
+
 def test_infercept_no_home_and_tool_means():
     p = _ic(use_think_time=False, mean_pause_s={"bash": 0.001}, default_pause_s=5.0)
     view = cluster(1)  # no home: C_other = 0 -> swap 2*0.0016*100 = 0.32, discard 2.6
