@@ -74,6 +74,14 @@ def _phase(name: str, calls: int, tmp: Path) -> dict:
     return out
 
 
+def _cpu_model() -> str:
+    cpuinfo = Path("/proc/cpuinfo")
+    if not cpuinfo.exists():
+        return ""
+    lines = cpuinfo.read_text().splitlines()
+    return next((ln.split(":", 1)[1].strip() for ln in lines if ln.startswith("model name")), "")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--calls", type=int, default=1_000_000, help="calls of the generated chat workload")
@@ -100,11 +108,11 @@ def main() -> int:
               f"peak RSS {r['peak_rss_mib']:>6,.0f} MiB", flush=True)
     import numpy
 
-    rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
+    rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True,
+                         check=False).stdout.strip()
     meta = {"argv": sys.argv, "git_revision": rev, "python": platform.python_version(), "numpy": numpy.__version__,
             "machine": f"{platform.machine()} {platform.processor() or ''} {os.cpu_count()} logical CPUs".strip(),
-            "cpu_model": next((ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name")),
-                              "") if Path("/proc/cpuinfo").exists() else "",
+            "cpu_model": _cpu_model(),
             "load_average_1_5_15": os.getloadavg()}
     (args.out / "results.json").write_text(json.dumps({"meta": meta, "phases": rows}, indent=2))
     for f in ("chat.jsonl", "agentx.jsonl", "mooncake.jsonl"):

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import csv
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 from optsched.workload.errors import TraceFormatError
 
-__all__ = ["iter_csv_rows", "int_cell", "float_cell"]
+__all__ = ["float_cell", "int_cell", "iter_csv_rows"]
 
 
 def iter_csv_rows(path: str | Path, required: tuple[str, ...]) -> Iterator[tuple[int, dict[str, str]]]:

@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 import logging
 import warnings
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Iterator, Sequence
 
 from optsched.workload.errors import TraceFormatError
 

@@ -21,8 +21,14 @@ import zlib
 import numpy as np
 from scipy.special import ndtri
 
-__all__ = ["Z95", "lognormal_from_median_p95", "stratified_lognormal", "assign_by_rank", "named_streams",
-           "stratified_count"]
+__all__ = [
+    "Z95",
+    "assign_by_rank",
+    "lognormal_from_median_p95",
+    "named_streams",
+    "stratified_count",
+    "stratified_lognormal",
+]
 
 Z95 = 1.6448536269514722  # Phi^{-1}(0.95)
 
@@ -49,7 +55,7 @@ def stratified_lognormal(rng: np.random.Generator, n: int, mu: float, sigma: flo
 def stratified_count(rng: np.random.Generator, n: int, share: float) -> np.ndarray:
     """Boolean mask of shape ``(n,)`` with exactly ``round(share * n)`` True entries at random positions."""
     mask = np.zeros(n, dtype=bool)
-    mask[rng.permutation(n)[: int(round(share * n))]] = True
+    mask[rng.permutation(n)[: round(share * n)]] = True
     return mask
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from optsched.workload.errors import TraceFormatError
 from optsched.workload.types import Workload
 
-__all__ = ["load_any", "detect_format"]
+__all__ = ["detect_format", "load_any"]
 
 _KNOWN = "native session JSONL, Mooncake JSONL, LMCache agent JSONL (file or directory), Azure 2023 CSV, Vidur CSV"
 

@@ -41,12 +41,16 @@ import numpy as np
 from scipy.special import ndtri
 
 from optsched.workload.calibrate import (
-    assign_by_rank, lognormal_from_median_p95, named_streams, stratified_count, stratified_lognormal,
+    assign_by_rank,
+    lognormal_from_median_p95,
+    named_streams,
+    stratified_count,
+    stratified_lognormal,
 )
 from optsched.workload.prefix_model import HashSource, global_prompt_hashes
 from optsched.workload.types import Call, Session, Workload
 
-__all__ = ["AgentXParams", "AGENTX_VARIANTS", "generate_agentx"]
+__all__ = ["AGENTX_VARIANTS", "AgentXParams", "generate_agentx"]
 
 TOOLS = ("bash", "read", "edit", "search", "web")
 TOOL_P = (0.35, 0.30, 0.20, 0.10, 0.05)  # assumption (tool mix is not used by any calibration target)

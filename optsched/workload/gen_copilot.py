@@ -34,7 +34,7 @@ from optsched.workload.calibrate import named_streams, stratified_count
 from optsched.workload.prefix_model import HashSource, global_prompt_hashes, salt_hashes
 from optsched.workload.types import Call, Session, Workload
 
-__all__ = ["CopilotParams", "generate_copilot", "NORMAL_TURN_PMF"]
+__all__ = ["NORMAL_TURN_PMF", "CopilotParams", "generate_copilot"]
 
 NORMAL_TURN_PMF = (0.10, 0.15, 0.20, 0.20, 0.15, 0.10, 0.05, 0.05)  # P(1 call) .. P(8 calls), assumption
 

@@ -28,9 +28,9 @@ from __future__ import annotations
 
 import logging
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from optsched.workload._io import iter_jsonl_objects, sorted_order
 from optsched.workload.errors import TraceFormatError, require_int
@@ -38,7 +38,7 @@ from optsched.workload.reconstruct import estimate_service_time_s
 from optsched.workload.tokenizer import ApproxBPETokenizer, Tokenizer, chained_block_hashes, common_prefix_len
 from optsched.workload.types import Call, Session, Workload
 
-__all__ = ["LMCacheRecord", "read_lmcache_records", "load_lmcache_agent"]
+__all__ = ["LMCacheRecord", "load_lmcache_agent", "read_lmcache_records"]
 
 log = logging.getLogger(__name__)
 

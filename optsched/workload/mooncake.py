@@ -15,7 +15,7 @@ from optsched.workload._io import iter_jsonl_objects, sorted_order
 from optsched.workload.errors import TraceFormatError, require_int
 from optsched.workload.types import Call, Session, Workload
 
-__all__ = ["load_mooncake", "MOONCAKE_BLOCK_SIZE"]
+__all__ = ["MOONCAKE_BLOCK_SIZE", "load_mooncake"]
 
 MOONCAKE_BLOCK_SIZE = 512  # tokens per hash id (FAST25-release/README.md)
 

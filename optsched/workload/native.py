@@ -25,7 +25,7 @@ from optsched.workload.errors import TraceFormatError
 from optsched.workload.native_check import check_call, check_header, check_session
 from optsched.workload.types import Call, Session, Workload
 
-__all__ = ["write_jsonl", "load_jsonl", "dumps_workload", "session_schema", "FORMAT"]
+__all__ = ["FORMAT", "dumps_workload", "load_jsonl", "session_schema", "write_jsonl"]
 
 FORMAT = "optsched.session/v1"
 

@@ -10,7 +10,7 @@ every line instead.
 
 from __future__ import annotations
 
-__all__ = ["check_header", "check_session", "check_call", "HASH_MAX"]
+__all__ = ["HASH_MAX", "check_call", "check_header", "check_session"]
 
 HASH_MAX = 2**63 - 1
 _HEADER = {"format", "name", "block_size", "closed_loop", "source"}
@@ -93,7 +93,7 @@ def check_call(o: dict) -> bool:
 
 
 def _check_call_general(o: dict, keys) -> bool:
-    if not (_CALL_REQ <= keys and keys <= _CALL_ALL):
+    if not (_CALL_REQ <= keys <= _CALL_ALL):
         return False
     p = o["parents"]
     if not (

@@ -15,11 +15,11 @@ think time to its first (earliest) child.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from optsched.workload.types import Call, Session, Workload
 
-__all__ = ["reconstruct_sessions", "estimate_service_time_s", "PREFILL_TOKENS_PER_S", "DECODE_TOKENS_PER_S"]
+__all__ = ["DECODE_TOKENS_PER_S", "PREFILL_TOKENS_PER_S", "estimate_service_time_s", "reconstruct_sessions"]
 
 # Documented assumptions for the default service-time estimate (not measured here): one serving
 # instance of a ~70B dense model on 8 H100-class GPUs prefills on the order of 1e4 tokens/s and decodes

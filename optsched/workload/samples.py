@@ -14,7 +14,7 @@ from pathlib import Path
 
 from optsched.workload.types import Workload
 
-__all__ = ["samples_dir", "mooncake_sample", "lmcache_sample"]
+__all__ = ["lmcache_sample", "mooncake_sample", "samples_dir"]
 
 
 def samples_dir() -> Path:

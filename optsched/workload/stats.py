@@ -30,7 +30,7 @@ import numpy as np
 
 from optsched.workload.types import MAIN_LANE, Call, Session, Workload
 
-__all__ = ["workload_stats", "summarize", "release_order", "max_concurrent_subagents"]
+__all__ = ["max_concurrent_subagents", "release_order", "summarize", "workload_stats"]
 
 
 def summarize(values) -> dict:

@@ -25,7 +25,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-__all__ = ["Tokenizer", "ApproxBPETokenizer", "chained_block_hashes", "common_prefix_len"]
+__all__ = ["ApproxBPETokenizer", "Tokenizer", "chained_block_hashes", "common_prefix_len"]
 
 _PIECE = re.compile(r" ?\w+| ?[^\w\s]+|\s+(?!\S)|\s+")
 _MASK63 = (1 << 63) - 1

@@ -11,10 +11,10 @@ Closed-loop release rule (DESIGN.md, "Workload"): a call is released at
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Iterator
 
-__all__ = ["Call", "Session", "Workload", "MAIN_LANE"]
+__all__ = ["MAIN_LANE", "Call", "Session", "Workload"]
 
 MAIN_LANE = 0  # lane 0 is the main agent chain; lanes k >= 1 are subagents
 

@@ -5,7 +5,14 @@ import re
 
 import pytest
 
-from optsched.workload import TraceFormatError, load_any, load_azure, load_jsonl, load_mooncake, load_vidur_trace
+from optsched.workload import (
+    TraceFormatError,
+    load_any,
+    load_azure,
+    load_jsonl,
+    load_mooncake,
+    load_vidur_trace,
+)
 
 MC_OK = '{"timestamp": 0, "input_length": 600, "output_length": 5, "hash_ids": [1, 2]}\n'
 

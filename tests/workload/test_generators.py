@@ -1,6 +1,7 @@
 """Generator calibration bars from issue 2 (fixed seed), structure invariants and determinism."""
 
 import collections
+import itertools
 import math
 
 import numpy as np
@@ -29,7 +30,7 @@ def test_lognormal_solve_hand_values():
 
 
 def test_agentx_calibration_bars(agentx):
-    w, s = agentx
+    _, s = agentx
     assert s["sessions"] == 400
     assert s["input_tokens"]["median"] == pytest.approx(142_016, rel=0.05)
     assert s["input_tokens"]["p95"] == pytest.approx(682_880, rel=0.10)
@@ -59,7 +60,7 @@ def test_agentx_dag_structure(agentx):
             if c.lane and c.parents and sess.call(c.parents[0]).lane == 0:
                 assert sess.call(c.parents[0]).tool == "task"  # lanes fork from a main-chain call
         # main-chain calls extend the previous main call's complete blocks (growing history)
-        for a, b in zip(main, main[1:]):
+        for a, b in itertools.pairwise(main):
             full = a.input_tokens // a.block_size
             assert b.block_hashes[:full] == a.block_hashes[:full]
     # global system prompt shared by all sessions
