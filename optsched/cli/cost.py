@@ -1,11 +1,14 @@
-"""`optsched cost predict | validate | list`: the cost model from the command line."""
+"""`optsched cost predict | validate | fit | list`: the cost model from the command line."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
 __all__ = ["register"]
+
+SAMPLE_COLUMNS_DOC = ("source", "gpu", "family", "group", "op", "m", "flops", "bytes", "ranks", "time_s")
 
 
 def register(subparsers) -> None:
@@ -21,6 +24,8 @@ def register(subparsers) -> None:
     pr.add_argument("--decodes", type=int, default=0, help="decode sequences in the step")
     pr.add_argument("--kv", type=int, default=0, help="KV tokens summed over the decode sequences")
     pr.add_argument("--uncalibrated", action="store_true", help="use default efficiencies, not the shipped fit")
+    pr.add_argument("--calibration", default=None, help="calibration JSON (from `optsched cost fit`) instead of the shipped one")
+    pr.add_argument("--ep", type=int, default=1, help="expert parallelism of MoE layers: 1 or --tp")
     pr.add_argument("--json", action="store_true")
     pr.set_defaults(func=_predict)
     va = sub.add_parser("validate", help="accuracy table: predicted vs measured kernel times")
@@ -29,6 +34,12 @@ def register(subparsers) -> None:
                     help="subsample 3000 kernels per source and family (about 30 s instead of about 90 s)")
     va.add_argument("--json", action="store_true")
     va.set_defaults(func=_validate)
+    ft = sub.add_parser("fit", help="fit a calibration from measured kernel samples (documented CSV form)")
+    ft.add_argument("--samples", nargs="+", required=True,
+                    help="CSV file(s) with columns " + ", ".join(SAMPLE_COLUMNS_DOC) + " (optsched.cost.measured)")
+    ft.add_argument("--out", required=True, help="calibration JSON to write")
+    ft.add_argument("--name", default="user fit")
+    ft.set_defaults(func=_fit)
     ls = sub.add_parser("list", help="catalog GPUs and models")
     ls.set_defaults(func=_list)
     p.set_defaults(func=lambda a: (p.print_help(), 2)[1])
@@ -39,7 +50,12 @@ def _predict(args) -> int:
 
     if args.context and args.context < args.prefill:
         raise ValueError(f"--context ({args.context}) must be >= --prefill ({args.prefill})")
-    cm = CostModel.from_names(args.gpu, args.model, args.tp, calibrated=not args.uncalibrated)
+    if args.calibration:
+        from optsched.cost import load_calibration
+
+        cm = CostModel(args.gpu, args.model, args.tp, load_calibration(args.calibration), ep=args.ep)
+    else:
+        cm = CostModel.from_names(args.gpu, args.model, args.tp, calibrated=not args.uncalibrated, ep=args.ep)
     ctx = max(args.context, args.prefill)
     pairs = float(chunk_attn_pairs(ctx - args.prefill, args.prefill))
     bd = cm.step_breakdown(args.prefill, pairs, ctx if args.prefill else 0, args.decodes, args.kv)
@@ -70,6 +86,22 @@ def _validate(args) -> int:
         raise FileNotFoundError(f"--data {data} does not exist")
     report = validation_report(data, per_family=3000 if args.quick else None)
     print(json.dumps(report, indent=1) if args.json else format_report(report))
+    return 0
+
+
+def _fit(args) -> int:
+    import pandas as pd
+
+    from optsched.cost.fit import fit_calibration, predict_samples
+    from optsched.cost.measured import read_samples
+    from optsched.cost.validate import format_report, rows_for
+
+    df = pd.concat([read_samples(p) for p in args.samples], ignore_index=True)
+    cal = fit_calibration(df, args.name)
+    rows = rows_for(df, predict_samples(df, cal), "in-sample")
+    cal = dataclasses.replace(cal, provenance={"samples": [str(p) for p in args.samples]}, residuals={"table": rows})
+    cal.save(args.out)
+    print(format_report({"data_dir": ", ".join(args.samples), "source": f"fit written to {args.out}", "rows": rows}))
     return 0
 
 

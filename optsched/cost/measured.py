@@ -195,7 +195,16 @@ def read_samples(path: str | Path) -> pd.DataFrame:
     missing = [c for c in SAMPLE_COLUMNS if c not in df.columns]
     if missing:
         raise ValueError(f"{path}: missing column(s) {', '.join(missing)} (expected {SAMPLE_COLUMNS})")
-    bad = df.index[~(df.time_s > 0)]
+    for col in ("m", "flops", "bytes", "ranks", "time_s"):
+        vals = pd.to_numeric(df[col], errors="coerce")
+        bad = df.index[~(vals >= 0) | ((vals <= 0) if col == "time_s" else False)]
+        if len(bad):
+            raise ValueError(f"{path}: line {int(bad[0]) + 2}: {col} must be a number "
+                             f"{'> 0' if col == 'time_s' else '>= 0'}, got {df[col][bad[0]]}")
+        df[col] = vals
+    fams = {"gemm", "attn_prefill", "attn_decode", "elementwise", "allreduce"}
+    bad = df.index[~df.family.isin(fams)]
     if len(bad):
-        raise ValueError(f"{path}: line {int(bad[0]) + 2}: time_s must be > 0, got {df.time_s[bad[0]]!r}")
+        raise ValueError(f"{path}: line {int(bad[0]) + 2}: family must be one of {sorted(fams)}, "
+                         f"got {df.family[bad[0]]!r}")
     return df[SAMPLE_COLUMNS]

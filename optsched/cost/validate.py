@@ -25,10 +25,9 @@ from optsched.cost.calibration import CALIBRATION_DIR, Calibration, load_calibra
 from optsched.cost.fit import ape, fit_calibration, predict_samples
 from optsched.cost.measured import all_samples, subsample
 
-__all__ = ["accuracy_rows", "default_data_dir", "fit_shipped", "format_report", "validation_report"]
+__all__ = ["accuracy_rows", "default_data_dir", "fit_shipped", "format_report", "rows_for", "validation_report"]
 
 log = logging.getLogger(__name__)
-SOURCE_GPU = {"vidur": "a100-80gb", "aiconfigurator": "h200-sxm"}
 
 
 def default_data_dir() -> Path:
@@ -36,13 +35,14 @@ def default_data_dir() -> Path:
     return Path(__file__).resolve().parents[2].parent / "shared" / "data"
 
 
-def _rows(df: pd.DataFrame, pred: np.ndarray, split: str) -> list[dict]:
+def rows_for(df: pd.DataFrame, pred: np.ndarray, split: str) -> list[dict]:
+    """Report rows (median / p90 APE per source × family) of predictions ``pred`` for the samples ``df``."""
     out = []
     e = ape(pred, df.time_s.to_numpy(float))
-    for (src, fam), idx in df.groupby(["source", "family"]).groups.items():
+    for (src, gpu, fam), idx in df.groupby(["source", "gpu", "family"]).groups.items():
         ee = e[df.index.get_indexer(idx)]
         ee = ee[np.isfinite(ee)]
-        out.append({"source": src, "gpu": SOURCE_GPU.get(src, ""), "family": fam, "split": split, "n": len(ee),
+        out.append({"source": src, "gpu": gpu, "family": fam, "split": split, "n": len(ee),
                     "median_ape": float(np.median(ee)), "p90_ape": float(np.quantile(ee, 0.9))})
     return out
 
@@ -102,14 +102,14 @@ def accuracy_rows(df: pd.DataFrame, max_samples: int = 20000, held_out: bool = T
     for gpu, cal in cals.items():
         m = (df.gpu == gpu).to_numpy()
         ins[m] = predict_samples(df[m], cal)
-    rows += _rows(df, ins, "in-sample")
+    rows += rows_for(df, ins, "in-sample")
     if held_out:
-        rows += _rows(df, _held_out(df, max_samples), "held-out")
+        rows += rows_for(df, _held_out(df, max_samples), "held-out")
     if "a100-80gb" in cals and (df.gpu == "h200-sxm").any():
         h = df[df.gpu == "h200-sxm"]
         a100_only = fit_calibration(df[df.gpu == "a100-80gb"], "a100-only", max_samples=max_samples)
-        rows += _rows(h, predict_samples(h, a100_only), "unseen-gpu")
-    rows += _rows(df, predict_samples(df, Calibration()), "uncalibrated")
+        rows += rows_for(h, predict_samples(h, a100_only), "unseen-gpu")
+    rows += rows_for(df, predict_samples(df, Calibration()), "uncalibrated")
     return rows
 
 
