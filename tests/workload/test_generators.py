@@ -135,3 +135,20 @@ def test_params_validation():
         generate_agentx(2, np.random.default_rng(0), variant="2m")
     with pytest.raises(ValueError, match="keep_fraction"):
         generate_copilot(2, np.random.default_rng(0), keep_fraction=0.0)
+
+
+def test_byte_identical_across_processes_and_hash_seeds(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    outs = []
+    for hashseed in ("1", "2"):
+        f = tmp_path / f"g{hashseed}.jsonl"
+        subprocess.run(
+            [sys.executable, "-c", "import sys; from optsched.cli import main; sys.exit(main(sys.argv[1:]))",
+             "workload", "generate", "--kind", "copilot", "--sessions", "4", "--seed", "9", "-o", str(f)],
+            check=True, capture_output=True, env=dict(os.environ, PYTHONHASHSEED=hashseed),
+        )
+        outs.append(f.read_bytes())
+    assert outs[0] == outs[1] and len(outs[0]) > 1000
