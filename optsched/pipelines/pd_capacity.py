@@ -2,11 +2,10 @@
 
 Queueing approximation (documented, not exact):
 - Prefill instance = M/D/1 queue (Poisson arrivals, deterministic service D = prefill time of one
-  prompt), as DistServe (Zhong et al., OSDI 2024) §4.1 models prefill instances. Mean wait
-  E[W] = ρD / (2(1−ρ)) (Pollaczek–Khinchine). P90 wait from the two-moment exponential tail
-  P(W > t) ≈ ρ·exp(−ρt / E[W]) (atom 1−ρ at zero, exponential with the P-K mean otherwise; Kingman's
-  heavy-traffic approximation, Kingman 1962), so W90 = (E[W]/ρ)·ln(10ρ) for ρ > 0.1, else 0.
-  P90 TTFT = D + W90 (+ KV transfer for disaggregation). Capacity = largest λ with P90 TTFT ≤ SLO.
+  prompt), as DistServe (Zhong et al., OSDI 2024) §3.1 models prefill instances; the waiting-time
+  quantile is Erlang's exact M/D/1 CDF from `optsched.cost.queueing` (the cost engineer's DistServe
+  check uses the same function). P90 TTFT = D + W90 (+ KV transfer for disaggregation).
+  Capacity = largest λ with P(TTFT ≤ SLO) ≥ 0.9.
 - Decode instance: a steady batch of B sequences; one step takes t(B) = decode_step_time(B, B·ctx)
   with ctx = prompt + output/2; TPOT = t(B) (P90 taken equal to the mean: a request's TPOT averages
   over its output steps). Capacity = max_B B / (O·t(B)) s.t. t(B) ≤ TPOT SLO and B·(prompt+O) ≤ KV
@@ -17,7 +16,8 @@ Queueing approximation (documented, not exact):
   Decode steps per second = λs + (1 − ρ)/τ_d, so mean TPOT = 1 / (λs + (1 − ρ)/τ_d) (taken as P90:
   a request's TPOT averages over its O steps), and B = λ·O·TPOT (Little) gives
   λ(B) = (B/τ_d) / (O + B·s·(τ_c/τ_d − 1)). Capacity = max over B and c in a grid of λ(B) meeting
-  TPOT, P90 TTFT and KV. ``interference="every_step"`` is the pessimistic variant (every decode step
+  TPOT, P90 TTFT and KV, found by bisection on B (TPOT, ρ and D_c all grow with B, so the feasible
+  B form a prefix). ``interference="every_step"`` is the pessimistic variant (every decode step
   carries a chunk: TPOT = τ_c, λ(B) = B/(O·τ_c)), the regime of a never-empty prefill queue; it is
   closer to DistServe's measured colocated goodput (1.6 rps for OPT-13B/A100, vLLM 2023 without
   chunking) than the mean model, which assumes per-request TPOT averages over its steps.
@@ -31,6 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from optsched.cost import CostModel, chunk_attn_pairs
+from optsched.cost.queueing import max_rate, md1_ttft_quantile_ok
 
 __all__ = [
     "PDSLO",
@@ -38,7 +39,6 @@ __all__ = [
     "colocated_capacity_rps",
     "decode_capacity_rps",
     "max_rate_for_p90",
-    "md1_p90_wait_s",
     "prefill_capacity_rps",
 ]
 
@@ -85,29 +85,11 @@ class PDSLO:
             raise ValueError(f"PDSLO needs ttft_p90_s > 0 and tpot_s > 0, got {self.ttft_p90_s}, {self.tpot_s}")
 
 
-def md1_p90_wait_s(rate_rps: float, service_s: float) -> float:
-    """P90 waiting time (s) of an M/D/1 queue (approximation in the module docstring); inf if ρ ≥ 1."""
-    rho = rate_rps * service_s
-    if rho >= 1.0:
-        return math.inf
-    if rho <= 0.1:
-        return 0.0
-    mean_w = rho * service_s / (2.0 * (1.0 - rho))
-    return mean_w / rho * math.log(10.0 * rho)
-
-
-def max_rate_for_p90(service_s: float, budget_s: float) -> float:
-    """Largest λ (req/s) with service + P90 wait ≤ budget (bisection; W90 is increasing in λ)."""
+def max_rate_for_p90(service_s: float, budget_s: float, attainment: float = 0.9) -> float:
+    """Largest λ (req/s) of an M/D/1 queue with P(wait + service ≤ budget) ≥ attainment (exact CDF)."""
     if service_s > budget_s:
         return 0.0
-    lo, hi = 0.0, 1.0 / service_s
-    for _ in range(60):
-        mid = 0.5 * (lo + hi)
-        if service_s + md1_p90_wait_s(mid, service_s) <= budget_s:
-            lo = mid
-        else:
-            hi = mid
-    return lo
+    return max_rate(lambda lam: md1_ttft_quantile_ok(lam, service_s, budget_s, attainment), 1.0 / service_s)
 
 
 def prefill_capacity_rps(cm: CostModel, wl: PDWorkload, slo: PDSLO, transfer_s: float = 0.0) -> float:
@@ -159,10 +141,16 @@ def colocated_capacity_rps(cm: CostModel, wl: PDWorkload, slo: PDSLO,
             lam = b / (wl.output_tokens * tau_c)
         tpot = b / (lam * wl.output_tokens)
         d = steps * tau_c
-        rho = lam * d
-        mean_w = np.where(rho < 1, rho * d / (2 * np.maximum(1 - rho, 1e-12)), np.inf)
-        w90 = np.where(rho > 0.1, mean_w / np.maximum(rho, 1e-12) * np.log(np.maximum(10 * rho, 1.0)), 0.0)
-        ok = (tpot <= slo.tpot_s) & (rho < 1) & (d + w90 <= slo.ttft_p90_s)
-        if ok.any():
-            best = max(best, float(lam[ok].max()))
+        pre = (tpot <= slo.tpot_s) & (lam * d < 1.0)
+
+        def ok(j: int) -> bool:
+            return bool(pre[j]) and md1_ttft_quantile_ok(float(lam[j]), float(d[j]), slo.ttft_p90_s, 0.9)
+
+        if not ok(0):
+            continue
+        lo, hi = 0, len(b) - 1  # largest feasible index (feasible B form a prefix)
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            lo, hi = (mid, hi) if ok(mid) else (lo, mid - 1)
+        best = max(best, float(lam[lo]))
     return best

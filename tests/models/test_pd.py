@@ -2,7 +2,6 @@
 infeasible goodput target diagnosed by family names, cost-model capacities sane."""
 
 import itertools
-import math
 
 import pytest
 from optsched.models.pd import build_pd, extract_pd
@@ -10,12 +9,7 @@ from optsched.models.pd_data import PDConfig, PDInstance
 from optsched.solvers import solve
 
 from optsched.pipelines.pd import DISTSERVE_OPT13B_A100, config_from_cost_model, solve_pd
-from optsched.pipelines.pd_capacity import (
-    PDSLO,
-    PDWorkload,
-    max_rate_for_p90,
-    md1_p90_wait_s,
-)
+from optsched.pipelines.pd_capacity import PDSLO, PDWorkload, max_rate_for_p90
 
 
 def test_distserve_intro_example_2p1d():
@@ -119,12 +113,27 @@ def test_infeasible_slo_names_slo_family():
     assert fams & {"ttft_slo_prefill", "tpot_slo_decode", "slo_colocated"}
 
 
-def test_md1_queueing_approximation():
-    # ρ = 0.5, D = 0.1: E[W] = 0.05; W90 = (0.05/0.5)·ln 5 = 0.1609
-    assert md1_p90_wait_s(5.0, 0.1) == pytest.approx(0.1 * math.log(5.0))
-    assert md1_p90_wait_s(0.5, 0.1) == 0.0 and md1_p90_wait_s(10.0, 0.1) == math.inf
-    lam = max_rate_for_p90(0.1, 0.4)
-    assert 0.1 + md1_p90_wait_s(lam, 0.1) == pytest.approx(0.4, abs=1e-6)
+def test_md1_capacity_exact_cdf():
+    """D = 0.1 s, budget 0.1 s: TTFT <= budget only without waiting, P(W = 0) = 1 - ρ >= 0.9 -> ρ = 0.1,
+    λ = 1 req/s (Erlang's M/D/1 CDF at x = 0)."""
+    assert max_rate_for_p90(0.1, 0.1) == pytest.approx(1.0, rel=1e-6)
+    assert max_rate_for_p90(0.5, 0.4) == 0.0  # service alone exceeds the SLO
+    assert max_rate_for_p90(0.1, 0.4) > max_rate_for_p90(0.1, 0.2) > 1.0
+
+
+def test_2p1d_from_cost_engineers_distserve_rates():
+    """Rates from optsched.cost.distserve (engine scale fitted to prefill-only 5.6 rps, the other rates
+    predicted) as a PDConfig: 3 GPUs -> 2P1D, goodput min(2·prefill, decode)."""
+    from optsched.cost import CostModel
+    from optsched.cost.distserve import distserve_goodputs, fit_prefill_scale
+
+    cm = CostModel.from_names("a100-80gb", "opt-13b", tp=1)
+    g = distserve_goodputs(cm, fit_prefill_scale(cm))
+    cfg = PDConfig("opt-13b/a100", "a100-80gb", 1, g.prefill_only, g.decode_only, g.colocated_per_gpu)
+    s = solve_pd(PDInstance((cfg,), gpu_budget=3))
+    assert s.plan.label() == "2P1D"
+    assert s.plan.goodput_rps == pytest.approx(min(2 * g.prefill_only, g.decode_only), rel=1e-6)
+    assert s.plan.goodput_per_gpu == pytest.approx(g.p2d1_per_gpu, rel=1e-6)
 
 
 def test_cost_model_capacities_and_2p1d():
