@@ -143,7 +143,7 @@ def colocated_capacity_rps(cm: CostModel, wl: PDWorkload, slo: PDSLO,
         d = steps * tau_c
         pre = (tpot <= slo.tpot_s) & (lam * d < 1.0)
 
-        def ok(j: int) -> bool:
+        def ok(j: int, pre=pre, lam=lam, d=d) -> bool:
             return bool(pre[j]) and md1_ttft_quantile_ok(float(lam[j]), float(d[j]), slo.ttft_p90_s, 0.9)
 
         if not ok(0):
