@@ -35,3 +35,18 @@ def test_load_any_dispatches_every_shipped_sample():
         assert load_any(lmcache_sample()).num_calls == 44
     assert (samples_dir() / "ATTRIBUTION.md").read_text().count("Apache") >= 2
     assert (samples_dir() / "LICENSE-APACHE-2.0").exists()
+
+
+def test_reconstruct_sessions_on_shipped_sample():
+    from optsched.workload import reconstruct_sessions
+
+    w = mooncake_sample(load=True)
+    r = reconstruct_sessions(w)
+    assert r.num_calls == 2_000 and r.closed_loop
+    multi = [s for s in r.sessions if len(s) > 1]
+    assert multi and len(r.sessions) < 2_000
+    for s in multi:
+        for c in s.calls[1:]:
+            p = s.call(c.parents[0])
+            assert c.block_hashes[: p.input_tokens // 512] == p.block_hashes[: p.input_tokens // 512]
+            assert p.think_time_s >= 0.0
