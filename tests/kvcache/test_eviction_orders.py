@@ -87,3 +87,28 @@ def test_block_value_fn_real_cost_model():
     expect = float(cm.recompute_time(16 * 1001) - cm.recompute_time(16 * 1000)) - float(
         cm.kv_transfer_time(1024 * 16, "pcie")) / 1024
     assert v(1000) == pytest.approx(max(expect, 0.0), rel=1e-9)
+
+
+def test_ttl_order_forgets_a_ttl_once_the_block_is_used_again():
+    c = PrefixCache({"hbm": 2}, 16, eviction="ttl")
+    c.release("a", [1], now_s=0.0)
+    c.release("b", [2], now_s=1.0)
+    c.set_ttl([1], 100.0, "drop", now_s=1.0)  # deadline 101 < inf: 1 would go before 2
+    c.acquire("c", [1], now_s=2.0)  # the next call came: TTL cancelled, 1 is plain LRU (t=2) again
+    c.release("c", [1], now_s=2.0)
+    assert c.next_expiry_s() == float("inf")
+    assert c.allocate("x", 1, now_s=3.0)
+    assert c.tier_of(2) is None and c.tier_of(1) == "hbm"  # both without TTL: LRU, 2 (t=1) is older than 1 (t=2)
+
+
+def test_expire_offload_to_ssd_and_bad_action():
+    c = PrefixCache({"hbm": 4, "dram": 2, "ssd": 4}, 16)
+    c.release("a", [1, 2, 3], now_s=0.0)
+    c.apply_residency([1, 2, 3], "keep", now_s=0.0, ttl_s=5.0, then="offload_ssd")
+    moves = c.expire(5.0)
+    assert (moves.hbm_blocks, moves.dram_blocks, moves.ssd_blocks) == (3, 0, 0)
+    assert [c.tier_of(h) for h in (1, 2, 3)] == ["ssd", "ssd", "ssd"]
+    with pytest.raises(ValueError, match="action"):
+        c.apply_residency([1], "evict", now_s=6.0)
+    with pytest.raises(ValueError, match="then"):
+        c.set_ttl([1], 1.0, "keep", now_s=6.0)
