@@ -21,6 +21,10 @@ timestamp order, each the parent of the next):
 - ``think_time_s`` of a call = next call's timestamp - this call's timestamp - ``service_time_fn(call)``,
   clamped at 0 (the trace logs one time per call, not the service time; default estimate
   :func:`~optsched.workload.reconstruct.estimate_service_time_s`); the last call of a session gets 0.
+  Measured consequence: with that default, 97% of mini-swe-agent think times clamp to 0 (its gaps, median
+  1.08 s, are shorter than ~2.4 s estimated to decode a median 121-token output at 50 tokens/s; so the
+  recorded gap is mostly service time of a faster model) and 40% of tau-bench ones; pass a
+  ``service_time_fn`` built from ``optsched.cost`` for the serving setup being studied.
 - An empty file is an error when loaded alone; in a directory it is skipped with a warning naming it.
 """
 
