@@ -113,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name:22s} {best['requests']:6d} req  {best['sim_wall_s']:7.2f} s wall  {best['sim_cpu_s']:7.2f} s cpu  "
               f"{best['requests_per_wall_s']:8.0f} req/s  {best['requests_per_cpu_s']:8.0f} req/cpu-s  "
               f"{best['sim_speedup_x_realtime']:8.0f}x real time  peak RSS {best['peak_rss_mib']:.0f} MiB")
-    rev = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    rev = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=False).stdout.strip()
     import numpy
 
     out_dir = Path(args.out)

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 from pathlib import Path
 
-__all__ = ["register", "pareto_front", "plot_pareto"]
+__all__ = ["pareto_front", "plot_pareto", "register"]
 
 _SHOW = ("num_calls", "makespan_s", "ttft_p50_s", "ttft_p90_s", "tpot_p50_s", "tpot_p90_s", "e2e_p90_s",
          "session_completion_p90_s", "p90_interactivity_tok_s", "tpgs", "hit_rate", "slo_attainment",
@@ -40,7 +41,7 @@ def _parse_sweep(text: str) -> tuple[str, list]:
 
 def pareto_front(points: list[tuple[float, float]]) -> list[int]:
     """Indices of points not dominated when both coordinates are better larger, sorted by the first."""
-    idx = [i for i, (x, y) in enumerate(points) if x == x and y == y]  # drop NaN
+    idx = [i for i, (x, y) in enumerate(points) if not (math.isnan(x) or math.isnan(y))]
     front = [i for i in idx if not any(points[j][0] >= points[i][0] and points[j][1] >= points[i][1]
                                        and points[j] != points[i] for j in idx)]
     return sorted(front, key=lambda i: points[i][0])

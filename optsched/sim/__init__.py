@@ -7,7 +7,8 @@ an admission rule and a residency rule, and returns a `SimResult` (per-call tabl
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import pandas as pd
 
@@ -17,7 +18,7 @@ from optsched.sim.metrics import summarize
 from optsched.sim.result import SimResult, calls_frame
 from optsched.workload.types import Workload
 
-__all__ = ["simulate", "SimResult", "InstanceConfig", "SchedulerConfig", "ClusterConfig", "SLO", "Simulator"]
+__all__ = ["SLO", "ClusterConfig", "InstanceConfig", "SchedulerConfig", "SimResult", "Simulator", "simulate"]
 
 
 def simulate(

@@ -8,12 +8,13 @@ Lockstep groups: instances sharing a ``group`` id >= 0 form one stepping unit (`
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from optsched.sim.config import ClusterConfig, InstanceConfig
 from optsched.sim.instance import Instance
 
-__all__ = ["build_instances", "StepUnit", "build_units", "default_cost_model"]
+__all__ = ["StepUnit", "build_instances", "build_units", "default_cost_model"]
 
 
 def default_cost_model(ic: InstanceConfig) -> Any:
@@ -60,7 +61,7 @@ def build_instances(
 class StepUnit:
     """Instances that start engine steps together (one, or a lockstep data-parallel group)."""
 
-    __slots__ = ("uid", "members", "busy", "wake_pending", "batches", "lockstep", "token")
+    __slots__ = ("batches", "busy", "lockstep", "members", "token", "uid", "wake_pending")
 
     def __init__(self, uid: int, members: list[Instance]) -> None:
         self.uid = uid

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["InstanceConfig", "SchedulerConfig", "ClusterConfig", "SLO", "ROLES", "PREEMPTION_MODES", "LINKS"]
+__all__ = ["LINKS", "PREEMPTION_MODES", "ROLES", "SLO", "ClusterConfig", "InstanceConfig", "SchedulerConfig"]
 
 ROLES = ("colocated", "prefill", "decode")
 PREEMPTION_MODES = ("recompute", "swap")

@@ -83,13 +83,13 @@ class SessionDriver:
             self._next_session += 1
         t = finish_s + self.calls[idx].think_time_s
         for ch in self.children[idx]:
-            if t > self.ready_s[ch]:
-                self.ready_s[ch] = t
+            self.ready_s[ch] = max(self.ready_s[ch], t)
             self.missing[ch] -= 1
             if self.missing[ch] == 0:
                 out.append((self.ready_s[ch], ch))
         return out
 
     def has_successor(self, idx: int) -> bool:
-        """True when another call of the same session will still run after ``idx`` (session pauses)."""
-        return self.session_left[self.session_of[idx]] > 0
+        """True when another call of the same session will still run after ``idx`` (the session
+        pauses). Call it before ``on_finish(idx)``."""
+        return self.session_left[self.session_of[idx]] > 1

@@ -22,14 +22,14 @@ from typing import Any
 from optsched.sim import kv
 from optsched.sim.cluster import StepUnit, build_instances, build_units
 from optsched.sim.config import SLO, ClusterConfig
+from optsched.sim.driver import SessionDriver
+from optsched.sim.events import KV_READY, RELEASE, STEP, STEP_END, EventQueue
 from optsched.sim.fastforward import can_run, decode_run
-from optsched.sim.events import KV_READY, RELEASE, STEP, STEP_END, TIMER, EventQueue
 from optsched.sim.instance import Instance
 from optsched.sim.residency_exec import ResidencyExecutor
 from optsched.sim.scheduler import Batch, plan_step
 from optsched.sim.seq import DECODE, DONE, PREFILL, TRANSFER, Seq
 from optsched.sim.views import ClusterViewImpl
-from optsched.sim.driver import SessionDriver
 from optsched.workload.types import Workload
 
 __all__ = ["Simulator"]

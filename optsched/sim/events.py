@@ -25,7 +25,7 @@ from __future__ import annotations
 import heapq
 from typing import Any
 
-__all__ = ["EventQueue", "STEP_END", "KV_READY", "RELEASE", "TIMER", "STEP", "PRIORITY_NAMES"]
+__all__ = ["KV_READY", "PRIORITY_NAMES", "RELEASE", "STEP", "STEP_END", "TIMER", "EventQueue"]
 
 STEP_END = 0
 KV_READY = 1

@@ -23,7 +23,7 @@ from optsched.sim.instance import Instance
 from optsched.sim.scheduler import Batch
 from optsched.sim.seq import DECODE
 
-__all__ = ["decode_run", "can_run", "VECTOR_MIN"]
+__all__ = ["VECTOR_MIN", "can_run", "decode_run"]
 
 VECTOR_MIN = 32
 

@@ -29,7 +29,7 @@ from typing import Any
 from optsched.sim.config import InstanceConfig, SchedulerConfig
 from optsched.sim.seq import DECODE, Seq
 
-__all__ = ["Instance", "GROWTH_GRANULE_BLOCKS"]
+__all__ = ["GROWTH_GRANULE_BLOCKS", "Instance"]
 
 GROWTH_GRANULE_BLOCKS = 8
 
@@ -58,7 +58,7 @@ class Instance:
         self.dec: dict[int, Seq] = {}
         self.dec_a = 0
         self.dec_rem = 0
-        self.buckets: list[dict[int, Seq]] = [dict() for _ in range(block_size)]
+        self.buckets: list[dict[int, Seq]] = [{} for _ in range(block_size)]
         self.finish_heap: list[tuple[int, int, int, Seq]] = []
         self.pool_id = ("grow", iid)
         self.pool_total = 0  # blocks reserved in the cache for decode growth

@@ -17,7 +17,7 @@ from __future__ import annotations
 from optsched.sim.instance import Instance
 from optsched.sim.seq import Seq
 
-__all__ = ["estimate_hit_tokens", "admit_prefix", "allocate", "free", "hbm_capacity"]
+__all__ = ["admit_prefix", "allocate", "estimate_hit_tokens", "free", "hbm_capacity"]
 
 
 def _cap_hit(blocks: int, bs: int, target: int) -> int:

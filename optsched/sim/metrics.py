@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-__all__ = ["boundary_classes", "summarize", "percentiles", "BOUNDARIES"]
+__all__ = ["BOUNDARIES", "boundary_classes", "percentiles", "summarize"]
 
 BOUNDARIES = ("first", "within_turn", "cross_turn", "model_switch")
 
@@ -84,7 +84,7 @@ def _time_avg(t: list[float], v: list[int], end_s: float) -> float:
 
 def summarize(df: pd.DataFrame, instances: list, num_gpus: int, slo: Any, extra: dict | None = None) -> dict:
     """Summary dict of a run (keys documented in the module docstring)."""
-    s: dict[str, Any] = {"num_calls": int(len(df)), "num_sessions": int(df["session_id"].nunique()),
+    s: dict[str, Any] = {"num_calls": len(df), "num_sessions": int(df["session_id"].nunique()),
                          "num_gpus": int(num_gpus)}
     start = float(df["release_s"].min())
     end = float(df["finish_s"].max())

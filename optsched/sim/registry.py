@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import importlib
 import inspect
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 

@@ -78,4 +78,4 @@ class ResidencyExecutor:
 
     def on_next_call(self, call: Any, instance: int, now_s: float) -> None:
         """Hook for the session's next call (the cache cancels TTLs when it touches the blocks)."""
-        return None
+        return

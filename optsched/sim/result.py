@@ -13,7 +13,7 @@ import pandas as pd
 
 from optsched.sim.metrics import boundary_classes
 
-__all__ = ["SimResult", "calls_frame", "CALL_COLUMNS", "FLOAT_FORMAT"]
+__all__ = ["CALL_COLUMNS", "FLOAT_FORMAT", "SimResult", "calls_frame"]
 
 FLOAT_FORMAT = "%.9g"  # fixed float formatting: same run -> same bytes
 

@@ -20,7 +20,8 @@ skips building `WaitingPrefill` objects, which matters for long queues.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from optsched.policies.base import WaitingPrefill
 from optsched.sim import kv
@@ -33,7 +34,7 @@ __all__ = ["Batch", "plan_step", "preempt_newest"]
 class Batch:
     """One planned engine step on one instance (aggregates in the cost model's argument names)."""
 
-    __slots__ = ("chunks", "n_dec", "dec_kv", "prefill_tokens", "attn_pairs", "prefill_kv", "time_s", "steps")
+    __slots__ = ("attn_pairs", "chunks", "dec_kv", "n_dec", "prefill_kv", "prefill_tokens", "steps", "time_s")
 
     def __init__(self) -> None:
         self.chunks: list[tuple[Seq, int]] = []
@@ -125,7 +126,9 @@ def _start(inst: Instance, seq: Seq, now_s: float, start_load: Callable[[Instanc
     if seq.swapped_tokens:
         inst.loading += 1
         seq.state = LOADING
-        start_load(inst, seq, 2.0 * float(inst.cm.kv_transfer_time(seq.swapped_tokens, "pcie")), "swapin")
+        delay = 2.0 * float(inst.cm.kv_transfer_time(seq.swapped_tokens, "pcie"))  # swap out + swap in
+        seq.load_s += delay
+        start_load(inst, seq, delay, "swapin")
         return False
     delay = kv.admit_prefix(inst, seq, now_s)
     inst.queued_prefill_tokens += seq.target_tokens - seq.computed
@@ -203,8 +206,7 @@ def _fcfs(inst: Instance, batch: Batch, budget: int, admit_new: bool, now_s: flo
         n = seq.target_tokens - seq.computed
         if thr and n > thr:
             n = thr
-        if n > budget:
-            n = budget
+        n = min(n, budget)
         if _take_chunk(inst, seq, n, batch, now_s, True):
             budget -= n
     if not admit_new:
@@ -222,8 +224,7 @@ def _fcfs(inst: Instance, batch: Batch, budget: int, admit_new: bool, now_s: flo
         n = seq.target_tokens - seq.computed
         if thr and n > thr:
             n = thr
-        if n > budget:
-            n = budget
+        n = min(n, budget)
         if not _take_chunk(inst, seq, n, batch, now_s, False):
             _unstart(inst, seq, now_s, snap)
             return

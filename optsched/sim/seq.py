@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from optsched.workload.types import Call
 
-__all__ = ["Seq", "WAITING", "LOADING", "PREFILL", "TRANSFER", "DECODE", "DONE"]
+__all__ = ["DECODE", "DONE", "LOADING", "PREFILL", "TRANSFER", "WAITING", "Seq"]
 
 WAITING, LOADING, PREFILL, TRANSFER, DECODE, DONE = range(6)
 
@@ -27,12 +27,39 @@ class Seq:
     """Mutable per-call state (slots only; hot path)."""
 
     __slots__ = (
-        "idx", "call", "hashes", "release_s", "inst", "enqueue_s", "state", "order",
-        "target_tokens", "computed", "generated", "est_remaining",
-        "first_sched_s", "first_token_s", "finish_s", "decode_inst",
-        "c0", "d0", "dfin", "residue",
-        "hit_hbm", "hit_dram", "hit_ssd", "prefilled", "recomputed", "preemptions",
-        "load_s", "transfer_s", "swapped_tokens", "wp", "blocks", "total_target", "grow",
+        "blocks",
+        "c0",
+        "call",
+        "computed",
+        "d0",
+        "decode_inst",
+        "dfin",
+        "enqueue_s",
+        "est_remaining",
+        "finish_s",
+        "first_sched_s",
+        "first_token_s",
+        "generated",
+        "grow",
+        "hashes",
+        "hit_dram",
+        "hit_hbm",
+        "hit_ssd",
+        "idx",
+        "inst",
+        "load_s",
+        "order",
+        "preemptions",
+        "prefilled",
+        "recomputed",
+        "release_s",
+        "residue",
+        "state",
+        "swapped_tokens",
+        "target_tokens",
+        "total_target",
+        "transfer_s",
+        "wp",
     )
 
     def __init__(self, idx: int, call: Call, release_s: float) -> None:

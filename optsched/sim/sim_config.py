@@ -32,7 +32,7 @@ import yaml
 
 from optsched.sim.config import SLO, ClusterConfig, InstanceConfig, SchedulerConfig
 
-__all__ = ["load_config_dict", "build_run", "run_config", "apply_override", "TOP_KEYS"]
+__all__ = ["TOP_KEYS", "apply_override", "build_run", "load_config_dict", "run_config"]
 
 TOP_KEYS = ("name", "seed", "workload", "cluster", "scheduler", "policies", "slo", "concurrency")
 _WORKLOAD_KEYS = ("path", "sample", "generator", "limit_sessions")

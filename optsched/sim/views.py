@@ -6,11 +6,11 @@ policy cannot mutate simulator state through it. Units: tokens, KV blocks, secon
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from optsched.sim.instance import Instance
 
-__all__ = ["InstanceViewImpl", "ClusterViewImpl"]
+__all__ = ["ClusterViewImpl", "InstanceViewImpl"]
 
 _TIERS = ("hbm", "dram", "ssd", "any")
 
@@ -87,7 +87,7 @@ class InstanceViewImpl:
 class ClusterViewImpl:
     """`ClusterView` at the simulator's current time."""
 
-    __slots__ = ("_sim", "instances", "block_size")
+    __slots__ = ("_sim", "block_size", "instances")
 
     def __init__(self, sim, instances: list[Instance], block_size: int) -> None:
         self._sim = sim

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from optsched.policies.base import ResidencyDecision
 from optsched.sim import ClusterConfig, InstanceConfig, SchedulerConfig
 from optsched.workload.types import Call, Session, Workload
 
@@ -64,3 +65,31 @@ def random_workload(rng: np.random.Generator, n_sessions: int = 4, max_calls: in
             ctx = inp + out
         sessions.append(Session(sid, tuple(calls), start_s=float(rng.uniform(0, 1.0))))
     return Workload("random", tuple(sessions), block_size=bs)
+
+
+class SmallKV:
+    """A real cost model with its HBM (and DRAM) KV capacity lowered, so that small workloads see
+    eviction and preemption. Every other method is the wrapped model's."""
+
+    def __init__(self, cm, hbm_blocks: int, dram_blocks: int) -> None:
+        self._cm, self._hbm, self._dram = cm, hbm_blocks, dram_blocks
+
+    def kv_capacity_blocks(self, block_size):
+        return self._hbm
+
+    def tier_capacity_blocks(self, tier, block_size):
+        return {"hbm": self._hbm, "dram": self._dram, "ssd": 0}[tier]
+
+    def __getattr__(self, name):
+        return getattr(self._cm, name)
+
+
+class Fixed:
+    """Residency rule that always answers the same decision (a real, if trivial, policy)."""
+
+    def __init__(self, action: str, ttl_s: float = float("inf"), then: str = "drop") -> None:
+        self.name = f"fixed_{action}"
+        self.d = ResidencyDecision(action, ttl_s, then)
+
+    def on_pause(self, call, kv_blocks, view):
+        return self.d

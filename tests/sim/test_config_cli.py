@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from optsched.cli import main
-from optsched.sim import ClusterConfig, InstanceConfig, SchedulerConfig, SLO
+from optsched.sim import SLO, ClusterConfig, InstanceConfig, SchedulerConfig
 from optsched.sim.registry import build_policy
 from optsched.sim.sim_config import build_run, load_config_dict
 

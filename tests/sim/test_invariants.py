@@ -1,10 +1,12 @@
 """Property tests: simulator invariants over random small workloads and cluster configs.
 
-The cost model is the real one; only the HBM KV capacity is lowered (wrapper below) so that
+The cost model is the real one; only the HBM KV capacity is lowered (``helpers.SmallKV``) so that
 preemption and eviction actually happen on small workloads.
 """
 
 from __future__ import annotations
+
+import itertools
 
 import numpy as np
 from hypothesis import HealthCheck, given, settings
@@ -12,31 +14,15 @@ from hypothesis import strategies as st
 
 from optsched.cost import CostModel
 from optsched.policies.admission_shortest_first import ShortestFirstAdmission
+from optsched.policies.base import ResidencyDecision
 from optsched.policies.router_cache_aware import CacheAwareRouter
 from optsched.policies.router_random import RandomRouter
 from optsched.sim import ClusterConfig, InstanceConfig, SchedulerConfig
 from optsched.sim.engine import Simulator
-from optsched.sim.metrics import summarize  # noqa: F401  (import check)
 from optsched.sim.result import calls_frame
-from tests.sim.helpers import GPU, MODEL, random_workload
+from tests.sim.helpers import GPU, MODEL, Fixed, SmallKV, random_workload
 
 _CM = CostModel.from_names(GPU, MODEL, tp=1)
-
-
-class SmallKV:
-    """The real cost model with ``hbm_blocks`` HBM KV blocks (and ``dram_blocks`` in DRAM)."""
-
-    def __init__(self, cm, hbm_blocks: int, dram_blocks: int) -> None:
-        self._cm, self._hbm, self._dram = cm, hbm_blocks, dram_blocks
-
-    def kv_capacity_blocks(self, block_size):
-        return self._hbm
-
-    def tier_capacity_blocks(self, tier, block_size):
-        return {"hbm": self._hbm, "dram": self._dram, "ssd": 0}[tier]
-
-    def __getattr__(self, name):
-        return getattr(self._cm, name)
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -52,8 +38,9 @@ class SmallKV:
     hbm=st.integers(170, 500),
     dram=st.sampled_from([0, 400]),
     policy=st.sampled_from(["rr", "random", "cache_aware", "sjf"]),
+    res=st.sampled_from([None, "keep_ttl", "drop", "offload_dram"]),
 )
-def test_invariants(seed, n, pd, budget, seqs, thr, interval, preemption, hbm, dram, policy):
+def test_invariants(seed, n, pd, budget, seqs, thr, interval, preemption, hbm, dram, policy, res):
     rng = np.random.default_rng(seed)
     w = random_workload(rng, n_sessions=5, max_calls=4, models=2)
     sched = SchedulerConfig(max_num_batched_tokens=budget, max_num_seqs=min(seqs, budget), block_size=16,
@@ -72,7 +59,12 @@ def test_invariants(seed, n, pd, budget, seqs, thr, interval, preemption, hbm, d
 
         router = RoundRobinRouter()
     adm = ShortestFirstAdmission() if policy == "sjf" else None
-    sim = Simulator(w, cl, router, adm, None, None, cms)
+    residency = None
+    if res is not None:
+        residency = Fixed("drop" if res == "offload_dram" and not dram else res.replace("keep_ttl", "keep"))
+        if res == "keep_ttl":
+            residency.d = ResidencyDecision("keep", ttl_s=0.3, then="offload_dram" if dram else "drop")
+    sim = Simulator(w, cl, router, adm, residency, None, cms)
     sim.debug = True  # cache invariants + every tier within capacity after every step
     sim.run()  # raises if any call is left unfinished
     df = calls_frame(sim.seqs, sim.driver.calls)
@@ -92,7 +84,7 @@ def test_invariants(seed, n, pd, budget, seqs, thr, interval, preemption, hbm, d
     # time never goes backwards: step samples are ordered per instance
     for inst_ in sim.instances:
         ts, _, _, kv = inst_.sample_columns()
-        assert all(a <= b for a, b in zip(ts, ts[1:]))
+        assert all(a <= b for a, b in itertools.pairwise(ts))
         assert max(kv, default=0) <= hbm
 
 
