@@ -86,6 +86,10 @@ class InferceptResidency:
             if not (np.isfinite(v) and v >= 0):
                 raise ValueError(f"pause for {tool!r} must be a finite number >= 0, got {v!r}")
 
+    def __hash__(self) -> int:  # the Mapping field is not hashable; hash a canonical form of it
+        return hash((self.block_size, self.fwd_coef_s, self.swap_coef_s, self.allow_swap, self.use_think_time,
+                     tuple(sorted(self.mean_pause_s.items())), self.default_pause_s))
+
     @classmethod
     def from_cost_model(cls, cost_model: Any, block_size: int, max_tokens: int = 131072, **kw: Any
                         ) -> InferceptResidency:

@@ -85,6 +85,10 @@ class TTLResidency:
             raise ValueError("tool_durations_s has no samples")
         self._tables[None] = self._table(np.sort(np.asarray(pooled)))
 
+    def __hash__(self) -> int:  # the Mapping field is not hashable; hash a canonical form of it
+        durs = tuple(sorted((k, tuple(map(float, v))) for k, v in self.tool_durations_s.items()))
+        return hash((durs, self.reload_s_per_block, self.queue_delay_s, self.price_s_per_block_s, self.then))
+
     @classmethod
     def from_cost_model(
         cls, cost_model: Any, block_size: int, tool_durations_s: Mapping[str, Sequence[float]],

@@ -144,3 +144,10 @@ def test_ttl_from_cost_model_reload_cost():
     assert TTLResidency.from_cost_model(_Cost(), 16, d, 0.0, then="offload_ssd").reload_s_per_block == (
         pytest.approx(8e-7))
     assert TTLResidency.from_cost_model(_Cost(), 16, d, 0.0).reload_s_per_block == pytest.approx(1.6e-5)
+
+
+def test_policies_hashable_and_equal_by_value():
+    a = TTLResidency({"bash": [1.0, 2.0]}, 1.0, price_s_per_block_s=0.1)
+    b = TTLResidency({"bash": (1.0, 2.0)}, 1.0, price_s_per_block_s=0.1)
+    assert hash(a) == hash(b)
+    assert len({_ic(mean_pause_s={"x": 1.0}), _ic(mean_pause_s={"x": 1.0}), _ic()}) == 2
