@@ -2,7 +2,10 @@
 
 import math
 
+import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from optsched.policies import InferceptResidency, LRUResidency, Residency, ResidencyDecision, TTLResidency
 from optsched.policies.residency_ttl import tool_durations_from_calls
@@ -151,3 +154,23 @@ def test_policies_hashable_and_equal_by_value():
     b = TTLResidency({"bash": (1.0, 2.0)}, 1.0, price_s_per_block_s=0.1)
     assert hash(a) == hash(b)
     assert len({_ic(mean_pause_s={"x": 1.0}), _ic(mean_pause_s={"x": 1.0}), _ic()}) == 2
+
+
+def _utility(samples, tau, blocks, r, q, p):
+    t = np.asarray(samples, dtype=float)
+    return np.mean(t <= tau) * (r * blocks + q) - p * blocks * np.mean(np.minimum(t, tau))
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(st.floats(0.0, 100.0), min_size=1, max_size=12),
+    st.integers(1, 50), st.floats(0.0, 2.0), st.floats(0.0, 5.0), st.floats(0.0, 1.0),
+)
+def test_ttl_is_the_best_tau_on_a_dense_grid(samples, blocks, r, q, p):
+    pol = TTLResidency({"t": samples}, r, queue_delay_s=q, price_s_per_block_s=p)
+    tau = pol.ttl_s("t", blocks)
+    best = _utility(samples, tau, blocks, r, q, p)
+    grid = np.concatenate((np.linspace(0.0, 101.0, 404), samples))
+    assert max(_utility(samples, g, blocks, r, q, p) for g in grid) <= best + 1e-9
+    if tau > 0:
+        assert best > 0
