@@ -24,13 +24,16 @@ class WorkloadSpec:
 
     name: label in tables and file names. kind: one of WORKLOAD_KINDS (the two shipped real samples,
     or the AgentX-like generator). max_calls: keep the first sessions until this many calls (a
-    session is never cut). sessions: sessions to generate (generators only).
+    session is only cut when it alone exceeds what is left). sessions: sessions to generate (generators
+    only). max_calls_per_session: keep only each session's first calls (0 = no cap); more, shorter
+    sessions give the cluster more concurrent work at the same call budget.
     """
 
     name: str
     kind: str
     max_calls: int = 300
     sessions: int = 12
+    max_calls_per_session: int = 0
 
     def __post_init__(self) -> None:
         if not self.name or not self.name.replace("_", "").replace("-", "").isalnum():
@@ -41,6 +44,9 @@ class WorkloadSpec:
             v = getattr(self, f)
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:
                 raise ValueError(f"workload {self.name}: {f} must be a positive int, got {v!r}")
+        v = self.max_calls_per_session
+        if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+            raise ValueError(f"workload {self.name}: max_calls_per_session must be an int >= 0, got {v!r}")
 
 
 def _pos(name: str, v: Any, integer: bool = False) -> None:
@@ -58,7 +64,8 @@ class ReproduceConfig:
     interactivity (output tokens/s seen by a user) at which policies are compared. load_scales:
     arrival-rate multipliers of the latency-throughput sweep (1 = the trace's own rate).
     solver_time_limit_s: per formulation solve. routing_window_calls / admission_calls /
-    residency_pauses: sizes of the exact (hindsight) instances.
+    residency_pauses: sizes of the exact (hindsight) instances. workers: processes running simulations
+    in parallel (0 = one per CPU; results do not depend on it).
     """
 
     name: str = "quick"
@@ -71,16 +78,17 @@ class ReproduceConfig:
     workloads: tuple[WorkloadSpec, ...] = (
         WorkloadSpec("mooncake", "mooncake_sample", max_calls=300),
         WorkloadSpec("lmcache", "lmcache_sample", max_calls=300),
-        WorkloadSpec("agentx", "agentx", max_calls=300, sessions=12),
+        WorkloadSpec("agentx", "agentx", max_calls=300, sessions=12, max_calls_per_session=25),
     )
     slo_ttft_s: float = 10.0
     slo_tpot_s: float = 0.1
     interactivity_target_tok_s: float = 20.0
-    load_scales: tuple[float, ...] = (0.5, 1.0, 2.0, 4.0)
+    load_scales: tuple[float, ...] = (0.125, 0.25, 0.5, 1.0)
     solver_time_limit_s: float = 20.0
     routing_window_calls: int = 60
-    admission_calls: int = 12
+    admission_calls: int = 8
     residency_pauses: int = 40
+    workers: int = 2
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name or "/" in self.name or self.name.startswith("."):
@@ -92,6 +100,8 @@ class ReproduceConfig:
             _pos(f, getattr(self, f), integer=True)
         for f in ("slo_ttft_s", "slo_tpot_s", "interactivity_target_tok_s", "solver_time_limit_s"):
             _pos(f, getattr(self, f))
+        if not isinstance(self.workers, int) or isinstance(self.workers, bool) or self.workers < 0:
+            raise ValueError(f"workers must be an int >= 0, got {self.workers!r}")
         if not self.workloads:
             raise ValueError("workloads must list at least one workload")
         names = [w.name for w in self.workloads]

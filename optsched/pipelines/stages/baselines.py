@@ -13,8 +13,9 @@ from typing import Any
 from optsched.pipelines.reproduce_config import ReproduceConfig
 from optsched.pipelines.stages.base import Stage, StageContext, StageResult, StageUnavailable, Table
 from optsched.pipelines.stages.metrics import TABLE_METRICS, metric, metric_row
+from optsched.pipelines.stages.workloads import get_workloads
 from optsched.pipelines.stages.simrun import (BASELINE_ADMISSIONS, BASELINE_RESIDENCIES, BASELINE_ROUTERS,
-                                              policy_spec, sim_summary)
+                                              SimFailed, policy_spec, sim_many)
 
 __all__ = ["STAGE", "baseline_specs"]
 
@@ -35,17 +36,15 @@ def _inputs(cfg: ReproduceConfig) -> dict[str, Any]:
 
 def _run(ctx: StageContext) -> StageResult:
     specs = baseline_specs()
-    names = [w.name for w in ctx.config.workloads]
+    names = list(get_workloads(ctx))  # the workloads that could be built (stage 1 lists the others)
     jobs = [(w, s) for w in names for s in specs]
     summaries: dict[str, dict[str, Any]] = {w: {} for w in names}
-    skipped: dict[str, str] = {}
-    for w, s in ctx.progress(jobs, desc="baseline sims", total=len(jobs)):
-        if s["label"] in skipped:
-            continue
-        try:
-            summaries[w][s["label"]] = sim_summary(ctx, w, s)
-        except StageUnavailable as exc:  # one missing policy must not hide the others
-            skipped[s["label"]] = str(exc)
+    skipped: dict[str, str] = {}  # "workload / policy" -> reason; one failing policy must not hide the others
+    for (w, s), res in zip(jobs, sim_many(ctx, [(w, s, 1.0) for w, s in jobs], desc="baseline sims")):
+        if isinstance(res, SimFailed):
+            skipped[f"{w} / {s['label']}"] = str(res)
+        else:
+            summaries[w][s["label"]] = res
     if not any(summaries.values()):
         raise StageUnavailable("no baseline could be simulated: " + "; ".join(sorted(set(skipped.values()))))
     cols = ["workload", "policy", *TABLE_METRICS]
@@ -55,7 +54,7 @@ def _run(ctx: StageContext) -> StageResult:
                     "source.", cols, rows)]
     if skipped:
         tables.append(Table("baselines_unavailable", "Baselines that could not run (stated, not faked).",
-                            ["policy", "reason"], [[k, v] for k, v in sorted(skipped.items())]))
+                            ["workload / policy", "reason"], [[k, v] for k, v in sorted(skipped.items())]))
     return StageResult("baselines", STAGE.title, tables=tables, summary=_summary(summaries, skipped),
                        data={"summaries": summaries, "specs": {s["label"]: s for s in specs}})
 

@@ -20,12 +20,13 @@ from optsched.pipelines.reproduce_config import ReproduceConfig
 from optsched.pipelines.stages.base import Stage, StageContext, StageResult, StageUnavailable, Table, save_figure
 from optsched.pipelines.stages.baselines import best_router
 from optsched.pipelines.stages.metrics import metric
-from optsched.pipelines.stages.simrun import policy_spec, sim_summary
+from optsched.pipelines.stages.simrun import SimFailed, policy_spec, sim_many
+from optsched.pipelines.stages.workloads import get_workloads
 
 __all__ = ["STAGE", "operating_point"]
 
 IX = "P90 interactivity (tok/s)"
-HEAD_METRICS = ("goodput (calls/s)", "TPGS (tok/s/GPU)", IX, "hit HBM", "hit DRAM", "hit SSD", "recomputed",
+HEAD_METRICS = ("goodput (calls/s)", "TPGS (tok/s/GPU)", IX, "hit HBM", "hit DRAM", "hit SSD", "hit total",
                 "session P50 (s)", "session P90 (s)", "queue depth (mean)")
 
 
@@ -66,18 +67,21 @@ def _inputs(cfg: ReproduceConfig) -> dict[str, Any]:
 def _run(ctx: StageContext) -> StageResult:
     cfg = ctx.config
     target = cfg.interactivity_target_tok_s
-    plans = {w.name: _policies(ctx, w.name) for w in cfg.workloads}
+    plans = {w: _policies(ctx, w) for w in get_workloads(ctx)}
     kinds = {p["label"]: ("optimized" if p.get("optimized") else "heuristic") for ps in plans.values() for p in ps}
     jobs = [(w, p, s) for w, ps in plans.items() for p in ps for s in cfg.load_scales]
     curves: dict[str, dict[str, list[tuple[float, dict[str, Any]]]]] = {w: {} for w in plans}
-    failed: dict[str, str] = {}
-    for w, p, s in ctx.progress(jobs, desc="load sweep", total=len(jobs)):
-        if p["label"] in failed:
-            continue
-        try:
-            curves[w].setdefault(p["label"], []).append((s, sim_summary(ctx, w, p, scale=s)))
-        except StageUnavailable as exc:
-            failed[p["label"]] = str(exc)
+    failed: dict[str, str] = {}  # "workload / policy" -> reason
+    results = sim_many(ctx, [(w, p, s) for w, p, s in jobs], desc="load sweep")
+    for (w, p, s), res in zip(jobs, results):
+        key = f"{w} / {p['label']}"
+        if isinstance(res, SimFailed):
+            failed.setdefault(key, f"at load x{s:g}: {res}")
+        else:
+            curves[w].setdefault(p["label"], []).append((s, res))
+    for key in failed:  # a policy with a failed sweep point is left out of the comparison
+        w, label = key.split(" / ", 1)
+        curves[w].pop(label, None)
     if not any(curves.values()):
         raise StageUnavailable("no policy could be simulated: " + "; ".join(sorted(set(failed.values()))))
     rows, sweep_rows, figures = [], [], []
@@ -101,7 +105,8 @@ def _run(ctx: StageContext) -> StageResult:
                   sweep_rows)
     tables = [head, sweep]
     if failed:
-        tables.append(Table("comparison_unavailable", "Policies that could not be simulated.", ["policy", "reason"],
+        tables.append(Table("comparison_unavailable", "Policies that could not be simulated (left out of the "
+                            "comparison).", ["workload / policy", "reason"],
                             [[k, v] for k, v in sorted(failed.items())]))
     return StageResult("comparison", STAGE.title, tables=tables, figures=figures,
                        summary=_summary(head, ctx.deps.get("formulations"), failed))

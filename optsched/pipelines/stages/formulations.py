@@ -16,6 +16,7 @@ from typing import Any, Callable
 
 from optsched.pipelines.reproduce_config import ReproduceConfig
 from optsched.pipelines.stages.base import Stage, StageContext, StageResult, StageUnavailable, Table
+from optsched.pipelines.stages.simrun import short_reason
 
 __all__ = ["STAGE", "FORMULATIONS"]
 
@@ -41,7 +42,19 @@ def _solve_unwired(kind: str) -> Callable[[StageContext], dict[str, Any]]:
     return solve
 
 
-_SOLVE: dict[str, Callable[[StageContext], dict[str, Any]]] = {k: _solve_unwired(k) for k in FORMULATIONS}
+def _lazy(module: str, fn: str) -> Callable[[StageContext], dict[str, Any]]:
+    def solve(ctx: StageContext) -> dict[str, Any]:
+        return getattr(importlib.import_module(f"optsched.pipelines.stages.{module}"), fn)(ctx)
+
+    return solve
+
+
+_SOLVE: dict[str, Callable[[StageContext], dict[str, Any]]] = {
+    "routing": _lazy("form_routing", "solve_routing_formulation"),
+    "pd": _lazy("form_pd", "solve_pd_formulation"),
+    "admission": _lazy("form_admission", "solve_admission_formulation"),
+    "residency": _lazy("form_residency", "solve_residency_formulation"),
+}
 
 
 def _inputs(cfg: ReproduceConfig) -> dict[str, Any]:
@@ -59,6 +72,9 @@ def _run(ctx: StageContext) -> StageResult:
             solved[kind] = _SOLVE[kind](ctx)
         except StageUnavailable as exc:
             missing[kind] = str(exc)
+        except Exception as exc:  # noqa: BLE001 - one broken formulation must not hide the others; reported
+            log.exception("formulation %s failed", kind)
+            missing[kind] = short_reason(exc)
     if not solved:
         raise StageUnavailable("no formulation could be solved: "
                                + "; ".join(f"{k}: {v}" for k, v in missing.items()))
@@ -66,6 +82,9 @@ def _run(ctx: StageContext) -> StageResult:
     cols = ["formulation", "instance", "solver", "status", "objective", "bound", "gap", "objective unit"]
     tables = [Table("formulations", "Each formulation solved (exact / hindsight instance). Solve wall times are in "
                     "the wall-clock section.", cols, rows)]
+    for k in FORMULATIONS:
+        if k in solved:
+            tables += [Table(**t) if isinstance(t, dict) else t for t in solved[k].get("tables", [])]
     derived = [p for k in FORMULATIONS if k in solved for p in solved[k].get("policies", [])]
     if missing:
         tables.append(Table("formulations_unavailable", "Formulations that could not be solved (stated, not faked).",

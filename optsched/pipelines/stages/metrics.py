@@ -13,7 +13,7 @@ __all__ = ["METRICS", "metric", "metric_row", "TABLE_METRICS"]
 
 # label -> summary key of optsched.sim (SimResult.summary)
 METRICS: dict[str, str] = {
-    "goodput (calls/s)": "goodput_rps",
+    "goodput (calls/s)": "goodput_calls_s",
     "TPGS (tok/s/GPU)": "tpgs",
     "P90 interactivity (tok/s)": "p90_interactivity_tok_s",
     "TTFT P90 (s)": "ttft_p90_s",
@@ -22,17 +22,16 @@ METRICS: dict[str, str] = {
     "hit HBM": "hit_rate_hbm",
     "hit DRAM": "hit_rate_dram",
     "hit SSD": "hit_rate_ssd",
-    "hit remote": "hit_rate_remote",
-    "recomputed": "recompute_rate",
+    "hit total": "hit_rate",
     "session P50 (s)": "session_completion_p50_s",
     "session P90 (s)": "session_completion_p90_s",
-    "queue depth (mean)": "queue_depth_mean",
+    "queue depth (mean)": "mean_queue_depth",
     "KV imbalance": "kv_imbalance",
     "makespan (s)": "makespan_s",
 }
 
 TABLE_METRICS = ("goodput (calls/s)", "TPGS (tok/s/GPU)", "P90 interactivity (tok/s)", "TTFT P90 (s)",
-                 "hit HBM", "hit DRAM", "recomputed", "session P50 (s)", "session P90 (s)", "queue depth (mean)")
+                 "hit HBM", "hit DRAM", "hit total", "session P50 (s)", "session P90 (s)", "queue depth (mean)")
 
 
 def metric(summary: dict[str, Any], label: str) -> float:

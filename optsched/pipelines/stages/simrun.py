@@ -4,8 +4,9 @@ mid-stage).
 
 A policy spec is plain JSON: ``{"label", "router": name, "router_params": {...}, "admission": name,
 "admission_params": {...}, "residency": name, "residency_params": {...}, "scheduler": {...}}``; or,
-for a policy derived from a formulation, ``"router_policy"/"admission_policy"/"residency_policy"``
-holding its ``optsched.policy/v1`` document (built with ``optsched.export``). Baseline names are the
+for a policy derived from a formulation, ``"router_plan"/"admission_plan"/"residency_plan"`` holding
+its solved `Plan` as ``{"kind", "type", "parameters"}`` (built with ``Plan.to_policy``), or router
+``"plan"`` with ``{"assignment": {call_id: instance}, "fallback": name}`` for a routing plan. Baseline names are the
 policies' own ``name`` attributes (`BASELINE_ROUTERS`, `BASELINE_ADMISSIONS`, `BASELINE_RESIDENCIES`).
 """
 
@@ -22,7 +23,8 @@ from optsched.pipelines.stages.base import StageContext, StageUnavailable
 from optsched.pipelines.stages.workloads import get_workloads, workload_digest
 
 __all__ = ["BASELINE_ROUTERS", "BASELINE_ADMISSIONS", "BASELINE_RESIDENCIES", "cluster_for", "make_policies",
-           "scale_load", "sim_summary", "policy_spec", "sim_seed"]
+           "scale_load", "sim_summary", "policy_spec", "sim_seed", "short_reason",
+           "run_sim", "sim_many", "SimFailed"]
 
 log = logging.getLogger(__name__)
 
@@ -50,10 +52,27 @@ def _router(name: str, params: dict, rng: np.random.Generator) -> Any:
         "least_outstanding": lambda: P.LeastOutstandingRouter(),
         "kv_balanced": lambda: P.KVBalancedRouter(),
         "overlap_cost": lambda: P.OverlapCostRouter(P.OverlapCostConfig(**params)),
+        "plan": lambda: _plan_router(params, rng),
+        "price": lambda: _price_router(params),
     }
     if name not in table:
         raise ValueError(f"unknown router {name!r}; known: {sorted(table)}")
     return table[name]()
+
+
+def _plan_router(params: dict, rng: np.random.Generator) -> Any:
+    """A solved routing plan (call id -> instance) followed in the simulator; other calls -> fallback."""
+    from optsched.policies.router_plan import PlanRouter, RoutingPlan
+
+    fallback = _router(params.get("fallback", "round_robin"), params.get("fallback_params", {}), rng)
+    return PlanRouter(RoutingPlan({k: int(v) for k, v in params["assignment"].items()}), fallback)
+
+
+def _price_router(params: dict) -> Any:
+    """The price router derived from the routing LP (``optsched.policies.router_price``)."""
+    from optsched.policies.router_price import PriceRouter, PriceRouterConfig
+
+    return PriceRouter(PriceRouterConfig(**params))
 
 
 def _admission(name: str, params: dict) -> Any:
@@ -70,35 +89,56 @@ def _admission(name: str, params: dict) -> Any:
     return table[name]()
 
 
-def _residency(name: str, params: dict) -> Any:
+def _residency(name: str, params: dict, wl: Any, cfg: ReproduceConfig) -> Any:
+    """Residency baselines, parameterized from the workload and the cost model:
+
+    - ``ttl_tool`` (Continuum-style): tool-time samples of the workload per tool class; R = recompute
+      time per block of a 64-block prefix; queue delay and holding price from ``params`` (default 0,
+      i.e. TTL = the longest observed tool time of the class).
+    - ``infercept``: T_fwd / T_swap fitted to the cost model (``InferceptResidency.from_cost_model``),
+      swap allowed (the cluster has a DRAM tier), pause = the call's own think time (as InferCept).
+    """
     import optsched.policies as P
 
-    classes = {"lru": "LRUResidency", "ttl_tool": "ToolTTLResidency", "infercept": "InferCeptResidency"}
-    if name not in classes:
-        raise ValueError(f"unknown residency {name!r}; known: {sorted(classes)}")
-    cls = getattr(P, classes[name], None)
-    if cls is None:
-        raise StageUnavailable(f"residency policy optsched.policies.{classes[name]} has not landed")
-    return cls(**params)
+    if name == "lru":
+        return P.LRUResidency(**params)
+    from optsched.pipelines.stages.calibration import cost_model
+
+    cm = cost_model(cfg)
+    bs = int(wl.block_size)
+    if name == "ttl_tool":
+        from optsched.policies.residency_ttl import tool_durations_from_calls
+
+        durations = tool_durations_from_calls(wl.calls())
+        if not durations:
+            raise ValueError(f"workload {wl.name} has no tool waits: a TTL rule has nothing to learn from")
+        per_block = float(cm.recompute_time(64 * bs)) / 64
+        return P.TTLResidency(durations, reload_s_per_block=per_block, **params)
+    if name == "infercept":
+        return P.InferceptResidency.from_cost_model(cm, bs, **params)
+    raise ValueError(f"unknown residency {name!r}; known: lru, ttl_tool, infercept")
 
 
-def _from_document(doc: dict) -> Any:
-    try:
-        from optsched.export import policy_from_dict
-    except ImportError as exc:
-        raise StageUnavailable(f"optsched.export.policy_from_dict has not landed ({exc})") from None
-    return policy_from_dict(doc)
+def _from_plan(doc: dict) -> Any:
+    """The online policy a solved `Plan` stands for (``Plan.to_policy``)."""
+    from optsched.policies.plan import Plan
+
+    return Plan(doc["kind"], doc["type"], doc.get("parameters", {})).to_policy()
 
 
-def make_policies(spec: dict[str, Any], rng: np.random.Generator) -> tuple[Any, Any, Any]:
+def make_policies(spec: dict[str, Any], rng: np.random.Generator, wl: Any, cfg: ReproduceConfig
+                  ) -> tuple[Any, Any, Any]:
     """(router, admission, residency) objects for a spec; fresh objects every call (policies keep state)."""
-    router = (_from_document(spec["router_policy"]) if "router_policy" in spec
+    router = (_from_plan(spec["router_plan"]) if "router_plan" in spec
               else _router(spec["router"], spec.get("router_params", {}), rng))
-    admission = (_from_document(spec["admission_policy"]) if "admission_policy" in spec
+    admission = (_from_plan(spec["admission_plan"]) if "admission_plan" in spec
                  else _admission(spec["admission"], spec.get("admission_params", {})))
-    residency = (_from_document(spec["residency_policy"]) if "residency_policy" in spec
-                 else (None if spec["residency"] == "lru" and not spec.get("residency_params")
-                       else _residency(spec["residency"], spec.get("residency_params", {}))))
+    if "residency_plan" in spec:
+        residency = _from_plan(spec["residency_plan"])
+    elif spec["residency"] == "lru" and not spec.get("residency_params"):
+        residency = None  # the simulator's default (LRU index)
+    else:
+        residency = _residency(spec["residency"], spec.get("residency_params", {}), wl, cfg)
     return router, admission, residency
 
 
@@ -110,27 +150,59 @@ def cluster_for(cfg: ReproduceConfig, scheduler: dict[str, Any] | None = None,
     except ImportError as exc:
         raise StageUnavailable(f"optsched.sim has not landed ({exc})") from None
     groups = instances or [{"role": "colocated", "count": cfg.num_instances}]
-    inst = tuple(InstanceConfig(gpu=cfg.gpu, model=cfg.model, tp=cfg.tp, **g) for g in groups)
+    inst = tuple(InstanceConfig(**{"gpu": cfg.gpu, "model": cfg.model, "tp": cfg.tp, **g}) for g in groups)
     sched = SchedulerConfig(max_num_batched_tokens=cfg.max_num_batched_tokens, **(scheduler or {}))
     return ClusterConfig(instances=inst, scheduler=sched)
 
 
+def _salt(h: int, j: int) -> int:
+    # a distinct, deterministic hash space per session copy; chained structure inside a copy is kept
+    return (int(h) * 1_000_003 + j) & ((1 << 62) - 1)
+
+
 def scale_load(wl: Any, factor: float) -> Any:
-    """``wl`` with arrival rate multiplied by ``factor``: session starts and trace arrival times divided
-    by it (think times, i.e. the closed loop inside a session, unchanged)."""
+    """``wl`` at ``factor`` times its load.
+
+    Open-loop traces (calls with ``arrival_s``) and sessions with staggered starts: arrival rate x factor
+    (arrival and session start times divided by it; think times, the closed loop inside a session,
+    unchanged). Closed-loop sessions that all start together: concurrency x factor — the first
+    ``round(K x factor)`` sessions, or copies of all K sessions beyond K (copy j gets ids suffixed
+    ``#r<j>`` and its own block-hash space, so copies do not share KV with each other).
+    """
     import dataclasses
 
     from optsched.workload import Session, Workload
 
+    if not factor > 0:
+        raise ValueError(f"load scale must be > 0, got {factor!r}")
     if factor == 1.0:
         return wl
-    sessions = []
-    for s in wl.sessions:
-        calls = tuple(c if c.arrival_s is None else dataclasses.replace(c, arrival_s=c.arrival_s / factor)
-                      for c in s.calls)
-        sessions.append(Session(s.session_id, calls, start_s=s.start_s / factor))
+    timed = any(c.arrival_s is not None for c in wl.calls()) or len({s.start_s for s in wl.sessions}) > 1
+    if timed:
+        sessions = []
+        for s in wl.sessions:
+            calls = tuple(c if c.arrival_s is None else dataclasses.replace(c, arrival_s=c.arrival_s / factor)
+                          for c in s.calls)
+            sessions.append(Session(s.session_id, calls, start_s=s.start_s / factor))
+    else:
+        k = len(wl.sessions)
+        n = max(1, int(round(k * factor)))
+        sessions = list(wl.sessions[:n])
+        for m in range(k, n):
+            s, j = wl.sessions[m % k], m // k
+            calls = tuple(dataclasses.replace(
+                c, call_id=f"{c.call_id}#r{j}", session_id=f"{s.session_id}#r{j}",
+                parents=tuple(f"{p}#r{j}" for p in c.parents),
+                block_hashes=tuple(_salt(h, j) for h in c.block_hashes)) for c in s.calls)
+            sessions.append(Session(f"{s.session_id}#r{j}", calls, start_s=s.start_s))
     return Workload(name=wl.name, sessions=tuple(sessions), block_size=wl.block_size,
                     closed_loop=wl.closed_loop, source=wl.source)
+
+
+def short_reason(exc: BaseException, limit: int = 300) -> str:
+    """``Type: message`` of an exception, cut to ``limit`` characters (for report tables)."""
+    text = f"{type(exc).__name__}: {exc}".replace("\n", " ")
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def sim_seed(cfg: ReproduceConfig, wl_name: str) -> int:
@@ -150,29 +222,108 @@ def _jsonable(x: Any) -> Any:
     return x
 
 
-def sim_summary(ctx: StageContext, wl_name: str, spec: dict[str, Any], scale: float = 1.0,
-                cluster: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The simulator's summary metrics for ``spec`` on workload ``wl_name`` at load ``scale`` (memoized).
+_POLICY_KEYS = ("label", "optimized")  # presentation only: not part of a simulation's identity
 
-    ``cluster``: optional ``{"scheduler": {...}, "instances": [...]}`` overriding the config's cluster.
+
+def _sim_inputs(cfg: ReproduceConfig, wl: Any, spec: dict[str, Any], scale: float) -> dict[str, Any]:
+    return {"workload": workload_digest(wl), "spec": {k: v for k, v in spec.items() if k not in _POLICY_KEYS},
+            "scale": scale, "gpu": cfg.gpu, "model": cfg.model, "tp": cfg.tp, "n": cfg.num_instances,
+            "mnbt": cfg.max_num_batched_tokens, "slo": [cfg.slo_ttft_s, cfg.slo_tpot_s], "seed": cfg.seed}
+
+
+def run_sim(cfg: ReproduceConfig, wl_name: str, wl: Any, spec: dict[str, Any], scale: float) -> dict[str, Any]:
+    """One simulation (no cache): the simulator's summary metrics of ``spec`` on ``wl`` at load ``scale``.
+
+    ``spec["cluster"]`` (``{"instances": [...], "scheduler": {...}}``) overrides the config's cluster.
     """
     try:
         from optsched.sim import SLO, simulate
     except ImportError as exc:
         raise StageUnavailable(f"optsched.sim.simulate has not landed ({exc})") from None
-    cfg = ctx.config
+    cl = spec.get("cluster") or {}
+    rng = np.random.default_rng(stream_seed(cfg.seed, f"policy:{wl_name}"))
+    router, admission, residency = make_policies(spec, rng, wl, cfg)
+    res = simulate(scale_load(wl, scale), cluster_for(cfg, cl.get("scheduler"), cl.get("instances")),
+                   router=router, admission=admission, residency=residency,
+                   slo=SLO(ttft_s=cfg.slo_ttft_s, tpot_s=cfg.slo_tpot_s), seed=sim_seed(cfg, wl_name))
+    return _jsonable(dict(res.summary))
+
+
+def sim_summary(ctx: StageContext, wl_name: str, spec: dict[str, Any], scale: float = 1.0) -> dict[str, Any]:
+    """`run_sim`, memoized in the run cache (stage "sim")."""
     wl = get_workloads(ctx)[wl_name]
-    cl = cluster or {}
-    key = {"workload": workload_digest(wl), "spec": spec, "scale": scale, "cluster": cl,
-           "gpu": cfg.gpu, "model": cfg.model, "tp": cfg.tp, "n": cfg.num_instances,
-           "mnbt": cfg.max_num_batched_tokens, "slo": [cfg.slo_ttft_s, cfg.slo_tpot_s], "seed": cfg.seed}
+    return ctx.cache.memo("sim", _sim_inputs(ctx.config, wl, spec, scale),
+                          lambda: run_sim(ctx.config, wl_name, wl, spec, scale))
 
-    def run() -> dict[str, Any]:
-        rng = np.random.default_rng(stream_seed(cfg.seed, f"policy:{wl_name}"))
-        router, admission, residency = make_policies(spec, rng)
-        res = simulate(scale_load(wl, scale), cluster_for(cfg, cl.get("scheduler"), cl.get("instances")),
-                       router=router, admission=admission, residency=residency,
-                       slo=SLO(ttft_s=cfg.slo_ttft_s, tpot_s=cfg.slo_tpot_s), seed=sim_seed(cfg, wl_name))
-        return _jsonable(dict(res.summary))
 
-    return ctx.cache.memo("sim", key, run)
+# state handed to forked workers (set just before the pool starts; fork copies it, nothing is pickled)
+_FORK: dict[str, Any] = {}
+
+
+def _worker(i: int) -> tuple[int, str, Any]:
+    cfg, wls, jobs = _FORK["cfg"], _FORK["wls"], _FORK["jobs"]
+    wl_name, spec, scale = jobs[i]
+    try:
+        return i, "ok", run_sim(cfg, wl_name, wls[wl_name], spec, scale)
+    except Exception as exc:  # noqa: BLE001 - returned to the parent, which reports it
+        return i, "error", short_reason(exc)
+
+
+class SimFailed(RuntimeError):
+    """A simulation raised; the message is the short reason (type: message)."""
+
+
+def sim_many(ctx: StageContext, jobs: list[tuple[str, dict[str, Any], float]], desc: str) -> list[Any]:
+    """Summaries of many simulations, in job order; a failed one is a `SimFailed` in its place.
+
+    Cached results are reused; the rest run in ``config.workers`` forked processes (each simulation
+    is independent and deterministic, so results do not depend on the number of workers or their
+    order). Every result is written to the cache as it arrives, so a killed run resumes mid-stage.
+    """
+    import json
+    import multiprocessing as mp
+
+    from optsched.pipelines.runcache import canonical_json
+
+    cfg, wls = ctx.config, get_workloads(ctx)
+    out: list[Any] = [None] * len(jobs)
+    keys, todo = [], []
+    for i, (w, spec, scale) in enumerate(jobs):
+        k = ctx.cache.key("sim", _sim_inputs(cfg, wls[w], spec, scale))
+        keys.append(k)
+        hit = ctx.cache.get("sim", k)
+        if hit is None:
+            todo.append(i)
+        else:
+            out[i] = hit
+    bar = ctx.progress(range(len(jobs)), desc=desc, total=len(jobs), initial=len(jobs) - len(todo))
+    update = getattr(bar, "update", lambda n=1: None)
+
+    def store(i: int, status: str, value: Any) -> None:
+        if status == "ok":
+            ctx.cache.put("sim", keys[i], value)
+            out[i] = json.loads(canonical_json(value))  # exactly what a cache hit returns
+        else:
+            out[i] = SimFailed(value)
+        update(1)
+
+    workers = min(cfg.workers or (mp.cpu_count() or 1), len(todo))
+    if workers > 1 and "fork" in mp.get_all_start_methods():
+        _FORK.update(cfg=cfg, wls=wls, jobs=jobs)
+        try:
+            with mp.get_context("fork").Pool(workers) as pool:
+                for i, status, value in pool.imap_unordered(_worker, todo):
+                    store(i, status, value)
+        finally:
+            _FORK.clear()
+    else:
+        for i in todo:
+            try:
+                store(i, "ok", run_sim(cfg, jobs[i][0], wls[jobs[i][0]], jobs[i][1], jobs[i][2]))
+            except StageUnavailable:
+                raise
+            except Exception as exc:  # noqa: BLE001 - reported by the caller
+                store(i, "error", short_reason(exc))
+    if hasattr(bar, "close"):
+        bar.close()
+    return out

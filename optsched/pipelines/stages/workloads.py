@@ -16,17 +16,19 @@ from optsched.pipelines.reproduce_config import ReproduceConfig, WorkloadSpec
 from optsched.pipelines.runcache import digest
 from optsched.pipelines.stages.base import Stage, StageContext, StageResult, StageUnavailable, Table
 
-__all__ = ["STAGE", "get_workloads", "trim_workload", "workload_digest", "build_workload"]
+__all__ = ["STAGE", "get_workloads", "trim_workload", "workload_digest", "build_workload", "align_session_starts",
+           "missing_workloads"]
 
 log = logging.getLogger(__name__)
 
 
-def trim_workload(wl: Any, max_calls: int) -> Any:
+def trim_workload(wl: Any, max_calls: int, per_session: int = 0) -> Any:
     """The first sessions of ``wl`` holding at most ``max_calls`` calls.
 
     Whole sessions are kept while they fit; the first session that does not fit contributes its first
     calls up to the budget (calls are topologically ordered, so a prefix of a session is a valid
-    session DAG). Raises ValueError for max_calls < 1.
+    session DAG). ``per_session`` > 0 first cuts every session to its first ``per_session`` calls.
+    Raises ValueError for max_calls < 1.
     """
     from optsched.workload import Session, Workload
 
@@ -37,6 +39,8 @@ def trim_workload(wl: Any, max_calls: int) -> Any:
     for s in wl.sessions:
         if left <= 0:
             break
+        if per_session and len(s.calls) > per_session:
+            s = Session(s.session_id, tuple(s.calls[:per_session]), start_s=s.start_s)
         if len(s.calls) <= left:
             kept.append(s)
             left -= len(s.calls)
@@ -44,6 +48,20 @@ def trim_workload(wl: Any, max_calls: int) -> Any:
             kept.append(Session(s.session_id, tuple(s.calls[:left]), start_s=s.start_s))
             left = 0
     return Workload(name=wl.name, sessions=tuple(kept), block_size=wl.block_size, closed_loop=wl.closed_loop,
+                    source=wl.source)
+
+
+def align_session_starts(wl: Any) -> Any:
+    """``wl`` with every session starting at t=0 (sessions replayed concurrently).
+
+    The shipped LMCache agent sessions were recorded ~44 h apart; replayed at their recorded starts
+    the cluster is idle between them and throughput metrics measure the gap, not the serving. Calls
+    inside a session keep their closed-loop think times.
+    """
+    from optsched.workload import Session, Workload
+
+    sessions = tuple(Session(s.session_id, s.calls, start_s=0.0) for s in wl.sessions)
+    return Workload(name=wl.name, sessions=sessions, block_size=wl.block_size, closed_loop=wl.closed_loop,
                     source=wl.source)
 
 
@@ -55,7 +73,10 @@ def _load_sample(fn_name: str) -> Any:
     fn = getattr(samples, fn_name, None)
     if fn is None:
         raise StageUnavailable(f"optsched.workload.samples.{fn_name} has not landed")
-    out = fn()
+    try:
+        out = fn(load=True)
+    except TypeError:  # an older signature that only returns the path
+        out = fn()
     if isinstance(out, (str, Path)):  # a path to the shipped file: load it by content
         from optsched.workload import load_any
 
@@ -70,14 +91,14 @@ def build_workload(spec: WorkloadSpec, rng_seed: Any) -> Any:
     if spec.kind == "mooncake_sample":
         wl = _load_sample("mooncake_sample")
     elif spec.kind == "lmcache_sample":
-        wl = _load_sample("lmcache_sample")
+        wl = align_session_starts(_load_sample("lmcache_sample"))
     else:
         try:
             from optsched.workload import generate_agentx
         except ImportError as exc:
             raise StageUnavailable(f"optsched.workload.generate_agentx has not landed ({exc})") from None
         wl = generate_agentx(spec.sessions, np.random.default_rng(rng_seed))
-    return trim_workload(wl, spec.max_calls)
+    return trim_workload(wl, spec.max_calls, spec.max_calls_per_session)
 
 
 def workload_digest(wl: Any) -> str:
@@ -89,16 +110,40 @@ def workload_digest(wl: Any) -> str:
 
 
 def get_workloads(ctx: StageContext) -> dict[str, Any]:
-    """``{spec.name: Workload}`` for the config, built once per process."""
+    """``{spec.name: Workload}`` for the config's workloads that can be built (once per process).
+
+    A workload whose loader/generator has not landed is left out and listed by `missing_workloads`;
+    StageUnavailable only when none can be built.
+    """
     from optsched.pipelines.provenance import stream_seed
 
     key = ("workloads", digest(ctx.config.to_dict()["workloads"]), ctx.config.seed)
     if key not in ctx.shared:
-        ctx.shared[key] = {
-            w.name: build_workload(w, stream_seed(ctx.config.seed, f"workload:{w.name}"))
-            for w in ctx.config.workloads
-        }
-    return ctx.shared[key]
+        built, missing = {}, {}
+        for w in ctx.config.workloads:
+            try:
+                built[w.name] = build_workload(w, stream_seed(ctx.config.seed, f"workload:{w.name}"))
+            except StageUnavailable as exc:
+                missing[w.name] = str(exc)
+        ctx.shared[key] = (built, missing)
+    built, missing = ctx.shared[key]
+    if not built:
+        raise StageUnavailable("no workload could be built: " + "; ".join(f"{k}: {v}" for k, v in missing.items()))
+    return built
+
+
+def missing_workloads(ctx: StageContext) -> dict[str, str]:
+    """``{name: reason}`` of the config's workloads that could not be built."""
+    get_workloads(ctx)
+    key = ("workloads", digest(ctx.config.to_dict()["workloads"]), ctx.config.seed)
+    return ctx.shared[key][1]
+
+
+SOURCE_LABEL = {
+    "mooncake_sample": "real: Mooncake conversation trace, shipped sample (open-loop replay)",
+    "lmcache_sample": "real: LMCache agent sessions, shipped sample (closed loop, sessions start together)",
+    "agentx": "generated: AgentX-like coding sessions (closed loop)",
+}
 
 
 def _inputs(cfg: ReproduceConfig) -> dict[str, Any]:
@@ -114,20 +159,21 @@ def _run(ctx: StageContext) -> StageResult:
     from optsched.pipelines.stages.workload_plots import plot_distributions
 
     try:
-        from optsched.workload import workload_stats
+        from optsched.workload.stats import workload_stats
     except ImportError as exc:
-        raise StageUnavailable(f"optsched.workload.workload_stats has not landed ({exc})") from None
+        raise StageUnavailable(f"optsched.workload.stats.workload_stats has not landed ({exc})") from None
     wls = get_workloads(ctx)
+    kinds = {w.name: w.kind for w in ctx.config.workloads}
     rows, figures, per = [], [], {}
     for name, wl in ctx.progress(wls.items(), desc="workload stats", total=len(wls)):
         st = workload_stats(wl)
         per[name] = {"digest": workload_digest(wl), "calls": wl.num_calls, "sessions": len(wl.sessions)}
         rows.append([
-            name, wl.source or "-", wl.num_calls, len(wl.sessions),
+            name, SOURCE_LABEL[kinds[name]], wl.num_calls, len(wl.sessions),
             _q(st, "input_tokens", "median"), _q(st, "input_tokens", "p95"),
             _q(st, "output_tokens", "median"), _q(st, "output_tokens", "p95"),
             _q(st, "gap_s", "median"), _q(st, "gap_s", "p95"),
-            st.get("subagent_session_share"), st.get("prefix_reuse"), st.get("io_ratio"),
+            st.get("subagent_session_share"), st.get("prefix_reuse"), st.get("prefix_hit"), st.get("io_ratio"),
         ])
         path, rel = ctx.figure_path(f"workload_{name}.png")
         plot_distributions(wl, path, title=f"{name}: {wl.num_calls} calls, {len(wl.sessions)} sessions")
@@ -135,11 +181,18 @@ def _run(ctx: StageContext) -> StageResult:
                                                 "distributions (log-scale x axes)"})
     cols = ["workload", "source", "calls", "sessions", "input median (tok)", "input p95 (tok)",
             "output median (tok)", "output p95 (tok)", "gap median (s)", "gap p95 (s)",
-            "subagent session share", "prefix reuse", "I/O ratio"]
+            "subagent session share", "prefix reuse", "prefix hit", "I/O ratio"]
     table = Table("workload_stats", "Per-workload statistics (tokens, seconds); prefix reuse = fraction of "
-                  "input blocks seen before in the workload.", cols, rows)
-    return StageResult("workloads", STAGE.title, tables=[table], figures=figures, summary=_summary(table),
-                       data={"workloads": per})
+                  "input blocks seen before in the workload; prefix hit = fraction in the leading run of seen blocks "
+                  "(what an unbounded prefix cache could serve).", cols, rows)
+    tables, summary = [table], _summary(table)
+    missing = missing_workloads(ctx)
+    if missing:
+        tables.append(Table("workloads_unavailable", "Workloads that could not be built (stated, not faked).",
+                            ["workload", "reason"], [[k, v] for k, v in missing.items()]))
+        summary += " Unavailable: " + ", ".join(missing) + "."
+    return StageResult("workloads", STAGE.title, tables=tables, figures=figures, summary=summary,
+                       data={"workloads": per, "missing": missing})
 
 
 def _summary(t: Table) -> str:
