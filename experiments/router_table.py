@@ -149,6 +149,7 @@ def run_table(args: argparse.Namespace) -> pd.DataFrame:
             wall = time.perf_counter() - t0
             row = {"workload": wname, "router": rname}
             row.update({col: float(res.summary[key]) for col, key in COLUMNS.items()})
+            row["preemptions"] = int(res.summary["preemptions"])
             row["calls"] = len(res.calls)
             row["wall_s"] = round(wall, 2)
             rows.append(row)
@@ -157,12 +158,13 @@ def run_table(args: argparse.Namespace) -> pd.DataFrame:
 
 
 def to_markdown(df: pd.DataFrame) -> str:
-    cols = ["workload", "router", *COLUMNS, "calls"]
+    cols = ["workload", "router", *COLUMNS, "preemptions", "calls"]
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for _, r in df.iterrows():
         cells = [r["workload"], r["router"]]
         cells += [f"{r['HBM hit rate']:.3f}", f"{r['TTFT p50 (s)']:.3f}", f"{r['TTFT p90 (s)']:.3f}",
-                  f"{r['TPGS (tok/GPU-s)']:.0f}", f"{r['KV imbalance']:.3f}", str(int(r["calls"]))]
+                  f"{r['TPGS (tok/GPU-s)']:.0f}", f"{r['KV imbalance']:.3f}", str(int(r["preemptions"])),
+                  str(int(r["calls"]))]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
