@@ -7,14 +7,16 @@ calibrated roofline (``optsched.cost.efficiency.kernel_time``):
 - linear: per layer the four Megatron-TP GEMMs (``ops.dense_gemms``) on m = prefill_tokens + decode_seqs
   rows, weights read once per step; MoE layers: router GEMM + ``E_act`` routed experts each on
   m·k/E_act rows (``ops.expected_active_experts``) as one grouped GEMM (fused-MoE kernel: the efficiency
-  of an m·k/E_act-row GEMM, one launch) + shared experts; experts are TP-sharded (no expert parallelism); non-GEMM ops as memory traffic
-  (family "elementwise"); LM head on the rows that need logits (decode_seqs + 1 if any prefill).
+  of an m·k/E_act-row GEMM, one launch) + shared experts; routed experts TP-sharded (ep=1) or whole
+  experts per rank (ep=tp); non-GEMM ops as memory traffic with per-op HBM efficiencies (family
+  "elementwise"); LM head on the rows that need logits (decode_seqs + 1 if any prefill).
   Total ≈ 2·active_params FLOPs per token.
 - attention per layer: prefill FLOPs 4·pairs·heads_per_rank·head_dim (QKᵀ and PV), bytes = KV of
   ``prefill_kv_tokens`` + Q/O; decode FLOPs 4·decode_kv_tokens·heads·head_dim, bytes = KV of
-  ``decode_kv_tokens`` (every KV read once) + Q/O. MLA decode uses the weight-absorbed form
-  (DeepSeek-V2, App. on MLA inference): per KV token 2·heads·(d_c + d_R) + 2·heads·d_c FLOPs, d_c + d_R cached
-  elements.
+  ``decode_kv_tokens`` (every KV read once) + Q/O. Efficiency rows m = query rows (prefill tokens or
+  decode sequences) × KV heads per rank, as in the calibration samples. MLA decode uses the
+  weight-absorbed form (DeepSeek-V2, arXiv 2405.04434, §2.1.2: W^UK absorbed into W^Q, W^UV into W^O):
+  per KV token 2·heads·(d_c + d_R) + 2·heads·d_c FLOPs over d_c + d_R cached elements.
 - communication: two ring all-reduces of m·hidden·wb bytes per layer when tp > 1,
   time = latency + 2(tp−1)/tp · bytes / (nvlink_bw · ε) (nccl-tests doc/PERFORMANCE.md "bus bandwidth").
 - overhead: ``step_overhead_s`` for any non-empty step (scheduler, sampling, launch gaps).
