@@ -1,6 +1,7 @@
 """KV prefix cache per instance: block-hash prefix index, tiers HBM -> DRAM -> SSD, eviction
 (LRU / TTL / cost-aware), residency actions, and hit accounting by source (DESIGN.md, "kvcache")."""
 
+from optsched.kvcache.cost_value import block_value_fn
 from optsched.kvcache.eviction import EVICTION_POLICIES
 from optsched.kvcache.hits import HIT_SOURCES, CallHit, HitAccount
 from optsched.kvcache.prefix_cache import PrefixCache
@@ -17,4 +18,5 @@ __all__ = [
     "HitAccount",
     "PrefixCache",
     "PrefixMatch",
+    "block_value_fn",
 ]
