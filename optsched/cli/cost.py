@@ -64,16 +64,22 @@ def _predict(args) -> int:
         print(json.dumps({"gpu": cm.gpu.name, "model": cm.model.name, "tp": cm.tp,
                           "calibration": cm.calibration.name, "time_s": bd["time_s"], "components": comps,
                           "flops": bd["flops"], "bytes": bd["bytes"], "binding": bd["binding"],
-                          "linear_bound": bd["linear_bound"]}, indent=1))
+                          "linear_bound": bd["linear_bound"], "attention_bound": bd["attention_bound"],
+                          "kv_bytes_per_token": cm.kv_bytes_per_token,
+                          "kv_capacity_tokens": cm.kv_capacity_tokens()}, indent=1))
         return 0
     print(f"{cm.model.name} on {cm.tp}x {cm.gpu.name} (calibration: {cm.calibration.name})")
     print(f"step: prefill {args.prefill} new tokens on {ctx - args.prefill} cached, "
           f"{args.decodes} decodes holding {args.kv} KV tokens")
-    for k, v in comps.items():
-        print(f"  {k[:-2]:<14} {v * 1e3:10.3f} ms")
-    print(f"  {'total':<14} {bd['time_s'] * 1e3:10.3f} ms   (binding: {bd['binding']}; "
-          f"linear layers {bd['linear_bound']}-bound)")
-    print(f"  FLOPs {bd['flops']:.4g}   bytes {bd['bytes']:.4g}")
+    print(f"  {'component':<14}{'time ms':>11}{'FLOPs':>12}{'bytes':>12}  bound")
+    rows = [("linear", bd["linear_s"], bd["linear_flops"], bd["linear_bytes"], bd["linear_bound"]),
+            ("attention", bd["attention_s"], bd["attention_flops"], bd["attention_bytes"], bd["attention_bound"]),
+            ("communication", bd["communication_s"], 0.0, bd["allreduce_bytes"], "link"),
+            ("overhead", bd["overhead_s"], 0.0, 0.0, "fixed")]
+    for name, t, fl, by, bound in rows:
+        print(f"  {name:<14}{t * 1e3:11.3f}{fl:12.4g}{by:12.4g}  {bound}")
+    print(f"  {'total':<14}{bd['time_s'] * 1e3:11.3f}{bd['flops']:12.4g}{bd['bytes']:12.4g}  "
+          f"binding term: {bd['binding']}")
     print(f"KV: {cm.kv_bytes_per_token} B/token, HBM capacity {cm.kv_capacity_tokens()} tokens")
     return 0
 

@@ -216,8 +216,10 @@ class CostModel:
                        decode_kv_tokens=0) -> dict:
         """Per-component seconds of one step (arrays broadcast): time_s, linear_s (GEMMs, MoE, non-GEMM ops,
         LM head), attention_s, communication_s, overhead_s, flops and bytes (whole instance), binding
-        ("linear", "attention", "communication", "overhead": the largest component; "none" when empty) and
-        linear_bound ("compute"/"memory": which roofline term of the linear layers is larger)."""
+        ("linear", "attention", "communication", "overhead": the largest component; "none" when empty),
+        linear_bound / attention_bound ("compute"/"memory": the larger ideal roofline term), and per component
+        linear_flops, linear_bytes, attention_flops, attention_bytes, allreduce_bytes (message bytes per rank
+        summed over the step's all-reduces; whole-instance FLOPs/bytes otherwise)."""
         pt, pairs, pkv, ds, dkv = (np.asarray(x, dtype=float) for x in
                                    (prefill_tokens, prefill_attn_pairs, prefill_kv_tokens, decode_seqs, decode_kv_tokens))
         rows = pt + ds
@@ -232,10 +234,17 @@ class CostModel:
         names = np.array(["linear", "attention", "communication", "overhead"])
         binding = np.where(busy, names[np.argmax(comps, axis=0)], "none")
         bound = np.where(tc >= tm, "compute", "memory")
+        g = self.gpu
+        abound = np.where(af / g.bf16_flops >= ab / g.hbm_bw, "compute", "memory")
+        comm_bytes = np.where(rows > 0, 2 * self.model.num_layers * rows * self.model.hidden_size
+                              * self.model.weight_bytes, 0.0) if self.tp > 1 else np.zeros_like(rows)
         out = {"time_s": total, "linear_s": lin, "attention_s": attn, "communication_s": comm, "overhead_s": over,
-               "flops": (lf + af) * self.tp, "bytes": (lb + ab) * self.tp, "binding": binding, "linear_bound": bound}
+               "flops": (lf + af) * self.tp, "bytes": (lb + ab) * self.tp, "binding": binding, "linear_bound": bound,
+               "linear_flops": lf * self.tp, "linear_bytes": lb * self.tp, "attention_flops": af * self.tp,
+               "attention_bytes": ab * self.tp, "attention_bound": abound, "allreduce_bytes": comm_bytes}
+        strings = ("binding", "linear_bound", "attention_bound")
         if all(np.ndim(v) == 0 for v in out.values()):
-            out = {k: (str(v) if k in ("binding", "linear_bound") else float(v)) for k, v in out.items()}
+            out = {k: (str(v) if k in strings else float(v)) for k, v in out.items()}
         return out
 
     def step_time(self, prefill_tokens=0, prefill_attn_pairs=0, prefill_kv_tokens=0, decode_seqs=0,
