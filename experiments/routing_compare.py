@@ -1,7 +1,8 @@
 """Routing: derived routers (price rule, rolling-horizon MILP) vs baselines, in the simulator and on windows.
 
 Part A (simulator): AgentX-like sessions (``generate_agentx(--sessions, variant="256k")``, stream
-"agentx" of ``--seed``) and the shipped LMCache agent sessions (``lmcache_sample``), closed loop, on
+"agentx" of ``--seed``) and the 44 LMCache agent sessions of ``../shared/data/lmcache_agent_trace``
+(session k starts at k s; the shipped 2-session sample if the data is absent), closed loop, on
 ``--instances`` colocated ``--model``/``--gpu`` TP ``--tp`` instances, SLO ``--ttft``/``--tpot``.
 Routers: round_robin, least_outstanding, cache_aware (SGLang), overlap_cost (Dynamo), price (ρ from
 LP duals of sample windows) and rolling_milp (window MILP per decision). Reported: goodput (calls/s
@@ -19,10 +20,12 @@ Usage: .venv/bin/python experiments/routing_compare.py --out runs/routing_compar
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import sys
 import time
+import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -45,9 +48,11 @@ from optsched.policies import CacheAwareRouter, LeastOutstandingRouter, OverlapC
 from optsched.policies.router_price import PriceRouter
 from optsched.sim import SLO, ClusterConfig, InstanceConfig, SchedulerConfig, simulate
 from optsched.workload import generate_agentx
+from optsched.workload.lmcache import load_lmcache_agent
 from optsched.workload.samples import lmcache_sample
 
 log = logging.getLogger("routing_compare")
+DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 METRICS = {"goodput_calls_s": "goodput (calls/s)", "tpgs": "TPGS (tok/GPU-s)", "hit_rate_hbm": "HBM hit",
            "kv_imbalance": "KV imbalance", "ttft_p90_s": "TTFT p90 (s)",
            "p90_interactivity_tok_s": "P90 interactivity (tok/s)"}
@@ -103,7 +108,16 @@ def sim_part(cfg: Config, cm: CostModel, rho: float) -> pd.DataFrame:
         wls["agentx"] = generate_agentx(cfg.sessions, np.random.default_rng(stream_seed(cfg.seed, "agentx")),
                                         variant="256k")
     if "lmcache" in cfg.workloads:
-        wls["lmcache"] = lmcache_sample()
+        path = DATA / "lmcache_agent_trace"
+        if path.exists():  # all 44 non-empty sessions; session k starts at k seconds (closed loop after)
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", message=".*(not sorted|empty session file)")
+                wl = load_lmcache_agent(path, name="lmcache-full")
+        else:
+            log.warning("%s not found: using the shipped 2-session sample", path)
+            wl = lmcache_sample(load=True)
+        wls["lmcache"] = dataclasses.replace(wl, sessions=tuple(
+            dataclasses.replace(x, start_s=float(k)) for k, x in enumerate(wl.sessions)))
     cluster = ClusterConfig(instances=(InstanceConfig(role="colocated", gpu=cfg.gpu, model=cfg.model, tp=cfg.tp,
                                                       count=cfg.instances),), scheduler=SchedulerConfig())
     price = price_config_from_cost_model(cm, rho, provenance=f"rho from LP duals ({cfg.windows} windows)")

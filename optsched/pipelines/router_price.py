@@ -1,7 +1,8 @@
 """Weights of the price router from the routing model, and window-level comparison of routing rules.
 
 * ``price_config_from_cost_model``: s_p = prefill seconds per token (``prefill_time(N)/N`` at
-  N = ``ref_tokens``), s_d = ``decode_step_time(B, B·ctx)/B`` at a nominal batch B.
+  N = ``ref_tokens``), s_d = ``decode_step_time(B, B·ctx)/B`` at a nominal batch B, κ = slope of
+  ``decode_step_time(B, K)`` in K between B·ctx and 2·B·ctx KV tokens.
 * ``derive_price_weights``: ρ = W_r / λ̄ with λ_i = −dual of ``makespan[i]`` in the LP relaxation of
   each sample window and λ̄ the mean over binding rows (λ_i > 1e-9), averaged over windows
   (derivation in `optsched.policies.router_price`).
@@ -40,11 +41,14 @@ WINDOW_RULES = ("round_robin", "least_load", "cache_aware", "price")
 
 
 def price_config_from_cost_model(cm: CostModel, recompute_s_per_token: float = 0.0, decode_batch: int = 32,
-                                 ctx_tokens: int = 8192, ref_tokens: int = 8192, provenance: str = "") -> PriceRouterConfig:
+                                 ctx_tokens: int = 8192, ref_tokens: int = 8192,
+                                 provenance: str = "") -> PriceRouterConfig:
     """`PriceRouterConfig` with s_p, s_d from ``cm`` (module docstring) and the given ρ."""
     s_p = float(cm.prefill_time(ref_tokens, 0)) / ref_tokens
     s_d = float(cm.decode_step_time(decode_batch, decode_batch * ctx_tokens)) / decode_batch
-    return PriceRouterConfig(s_p, s_d, recompute_s_per_token, 0.0, provenance)
+    k1, k2 = decode_batch * ctx_tokens, 2 * decode_batch * ctx_tokens
+    kappa = (float(cm.decode_step_time(decode_batch, k2)) - float(cm.decode_step_time(decode_batch, k1))) / (k2 - k1)
+    return PriceRouterConfig(s_p, s_d, recompute_s_per_token, 0.0, provenance, decode_kv_s_per_token=max(kappa, 0.0))
 
 
 def derive_price_weights(windows: Sequence[RoutingInstance], options: SolverOptions | None = None) -> tuple[float, dict]:

@@ -3,10 +3,14 @@
 Rule (per released call c, over eligible instances i):
 
     score_i = load_s(i) + work_s(c, i) + ρ · recomputed_tokens(c, i) + μ · [i ≠ home(c)]
+              + κ · O_c · (KV_i + input_c)
 
 load_s(i) = s_p · queued prefill tokens + s_d · remaining decode tokens (instance-seconds of work
 queued on i); work_s(c, i) = s_p · (tokens of c not resident in HBM on i) + s_d · output tokens;
-recomputed_tokens(c, i) = input − HBM prefix hit; lowest score wins (ties: lowest index). Instances
+recomputed_tokens(c, i) = input − HBM prefix hit; κ·O_c·(KV_i + input_c) is the decode congestion c
+meets on i: every decode step reads all pinned KV (KV_i tokens, ``active_kv_blocks``) so each of c's
+O_c steps costs κ more seconds per resident KV token (κ = slope of the cost model's decode step time
+in KV tokens; the window MILP folds this into work_s at a nominal batch). Lowest score wins (ties: lowest index). Instances
 whose free HBM KV cannot hold the call are skipped unless none can.
 
 Derivation: in the LP relaxation of the window MILP the reduced cost of x[c,i] is
@@ -41,6 +45,7 @@ class PriceRouterConfig:
         decode_s_per_token: s_d, decode instance-seconds per output token (>= 0).
         recompute_s_per_token: ρ, price of one recomputed prompt token (s/token, >= 0).
         migration_s: μ, price of leaving the session's home instance (s, >= 0).
+        decode_kv_s_per_token: κ, decode step seconds per resident KV token (s/token, >= 0).
         provenance: where the weights came from (e.g. "lp_duals: 20 windows").
 
     Raises:
@@ -52,11 +57,12 @@ class PriceRouterConfig:
     recompute_s_per_token: float = 0.0
     migration_s: float = 0.0
     provenance: str = ""
+    decode_kv_s_per_token: float = 0.0
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.prefill_s_per_token) and self.prefill_s_per_token > 0):
             raise ValueError(f"prefill_s_per_token must be finite and > 0, got {self.prefill_s_per_token!r}")
-        for f in ("decode_s_per_token", "recompute_s_per_token", "migration_s"):
+        for f in ("decode_s_per_token", "recompute_s_per_token", "migration_s", "decode_kv_s_per_token"):
             v = getattr(self, f)
             if not (math.isfinite(v) and v >= 0):
                 raise ValueError(f"PriceRouterConfig.{f} must be finite and >= 0, got {v!r}")
@@ -85,7 +91,9 @@ class PriceRouter:
             queued = inst.queued_prefill_tokens
             load = cfg.prefill_s_per_token * queued + cfg.decode_s_per_token * max(0, inst.outstanding_tokens - queued)
             work = cfg.prefill_s_per_token * new + cfg.decode_s_per_token * call.output_tokens
-            score = load + work + cfg.recompute_s_per_token * new
+            kv_tokens = active_kv_blocks(inst) * bs
+            score = load + work + cfg.recompute_s_per_token * new \
+                + cfg.decode_kv_s_per_token * call.output_tokens * (kv_tokens + call.input_tokens)
             if home is not None and i != home:
                 score += cfg.migration_s
             need_blocks = -(-(new + call.output_tokens) // bs)
