@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from optsched.cost.calibration import CALIBRATION_DIR
-from optsched.cost.measured import all_samples, subsample
+from optsched.cost.measured import all_samples, subsample, vidur_layer_times
 from optsched.cost.validate import accuracy_rows, default_data_dir, fit_shipped, format_report
 from optsched.pipelines.provenance import collect_provenance
 
@@ -54,7 +54,10 @@ def run(cfg: Config) -> dict:
         df = subsample(df, cfg.per_family, np.random.default_rng(0))
     if df.empty:
         raise FileNotFoundError(f"no measured samples under {cfg.data}")
-    rows = accuracy_rows(df, cfg.max_samples, cfg.held_out)
+    layers = vidur_layer_times(str(Path(cfg.data).resolve())) if Path(cfg.data, "vidur").exists() else None
+    if layers is not None and cfg.per_family > 0 and len(layers) > cfg.per_family:
+        layers = layers.iloc[np.sort(np.random.default_rng(0).choice(len(layers), cfg.per_family, replace=False))]
+    rows = accuracy_rows(df, cfg.max_samples, cfg.held_out, layers)
     cals = fit_shipped(df, cfg.max_samples)
     prov = {"data": cfg.data, "script": "experiments/calibrate_cost.py", "max_samples": cfg.max_samples,
             "per_family": cfg.per_family, "samples": {f"{s}/{f}": int(n) for (s, f), n in df.groupby(["source", "family"]).size().items()}}

@@ -45,6 +45,7 @@ __all__ = [
     "read_samples",
     "subsample",
     "vidur_allreduce_samples",
+    "vidur_layer_times",
     "vidur_mlp_samples",
 ]
 
@@ -92,6 +93,23 @@ def vidur_mlp_samples(data_dir: str) -> pd.DataFrame:
                                      "group": model, "op": op, "m": m, "flops": 0.0, "bytes": m * ob[op],
                                      "ranks": int(tp), "time_s": g[col].to_numpy() * 1e-3}))
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=SAMPLE_COLUMNS)
+
+
+LAYER_OPS = VIDUR_GEMM_OPS + VIDUR_ELEM_OPS + ("add",)  # the residual add runs twice per layer
+
+
+@cache
+def vidur_layer_times(data_dir: str) -> pd.DataFrame:
+    """Measured non-attention time of one transformer layer (Vidur mlp.csv): the sum of the four GEMMs, the
+    norms, RoPE, activation and two residual adds. Columns: group (Vidur model folder), ranks (TP), m (tokens),
+    time_s."""
+    parts = []
+    for f in sorted(Path(data_dir, "vidur/profiling/compute/a100").glob("*/*/mlp.csv")):
+        d = pd.read_csv(f)
+        t = sum(d[f"time_stats.{op}.median"] for op in LAYER_OPS if f"time_stats.{op}.median" in d) * 1e-3
+        parts.append(pd.DataFrame({"group": f.parent.name, "ranks": d["num_tensor_parallel_workers"].to_numpy(int),
+                                   "m": d["num_tokens"].to_numpy(float), "time_s": t.to_numpy()}))
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=["group", "ranks", "m", "time_s"])
 
 
 @cache

@@ -187,6 +187,11 @@ class CostModel:
         add_gemm(logit_rows, max(1, m.vocab_size // self.tp), m.hidden_size, 1)
         return tuple(np.asarray(acc[k], dtype=float) for k in ("t", "f", "b", "tc", "tm"))
 
+    def linear_time_per_layer(self, rows):
+        """Non-attention time of ONE dense/average layer for ``rows`` tokens (s): the layer GEMMs, MoE and
+        non-GEMM ops, without the LM head and all-reduces — comparable to Vidur's per-layer mlp.csv sums."""
+        return _out(self._linear_parts(rows, 0.0)[0] / self.model.num_layers)
+
     def _comm(self, rows):
         """Two all-reduces of rows·hidden·wb bytes per layer (s); 0 for tp = 1 or rows = 0."""
         if self.tp == 1:

@@ -8,6 +8,9 @@ Splits (rows of the report, per source × operator family):
 - ``unseen-gpu``: calibrate on A100 (Vidur) only, predict the H200 (AIConfigurator) kernels from the H200
   catalog spec (attention has no A100 samples, so it keeps the uncalibrated defaults there).
 - ``uncalibrated``: default efficiencies (``Calibration()``), for reference.
+- family ``layer`` (Vidur): the whole non-attention layer time predicted through ``CostModel`` (shapes,
+  TP sharding, per-op efficiencies together) vs the sum of Vidur's measured ops, in-sample and
+  leave-one-model-out.
 
 Errors are absolute percentage errors |pred − meas| / meas; the report gives median and p90 (fractions).
 """
@@ -23,9 +26,10 @@ import pandas as pd
 
 from optsched.cost.calibration import CALIBRATION_DIR, Calibration, load_calibration
 from optsched.cost.fit import ape, fit_calibration, predict_samples
-from optsched.cost.measured import all_samples, subsample
+from optsched.cost.measured import all_samples, subsample, vidur_layer_times
+from optsched.cost.model import CostModel
 
-__all__ = ["accuracy_rows", "default_data_dir", "fit_shipped", "format_report", "rows_for", "validation_report"]
+__all__ = ["accuracy_rows", "default_data_dir", "fit_shipped", "format_report", "layer_rows", "rows_for", "validation_report"]
 
 log = logging.getLogger(__name__)
 
@@ -94,8 +98,33 @@ def _held_out(df: pd.DataFrame, max_samples: int, folds: int = 5) -> np.ndarray:
     return pred
 
 
-def accuracy_rows(df: pd.DataFrame, max_samples: int = 20000, held_out: bool = True) -> list[dict]:
-    """All report rows for the samples in ``df`` (see module doc)."""
+def layer_rows(layers: pd.DataFrame, df: pd.DataFrame, cal: Calibration, max_samples: int,
+               held_out: bool = True) -> list[dict]:
+    """Whole-layer check through ``CostModel``: Vidur's measured non-attention layer time (sum of its ops) vs
+    ``CostModel(a100, model, tp).linear_time_per_layer(tokens)``, in-sample (``cal``) and leave-one-model-out
+    (refit on the other models' Vidur samples). Family "layer" in the report."""
+    out: list[dict] = []
+    splits = {"in-sample": lambda g: cal}
+    if held_out:
+        splits["held-out"] = lambda g: fit_calibration(df[(df.source == "vidur") & (df.group != g)], "lomo", cal,
+                                                       max_samples=max_samples)
+    for split, cal_for in splits.items():
+        errs = []
+        for grp, sub in layers.groupby("group"):
+            c = cal_for(grp)
+            for tp, s2 in sub.groupby("ranks"):
+                cm = CostModel("a100-80gb", grp, int(tp), c)
+                errs.append(ape(cm.linear_time_per_layer(s2.m.to_numpy(float)), s2.time_s.to_numpy(float)))
+        e = np.concatenate(errs)
+        out.append({"source": "vidur", "gpu": "a100-80gb", "family": "layer", "split": split, "n": int(len(e)),
+                    "median_ape": float(np.median(e)), "p90_ape": float(np.quantile(e, 0.9))})
+    return out
+
+
+def accuracy_rows(df: pd.DataFrame, max_samples: int = 20000, held_out: bool = True,
+                  layers: pd.DataFrame | None = None) -> list[dict]:
+    """All report rows for the samples in ``df`` (see module doc); ``layers`` (``vidur_layer_times``) adds
+    the whole-layer rows."""
     rows: list[dict] = []
     cals = fit_shipped(df, max_samples)
     ins = np.full(len(df), np.nan)
@@ -110,6 +139,8 @@ def accuracy_rows(df: pd.DataFrame, max_samples: int = 20000, held_out: bool = T
         a100_only = fit_calibration(df[df.gpu == "a100-80gb"], "a100-only", max_samples=max_samples)
         rows += rows_for(h, predict_samples(h, a100_only), "unseen-gpu")
     rows += rows_for(df, predict_samples(df, Calibration()), "uncalibrated")
+    if layers is not None and len(layers) and "a100-80gb" in cals:
+        rows += layer_rows(layers, df, cals["a100-80gb"], max_samples, held_out)
     return rows
 
 
@@ -119,11 +150,15 @@ def validation_report(data_dir: Path, max_samples: int = 20000, held_out: bool =
     the residual tables stored in the shipped calibration files. ``per_family`` subsamples each (source,
     family) to that many kernels (seeded, ``numpy.random.default_rng(0)``) for a quicker report."""
     df = all_samples(data_dir) if Path(data_dir).exists() else pd.DataFrame()
+    layers = vidur_layer_times(str(Path(data_dir).resolve())) if Path(data_dir, "vidur").exists() else None
     if len(df) and per_family:
         df = subsample(df, per_family, np.random.default_rng(0))
         max_samples = min(max_samples, per_family)
+        if layers is not None and len(layers) > per_family:
+            layers = layers.iloc[np.sort(np.random.default_rng(0).choice(len(layers), per_family, replace=False))]
     if len(df):
-        return {"data_dir": str(data_dir), "source": "measured", "rows": accuracy_rows(df, max_samples, held_out)}
+        return {"data_dir": str(data_dir), "source": "measured",
+                "rows": accuracy_rows(df, max_samples, held_out, layers)}
     rows: list[dict] = []
     for p in sorted(CALIBRATION_DIR.glob("*.json")):
         if p.stem != "default":  # default.json repeats the H200 fit
