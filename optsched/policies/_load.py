@@ -12,8 +12,8 @@ Adapter (routing/admission engineer): the `InstanceView` protocol in ``base.py``
 * Dynamo's KV router charges **active decode blocks** (KV pinned by running sequences, not the
   evictable cache). Read from the optional attribute ``active_kv_blocks``, else ``kv_used_blocks``.
 
-Both fall-backs are documented approximations; the simulator can make them exact by adding the two
-attributes to its view.
+The simulator's view (``optsched.sim.views.InstanceViewImpl``) provides both attributes, so the
+fall-backs only apply to other `InstanceView` implementations (e.g. hand-built test views).
 """
 
 from __future__ import annotations

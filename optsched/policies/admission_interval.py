@@ -51,7 +51,7 @@ class IntervalAdmission:
     name: ClassVar[str] = "interval"
     interval: int = 4
     idle_budget_tokens: int = 8192
-    _started: set = field(default_factory=set, repr=False, compare=False)
+    _started: set = field(default_factory=set, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         for fname in ("interval", "idle_budget_tokens"):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import bisect
 import hashlib
 from collections import Counter
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pytest
@@ -24,11 +24,12 @@ from optsched.policies import (
     RandomRouter,
     RoundRobinRouter,
 )
+from optsched.policies._load import active_kv_blocks, inflight_requests
 from optsched.policies.base import Router
 from optsched.policies.router_consistent_hash import stable_hash64
 from optsched.workload.types import Call
 
-from .fakes import FakeCluster, call, cluster
+from .fakes import FakeCluster, FakeInstance, call, cluster
 
 PD_ROLES = ["prefill", "decode", "prefill", "decode"]
 
@@ -193,6 +194,22 @@ def test_cache_aware_ties_and_no_hashes():
     # queued prefill counts as one in-flight request in the fallback load signal
     v2 = cluster(2, running_decodes=[1, 1], queued_prefill_tokens=[500, 0])
     assert CacheAwareRouter().route(call(), v2) == 1
+
+
+def test_load_signals_prefer_the_simulator_attributes():
+    @dataclass(frozen=True)
+    class WithSignals(FakeInstance):
+        running_requests: int = 0
+        active_kv_blocks: int = 0
+
+    a = WithSignals(0, running_decodes=0, running_requests=9, kv_used_blocks=900, active_kv_blocks=10)
+    b = WithSignals(1, running_decodes=5, running_requests=2, kv_used_blocks=100, active_kv_blocks=90)
+    view = FakeCluster(instances=(a, b))
+    assert (inflight_requests(a), active_kv_blocks(a)) == (9, 10)
+    assert CacheAwareRouter().route(call(), view) == 1  # 2 in-flight requests < 9
+    assert KVBalancedRouter().route(call(), view) == 0  # 10 active blocks < 90 (cache ignored)
+    assert (inflight_requests(FakeInstance(0, running_decodes=3, queued_prefill_tokens=1)),
+            active_kv_blocks(FakeInstance(0, kv_used_blocks=7))) == (4, 7)
 
 
 def test_cache_aware_config_validation():
