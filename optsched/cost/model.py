@@ -26,6 +26,8 @@ All step arguments broadcast (numpy); an all-zero step costs 0.0 s.
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 
 from optsched.cost import memory
@@ -45,6 +47,16 @@ from optsched.cost.ops import (
 from optsched.cost.specs import GPUSpec, ModelSpec
 
 __all__ = ["CostModel"]
+
+
+_TABLES: dict = {}  # (gpu, model, tp, ep, rows, calibration key) -> read-only lookup tables
+
+
+def _cal_key(cal: Calibration) -> str:
+    d = cal.to_dict()
+    d.pop("residuals", None)
+    d.pop("provenance", None)
+    return json.dumps(d, sort_keys=True)
 
 
 def _out(x):
@@ -210,11 +222,20 @@ class CostModel:
         return t, c["L"] * (a_pf_f + a_dc_f), c["L"] * (a_pf_b + a_dc_b)
 
     def _tables(self):
+        """(linear, LM head, all-reduce) seconds for integer rows 0..TABLE_ROWS, shared between identical
+        instances (same GPU, model, tp, ep, calibration) through a small module-level cache."""
         if self._tab is None:
-            r = np.arange(self.TABLE_ROWS + 1, dtype=float)
-            lin_all = self._linear_parts(r, 0.0)[0]
-            lm = self._linear_parts(0.0, r)[0]
-            self._tab = (lin_all, lm, self._comm(r))
+            key = (self.gpu, self.model, self.tp, self.ep, self.TABLE_ROWS, _cal_key(self.calibration))
+            tab = _TABLES.get(key)
+            if tab is None:
+                r = np.arange(self.TABLE_ROWS + 1, dtype=float)
+                tab = (self._linear_parts(r, 0.0)[0], self._linear_parts(0.0, r)[0], self._comm(r))
+                for a in tab:
+                    a.setflags(write=False)
+                if len(_TABLES) >= 64:
+                    _TABLES.pop(next(iter(_TABLES)))
+                _TABLES[key] = tab
+            self._tab = tab
         return self._tab
 
     def step_breakdown(self, prefill_tokens=0, prefill_attn_pairs=0, prefill_kv_tokens=0, decode_seqs=0,
