@@ -9,6 +9,7 @@ LP duals are loaded into a ``dual`` Suffix when the model declares one (``pyo.Su
 from __future__ import annotations
 
 import logging
+import math
 import time
 
 import pyomo.environ as pyo
@@ -81,6 +82,8 @@ def solve_pyomo(model: pyo.ConcreteModel, options: SolverOptions) -> SolveResult
     if has_dual_suffix and tc == TC.optimal and not is_mip(model):
         for con, val in res.solution_loader.get_duals().items():
             model.dual[con] = val
+    if bound is not None and not math.isfinite(bound):
+        bound = None  # no dual bound yet (stopped before the root LP finished)
     if bound is None and tc == TC.optimal:
         bound = obj
     gap = relative_gap(obj, bound)

@@ -106,3 +106,25 @@ def test_bad_input_names_field():
         tiny(home=(5, -1, -1))
     with pytest.raises(ValueError, match="kv_free_tokens"):
         tiny(kv_free_tokens=[-1, 5])
+
+
+def test_time_limited_200x8_returns_incumbent_with_gap():
+    """200 calls x 8 instances with a 1 s limit and a 1e-4 gap target: HiGHS stops on time with the
+    incumbent (at worst the greedy MIP start) and a finite gap; the plan routes every call."""
+    from optsched.solvers import SolverOptions
+
+    from optsched.cost import CostModel
+    from optsched.pipelines.routing import greedy_routing, solve_routing, synthetic_routing_window
+
+    cm = CostModel.from_names("h200-sxm", "llama-3-70b", tp=4)
+    w = synthetic_routing_window(200, 8, np.random.default_rng(0), cm)
+    s = solve_routing(w, SolverOptions(time_limit_s=1.0, mip_gap=1e-4))
+    assert s.result.status == "feasible" and s.result.termination == "maxTimeLimit"
+    assert s.result.gap is not None and 0 < s.result.gap < 1
+    assert s.result.bound <= s.result.objective
+    assert len(s.plan.assignment) == 200 and s.plan.source == "milp"
+    greedy = greedy_routing(w)
+    from optsched.pipelines.router_price import window_objective
+
+    g_choice = np.array([greedy.assignment[c] for c in w.call_ids])
+    assert s.result.objective <= window_objective(w, g_choice) + 1e-6  # never worse than the MIP start
