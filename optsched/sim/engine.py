@@ -24,7 +24,7 @@ from optsched.sim.cluster import StepUnit, build_instances, build_units
 from optsched.sim.config import SLO, ClusterConfig
 from optsched.sim.driver import SessionDriver
 from optsched.sim.events import KV_READY, RELEASE, STEP, STEP_END, EventQueue
-from optsched.sim.fastforward import can_run, decode_run
+from optsched.sim.fastforward import can_run, decode_run, truncate_run
 from optsched.sim.instance import Instance
 from optsched.sim.residency_exec import ResidencyExecutor
 from optsched.sim.scheduler import Batch, plan_step
@@ -35,6 +35,8 @@ from optsched.workload.types import Workload
 __all__ = ["Simulator"]
 
 log = logging.getLogger(__name__)
+
+_INF = float("inf")
 
 
 class Simulator:
@@ -62,6 +64,9 @@ class Simulator:
         self.instances: list[Instance] = build_instances(cluster, bs, cost_models)
         self.units, self.unit_of = build_units(self.instances)
         self.q = EventQueue()
+        for inst in self.instances:
+            inst.clock = self.q
+        self._release_times: list[float] = []  # heap of pending RELEASE times (fast-forward horizon)
         self.driver = SessionDriver(workload, concurrency)
         self.view = ClusterViewImpl(self, self.instances, bs)
         self.session_home: dict[str, int] = {}
@@ -85,7 +90,7 @@ class Simulator:
         """Run until every call finished. Raises RuntimeError if work is stuck (a bug or a call too big)."""
         q = self.q
         for t, idx in self.driver.initial_releases():
-            q.push(t, RELEASE, idx)
+            self._push_release(t, idx)
         if self.progress:
             from tqdm import tqdm
 
@@ -94,7 +99,9 @@ class Simulator:
             while q._heap:
                 t, p, payload = q.pop()
                 if p == STEP_END:
-                    self._on_step_end(payload, t)
+                    unit, token = payload
+                    if token == unit.token:
+                        self._on_step_end(unit, t)
                 elif p == RELEASE:
                     self._on_release(payload, t)
                 elif p == STEP:
@@ -113,7 +120,22 @@ class Simulator:
             raise RuntimeError(f"simulation ended with {len(self.seqs) - self.finished} unfinished calls, e.g. {stuck}")
 
     # ---- releases and routing ----------------------------------------------------------------
+    def _push_release(self, t: float, idx: int) -> None:
+        self.q.push(t, RELEASE, idx)
+        heapq.heappush(self._release_times, t)
+
+    def _touch(self, inst: Instance, t: float) -> None:
+        """Something external reaches ``inst`` at ``t``: cut a decode run in progress at ``t``."""
+        run = inst.run
+        if run is not None:
+            end = truncate_run(inst, run, t)
+            if end is not None:
+                unit = self.unit_of[inst.iid]
+                unit.token += 1
+                self.q.push(end, STEP_END, (unit, unit.token))
+
     def _on_release(self, idx: int, t: float) -> None:
+        heapq.heappop(self._release_times)
         call = self.driver.calls[idx]
         seq = Seq(idx, call, t)
         self.seqs[idx] = seq
@@ -135,6 +157,7 @@ class Simulator:
                 f"call {seq.call.call_id} needs {need} KV blocks but instance {inst.iid} has "
                 f"{inst.kv_capacity_blocks}: it can never run there"
             )
+        self._touch(inst, t)
         seq.inst = inst.iid
         seq.enqueue_s = t
         seq.est_remaining = seq.target_tokens - kv.estimate_hit_tokens(inst, seq)
@@ -165,12 +188,17 @@ class Simulator:
         b.time_s = inst.cm.step_time(b.prefill_tokens, b.attn_pairs, b.prefill_kv, b.n_dec, b.dec_kv)
         end = t + b.time_s
         if self.fast_forward and can_run(inst, b):
-            b.steps, end = decode_run(inst, b, t, self.q.peek_time())
+            rel = self._release_times[0] if self._release_times else _INF
+            kin = inst.kv_in[0] if inst.kv_in else _INF
+            end = decode_run(inst, b, t, rel if rel < kin else kin)
+            if b.steps > 1:
+                inst.run = b
         inst.busy_s += end - t
         inst.num_steps += b.steps
         unit.batches = [b]
         unit.busy = True
-        self.q.push(end, STEP_END, unit)
+        unit.token += 1
+        self.q.push(end, STEP_END, (unit, unit.token))
 
     def _idle(self, unit: StepUnit, t: float) -> None:
         n = self.cluster.scheduler.prefill_schedule_interval
@@ -199,12 +227,14 @@ class Simulator:
             inst.barrier_idle_s += longest - b.time_s
         unit.batches = batches
         unit.busy = True
-        self.q.push(t + longest, STEP_END, unit)
+        unit.token += 1
+        self.q.push(t + longest, STEP_END, (unit, unit.token))
 
     def _on_step_end(self, unit: StepUnit, t: float) -> None:
         unit.busy = False
         work = False
         for inst, b in zip(unit.members, unit.batches):
+            inst.run = None
             self._complete(inst, b, t)
             inst.step_index += 1
             if inst.pending_kv:
@@ -242,6 +272,10 @@ class Simulator:
                     inst.return_growth(seq, t)
                     seq.generated = seq.call.output_tokens
                     self._finish(inst, seq, t)
+        if inst.joining:
+            for seq in inst.joining:
+                inst.join_decode(seq, seq.call.output_tokens - seq.generated)
+            inst.joining.clear()
         for seq, n in b.chunks:
             seq.computed += n
             seq.prefilled += n
@@ -271,7 +305,7 @@ class Simulator:
         else:
             kv.free(inst, seq, t)
         for rt, ch in self.driver.on_finish(idx, t):
-            self.q.push(rt, RELEASE, ch)
+            self._push_release(rt, ch)
 
     # ---- P/D -------------------------------------------------------------------------------
     def _pick_decode(self, seq: Seq) -> Instance:
@@ -286,7 +320,7 @@ class Simulator:
         best = None
         for i in self.decode_ids:
             inst = self.instances[i]
-            load = inst.queued_prefill_tokens + inst.remaining_decode_tokens
+            load = inst.queued_prefill_tokens + inst.remaining_decode_tokens_at(self.q.now_s)
             if best is None or load < best[0]:
                 best = (load, inst)
         return best[1]
@@ -295,6 +329,7 @@ class Simulator:
         dst = self._pick_decode(seq)
         seq.state = TRANSFER
         seq.decode_inst = dst.iid
+        self._touch(dst, t)
         if not self._send(src, dst, seq, t):
             dst.pending_kv.append((seq, src))
 
@@ -303,8 +338,16 @@ class Simulator:
             return False
         dur = float(src.cm.kv_transfer_time(seq.target_tokens, self.cluster.pd_link))
         seq.transfer_s += dur
+        heapq.heappush(dst.kv_in, t + dur)
         self.q.push(t + dur, KV_READY, ("transfer", seq, dst, src))
         return True
+
+    def _join_at_boundary(self, inst: Instance, seq: Seq) -> None:
+        """A decode whose KV arrived joins the batch at the next step boundary (now if idle)."""
+        if self.unit_of[inst.iid].busy:
+            inst.joining.append(seq)
+        else:
+            inst.join_decode(seq, seq.call.output_tokens - seq.generated)
 
     def _retry_pending(self, dst: Instance, t: float) -> None:
         while dst.pending_kv:
@@ -316,17 +359,19 @@ class Simulator:
     def _on_kv_ready(self, payload: tuple, t: float) -> None:
         kind, seq, inst, src = payload
         if kind == "transfer":
+            heapq.heappop(inst.kv_in)
+            self._touch(inst, t)
             kv.free(src, seq, t)
             if src.waiting:
                 self._wake(self.unit_of[src.iid], t)  # freed blocks may let a blocked prefill start
             src.inflight -= 1
             inst.inflight += 1
             seq.order = inst.next_order()  # newest on the decode instance (preemption order)
-            inst.join_decode(seq, seq.call.output_tokens - seq.generated)
+            self._join_at_boundary(inst, seq)
         elif kind == "swapin":
             inst.loading -= 1
             seq.swapped_tokens = 0
-            inst.join_decode(seq, seq.call.output_tokens - seq.generated)
+            self._join_at_boundary(inst, seq)
         else:  # "load": promotion finished, the prefill can start
             inst.loading -= 1
             seq.state = PREFILL

@@ -1,21 +1,27 @@
 """Fast-forward of identical decode-only steps (a "decode run") on one instance.
 
-When an instance's planned step is decode-only and nothing can change its batch before the next
-event — no prefill running or loading, no KV transfer waiting, and the waiting queue empty or
+When an instance's planned step is decode-only and nothing inside the instance can change its
+batch — no prefill running or loading, no KV transfer waiting, and the waiting queue empty or
 blocked by ``max_num_seqs`` — the following steps are the same ``n`` decodes with every context one
-token longer: step ``j`` reads ``decode_kv_tokens = dec_a + n * (dstep + j)``. The run continues
-while (a) no decode has finished (``j < min dfin - dstep``), (b) the step starts before the next
-queued event (strictly: an event at a step's start time is handled before the step, see
-`optsched.sim.events`), and (c) the growth blocks for the step can be reserved. Then one STEP_END
-event covers all ``k`` steps. Nothing can observe the instance inside the run (no event happens
-there), so the result equals stepping one by one; step times come from one vectorized
-``cm.step_time`` call for long runs (>= ``VECTOR_MIN`` expected steps) and from scalar calls
-otherwise (tested equal within floating-point rounding). Queue/KV samples are taken once per run.
+token longer: step ``j`` reads ``decode_kv_tokens = dec_a + n * (dstep + j)``. A run continues while
+(a) no decode has finished (``j < min dfin - dstep``), (b) the step starts before ``horizon_s``
+(the next pending call release or KV arrival for this instance; strictly before, because an event
+at a step's start time is handled before the step, `optsched.sim.events`), (c) the step's growth
+blocks can be reserved, and (d) at most ``MAX_RUN`` steps. One STEP_END event covers the run.
+
+Anything that touches the instance during a run (a call routed to it, a KV transfer into it)
+first calls `truncate_run`, which keeps the steps that started before that instant and gives back
+the growth blocks of the others, so the schedule equals stepping one by one (tested, including
+load-aware routers: `remaining_decode_tokens_at` gives views the progress inside a run). What
+differs: growth blocks are reserved at the run's start (``kv_used_blocks`` counts them a little
+early) and queue/KV samples are taken once per run. Step times come from one vectorized
+``cm.step_time`` call for long runs (>= ``VECTOR_MIN`` steps expected) and scalar calls otherwise.
 """
 
 from __future__ import annotations
 
 import heapq
+from bisect import bisect_left
 
 import numpy as np
 
@@ -23,13 +29,14 @@ from optsched.sim.instance import Instance
 from optsched.sim.scheduler import Batch
 from optsched.sim.seq import DECODE
 
-__all__ = ["VECTOR_MIN", "can_run", "decode_run"]
+__all__ = ["can_run", "decode_run", "truncate_run", "VECTOR_MIN", "MAX_RUN"]
 
-VECTOR_MIN = 32
+VECTOR_MIN = 24
+MAX_RUN = 4096
 
 
 def can_run(inst: Instance, b: Batch) -> bool:
-    """True when the steps after ``b`` repeat its decode-only composition until an event/finish."""
+    """True when the steps after ``b`` repeat its decode-only composition until something external."""
     if b.chunks or not b.n_dec or inst.prefilling or inst.loading or inst.pending_kv:
         return False
     return not inst.waiting or inst.num_running >= inst.sched.max_num_seqs
@@ -45,55 +52,66 @@ def _first_finish(inst: Instance) -> int:
     return inst.dstep + 1
 
 
-def decode_run(inst: Instance, b: Batch, t: float, t_next: float) -> tuple[int, float]:
-    """Extend decode-only step ``b`` starting at ``t`` into a run; returns ``(steps k >= 1, end time)``.
-
-    Reserves the run's growth blocks (``seq.grow`` updated). ``t_next`` = time of the next queued event.
-    """
+def decode_run(inst: Instance, b: Batch, t: float, horizon_s: float) -> float:
+    """Extend decode-only step ``b`` (starting at ``t``) into a run; sets ``b.steps``/``b.ends``; returns the end."""
     end = t + b.time_s
-    k_max = _first_finish(inst) - inst.dstep
-    if k_max <= 1 or end >= t_next:
-        return 1, end
+    k_max = min(_first_finish(inst) - inst.dstep, MAX_RUN)
+    if k_max <= 1 or end >= horizon_s:
+        return end
     n = b.n_dec
     a = inst.dec_a
     d = inst.dstep
     bs = inst.bs
     buckets = inst.buckets
-    sizes = [len(x) for x in buckets]
     cm = inst.cm
+    ends = [end]
     k = 1
-    grown = [0] * bs
-    while k < k_max and end < t_next:
-        est = (t_next - end) / b.time_s
+    while k < k_max and end < horizon_s:
+        est = (horizon_s - end) / b.time_s
         if est >= VECTOR_MIN and k_max - k >= VECTOR_MIN:
             cnt = int(min(k_max - k, 1.25 * est + 8))
-            js = np.arange(k, k + cnt)
-            times = np.asarray(cm.step_time(0, 0, 0, n, a + n * (d + js)), dtype=float)
-            accepted = 0
-            for dt in times.tolist():
-                r = (d + k) % bs
-                g = sizes[r]
-                if g and not inst.take_growth(g, end):
-                    k_max = k  # HBM full: stop here, the next step preempts in the normal path
+            times = np.asarray(cm.step_time(0, 0, 0, n, a + n * (d + np.arange(k, k + cnt))), dtype=float).tolist()
+        else:
+            times = (float(cm.step_time(0, 0, 0, n, a + n * (d + k))),)
+        stop = False
+        for dt in times:
+            bucket = buckets[(d + k) % bs]
+            if bucket:
+                if not inst.take_growth(len(bucket), end):
+                    stop = True  # HBM full: the next step preempts in the normal path
                     break
-                grown[r] += 1
-                end += dt
-                k += 1
-                accepted += 1
-                if end >= t_next:
-                    break
-            if accepted == 0:
+                for seq in bucket.values():
+                    seq.grow += 1
+            end += dt
+            ends.append(end)
+            k += 1
+            if end >= horizon_s:
                 break
-            continue
-        r = (d + k) % bs
-        g = sizes[r]
-        if g and not inst.take_growth(g, end):
+        if stop:
             break
-        grown[r] += 1
-        end += float(cm.step_time(0, 0, 0, n, a + n * (d + k)))
-        k += 1
-    for r, c in enumerate(grown):
-        if c:
-            for seq in buckets[r].values():
-                seq.grow += c
-    return k, end
+    b.steps = k
+    b.ends = ends
+    b.run_d = d
+    return end
+
+
+def truncate_run(inst: Instance, b: Batch, t: float) -> float | None:
+    """Cut run ``b`` to the steps that started before ``t``; returns the new end, None if unchanged."""
+    ends = b.ends
+    k = b.steps
+    keep = 1 + bisect_left(ends, t, 0, k - 1)
+    if keep >= k:
+        return None
+    bs = inst.bs
+    for j in range(keep, k):  # give back growth blocks of the dropped steps
+        bucket = inst.buckets[(b.run_d + j) % bs]
+        if bucket:
+            for seq in bucket.values():
+                seq.grow -= 1
+            inst.pool_free += len(bucket)
+    inst.trim_pool(t)
+    inst.busy_s -= ends[k - 1] - ends[keep - 1]
+    inst.num_steps -= k - keep
+    b.steps = keep
+    del ends[keep:]
+    return ends[-1]

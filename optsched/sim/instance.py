@@ -12,17 +12,19 @@ Decode bookkeeping is aggregated so that one engine step costs O(1) for the deco
   i.e. when ``dstep % block_size == (d0 - c0) % block_size``: sequences are bucketed by that
   residue, and the bucket of the current step is the exact set that allocates one block.
 - Decode growth blocks come from a per-instance pool reserved in the prefix cache under one id
-  (``("grow", iid)``) in granules of ``GROWTH_GRANULE_BLOCKS``; a sequence records how many it drew
-  (``seq.grow``) and returns them on finish or preemption. This replaces one cache call per
-  block-crossing sequence by one per granule; the pool over-reserves at most a granule and a half,
-  which the cache counts as used HBM (so capacity is never exceeded). Granule 1 = exact vLLM
-  per-block allocation.
+  (``("grow", iid)``) sized ``ceil(drawn / G) * G`` with ``G = GROWTH_GRANULE_BLOCKS`` (a function of
+  the blocks drawn only, so the cache state does not depend on how steps were grouped); a sequence
+  records how many it drew (``seq.grow``) and returns them on finish or preemption. This replaces
+  one cache call per block-crossing sequence by about one per granule; the pool over-reserves fewer
+  than G blocks, which the cache counts as used HBM (so capacity is never exceeded). G = 1 is
+  vLLM's exact per-block allocation.
 - ``finish_heap`` holds ``(dfin, order, idx, seq)``; a decode finishes when ``dstep`` reaches ``dfin``.
 """
 
 from __future__ import annotations
 
 import heapq
+from bisect import bisect_right
 from collections import deque
 from typing import Any
 
@@ -53,6 +55,7 @@ class Instance:
         self.prefilling: list[Seq] = []  # started, prompt not fully computed (running in vLLM terms)
         self.loading = 0  # sequences waiting for a DRAM/SSD promotion or a swap-in (hold blocks)
         self.pending_kv: deque[Seq] = deque()  # P/D: decodes waiting for blocks to receive KV
+        self.joining: list[Seq] = []  # KV arrived during a step: join the decode batch at its end
         # decode aggregates (see module docstring)
         self.dstep = 0
         self.dec: dict[int, Seq] = {}
@@ -65,6 +68,9 @@ class Instance:
         self.pool_free = 0  # of which not drawn by any sequence
         self.granule = GROWTH_GRANULE_BLOCKS
         # step state
+        self.run = None  # the Batch of a fast-forward decode run in progress (optsched.sim.fastforward)
+        self.kv_in: list[float] = []  # heap: arrival times of KV transfers into this instance
+        self.clock = None  # the simulator's EventQueue (for views: now_s)
         self.step_index = 0
         self.inflight = 0  # calls routed here, not yet finished / handed to a decode instance
         self._order = 0
@@ -91,6 +97,14 @@ class Instance:
     @property
     def remaining_decode_tokens(self) -> int:
         return self.dec_rem - len(self.dec) * self.dstep
+
+    def remaining_decode_tokens_at(self, now_s: float) -> int:
+        """Remaining decode tokens at ``now_s``, counting steps of a fast-forward run finished by then."""
+        run = self.run
+        done = 0
+        if run is not None and run.ends is not None:
+            done = bisect_right(run.ends, now_s)
+        return self.dec_rem - len(self.dec) * (self.dstep + done)
 
     @property
     def num_running(self) -> int:
@@ -132,30 +146,38 @@ class Instance:
         del self.buckets[seq.residue][seq.idx]
 
     def take_growth(self, n: int, now_s: float) -> bool:
-        """Draw ``n`` blocks from the growth pool, refilling it from the cache; False if HBM is full."""
+        """Draw ``n`` blocks from the growth pool, growing it from the cache; False if HBM is full."""
         if n > self.pool_free:
-            short = n - self.pool_free
-            cache = self.cache
-            if cache.allocate(self.pool_id, short + self.granule, now_s):
-                short += self.granule
-            elif not cache.allocate(self.pool_id, short, now_s):
-                return False
-            self.pool_total += short
-            self.pool_free += short
+            g = self.granule
+            used = self.pool_total - self.pool_free + n
+            want = -(-used // g) * g
+            extra = want - self.pool_total
+            if not self.cache.allocate(self.pool_id, extra, now_s):
+                extra = used - self.pool_total  # without rounding up to the granule
+                if not self.cache.allocate(self.pool_id, extra, now_s):
+                    return False
+            self.pool_total += extra
+            self.pool_free += extra
         self.pool_free -= n
         return True
 
     def return_growth(self, seq: Seq, now_s: float) -> None:
-        """Give ``seq``'s growth blocks back to the pool; shrink the pool when it holds too many."""
+        """Give ``seq``'s growth blocks back to the pool."""
         self.pool_free += seq.grow
         seq.grow = 0
-        if self.pool_free > 2 * self.granule:
-            keep = self.pool_total - self.pool_free + self.granule
+        self.trim_pool(now_s)
+
+    def trim_pool(self, now_s: float) -> None:
+        """Shrink the pool to ``ceil(drawn / G) * G`` blocks when it holds a granule or more spare."""
+        if self.pool_free >= self.granule:
+            g = self.granule
+            used = self.pool_total - self.pool_free
+            keep = -(-used // g) * g
             self.cache.release(self.pool_id, (), now_s)
-            if not self.cache.allocate(self.pool_id, keep, now_s):
+            if keep and not self.cache.allocate(self.pool_id, keep, now_s):
                 raise RuntimeError(f"instance {self.iid}: could not re-reserve {keep} just-freed growth blocks")
             self.pool_total = keep
-            self.pool_free = self.granule
+            self.pool_free = keep - used
 
     def context_tokens(self, seq: Seq) -> int:
         """Tokens in KV of a decoding ``seq`` now."""

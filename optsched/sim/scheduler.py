@@ -34,7 +34,8 @@ __all__ = ["Batch", "plan_step", "preempt_newest"]
 class Batch:
     """One planned engine step on one instance (aggregates in the cost model's argument names)."""
 
-    __slots__ = ("attn_pairs", "chunks", "dec_kv", "n_dec", "prefill_kv", "prefill_tokens", "steps", "time_s")
+    __slots__ = ("attn_pairs", "chunks", "dec_kv", "ends", "n_dec", "prefill_kv", "prefill_tokens", "run_d", "steps",
+                 "time_s")
 
     def __init__(self) -> None:
         self.chunks: list[tuple[Seq, int]] = []
@@ -45,6 +46,8 @@ class Batch:
         self.prefill_kv = 0
         self.time_s = 0.0
         self.steps = 1  # > 1: a fast-forwarded decode run (optsched.sim.fastforward)
+        self.ends: list[float] | None = None  # run: end time of each step
+        self.run_d = 0  # run: decode counter at its first step
 
     @property
     def empty(self) -> bool:

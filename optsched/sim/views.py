@@ -6,6 +6,7 @@ policy cannot mutate simulator state through it. Units: tokens, KV blocks, secon
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Sequence
 
 from optsched.sim.instance import Instance
@@ -53,7 +54,8 @@ class InstanceViewImpl:
 
     @property
     def outstanding_tokens(self) -> int:
-        return self._inst.queued_prefill_tokens + self._inst.remaining_decode_tokens
+        inst = self._inst
+        return inst.queued_prefill_tokens + inst.remaining_decode_tokens_at(inst.clock.now_s)
 
     @property
     def running_requests(self) -> int:
@@ -66,7 +68,10 @@ class InstanceViewImpl:
         inst = self._inst
         bs = inst.bs
         n = sum(s.blocks for s in inst.prefilling)
-        return n + sum(-(-inst.context_tokens(s) // bs) for s in inst.dec.values())
+        done = 0
+        if inst.run is not None and inst.run.ends is not None:
+            done = bisect_right(inst.run.ends, inst.clock.now_s)
+        return n + sum(-(-(inst.context_tokens(s) + done) // bs) for s in inst.dec.values())
 
     @property
     def num_gpus(self) -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import pandas as pd
 
 from optsched.policies.admission_fcfs import FCFSAdmission
@@ -32,19 +33,23 @@ def test_builtin_fcfs_equals_fcfs_policy():
         pd.testing.assert_frame_equal(a, b)
 
 
-def test_fast_forward_equals_step_by_step():
-    from optsched.policies.router_round_robin import RoundRobinRouter
+@pytest.mark.parametrize("router, roles", [("round_robin", None), ("least_outstanding", None),
+                                           ("least_outstanding", {"prefill": 1, "decode": 2})])
+def test_fast_forward_equals_step_by_step(router, roles):
     from optsched.sim.engine import Simulator
+    from optsched.sim.registry import build_policy
     from optsched.sim.result import calls_frame
 
-    w = random_workload(np.random.default_rng(5), n_sessions=8, max_out=300)
-    cl = cluster(2, max_num_batched_tokens=512, max_num_seqs=8)
-    frames, steps = [], []
+    w = random_workload(np.random.default_rng(5), n_sessions=10, max_out=300)
+    cl = cluster(3, role_counts=roles, max_num_batched_tokens=512, max_num_seqs=8)
+    frames, steps, runs = [], [], []
     for ff in (False, True):
-        sim = Simulator(w, cl, RoundRobinRouter(), None, None, None)
+        sim = Simulator(w, cl, build_policy("router", router), None, None, None)
         sim.fast_forward = ff
         sim.run()
         frames.append(calls_frame(sim.seqs, sim.driver.calls))
         steps.append([(i.num_steps, i.dstep) for i in sim.instances])
+        runs.append(sum(len(i.samples) for i in sim.instances))
     assert steps[0] == steps[1]
+    assert runs[1] < runs[0]  # fast-forward really merged steps
     pd.testing.assert_frame_equal(frames[0], frames[1], rtol=1e-9)
