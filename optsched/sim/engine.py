@@ -190,7 +190,7 @@ class Simulator:
         if self.fast_forward and can_run(inst, b):
             rel = self._release_times[0] if self._release_times else _INF
             kin = inst.kv_in[0] if inst.kv_in else _INF
-            end = decode_run(inst, b, t, rel if rel < kin else kin)
+            end = decode_run(inst, b, t, min(kin, rel))
             if b.steps > 1:
                 inst.run = b
         inst.busy_s += end - t

@@ -29,7 +29,7 @@ from optsched.sim.instance import Instance
 from optsched.sim.scheduler import Batch
 from optsched.sim.seq import DECODE
 
-__all__ = ["can_run", "decode_run", "truncate_run", "VECTOR_MIN", "MAX_RUN"]
+__all__ = ["MAX_RUN", "VECTOR_MIN", "can_run", "decode_run", "truncate_run"]
 
 VECTOR_MIN = 24
 MAX_RUN = 4096

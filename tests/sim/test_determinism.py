@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import numpy as np
-import pytest
 import pandas as pd
+import pytest
 
 from optsched.policies.admission_fcfs import FCFSAdmission
 from optsched.sim import simulate
