@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from optsched.models.admission_online import RULES
+from optsched.models.admission_online import DIAGNOSTICS, RULES, RuleConfig, simulate_rounds, total_latency
 from optsched.pipelines.admission import compare_rules_to_optimum, jaillet_instance
 from optsched.pipelines.provenance import collect_provenance, stream_seed
 from optsched.solvers import SolverOptions
@@ -40,6 +40,7 @@ class Config:
     time_limit_s: float = 300.0
     mip_gap: float = 1e-4
     out: str = "runs/admission_hindsight"
+    rescore: bool = False  # recompute rule latencies of an existing results.csv (no MILP solves)
 
     def __post_init__(self) -> None:
         if self.instances < 1 or self.requests < 1:
@@ -51,7 +52,42 @@ def proven_optimal(objective: float | None, bound: float | None) -> bool:
     return objective is not None and bound is not None and math.ceil(bound - 1e-6) >= round(objective)
 
 
+def summarize(df: pd.DataFrame, requests: int) -> dict:
+    """Mean / worst ratio to the proven optimum per rule and diagnostic, solve-time statistics."""
+    good = df[df.proven_optimal]
+    summary = {"instances": len(df), "proven_optimal": int(len(good)), "requests": requests,
+               "solve_s_mean": float(df.solve_s.mean()), "solve_s_median": float(df.solve_s.median()),
+               "solve_s_max": float(df.solve_s.max()), "rules": {}, "diagnostics": {}}
+    for group, names in (("rules", RULES), ("diagnostics", DIAGNOSTICS)):
+        for name in names:
+            if f"lat_{name}" not in good:
+                continue
+            ratio = good[f"lat_{name}"] / good.optimum
+            summary[group][name] = {"mean_ratio": float(ratio.mean()), "worst_ratio": float(ratio.max()),
+                                    "optimal_share": float((ratio <= 1 + 1e-9).mean())}
+    return summary
+
+
+def rescore(cfg: Config) -> dict:
+    """Recompute every rule's latency on the regenerated instances of an existing run (same seed)."""
+    out = Path(cfg.out)
+    df = pd.read_csv(out / "results.csv")
+    seeds = stream_seed(cfg.seed, "admission_instance").spawn(int(df.instance.max()) + 1)
+    for idx, row in df.iterrows():
+        reqs, memory = jaillet_instance(np.random.default_rng(seeds[int(row.instance)]), int(row.requests))
+        if memory != row.memory_tokens:
+            raise ValueError(f"instance {row.instance}: regenerated M={memory} != stored {row.memory_tokens} (seed?)")
+        for name in RULES + DIAGNOSTICS:
+            df.loc[idx, f"lat_{name}"] = total_latency(reqs, simulate_rounds(reqs, memory, RuleConfig(name)))
+    df.to_csv(out / "results.csv", index=False)
+    summary = summarize(df, cfg.requests)
+    (out / "summary.json").write_text(json.dumps(summary, indent=2))
+    return summary
+
+
 def run(cfg: Config) -> dict:
+    if cfg.rescore:
+        return rescore(cfg)
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
     opts = SolverOptions(time_limit_s=cfg.time_limit_s, mip_gap=cfg.mip_gap, warm_start=True)
@@ -59,7 +95,7 @@ def run(cfg: Config) -> dict:
     rows = []
     for k, ss in enumerate(seeds):
         reqs, memory = jaillet_instance(np.random.default_rng(ss), cfg.requests)
-        cmp_ = compare_rules_to_optimum(reqs, memory, opts)
+        cmp_ = compare_rules_to_optimum(reqs, memory, opts, rules=RULES + DIAGNOSTICS)
         r = cmp_.result
         ok = proven_optimal(r.objective, r.bound)
         row = {"instance": k, "memory_tokens": memory, "requests": len(reqs), "status": r.status,
@@ -67,16 +103,11 @@ def run(cfg: Config) -> dict:
                "build_s": cmp_.build_time_s}
         row.update({f"lat_{name}": v for name, v in cmp_.rule_latency.items()})
         rows.append(row)
+        pd.DataFrame(rows).to_csv(out / "results.csv", index=False)  # partial results survive an interrupt
         logger.info("instance %d: M=%d %s opt=%s %.1fs", k, memory, r.status, r.objective, r.wall_time_s)
     df = pd.DataFrame(rows)
     df.to_csv(out / "results.csv", index=False)
-    good = df[df.proven_optimal]
-    summary = {"instances": len(df), "proven_optimal": int(len(good)), "requests": cfg.requests,
-               "solve_s_mean": float(df.solve_s.mean()), "solve_s_max": float(df.solve_s.max()), "rules": {}}
-    for name in RULES:
-        ratio = good[f"lat_{name}"] / good.optimum
-        summary["rules"][name] = {"mean_ratio": float(ratio.mean()), "worst_ratio": float(ratio.max()),
-                                  "optimal_share": float((ratio <= 1 + 1e-9).mean())}
+    summary = summarize(df, cfg.requests)
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
     prov = collect_provenance(asdict(cfg), sys.argv, cfg.seed, ["admission_instance"])
     (out / "provenance.json").write_text(json.dumps(prov, indent=2))
@@ -86,7 +117,10 @@ def run(cfg: Config) -> dict:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     for f, d in asdict(Config()).items():
-        p.add_argument(f"--{f.replace('_', '-')}", type=type(d), default=d)
+        if isinstance(d, bool):
+            p.add_argument(f"--{f.replace('_', '-')}", action="store_true")
+        else:
+            p.add_argument(f"--{f.replace('_', '-')}", type=type(d), default=d)
     cfg = Config(**vars(p.parse_args(argv)))
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     summary = run(cfg)

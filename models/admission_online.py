@@ -24,6 +24,11 @@ Rules (`RULES`), each an analogue of a serving-engine admission heuristic on thi
   of the known requests. It uses only arrived requests, so it is online; on the known set it is never
   worse than MC-SF (rollout's cost-improvement property). What it looks ahead for is the MILP's
   finding that the optimum often starts a different request than the shortest one to pack memory.
+
+Diagnostic (`DIAGNOSTICS`, NOT an online rule): ``rollout_hindsight`` is the same rollout but it also
+sees requests that have not arrived yet (they can only start after their arrival). Its gap to the
+optimum separates what the rollout loses to its MC-SF base policy from what it loses to not knowing
+future arrivals.
 """
 
 from __future__ import annotations
@@ -35,9 +40,10 @@ import numpy as np
 
 from optsched.models.admission_hindsight import KVRequest
 
-__all__ = ["RULES", "RuleConfig", "simulate_rounds", "memory_profile", "total_latency"]
+__all__ = ["RULES", "DIAGNOSTICS", "RuleConfig", "simulate_rounds", "memory_profile", "total_latency"]
 
 RULES = ("fcfs", "shortest_first", "threshold", "interval", "mcsf", "rollout")
+DIAGNOSTICS = ("rollout_hindsight",)
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,8 +64,8 @@ class RuleConfig:
     threshold_tokens: int = 2
 
     def __post_init__(self) -> None:
-        if self.name not in RULES:
-            raise ValueError(f"rule name must be one of {RULES}, got {self.name!r}")
+        if self.name not in RULES + DIAGNOSTICS:
+            raise ValueError(f"rule name must be one of {RULES + DIAGNOSTICS}, got {self.name!r}")
         if not (isinstance(self.interval_rounds, int) and self.interval_rounds >= 1):
             raise ValueError(f"interval_rounds must be an int >= 1, got {self.interval_rounds!r}")
         if not (isinstance(self.threshold_tokens, int) and self.threshold_tokens >= 1):
@@ -119,12 +125,13 @@ class _State:
 
 
 def _mcsf_finish(state: _State, known: Sequence[int], t: int) -> int:
-    """Total latency of ``known`` when MC-SF schedules their unstarted ones from round t on."""
+    """Total latency of ``known`` when MC-SF schedules their unstarted ones from round t on (a request
+    can start only from its arrival round)."""
     key, _ = _order_and_stop(RuleConfig("mcsf"))
     rem = [i for i in known if state.starts[i] < 0]
     rem.sort(key=lambda j: key(j, state.req[j]))
     while rem:
-        state.fill(rem, t, stop=True)
+        state.fill([i for i in rem if state.req[i].arrival <= t], t, stop=True)
         rem = [i for i in rem if state.starts[i] < 0]
         t += 1
     return sum(state.starts[i] + state.req[i].output_tokens - state.req[i].arrival for i in known)
@@ -169,9 +176,10 @@ def simulate_rounds(requests: Sequence[KVRequest], memory_tokens: int, rule: Rul
         if not waiting:
             t = requests[pending[nxt]].arrival
             continue
-        if rule.name == "rollout":
+        if rule.name in ("rollout", "rollout_hindsight"):
             if any(state.fits(i, t) for i in waiting):
-                state = _rollout_step(state, known, waiting, t)
+                seen = known if rule.name == "rollout" else list(range(n))
+                state = _rollout_step(state, seen, waiting, t)
         elif rule.name != "interval" or t % rule.interval_rounds == 0:
             state.fill(sorted(waiting, key=lambda j: key(j, requests[j])), t, stop)
         waiting = [i for i in waiting if state.starts[i] < 0]

@@ -19,7 +19,14 @@ from optsched.models.admission_knapsack import (
     build_step_knapsack,
     extract_step_knapsack,
 )
-from optsched.models.admission_online import RULES, RuleConfig, memory_profile, simulate_rounds, total_latency
+from optsched.models.admission_online import (
+    DIAGNOSTICS,
+    RULES,
+    RuleConfig,
+    memory_profile,
+    simulate_rounds,
+    total_latency,
+)
 from optsched.pipelines.admission import compare_rules_to_optimum, jaillet_instance
 from optsched.solvers import SolverOptions, solve
 
@@ -99,6 +106,10 @@ def test_online_schedules_are_feasible_and_never_beat_the_optimum():
         for name in RULES:
             assert cmp_.rule_latency[name] >= cmp_.optimum  # optimum is a lower bound of every rule
         assert cmp_.rule_latency["rollout"] <= cmp_.rule_latency["fcfs"]
+        for name in DIAGNOSTICS:  # the hindsight rollout is feasible and bounded by the optimum too
+            st = simulate_rounds(reqs, memory, RuleConfig(name))
+            assert memory_profile(reqs, st).max() <= memory
+            assert total_latency(reqs, st) >= cmp_.optimum
 
 
 def test_rule_config_rejects_bad_input():
