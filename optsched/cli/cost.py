@@ -1,4 +1,4 @@
-"""`optsched cost predict | validate | fit | list`: the cost model from the command line."""
+"""`optsched cost predict | validate | fit | fit-steps | list`: the cost model from the command line."""
 
 from __future__ import annotations
 
@@ -40,6 +40,16 @@ def register(subparsers) -> None:
     ft.add_argument("--out", required=True, help="calibration JSON to write")
     ft.add_argument("--name", default="user fit")
     ft.set_defaults(func=_fit)
+    fs = sub.add_parser("fit-steps", help="fit engine speed factor + per-step/per-sequence overheads from "
+                                          "measured whole steps (optsched.cost.fit_steps CSV form)")
+    fs.add_argument("--steps", required=True, help="CSV: prefill_tokens, prefill_attn_pairs, prefill_kv_tokens, "
+                                                   "decode_seqs, decode_kv_tokens, time_s")
+    fs.add_argument("--gpu", required=True)
+    fs.add_argument("--model", required=True)
+    fs.add_argument("--tp", type=int, default=1)
+    fs.add_argument("--calibration", default=None, help="kernel-level calibration to start from (default: shipped)")
+    fs.add_argument("--out", required=True, help="calibration JSON to write")
+    fs.set_defaults(func=_fit_steps)
     ls = sub.add_parser("list", help="catalog GPUs and models")
     ls.set_defaults(func=_list)
     p.set_defaults(func=lambda a: (p.print_help(), 2)[1])
@@ -108,6 +118,20 @@ def _fit(args) -> int:
     cal = dataclasses.replace(cal, provenance={"samples": [str(p) for p in args.samples]}, residuals={"table": rows})
     cal.save(args.out)
     print(format_report({"data_dir": ", ".join(args.samples), "source": f"fit written to {args.out}", "rows": rows}))
+    return 0
+
+
+def _fit_steps(args) -> int:
+    from optsched.cost import CostModel, load_calibration
+    from optsched.cost.fit_steps import fit_step_terms, read_steps
+
+    cal = load_calibration(args.calibration) if args.calibration else None
+    cm = CostModel(args.gpu, args.model, args.tp, cal) if cal else CostModel.from_names(args.gpu, args.model, args.tp)
+    fitted, summary = fit_step_terms(cm, read_steps(args.steps), name=f"step fit of {args.steps}")
+    fitted = dataclasses.replace(fitted, provenance={"steps": args.steps, "base": cm.calibration.name},
+                                 residuals={"steps": summary})
+    fitted.save(args.out)
+    print(json.dumps(summary, indent=1))
     return 0
 
 

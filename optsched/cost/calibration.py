@@ -56,7 +56,9 @@ class Calibration:
     families: FamilyParams per name in FAMILIES; allreduce_latency_s (s) and allreduce_eps (fraction of
     NVLink bandwidth) for the ring all-reduce; elementwise_op_eps: HBM efficiency per non-GEMM op (Vidur
     op names; unfused PyTorch ops make different numbers of passes over memory), falling back to
-    ``families["elementwise"].eps_memory``; step_overhead_s: fixed CPU/scheduler time per non-empty
+    ``families["elementwise"].eps_memory``; seq_overhead_s: CPU time per sequence in a step (input
+    preparation, sampling, output processing; Vidur, Agrawal et al. MLSys 2024, §4 models these CPU
+    overheads per batch; 0 unless fitted from whole-step measurements); step_overhead_s: fixed CPU/scheduler time per non-empty
     engine step (s). Raises ValueError on a missing family or a negative value.
     """
 
@@ -64,6 +66,7 @@ class Calibration:
     allreduce_latency_s: float = 1e-5
     allreduce_eps: float = 0.7
     step_overhead_s: float = 1e-3
+    seq_overhead_s: float = 0.0
     elementwise_op_eps: dict[str, float] = field(default_factory=dict)
     name: str = "default-uncalibrated"
     gpu: str = ""
@@ -83,12 +86,15 @@ class Calibration:
                 raise ValueError(f"Calibration.elementwise_op_eps[{k!r}] must be in (0, 1.5], got {v!r}")
         if not self.step_overhead_s >= 0:
             raise ValueError(f"Calibration.step_overhead_s must be >= 0, got {self.step_overhead_s!r}")
+        if not self.seq_overhead_s >= 0:
+            raise ValueError(f"Calibration.seq_overhead_s must be >= 0, got {self.seq_overhead_s!r}")
 
     def to_dict(self) -> dict[str, Any]:
         return {"schema": SCHEMA, "name": self.name, "gpu": self.gpu,
                 "families": {k: v.to_dict() for k, v in self.families.items()},
                 "allreduce_latency_s": self.allreduce_latency_s, "allreduce_eps": self.allreduce_eps,
-                "step_overhead_s": self.step_overhead_s, "elementwise_op_eps": self.elementwise_op_eps,
+                "step_overhead_s": self.step_overhead_s, "seq_overhead_s": self.seq_overhead_s,
+                "elementwise_op_eps": self.elementwise_op_eps,
                 "provenance": self.provenance,
                 "residuals": self.residuals}
 
@@ -107,6 +113,7 @@ class Calibration:
         return cls(families=fams, allreduce_latency_s=float(d.get("allreduce_latency_s", 1e-5)),
                    allreduce_eps=float(d.get("allreduce_eps", 0.7)),
                    step_overhead_s=float(d.get("step_overhead_s", 1e-3)),
+                   seq_overhead_s=float(d.get("seq_overhead_s", 0.0)),
                    elementwise_op_eps={str(k): float(v) for k, v in (d.get("elementwise_op_eps") or {}).items()},
                    name=str(d.get("name", "")),
                    gpu=str(d.get("gpu", "")), provenance=dict(d.get("provenance") or {}),

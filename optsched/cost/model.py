@@ -19,7 +19,8 @@ calibrated roofline (``optsched.cost.efficiency.kernel_time``):
   per KV token 2·heads·(d_c + d_R) + 2·heads·d_c FLOPs over d_c + d_R cached elements.
 - communication: two ring all-reduces of m·hidden·wb bytes per layer when tp > 1,
   time = latency + 2(tp−1)/tp · bytes / (nvlink_bw · ε) (nccl-tests doc/PERFORMANCE.md "bus bandwidth").
-- overhead: ``step_overhead_s`` for any non-empty step (scheduler, sampling, launch gaps).
+- overhead: ``step_overhead_s`` for any non-empty step (scheduler, launch gaps) + ``seq_overhead_s`` per
+  sequence in the step (decodes + 1 if any prefill; 0 in the kernel-level fits).
 
 All step arguments broadcast (numpy); an all-zero step costs 0.0 s.
 """
@@ -253,7 +254,8 @@ class CostModel:
         attn, af, ab = self._attention(pt, pairs, pkv, ds, dkv)
         comm = self._comm(rows)
         busy = (rows > 0) | (pkv > 0) | (dkv > 0)
-        over = np.where(busy, self.calibration.step_overhead_s, 0.0)
+        over = np.where(busy, self.calibration.step_overhead_s + self.calibration.seq_overhead_s
+                        * (ds + (pt > 0)), 0.0)
         lin, attn, comm = np.broadcast_arrays(lin, attn, comm)
         total = lin + attn + comm + over
         comps = np.stack(np.broadcast_arrays(lin, attn, comm, over))
@@ -292,7 +294,8 @@ class CostModel:
             lin = self._linear_parts(rows, lrows)[0] + self._comm(rows)
         attn = self._attention(pt, pairs, pkv, ds, dkv)[0]
         busy = (rows > 0) | (pkv > 0) | (dkv > 0)
-        return _out(lin + attn + np.where(busy, self.calibration.step_overhead_s, 0.0))
+        cal = self.calibration
+        return _out(lin + attn + np.where(busy, cal.step_overhead_s + cal.seq_overhead_s * lrows, 0.0))
 
     def _step_time_scalar(self, pt: float, pairs: float, pkv: float, ds: float, dkv: float) -> float:
         """Scalar fast path of ``step_time`` (pure Python floats)."""
@@ -309,7 +312,8 @@ class CostModel:
                          + kernel_time_scalar(dkv * c["dc_f"], dkv * c["kv"] + ds * c["qo"], ds * c["kvh"],
                                               g.bf16_flops, g.hbm_bw, fam["attn_decode"]))
         busy = rows > 0 or pkv > 0 or dkv > 0
-        return lin + attn + (self.calibration.step_overhead_s if busy else 0.0)
+        cal = self.calibration
+        return lin + attn + ((cal.step_overhead_s + cal.seq_overhead_s * lrows) if busy else 0.0)
 
     def prefill_time(self, new_tokens, cached_tokens=0):
         """One prefill of ``new_tokens`` on top of ``cached_tokens``, alone on the instance (s)."""
