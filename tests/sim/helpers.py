@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from optsched.policies.base import ResidencyDecision
@@ -22,9 +24,11 @@ def cluster(n: int = 1, role_counts: dict | None = None, **sched) -> ClusterConf
 
 
 def random_workload(rng: np.random.Generator, n_sessions: int = 4, max_calls: int = 4, bs: int = 16,
-                    max_new: int = 600, max_out: int = 40, subagents: bool = True, models: int = 1) -> Workload:
+                    max_new: int = 600, max_out: int = 40, subagents: bool = True, models: int = 1,
+                    open_loop: bool = False) -> Workload:
     """Closed-loop sessions whose calls extend the parent's context (chained block hashes shared),
-    with optional subagent fork/join and think times."""
+    with optional subagent fork/join and think times. ``open_loop``: the same calls replayed at
+    trace times ``arrival_s`` (session start + 0.2 s per call)."""
     sessions = []
     next_hash = 1
     for s in range(n_sessions):
@@ -63,8 +67,11 @@ def random_workload(rng: np.random.Generator, n_sessions: int = 4, max_calls: in
                 continue
             prev = c.call_id
             ctx = inp + out
-        sessions.append(Session(sid, tuple(calls), start_s=float(rng.uniform(0, 1.0))))
-    return Workload("random", tuple(sessions), block_size=bs)
+        start = float(rng.uniform(0, 1.0))
+        if open_loop:
+            calls = [replace(c, arrival_s=start + 0.2 * k) for k, c in enumerate(calls)]
+        sessions.append(Session(sid, tuple(calls), start_s=start))
+    return Workload("random", tuple(sessions), block_size=bs, closed_loop=not open_loop)
 
 
 class SmallKV:

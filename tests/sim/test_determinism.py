@@ -24,6 +24,19 @@ def test_same_seed_byte_identical(tmp_path):
         assert (d1 / f).read_bytes() == (d2 / f).read_bytes(), f
 
 
+def test_seeded_random_router_reproducible_and_seed_sensitive(tmp_path):
+    from optsched.sim.registry import build_policy
+
+    w = random_workload(np.random.default_rng(3), n_sessions=8)
+    cl = cluster(3)
+    out = []
+    for k, seed in enumerate((1, 1, 2)):
+        r = simulate(w, cl, router=build_policy("router", "random", seed), seed=seed)
+        out.append((r.write(tmp_path / str(k)) / "calls.csv").read_bytes())
+    assert out[0] == out[1]
+    assert out[0] != out[2]
+
+
 def test_builtin_fcfs_equals_fcfs_policy():
     w = random_workload(np.random.default_rng(11), n_sessions=8)
     for kw in ({}, {"long_prefill_token_threshold": 128}, {"prefill_schedule_interval": 3}):

@@ -39,10 +39,11 @@ _CM = CostModel.from_names(GPU, MODEL, tp=1)
     dram=st.sampled_from([0, 400]),
     policy=st.sampled_from(["rr", "random", "cache_aware", "sjf"]),
     res=st.sampled_from([None, "keep_ttl", "drop", "offload_dram"]),
+    loop=st.sampled_from(["closed", "open", "users2"]),
 )
-def test_invariants(seed, n, pd, budget, seqs, thr, interval, preemption, hbm, dram, policy, res):
+def test_invariants(seed, n, pd, budget, seqs, thr, interval, preemption, hbm, dram, policy, res, loop):
     rng = np.random.default_rng(seed)
-    w = random_workload(rng, n_sessions=5, max_calls=4, models=2)
+    w = random_workload(rng, n_sessions=5, max_calls=4, models=2, open_loop=loop == "open")
     sched = SchedulerConfig(max_num_batched_tokens=budget, max_num_seqs=min(seqs, budget), block_size=16,
                             long_prefill_token_threshold=thr, prefill_schedule_interval=interval,
                             preemption=preemption)
@@ -64,7 +65,7 @@ def test_invariants(seed, n, pd, budget, seqs, thr, interval, preemption, hbm, d
         residency = Fixed("drop" if res == "offload_dram" and not dram else res.replace("keep_ttl", "keep"))
         if res == "keep_ttl":
             residency.d = ResidencyDecision("keep", ttl_s=0.3, then="offload_dram" if dram else "drop")
-    sim = Simulator(w, cl, router, adm, residency, None, cms)
+    sim = Simulator(w, cl, router, adm, residency, None, cms, concurrency=2 if loop == "users2" else 0)
     sim.debug = True  # cache invariants + every tier within capacity after every step
     sim.run()  # raises if any call is left unfinished
     df = calls_frame(sim.seqs, sim.driver.calls)
@@ -76,11 +77,18 @@ def test_invariants(seed, n, pd, budget, seqs, thr, interval, preemption, hbm, d
     reused = df.hit_hbm_tokens + df.hit_dram_tokens + df.hit_ssd_tokens
     assert (df.prefilled_tokens + reused == df.input_tokens + df.recomputed_tokens).all()
     assert ((df.recomputed_tokens > 0) <= (df.preemptions > 0)).all()
-    # no call starts before its parents finish plus think time
+    # closed loop: no call starts before its parents finish plus think time; open loop: at arrival_s
     by = df.set_index("call_id")
     for c in w.calls():
+        if loop == "open":
+            assert by.loc[c.call_id, "release_s"] == c.arrival_s
+            continue
         for p in c.parents:
             assert by.loc[c.call_id, "release_s"] >= by.loc[p, "finish_s"] + _think(w, p) - 1e-12
+    if loop == "users2":  # at most two sessions in flight
+        span = df.groupby("session_id").agg(a=("release_s", "min"), b=("finish_s", "max"))
+        for t in span.a:
+            assert ((span.a <= t) & (span.b > t)).sum() <= 2
     # time never goes backwards: step samples are ordered per instance
     for inst_ in sim.instances:
         ts, _, _, kv = inst_.sample_columns()
