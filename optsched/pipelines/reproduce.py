@@ -130,7 +130,8 @@ def run_reproduce(
         hit = None if force else cache.get(stage.name, key)
         if hit is not None:
             res = StageResult.from_dict(hit)
-            if all((run_dir / f["path"]).exists() for f in res.figures):
+            outputs = [f["path"] for f in res.figures] + list(res.data.get("files", []))
+            if all((run_dir / p).exists() for p in outputs):  # a deleted figure / policy file is rebuilt
                 log.info("stage %s: cached (%s)", stage.name, key[:12])
                 results[stage.name] = res
                 timings += [dict(t, cached=True) for t in res.timings]

@@ -26,7 +26,8 @@ class WorkloadSpec:
     or the AgentX-like generator). max_calls: keep the first sessions until this many calls (a
     session is only cut when it alone exceeds what is left). sessions: sessions to generate (generators
     only). max_calls_per_session: keep only each session's first calls (0 = no cap); more, shorter
-    sessions give the cluster more concurrent work at the same call budget.
+    sessions give the cluster more concurrent work at the same call budget. load_scales: this
+    workload's load sweep (empty = the run's ``load_scales``), so each sweep brackets the target.
     """
 
     name: str
@@ -34,6 +35,7 @@ class WorkloadSpec:
     max_calls: int = 300
     sessions: int = 12
     max_calls_per_session: int = 0
+    load_scales: tuple[float, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.name or not self.name.replace("_", "").replace("-", "").isalnum():
@@ -44,6 +46,10 @@ class WorkloadSpec:
             v = getattr(self, f)
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:
                 raise ValueError(f"workload {self.name}: {f} must be a positive int, got {v!r}")
+        if self.load_scales and (any(not isinstance(x, (int, float)) or not x > 0 for x in self.load_scales)
+                                 or list(self.load_scales) != sorted(set(self.load_scales))):
+            raise ValueError(f"workload {self.name}: load_scales must be increasing positive numbers, "
+                             f"got {self.load_scales!r}")
         v = self.max_calls_per_session
         if not isinstance(v, int) or isinstance(v, bool) or v < 0:
             raise ValueError(f"workload {self.name}: max_calls_per_session must be an int >= 0, got {v!r}")
@@ -76,14 +82,15 @@ class ReproduceConfig:
     num_instances: int = 4
     max_num_batched_tokens: int = 8192
     workloads: tuple[WorkloadSpec, ...] = (
-        WorkloadSpec("mooncake", "mooncake_sample", max_calls=300),
-        WorkloadSpec("lmcache", "lmcache_sample", max_calls=300),
-        WorkloadSpec("agentx", "agentx", max_calls=300, sessions=12, max_calls_per_session=25),
+        WorkloadSpec("mooncake", "mooncake_sample", max_calls=300, load_scales=(0.125, 0.25, 0.5, 1.0)),
+        WorkloadSpec("lmcache", "lmcache_sample", max_calls=300, load_scales=(1.0, 2.0, 4.0, 8.0)),
+        WorkloadSpec("agentx", "agentx", max_calls=300, sessions=12, max_calls_per_session=25,
+                     load_scales=(1.0, 2.0, 4.0, 8.0)),
     )
     slo_ttft_s: float = 10.0
     slo_tpot_s: float = 0.1
     interactivity_target_tok_s: float = 20.0
-    load_scales: tuple[float, ...] = (0.125, 0.25, 0.5, 1.0)
+    load_scales: tuple[float, ...] = (0.5, 1.0, 2.0, 4.0)
     solver_time_limit_s: float = 20.0
     routing_window_calls: int = 60
     admission_calls: int = 8
@@ -117,9 +124,16 @@ class ReproduceConfig:
         """GPUs in the simulated cluster (instances x TP)."""
         return self.num_instances * self.tp
 
+    def scales(self, workload: str) -> tuple[float, ...]:
+        """The load sweep of ``workload`` (its own ``load_scales`` or the run's)."""
+        for w in self.workloads:
+            if w.name == workload and w.load_scales:
+                return tuple(float(x) for x in w.load_scales)
+        return tuple(float(x) for x in self.load_scales)
+
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
-        d["workloads"] = [dataclasses.asdict(w) for w in self.workloads]
+        d["workloads"] = [dict(dataclasses.asdict(w), load_scales=list(w.load_scales)) for w in self.workloads]
         d["load_scales"] = list(self.load_scales)
         return d
 
@@ -150,6 +164,8 @@ class ReproduceConfig:
                     bad = sorted(set(w) - wk)
                     if bad:
                         raise ValueError(f"workloads[{i}]: unknown field(s) {bad}; known: {sorted(wk)}")
+                    if "load_scales" in w:
+                        w = dict(w, load_scales=tuple(w["load_scales"]))
                     ws.append(WorkloadSpec(**w))
                 kw["workloads"] = tuple(ws)
             if "load_scales" in kw:

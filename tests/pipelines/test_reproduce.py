@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -120,9 +121,9 @@ TINY = ReproduceConfig(
     seed=7,
     num_instances=2,
     workloads=(
-        WorkloadSpec("mooncake", "mooncake_sample", max_calls=40),
-        WorkloadSpec("lmcache", "lmcache_sample", max_calls=40),
-        WorkloadSpec("agentx", "agentx", max_calls=40, sessions=2),
+        WorkloadSpec("mooncake", "mooncake_sample", max_calls=30),
+        WorkloadSpec("lmcache", "lmcache_sample", max_calls=30),
+        WorkloadSpec("agentx", "agentx", max_calls=30, sessions=3, max_calls_per_session=10),
     ),
     load_scales=(1.0, 4.0),
     solver_time_limit_s=5.0,
@@ -164,6 +165,36 @@ def test_smoke_writes_report_with_every_part(tiny_run):
     assert prov["seed"] == 7 and prov["argv"] == ["test"] and prov["config"]["name"] == "tiny"
 
 
+def test_smoke_every_stage_ran_with_real_results(tiny_run):
+    """All seven parts are produced from real computations: workloads, calibration, baselines, the four
+    formulations with a solver status, the comparison with heuristics and optimized policies, policies
+    that read back."""
+    out, res = tiny_run
+    bad = {r.stage: r.reason for r in res.results if not r.ok}
+    assert not bad, bad
+    by = {r.stage: r for r in res.results}
+    stats = by["workloads"].table("workload_stats").records()
+    assert {r["workload"] for r in stats} == {"mooncake", "lmcache", "agentx"}
+    assert all(r["calls"] <= 30 for r in stats)
+    forms = by["formulations"].table("formulations").records()
+    assert {r["formulation"] for r in forms} == {"routing", "P/D ratio", "prefill admission", "KV residency"}
+    assert all(r["status"] in ("optimal", "feasible") for r in forms), forms
+    for r in forms:  # a proven bound never beats the incumbent (min: bound <= objective; max: >=)
+        if r["bound"] is not None and r["objective"] is not None and r["formulation"] != "P/D ratio":
+            assert r["bound"] <= r["objective"] + 1e-6 * max(1.0, abs(r["objective"]))
+    head = res.headline.records()
+    assert {r["kind"] for r in head} == {"heuristic", "optimized"}
+    for r in head:
+        assert r["target met"] in ("yes", "NO (lowest load shown)")
+        assert r["TPGS (tok/s/GPU)"] > 0 and 0 <= r["hit total"] <= 1
+    files = sorted((res.run_dir / "policies").glob("*.json"))
+    assert len(files) >= 4
+    assert all(json.loads(f.read_text())["schema"] == "optsched.policy/v1" for f in files)
+    pol = by["export"].table("policies").records()
+    assert all(r["read back"] == "yes" for r in pol)
+    assert "does NOT beat" in res.report_path.read_text() or "beats the best heuristic" in res.report_path.read_text()
+
+
 def test_rerun_skips_finished_stages_and_gives_identical_numbers(tiny_run):
     from optsched.pipelines.reproduce import run_reproduce
 
@@ -179,19 +210,24 @@ def test_rerun_skips_finished_stages_and_gives_identical_numbers(tiny_run):
 
 
 def test_interrupted_run_resumes_with_same_numbers(tiny_run, tmp_path):
-    """A run stopped after some stages (and with a half-written temp file and a corrupt entry lying
-    around, as a kill leaves them) finishes on rerun with byte-identical results."""
+    """What a kill leaves behind — later stages missing, half of the simulations of a stage missing, a
+    half-written temp file and a torn entry — is finished on rerun with byte-identical results."""
     from optsched.pipelines.reproduce import run_reproduce
-    from optsched.pipelines.stages import STAGES
 
     _, first = tiny_run
-    run_reproduce(TINY, out_dir=tmp_path, argv=["test"], progress=False, stages=STAGES[:3])
-    cache = tmp_path / "tiny" / "cache"
-    (cache / "comparison").mkdir(parents=True, exist_ok=True)
-    (cache / "comparison" / ".x.json.tmp").write_text('{"half')
-    sims = sorted((cache / "sim").glob("*.json")) if (cache / "sim").exists() else []
-    if sims:
-        sims[0].write_text('{"corrupt')  # a torn sub-step result is ignored and recomputed
+    run_dir = tmp_path / "tiny"
+    shutil.copytree(first.run_dir, run_dir)
+    cache = run_dir / "cache"
+    for stage in ("formulations", "comparison", "export"):
+        shutil.rmtree(cache / stage, ignore_errors=True)
+    sims = sorted((cache / "sim").glob("*.json"))
+    assert sims, "the tiny run simulated nothing"
+    for p in sims[::2]:
+        p.unlink()
+    sims[1].write_text('{"corrupt')  # a torn sub-step result is ignored and recomputed
+    (cache / "sim" / ".x.json.tmp").write_text('{"half')
+    for f in ("report.md", "results.json"):
+        (run_dir / f).unlink()
     resumed = run_reproduce(TINY, out_dir=tmp_path, argv=["test"], progress=False)
     assert (resumed.run_dir / "results.json").read_bytes() == (first.run_dir / "results.json").read_bytes()
     assert _body(resumed.report_path) == _body(first.report_path)

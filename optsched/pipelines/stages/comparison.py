@@ -69,7 +69,7 @@ def _run(ctx: StageContext) -> StageResult:
     target = cfg.interactivity_target_tok_s
     plans = {w: _policies(ctx, w) for w in get_workloads(ctx)}
     kinds = {p["label"]: ("optimized" if p.get("optimized") else "heuristic") for ps in plans.values() for p in ps}
-    jobs = [(w, p, s) for w, ps in plans.items() for p in ps for s in cfg.load_scales]
+    jobs = [(w, p, s) for w, ps in plans.items() for p in ps for s in cfg.scales(w)]
     curves: dict[str, dict[str, list[tuple[float, dict[str, Any]]]]] = {w: {} for w in plans}
     failed: dict[str, str] = {}  # "workload / policy" -> reason
     results = sim_many(ctx, [(w, p, s) for w, p, s in jobs], desc="load sweep")
@@ -96,7 +96,7 @@ def _run(ctx: StageContext) -> StageResult:
         path, rel = ctx.figure_path(f"pareto_{w}.png")
         _plot_pareto(w, by_pol, target, path)
         figures.append({"path": rel, "caption": f"{w}: latency-throughput Pareto front per policy (load scales "
-                        f"{', '.join(f'{s:g}' for s in cfg.load_scales)}); dashed line = P90 interactivity target"})
+                        f"{', '.join(f'{s:g}' for s in cfg.scales(w))}); dashed line = P90 interactivity target"})
     head = Table("headline", f"Policies at P90 interactivity >= {target:g} output tokens/s per user: the highest "
                  "simulated load that meets it (load scale = arrival-rate multiplier).",
                  ["workload", "policy", "kind", "load scale", "target met", *HEAD_METRICS], rows)
