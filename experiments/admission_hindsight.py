@@ -23,11 +23,11 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-
 from optsched.models.admission_online import DIAGNOSTICS, RULES, RuleConfig, simulate_rounds, total_latency
+from optsched.solvers import SolverOptions
+
 from optsched.pipelines.admission import compare_rules_to_optimum, jaillet_instance
 from optsched.pipelines.provenance import collect_provenance, stream_seed
-from optsched.solvers import SolverOptions
 
 logger = logging.getLogger("admission_hindsight")
 
@@ -55,7 +55,7 @@ def proven_optimal(objective: float | None, bound: float | None) -> bool:
 def summarize(df: pd.DataFrame, requests: int) -> dict:
     """Mean / worst ratio to the proven optimum per rule and diagnostic, solve-time statistics."""
     good = df[df.proven_optimal]
-    summary = {"instances": len(df), "proven_optimal": int(len(good)), "requests": requests,
+    summary = {"instances": len(df), "proven_optimal": len(good), "requests": requests,
                "solve_s_mean": float(df.solve_s.mean()), "solve_s_median": float(df.solve_s.median()),
                "solve_s_max": float(df.solve_s.max()), "rules": {}, "diagnostics": {}}
     for group, names in (("rules", RULES), ("diagnostics", DIAGNOSTICS)):

@@ -23,18 +23,33 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
+from optsched.models.residency_slots import path_cost
+from optsched.solvers import SolverOptions
 
 from optsched.cost import CostModel
-from optsched.models.residency_slots import path_cost
 from optsched.pipelines.provenance import collect_provenance, stream_seed
-from optsched.pipelines.residency import compare_residency, pauses_from_workload, residency_instance, ttl_opt_policy
+from optsched.pipelines.residency import (
+    compare_residency,
+    pauses_from_workload,
+    residency_instance,
+    ttl_opt_policy,
+)
+from optsched.policies.base import ResidencyDecision
 from optsched.policies.residency_infercept import InferceptResidency
 from optsched.policies.residency_lru import LRUResidency
 from optsched.policies.residency_ttl import TTLResidency, tool_durations_from_calls
-from optsched.solvers import SolverOptions
 from optsched.workload.gen_agentx import generate_agentx
 
 logger = logging.getLogger("residency_hindsight")
+
+
+class LRUOffloadResidency:
+    """LRU whose HBM evictions go to DRAM (vLLM CPU offload / LMCache style) instead of being dropped."""
+
+    name = "lru_offload"
+
+    def on_pause(self, call, kv_blocks, view) -> ResidencyDecision:
+        return ResidencyDecision("keep", then="offload_dram")
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +90,7 @@ def run(cfg: Config) -> dict:
     pcie_block = 2.0 * float(cm.kv_transfer_time(bs, "pcie"))
     policies = {
         "lru": LRUResidency(),
+        "lru_offload_dram": LRUOffloadResidency(),
         "ttl_continuum": TTLResidency(durations, reload_s_per_block=pcie_block,
                                       price_s_per_block_s=bs / cm.kv_capacity_tokens(), then="offload_dram"),
         "infercept": InferceptResidency.from_cost_model(cm, bs),

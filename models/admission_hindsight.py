@@ -24,11 +24,11 @@ from dataclasses import dataclass
 import pyomo.environ as pyo
 
 __all__ = [
-    "KVRequest",
     "HindsightInstance",
+    "HindsightSchedule",
+    "KVRequest",
     "build_admission_hindsight",
     "extract_admission_hindsight",
-    "HindsightSchedule",
 ]
 
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import pyomo.environ as pyo
 
-__all__ = ["ChunkCandidate", "StepKnapsack", "build_step_knapsack", "build_knapsack_cvxpy", "extract_step_knapsack"]
+__all__ = ["ChunkCandidate", "StepKnapsack", "build_knapsack_cvxpy", "build_step_knapsack", "extract_step_knapsack"]
 
 
 @dataclass(frozen=True, slots=True)

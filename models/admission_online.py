@@ -33,14 +33,13 @@ future arrivals.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 import numpy as np
-
 from optsched.models.admission_hindsight import KVRequest
 
-__all__ = ["RULES", "DIAGNOSTICS", "RuleConfig", "simulate_rounds", "memory_profile", "total_latency"]
+__all__ = ["DIAGNOSTICS", "RULES", "RuleConfig", "memory_profile", "simulate_rounds", "total_latency"]
 
 RULES = ("fcfs", "shortest_first", "threshold", "interval", "mcsf", "rollout")
 DIAGNOSTICS = ("rollout_hindsight",)
@@ -93,7 +92,7 @@ class _State:
         self.load = np.zeros(horizon + 1, dtype=np.int64)
         self.starts = [-1] * len(requests)
 
-    def copy(self) -> "_State":
+    def copy(self) -> _State:
         new = object.__new__(_State)
         new.req, new.mem, new.load, new.starts = self.req, self.mem, self.load.copy(), list(self.starts)
         return new

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 import pyomo.environ as pyo
 
-__all__ = ["TIERS", "Pause", "ResidencyInstance", "build_residency", "extract_residency", "ResidencyPlanPaths"]
+__all__ = ["TIERS", "Pause", "ResidencyInstance", "ResidencyPlanPaths", "build_residency", "extract_residency"]
 
 TIERS = ("hbm", "dram", "ssd", "none")
 

@@ -13,14 +13,15 @@ policy's cost is an upper bound on the optimum (tested).
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from optsched.models.residency import ResidencyInstance, ResidencyPlanPaths
+
 from optsched.policies.base import Residency, ResidencyDecision
 from optsched.workload.types import Call
 
-__all__ = ["path_cost", "simulate_residency_policy", "ACTION_TIER"]
+__all__ = ["ACTION_TIER", "path_cost", "simulate_residency_policy"]
 
 ACTION_TIER = {"keep": 0, "offload_dram": 1, "offload_ssd": 2, "drop": 3}
 

@@ -30,8 +30,17 @@ import jsonschema
 
 from optsched.policies.plan import Plan, Provenance
 
-__all__ = ["SCHEMA_ID", "ENGINES", "policy_schema", "plan_to_json", "plan_from_json", "dump_policy",
-           "load_policy", "EngineSettings", "engine_settings"]
+__all__ = [
+    "ENGINES",
+    "SCHEMA_ID",
+    "EngineSettings",
+    "dump_policy",
+    "engine_settings",
+    "load_policy",
+    "plan_from_json",
+    "plan_to_json",
+    "policy_schema",
+]
 
 SCHEMA_ID = "optsched.policy/v1"
 ENGINES = ("vllm", "sglang-router", "llm-d", "dynamo-planner")

@@ -85,7 +85,11 @@ def _admission(args, opts):
     import numpy as np
 
     from optsched.pipelines.admission import (
-        admission_plan, compare_rules_to_optimum, instance_digest, jaillet_instance, workload_rounds,
+        admission_plan,
+        compare_rules_to_optimum,
+        instance_digest,
+        jaillet_instance,
+        workload_rounds,
     )
 
     if args.workload.startswith("jaillet:"):
@@ -113,7 +117,11 @@ def _admission(args, opts):
 def _residency(args, opts):
     from optsched.cost import CostModel
     from optsched.pipelines.residency import (
-        compare_residency, pauses_from_workload, residency_instance, residency_plan, ttl_opt_policy,
+        compare_residency,
+        pauses_from_workload,
+        residency_instance,
+        residency_plan,
+        ttl_opt_policy,
         workload_digest_residency,
     )
     from optsched.policies.residency_lru import LRUResidency

@@ -12,8 +12,8 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 
@@ -29,12 +29,12 @@ from optsched.policies.plan import Plan, Provenance
 from optsched.solvers import SolveResult, SolverOptions, solve
 
 __all__ = [
+    "AdmissionComparison",
+    "admission_plan",
+    "compare_rules_to_optimum",
+    "instance_digest",
     "jaillet_instance",
     "safe_wait_window",
-    "instance_digest",
-    "AdmissionComparison",
-    "compare_rules_to_optimum",
-    "admission_plan",
     "workload_rounds",
 ]
 

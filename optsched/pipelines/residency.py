@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Mapping, Sequence
 
 import numpy as np
 
@@ -31,15 +31,15 @@ from optsched.solvers import SolveResult, SolverOptions, solve
 from optsched.workload.types import Call, Workload
 
 __all__ = [
-    "uncontended_timeline",
-    "workload_digest_residency",
-    "pauses_from_workload",
-    "residency_instance",
-    "cost_coefficients",
-    "ttl_opt_policy",
     "ResidencyComparison",
     "compare_residency",
+    "cost_coefficients",
+    "pauses_from_workload",
+    "residency_instance",
     "residency_plan",
+    "ttl_opt_policy",
+    "uncontended_timeline",
+    "workload_digest_residency",
 ]
 
 logger = logging.getLogger(__name__)

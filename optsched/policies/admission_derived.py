@@ -18,8 +18,9 @@ the protocol): stated in BENCHMARKS.md.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, Mapping, Sequence
+from typing import Any, ClassVar
 
 from optsched.policies.admission_fcfs import greedy_chunks
 from optsched.policies.base import WaitingPrefill
@@ -52,7 +53,7 @@ class DerivedAdmission:
             raise ValueError(f"urgent_slack_s must be >= 0 s, got {self.urgent_slack_s!r}")
 
     @classmethod
-    def from_parameters(cls, params: Mapping[str, Any]) -> "DerivedAdmission":
+    def from_parameters(cls, params: Mapping[str, Any]) -> DerivedAdmission:
         return cls(int(params.get("output_tokens_estimate", 256)), float(params.get("urgent_slack_s", 0.5)))
 
     def select(

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import importlib
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
-__all__ = ["KINDS", "POLICY_CLASSES", "Provenance", "Plan"]
+__all__ = ["KINDS", "POLICY_CLASSES", "Plan", "Provenance"]
 
 KINDS = ("routing", "pd_ratio", "admission", "residency")
 

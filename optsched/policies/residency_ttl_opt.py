@@ -24,8 +24,9 @@ Units: seconds, tokens.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Mapping, Sequence
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -116,7 +117,7 @@ class OptimizedTTLResidency:
         object.__setattr__(self, "_rng", np.random.default_rng(self.seed))
 
     @classmethod
-    def from_parameters(cls, params: Mapping[str, Any]) -> "OptimizedTTLResidency":
+    def from_parameters(cls, params: Mapping[str, Any]) -> OptimizedTTLResidency:
         """Build from a Plan's JSON parameters (lists become tuples)."""
         p = dict(params)
         for k in ("hold_price_s_per_token_s", "pcie_coef_s", "ssd_coef_s", "recompute_coef_s"):

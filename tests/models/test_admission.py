@@ -5,7 +5,6 @@ from __future__ import annotations
 import numpy as np
 import pyomo.environ as pyo
 import pytest
-
 from optsched.models.admission_hindsight import (
     HindsightInstance,
     KVRequest,
@@ -27,8 +26,9 @@ from optsched.models.admission_online import (
     simulate_rounds,
     total_latency,
 )
-from optsched.pipelines.admission import compare_rules_to_optimum, jaillet_instance
 from optsched.solvers import SolverOptions, solve
+
+from optsched.pipelines.admission import compare_rules_to_optimum, jaillet_instance
 
 OPTS = SolverOptions(time_limit_s=60, mip_gap=1e-6)
 
