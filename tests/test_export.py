@@ -156,3 +156,15 @@ def test_loaded_plans_run_in_the_cluster_simulator(tmp_path):
     out = simulate(wl, cluster, admission=adm, residency=res, slo=SLO(2.0, 0.1))
     assert out.summary["num_calls"] == wl.num_calls
     assert len(out.calls) == wl.num_calls
+
+
+def test_routing_plans_build_their_routers():
+    from optsched.policies.router_plan import PlanRouter
+    from optsched.policies.router_price import PriceRouter
+
+    price = Plan("routing", "price", {"prefill_s_per_token": 1e-4, "migration_s": 0.5}).to_policy()
+    assert isinstance(price, PriceRouter) and price.config.migration_s == 0.5
+    assign = Plan("routing", "assignment", {"assignment": {"c1": 1}}).to_policy()
+    assert isinstance(assign, PlanRouter) and assign.plan.assignment == {"c1": 1}
+    with pytest.raises(ValueError, match="parameters.assignment"):
+        Plan("routing", "assignment", {}).to_policy()

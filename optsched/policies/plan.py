@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["KINDS", "POLICY_CLASSES", "Plan", "Provenance"]
+__all__ = ["KINDS", "POLICY_CLASSES", "Plan", "Provenance", "build_assignment_router", "build_price_router"]
 
 KINDS = ("routing", "pd_ratio", "admission", "residency")
 
@@ -28,7 +28,26 @@ POLICY_CLASSES: dict[tuple[str, str], str] = {
     ("admission", "shortest_first"): "optsched.policies.admission_shortest_first:ShortestFirstAdmission",
     ("admission", "mcsf_rollout"): "optsched.policies.admission_derived:DerivedAdmission",
     ("residency", "ttl_opt"): "optsched.policies.residency_ttl_opt:OptimizedTTLResidency",
+    ("routing", "price"): "optsched.policies.plan:build_price_router",
+    ("routing", "assignment"): "optsched.policies.plan:build_assignment_router",
 }
+
+
+def build_price_router(params: Mapping[str, Any]) -> Any:
+    """Adapter: `PriceRouter(PriceRouterConfig(**params))` (the price router takes a config object)."""
+    from optsched.policies.router_price import PriceRouter, PriceRouterConfig
+
+    return PriceRouter(PriceRouterConfig(**dict(params)))
+
+
+def build_assignment_router(params: Mapping[str, Any]) -> Any:
+    """Adapter: `PlanRouter` over ``params["assignment"]`` (call_id -> instance), round-robin fallback."""
+    from optsched.policies.router_plan import PlanRouter, RoutingPlan
+    from optsched.policies.router_round_robin import RoundRobinRouter
+
+    if "assignment" not in params:
+        raise ValueError("routing/assignment plan needs parameters.assignment (call_id -> instance index)")
+    return PlanRouter(RoutingPlan({str(k): int(v) for k, v in params["assignment"].items()}), RoundRobinRouter())
 
 
 def _finite_or_none(name: str, value: Any) -> None:
@@ -112,6 +131,8 @@ class Plan:
         except (ModuleNotFoundError, AttributeError) as exc:
             raise ValueError(f"policy class {target} for type {self.type!r} is not available: {exc}") from exc
         params = dict(self.parameters)
+        if not isinstance(cls, type):  # a builder function (adapter) rather than a class
+            return cls(params)
         if hasattr(cls, "from_parameters"):
             return cls.from_parameters(params)
         return cls(**params)
