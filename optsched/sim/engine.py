@@ -276,7 +276,7 @@ class Simulator:
             for seq in inst.joining:
                 inst.join_decode(seq, seq.call.output_tokens - seq.generated)
             inst.joining.clear()
-        for seq, n in b.chunks:
+        for seq, n, _ in b.chunks:
             seq.computed += n
             seq.prefilled += n
             inst.queued_prefill_tokens -= n

@@ -71,6 +71,7 @@ class Instance:
         self.run = None  # the Batch of a fast-forward decode run in progress (optsched.sim.fastforward)
         self.kv_in: list[float] = []  # heap: arrival times of KV transfers into this instance
         self.clock = None  # the simulator's EventQueue (for views: now_s)
+        self.preempted_in_step = False  # set while planning a step that preempted someone
         self.step_index = 0
         self.inflight = 0  # calls routed here, not yet finished / handed to a decode instance
         self._order = 0

@@ -38,7 +38,7 @@ class Batch:
                  "time_s")
 
     def __init__(self) -> None:
-        self.chunks: list[tuple[Seq, int]] = []
+        self.chunks: list[tuple[Seq, int, int]] = []  # (seq, new tokens, cached tokens before)
         self.n_dec = 0
         self.dec_kv = 0
         self.prefill_tokens = 0
@@ -55,14 +55,32 @@ class Batch:
 
     def add_chunk(self, seq: Seq, n: int) -> None:
         c = seq.computed
-        self.chunks.append((seq, n))
+        self.chunks.append((seq, n, c))
         self.prefill_tokens += n
         self.attn_pairs += n * (c + (n + 1) / 2.0)
         self.prefill_kv += c + n
 
+    def drop_seq(self, seq: Seq) -> None:
+        """Remove ``seq``'s chunk (it was preempted while this step was being planned)."""
+        if not any(s is seq for s, _, _ in self.chunks):
+            return
+        old = self.chunks
+        self.chunks = []
+        self.prefill_tokens = self.prefill_kv = 0
+        self.attn_pairs = 0.0
+        for s, n, c in old:
+            if s is not seq:
+                self.chunks.append((s, n, c))
+                self.prefill_tokens += n
+                self.attn_pairs += n * (c + (n + 1) / 2.0)
+                self.prefill_kv += c + n
 
-def preempt_newest(inst: Instance, now_s: float, mode: str) -> Seq | None:
-    """Preempt the most recently admitted running sequence of ``inst``; return it (None if none)."""
+
+def preempt_newest(inst: Instance, now_s: float, mode: str, batch: Batch | None = None) -> Seq | None:
+    """Preempt the most recently admitted running sequence of ``inst``; return it (None if none).
+
+    Its chunk leaves ``batch`` (the step being planned), and no new prefill is admitted in this step
+    (as vLLM v1 does after a preemption)."""
     victim: Seq | None = None
     for s in inst.prefilling:
         if victim is None or s.order > victim.order:
@@ -72,6 +90,9 @@ def preempt_newest(inst: Instance, now_s: float, mode: str) -> Seq | None:
             victim = s
     if victim is None:
         return None
+    inst.preempted_in_step = True
+    if batch is not None:
+        batch.drop_seq(victim)
     if victim.state == DECODE:
         ctx = inst.context_tokens(victim)
         inst.leave_decode(victim)
@@ -152,7 +173,7 @@ def _take_chunk(inst: Instance, seq: Seq, n: int, batch: Batch, now_s: float, ma
     while not kv.allocate(inst, seq, need, now_s):
         if not may_preempt:
             return False
-        victim = preempt_newest(inst, now_s, inst.sched.preemption)
+        victim = preempt_newest(inst, now_s, inst.sched.preemption, batch)
         if victim is None or victim is seq:
             return False
     seq.blocks += max(need, 0)
@@ -180,6 +201,7 @@ def plan_step(
     """
     sched = inst.sched
     batch = Batch()
+    inst.preempted_in_step = False
     if inst.dec:
         _grow_decodes(inst, now_s)
     batch.n_dec = len(inst.dec)
@@ -187,7 +209,7 @@ def plan_step(
     budget = sched.max_num_batched_tokens - batch.n_dec
     if inst.waiting and inst.waiting[0].swapped_tokens:
         _swap_in_head(inst, now_s, start_load)
-    admit_new = inst.step_index % sched.prefill_schedule_interval == 0
+    admit_new = inst.step_index % sched.prefill_schedule_interval == 0 and not inst.preempted_in_step
     if admission is None:
         _fcfs(inst, batch, budget, admit_new, now_s, start_load)
     else:
@@ -212,7 +234,7 @@ def _fcfs(inst: Instance, batch: Batch, budget: int, admit_new: bool, now_s: flo
         n = min(n, budget)
         if _take_chunk(inst, seq, n, batch, now_s, True):
             budget -= n
-    if not admit_new:
+    if not admit_new or inst.preempted_in_step:
         return
     max_seqs = inst.sched.max_num_seqs
     waiting = inst.waiting
@@ -290,6 +312,8 @@ def _policy(
     for i, n in picks:
         seq = offered[i]
         if seq.state == WAITING:
+            if inst.preempted_in_step:
+                continue  # no new prefills after a preemption in this step (includes the victim)
             inst.waiting.remove(seq)
             snap = (seq.hit_hbm, seq.hit_dram, seq.hit_ssd)
             if not _start(inst, seq, now_s, start_load):
