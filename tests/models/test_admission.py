@@ -167,3 +167,26 @@ def test_knapsack_cvxpy_milp_matches_pyomo_milp():
     res = solve(prob, OPTS)
     assert res.objective == pytest.approx(160.0)
     assert np.round(var["x"].value).tolist() == [60.0, 40.0, 0.0]
+
+
+def test_hindsight_benchmark_smoke(tmp_path):
+    """experiments/admission_hindsight.py at tiny size: every instance proven optimal, ratios >= 1."""
+    import importlib.util
+    import json
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "experiments" / "admission_hindsight.py"
+    spec = importlib.util.spec_from_file_location("admission_hindsight_exp", path)
+    mod = importlib.util.module_from_spec(spec)
+    import sys
+
+    sys.modules[spec.name] = mod  # dataclasses look their module up in sys.modules
+    spec.loader.exec_module(mod)
+    summary = mod.run(mod.Config(instances=3, requests=4, seed=5, out=str(tmp_path)))
+    assert summary["proven_optimal"] == 3
+    for name in RULES:
+        assert summary["rules"][name]["mean_ratio"] >= 1.0 - 1e-9
+    assert summary["rules"]["rollout"]["mean_ratio"] <= summary["rules"]["fcfs"]["mean_ratio"]
+    assert json.loads((tmp_path / "provenance.json").read_text())["seed"] == 5
+    again = mod.run(mod.Config(instances=3, requests=4, seed=5, out=str(tmp_path), rescore=True))
+    assert again["rules"] == summary["rules"]  # rescoring reproduces the same ratios
