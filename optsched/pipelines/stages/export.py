@@ -95,6 +95,7 @@ def _run(ctx: StageContext) -> StageResult:
     pdir.mkdir(parents=True, exist_ok=True)
     rev = git_revision()["commit"]
     rows, eng_rows, md = [], [], ["# Engine settings of the exported policies", ""]
+    n_pairs = n_mapped = 0
     for stem, doc in _heuristic_plans(ctx) + _derived_plans(ctx):
         prov = Provenance(workload_digest=str(doc.get("workload_digest", "")),
                           cost_model=f"{cfg.gpu}/{cfg.model}/tp{cfg.tp}", solver=str(doc.get("solver", "")),
@@ -112,25 +113,29 @@ def _run(ctx: StageContext) -> StageResult:
         rows.append([f"policies/{path.name}", doc["kind"], doc["type"], doc["note"],
                      "yes" if back == plan else "NO", runnable])
         md += [f"## {path.name} — {doc['note']}", ""]
+        cells = []
         for eng in ENGINES:
             es = engine_settings(plan, eng)
             flags = " ".join(es.flags)
-            eng_rows.append([path.name, eng, "yes" if es.mapped else "no", flags or "–", " ".join(es.notes) or "–"])
+            n_pairs += 1
+            n_mapped += bool(es.mapped)
+            cells.append(f"`{flags}`" if es.mapped and flags else ("mapped (see notes)" if es.mapped else "no mapping"))
             md += [f"- **{eng}**: " + (f"`{flags}`" if flags else "no flags") + (f" — {' '.join(es.notes)}" if es.notes else "")]
+        eng_rows.append([path.name, *cells])
         md.append("")
     atomic_write_text(pdir / "ENGINE_SETTINGS.md", "\n".join(md))
     files = Table("policies", "Policies written (optsched.policy/v1); 'read back' = schema-valid and equal after "
-                  "load_policy; 'runs in simulator' = Plan.to_policy() builds the online policy.",
+                  "load_policy; 'runs in simulator' = Plan.to_policy() builds the online policy (the pipeline "
+                  "itself simulates routing and P/D plans through its own constructors).",
                   ["file", "kind", "type", "what", "read back", "runs in simulator"], rows)
-    engines = Table("engine_settings", "Engine settings each policy maps to (also in policies/ENGINE_SETTINGS.md).",
-                    ["policy", "engine", "mapped", "flags", "notes"], eng_rows)
-    mapped = sum(1 for r in eng_rows if r[2] == "yes")
-    summary = (f"{len(rows)} policies exported; {mapped} of {len(eng_rows)} (policy, engine) pairs map to engine "
-               "settings, the rest have no corresponding engine knob (stated per pair).")
+    engines = Table("engine_settings", "Engine settings each policy maps to; the notes (what each flag means, why "
+                    "there is no mapping) are in policies/ENGINE_SETTINGS.md.", ["policy", *ENGINES], eng_rows)
+    summary = (f"{len(rows)} policies exported; {n_mapped} of {n_pairs} (policy, engine) pairs map to engine "
+               "settings, the rest have no corresponding engine knob (stated per pair in ENGINE_SETTINGS.md).")
     if "formulations" not in ctx.deps:
         summary += " No optimized policy exported: the formulations stage is unavailable."
     return StageResult("export", STAGE.title, tables=[files, engines], summary=summary,
-                       data={"files": [r[0] for r in rows]})
+                       data={"files": [r[0] for r in rows] + ["policies/ENGINE_SETTINGS.md"]})
 
 
 STAGE = Stage(

@@ -85,7 +85,7 @@ def solve_pd_formulation(ctx: StageContext) -> dict[str, Any]:
             continue  # a one-sided plan cannot be simulated
         shape = "+".join(f"{g['count']}{g['role'][0].upper()}@tp{g['tp']}" for g in groups)
         policies.append({
-            "label": f"P/D plan {shape} (optimized)",
+            "label": f"P/D sizing {shape} (optimized)",
             "workload": name, "kind": "pd_ratio",
             "spec": {"router": "least_outstanding", "admission": "fcfs", "residency": "lru",
                      "cluster": {"instances": groups}},

@@ -163,8 +163,8 @@ def _salt(h: int, j: int) -> int:
 def scale_load(wl: Any, factor: float) -> Any:
     """``wl`` at ``factor`` times its load.
 
-    Open-loop traces (calls with ``arrival_s``) and sessions with staggered starts: arrival rate x factor
-    (arrival and session start times divided by it; think times, the closed loop inside a session,
+    Open-loop traces and closed-loop sessions with staggered starts: arrival rate x factor (trace
+    arrival and session start times divided by it; think times, the closed loop inside a session,
     unchanged). Closed-loop sessions that all start together: concurrency x factor — the first
     ``round(K x factor)`` sessions, or copies of all K sessions beyond K (copy j gets ids suffixed
     ``#r<j>`` and its own block-hash space, so copies do not share KV with each other).
@@ -177,7 +177,8 @@ def scale_load(wl: Any, factor: float) -> Any:
         raise ValueError(f"load scale must be > 0, got {factor!r}")
     if factor == 1.0:
         return wl
-    timed = any(c.arrival_s is not None for c in wl.calls()) or len({s.start_s for s in wl.sessions}) > 1
+    # open loop: calls are released at their trace times; closed loop: at session start + the loop
+    timed = (not wl.closed_loop) or len({s.start_s for s in wl.sessions}) > 1
     if timed:
         sessions = []
         for s in wl.sessions:
