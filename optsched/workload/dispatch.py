@@ -1,4 +1,5 @@
-"""``load_any(path)``: pick the right loader from the file extension and its first line."""
+"""``load_any(path)``: pick the right loader from the file extension and its first line; a directory by
+the trace files inside it."""
 
 from __future__ import annotations
 
@@ -8,28 +9,14 @@ from pathlib import Path
 from optsched.workload.errors import TraceFormatError
 from optsched.workload.types import Workload
 
-__all__ = ["detect_format", "load_any"]
+__all__ = ["detect_format", "load_any", "resolve_trace"]
 
 _KNOWN = "native session JSONL, Mooncake JSONL, LMCache agent JSONL (file or directory), Azure 2023 CSV, Vidur CSV"
+_SUFFIXES = (".jsonl", ".json", ".csv")
 
 
-def detect_format(path: str | Path) -> str:
-    """One of ``"native"``, ``"mooncake"``, ``"lmcache"``, ``"azure"``, ``"vidur"``.
-
-    Rules: a directory is an LMCache agent-trace folder; ``.jsonl``/``.json`` files are told apart by the
-    keys of their first line (``format`` -> native, ``hash_ids``/``input_length`` -> Mooncake,
-    ``input``+``timestamp`` -> LMCache; an empty ``.jsonl`` is taken as an LMCache session file);
-    ``.csv`` files by their header (``TIMESTAMP`` -> Azure, ``num_prefill_tokens`` -> Vidur).
-
-    Raises:
-        FileNotFoundError: missing path.
-        TraceFormatError: unknown extension or content (names the file, line 1, the formats known).
-    """
-    path = Path(path)
-    if path.is_dir():
-        return "lmcache"
-    if not path.exists():
-        raise FileNotFoundError(f"{path}: no such file or directory")
+def _detect_file(path: Path) -> str:
+    """Format of one existing file; ``"lmcache"`` for an empty ``.jsonl``/``.json`` (see detect_format)."""
     with path.open("r", encoding="utf-8") as fh:
         first = fh.readline()
     suffix = path.suffix.lower()
@@ -58,9 +45,82 @@ def detect_format(path: str | Path) -> str:
     raise TraceFormatError(path, 0, f"a .jsonl, .json or .csv file or a directory ({_KNOWN})", suffix)
 
 
+def _names(paths: list[Path], root: Path, limit: int = 4) -> str:
+    shown = ", ".join(str(p.relative_to(root)) for p in paths[:limit])
+    return shown + (f" and {len(paths) - limit} more" if len(paths) > limit else "")
+
+
+def _resolve_dir(path: Path) -> tuple[str, Path]:
+    files = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in _SUFFIXES
+                   and not any(part.startswith(".") for part in p.relative_to(path).parts))
+    if not files:
+        others = sorted(p for p in path.rglob("*") if p.is_file())
+        found = f"found {len(others)} other file(s): {_names(others, path)}" if others else "the directory is empty"
+        raise TraceFormatError(path, 0, f"a directory holding trace files (*.jsonl, *.json, *.csv); {found}")
+    by_kind: dict[str, list[Path]] = {}
+    for f in files:
+        if f.stat().st_size == 0:
+            by_kind.setdefault("empty", []).append(f)
+            continue
+        try:
+            kind = _detect_file(f)
+        except TraceFormatError:
+            kind = "unrecognized"
+        by_kind.setdefault(kind, []).append(f)
+    real = {k: v for k, v in by_kind.items() if k != "empty"}
+    if set(real) == {"lmcache"}:
+        return "lmcache", path  # the LMCache loader reads every *.jsonl and skips empty ones with a warning
+    if len(real) == 1 and "unrecognized" not in real and len(next(iter(real.values()))) == 1 and "empty" not in by_kind:
+        kind, (only,) = next(iter(real.items()))
+        return kind, only
+    found = "; ".join(f"{len(v)} {k} ({_names(v, path)})" for k, v in sorted(by_kind.items()))
+    raise TraceFormatError(
+        path, 0,
+        "a directory of LMCache agent session files (*.jsonl) or holding exactly one trace file "
+        f"(otherwise pass the file itself); found {found}",
+    )
+
+
+def resolve_trace(path: str | Path) -> tuple[str, Path]:
+    """``(format, path to load)`` for a trace file or directory; format as :func:`detect_format`.
+
+    A directory is looked into (recursively; hidden files and files other than ``*.jsonl``, ``*.json``,
+    ``*.csv`` are ignored): if every non-empty trace file in it is an LMCache agent session file, the
+    directory itself is returned (``"lmcache"``); if it holds exactly one trace file of another format,
+    that file is returned (e.g. a folder with one Mooncake JSONL next to its ``SOURCE.md``).
+
+    Raises:
+        FileNotFoundError: missing path.
+        TraceFormatError: unknown extension or content (names the file, line 1, the formats known); a
+            directory with no trace file, or whose files cannot be told apart (mixed formats, several
+            non-LMCache files, unrecognized files): the message lists what was found, per format.
+    """
+    path = Path(path)
+    if path.is_dir():
+        return _resolve_dir(path)
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: no such file or directory")
+    return _detect_file(path), path
+
+
+def detect_format(path: str | Path) -> str:
+    """One of ``"native"``, ``"mooncake"``, ``"lmcache"``, ``"azure"``, ``"vidur"``.
+
+    Rules: ``.jsonl``/``.json`` files are told apart by the keys of their first line (``format`` ->
+    native, ``hash_ids``/``input_length`` -> Mooncake, ``input``+``timestamp`` -> LMCache; an empty
+    ``.jsonl`` is taken as an LMCache session file); ``.csv`` files by their header (``TIMESTAMP`` ->
+    Azure, ``num_prefill_tokens`` -> Vidur); a directory by the files inside (:func:`resolve_trace`).
+
+    Raises:
+        FileNotFoundError, TraceFormatError: as :func:`resolve_trace`.
+    """
+    return resolve_trace(path)[0]
+
+
 def load_any(path: str | Path) -> Workload:
-    """Load any supported trace with the loader :func:`detect_format` picks (default options)."""
-    kind = detect_format(path)
+    """Load any supported trace file or directory with the loader :func:`resolve_trace` picks (default
+    options). Raises what :func:`resolve_trace` and that loader raise."""
+    kind, path = resolve_trace(path)
     if kind == "native":
         from optsched.workload.native import load_jsonl
 
