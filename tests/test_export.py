@@ -168,3 +168,11 @@ def test_routing_plans_build_their_routers():
     assert isinstance(assign, PlanRouter) and assign.plan.assignment == {"c1": 1}
     with pytest.raises(ValueError, match="parameters.assignment"):
         Plan("routing", "assignment", {}).to_policy()
+
+
+def test_cli_solve_bad_workload_is_one_clean_line(tmp_path, capsys):
+    from optsched.cli import main
+
+    assert main(["solve", "admission", "--workload", "jaillet:x", "-o", str(tmp_path / "x.json")]) == 2
+    err = capsys.readouterr().err
+    assert "expected jaillet:N" in err and "Traceback" not in err

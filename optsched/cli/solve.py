@@ -42,13 +42,21 @@ def register(subparsers) -> None:
     p.set_defaults(func=_run)
 
 
+def _count(spec: str) -> int:
+    """N of 'name:N' (ValueError naming the option when N is not a positive integer)."""
+    tail = spec.split(":", 1)[1]
+    if not tail.isdigit() or int(tail) < 1:
+        raise ValueError(f"--workload {spec!r}: expected {spec.split(':')[0]}:N with N a positive integer")
+    return int(tail)
+
+
 def _workload(spec: str, seed: int):
     import numpy as np
 
     if spec.startswith("agentx:"):
         from optsched.workload.gen_agentx import generate_agentx
 
-        return generate_agentx(int(spec.split(":", 1)[1]), np.random.default_rng(seed))
+        return generate_agentx(_count(spec), np.random.default_rng(seed))
     from optsched.workload import load_any
 
     return load_any(spec)
@@ -93,7 +101,7 @@ def _admission(args, opts):
     )
 
     if args.workload.startswith("jaillet:"):
-        reqs, memory = jaillet_instance(np.random.default_rng(args.seed), int(args.workload.split(":", 1)[1]))
+        reqs, memory = jaillet_instance(np.random.default_rng(args.seed), _count(args.workload))
         out_est = 256
     else:
         wl = _workload(args.workload, args.seed)
