@@ -41,14 +41,21 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 
-def jaillet_instance(rng: np.random.Generator, n_requests: int) -> tuple[tuple[KVRequest, ...], int]:
-    """One random instance (requests, M) of Jaillet et al.'s Arrival Model 2 (see module docstring).
+def jaillet_instance(
+    rng: np.random.Generator, n_requests: int, arrival_model: int = 2
+) -> tuple[tuple[KVRequest, ...], int]:
+    """One random instance (requests, M) of Jaillet et al.'s synthetic setup (see module docstring):
+    ``arrival_model=2`` Poisson arrivals; ``arrival_model=1`` every request arrives at round 0 (their
+    "Arrival Model 1", where online rules lose nothing to unknown arrivals). The same draws are made in
+    both models, so instance k differs only in its arrival rounds.
 
     Raises:
-        ValueError: n_requests < 1.
+        ValueError: n_requests < 1 or arrival_model not in (1, 2).
     """
     if not (isinstance(n_requests, int) and n_requests >= 1):
         raise ValueError(f"n_requests must be an int >= 1, got {n_requests!r}")
+    if arrival_model not in (1, 2):
+        raise ValueError(f"arrival_model must be 1 or 2, got {arrival_model!r}")
     memory = int(rng.integers(30, 51))
     rate = float(rng.uniform(0.5, 1.5))
     t = 0.0
@@ -57,7 +64,7 @@ def jaillet_instance(rng: np.random.Generator, n_requests: int) -> tuple[tuple[K
         t += float(rng.exponential(1.0 / rate))
         s = int(rng.integers(1, 6))
         o = int(rng.integers(1, memory - s + 1))
-        out.append(KVRequest(int(t), s, o))
+        out.append(KVRequest(int(t) if arrival_model == 2 else 0, s, o))
     return tuple(out), memory
 
 
