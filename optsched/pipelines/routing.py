@@ -15,6 +15,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from optsched.cost import CostModel
+from optsched.kvcache import PrefixCache
 from optsched.models.routing import build_routing, extract_routing
 from optsched.models.routing_data import RoutingInstance, RoutingWeights
 from optsched.policies.router_plan import RoutingPlan
@@ -30,6 +31,26 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
+
+
+def resident_tokens_from_caches(calls: Sequence[Call], caches: Sequence[PrefixCache],
+                                tiers: tuple[str, ...] = ("hbm",)) -> np.ndarray:
+    """(C, I) prompt tokens of each call resident on each instance: ``PrefixCache.match`` blocks in
+    ``tiers`` × the cache's block size, capped at the call's input (``match`` changes no state).
+
+    Raises:
+        ValueError: unknown tier name.
+    """
+    bad = [t for t in tiers if t not in ("hbm", "dram", "ssd")]
+    if bad:
+        raise ValueError(f"tiers must be among hbm, dram, ssd, got {bad}")
+    out = np.zeros((len(calls), len(caches)))
+    for i, cache in enumerate(caches):
+        for c, call in enumerate(calls):
+            mt = cache.match(call.block_hashes)
+            blocks = sum(getattr(mt, f"{t}_blocks") for t in tiers)
+            out[c, i] = min(call.input_tokens, blocks * cache.block_size)
+    return out
 
 
 def routing_instance_from_calls(calls: Sequence[Call], resident_tokens: np.ndarray,

@@ -128,3 +128,33 @@ def test_time_limited_200x8_returns_incumbent_with_gap():
 
     g_choice = np.array([greedy.assignment[c] for c in w.call_ids])
     assert s.result.objective <= window_objective(w, g_choice) + 1e-6  # never worse than the MIP start
+
+
+def test_window_from_prefix_cache_snapshot_routes_to_cached_instance():
+    """Two real PrefixCaches: instance 1 holds call x's 64-block prefix (after a release), instance 0 is
+    empty. The cost model makes recomputing 64·16 = 1024 tokens cost more than anything else, so the MILP
+    sends x to instance 1 and y (no prefix anywhere) to instance 0."""
+    from optsched.cost import CostModel
+    from optsched.kvcache import PrefixCache
+    from optsched.pipelines.routing import resident_tokens_from_caches, routing_instance_from_calls
+    from optsched.workload.types import Call
+
+    caches = [PrefixCache({"hbm": 4096}, 16) for _ in range(2)]
+    hashes = tuple(range(1, 65))
+    caches[1].acquire("warm", hashes, 0.0)
+    assert caches[1].allocate("warm", 64, 0.0)
+    caches[1].release("warm", hashes, 1.0)
+    calls = [Call(call_id="x", session_id="sx", input_tokens=1024 + 16, output_tokens=16,
+                  block_hashes=(*hashes, 65), block_size=16),
+             Call(call_id="y", session_id="sy", input_tokens=1024, output_tokens=16)]
+    res = resident_tokens_from_caches(calls, caches)
+    assert res.tolist() == [[0.0, 1024.0], [0.0, 0.0]]
+    cm = CostModel.from_names("h100-sxm", "llama-3-8b", tp=1)
+    inst = routing_instance_from_calls(calls, res, [cm, cm], kv_free_tokens=[1e5, 1e5],
+                                       weights=RoutingWeights(recompute_s_per_token=1e-4))
+    assert inst.recomputed_tokens.tolist() == [[1040.0, 16.0], [1024.0, 1024.0]]
+    m = build_routing(inst)
+    assert solve(m).status == "optimal"
+    assert extract_routing(m).assignment == {"x": 1, "y": 0}
+    with pytest.raises(ValueError, match="tiers"):
+        resident_tokens_from_caches(calls, caches, tiers=("gpu",))
