@@ -15,10 +15,15 @@ import pandas as pd
 from optsched.sim.config import SLO, ClusterConfig, InstanceConfig, SchedulerConfig
 from optsched.sim.engine import Simulator
 from optsched.sim.metrics import summarize
+from optsched.sim.registry import build_policy
 from optsched.sim.result import SimResult, calls_frame
+from optsched.sim.sim_config import load_config_dict, run_config
 from optsched.workload.types import Workload
 
-__all__ = ["SLO", "ClusterConfig", "InstanceConfig", "SchedulerConfig", "SimResult", "Simulator", "simulate"]
+__all__ = [
+    "SLO", "ClusterConfig", "InstanceConfig", "SchedulerConfig", "SimResult", "Simulator", "simulate",
+    "build_policy", "load_config_dict", "run_config",
+]
 
 
 def simulate(
