@@ -227,6 +227,23 @@ class Simulator(PDMixin):
 
     def _on_step_end(self, unit: StepUnit, t: float) -> None:
         unit.busy = False
+        if not unit.lockstep:  # hot path: one instance
+            inst = unit.members[0]
+            inst.run = None
+            self._complete(inst, unit.batches[0], t)
+            inst.step_index += 1
+            if inst.pending_kv:
+                self._retry_pending(inst, t)
+            inst.samples.append((t, len(inst.waiting), len(inst.dec) + len(inst.prefilling) + inst.loading,
+                                 inst.cache.hbm_used_blocks))
+            if self.debug:
+                self._check(inst)
+            if inst.dec or inst.prefilling or inst.waiting:
+                if self.q.peek_key() < (t, STEP):
+                    self._wake(unit, t)
+                else:
+                    self._start_step(unit, t)
+            return
         work = False
         for inst, b in zip(unit.members, unit.batches):
             inst.run = None

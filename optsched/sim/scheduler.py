@@ -169,14 +169,15 @@ def _start(inst: Instance, seq: Seq, now_s: float, start_load: Callable[[Instanc
 
 def _take_chunk(inst: Instance, seq: Seq, n: int, batch: Batch, now_s: float, may_preempt: bool) -> bool:
     """Reserve blocks for ``n`` more tokens of ``seq`` and add the chunk; False if it does not fit."""
-    need = _ceil_div(seq.computed + n, inst.bs) - seq.blocks
-    while not kv.allocate(inst, seq, need, now_s):
-        if not may_preempt:
-            return False
-        victim = preempt_newest(inst, now_s, inst.sched.preemption, batch)
-        if victim is None or victim is seq:
-            return False
-    seq.blocks += max(need, 0)
+    need = -(-(seq.computed + n) // inst.bs) - seq.blocks
+    if need > 0:
+        while not inst.cache.allocate(seq.idx, need, now_s):  # kv.allocate, inlined (hot path)
+            if not may_preempt:
+                return False
+            victim = preempt_newest(inst, now_s, inst.sched.preemption, batch)
+            if victim is None or victim is seq:
+                return False
+        seq.blocks += need
     batch.add_chunk(seq, n)
     return True
 
