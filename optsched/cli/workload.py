@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import sys
+import warnings
 
 __all__ = ["register"]
 
@@ -31,11 +33,33 @@ def _print_table(s: dict) -> None:
         print(f"{k:<26}{_fmt(s[k]) if k == 'max_concurrent_subagents' else ('-' if s[k] is None else f'{s[k]:.4f}')}")
 
 
-def _stats(args: argparse.Namespace) -> int:
+def _warning_line(message: Warning, verbose: bool, limit: int = 3) -> str:
+    """One line for a loader warning; a directory's re-sort list is cut to ``limit`` files unless -v."""
+    text = str(message)
+    head, sep, where = text.partition("first out-of-order line: ")
+    items = where.split(", ") if sep else []
+    if verbose or len(items) <= limit:
+        return text
+    return f"{head}{sep}{', '.join(items[:limit])} and {len(items) - limit} more (-v lists all)"
+
+
+def _load(source: str, verbose: bool):
+    """The workload of ``source``; loader warnings (re-sorted timestamps, skipped empty files) are
+    printed as one line each on stderr, without Python's source-line echo."""
     from optsched.workload.spec import workload_from_spec
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        w = workload_from_spec(source)
+    for wm in caught:
+        print(f"optsched workload: warning: {_warning_line(wm.message, verbose)}", file=sys.stderr)
+    return w
+
+
+def _stats(args: argparse.Namespace) -> int:
     from optsched.workload.stats import workload_stats
 
-    w = workload_from_spec(args.source)
+    w = _load(args.source, getattr(args, "verbose", False))
     s = workload_stats(w)
     if args.plot:
         from optsched.workload.plot import plot_distributions

@@ -1,19 +1,31 @@
-"""Shared reading helpers for the trace loaders: JSONL lines with 1-based line numbers, and the
-documented stable re-sort of unsorted timestamps (with a warning naming the file)."""
+"""Shared reading helpers for the trace loaders: JSONL lines with 1-based line numbers, the documented
+stable re-sort of unsorted timestamps (with a warning naming the file and line), and warnings attributed
+to the caller's code rather than to this package."""
 
 from __future__ import annotations
 
 import json
 import logging
+import sys
 import warnings
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from optsched.workload.errors import TraceFormatError
+from optsched.workload.errors import TraceFormatError, TraceOrderWarning
 
-__all__ = ["iter_jsonl_objects", "sorted_order"]
+__all__ = ["iter_jsonl_objects", "resort", "sorted_order", "warn_caller"]
 
 log = logging.getLogger(__name__)
+_PKG_DIR = str(Path(__file__).resolve().parent)
+
+
+def warn_caller(warning: Warning) -> None:
+    """``warnings.warn(warning)`` attributed to the first calling frame outside ``optsched/workload/``
+    (so the location shown is the user's call, not a loader's internals)."""
+    frame, level = sys._getframe(0), 1
+    while frame is not None and frame.f_code.co_filename.startswith(_PKG_DIR):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(warning, stacklevel=level)
 
 
 def iter_jsonl_objects(path: str | Path, allow_empty: bool = False) -> Iterator[tuple[int, dict]]:
@@ -39,22 +51,31 @@ def iter_jsonl_objects(path: str | Path, allow_empty: bool = False) -> Iterator[
         raise TraceFormatError(path, 0, "at least one record (the file is empty)")
 
 
+def resort(times: Sequence[float], lines: Sequence[int] | None = None) -> tuple[list[int], tuple[int, int] | None]:
+    """``(order, bad)``: indices that order ``times`` ascending with a stable sort (equal times keep file
+    order), and ``bad = (line, previous_line)``: the 1-based file line of the first record earlier than
+    its predecessor and that predecessor's line (``lines[i]`` is the line of record ``i``, default
+    ``i + 1``), or None when already sorted."""
+    i = next((i for i in range(1, len(times)) if times[i] < times[i - 1]), None)
+    if i is None:
+        return list(range(len(times))), None
+    ln = lines if lines is not None else range(1, len(times) + 1)
+    return sorted(range(len(times)), key=times.__getitem__), (int(ln[i]), int(ln[i - 1]))
+
+
 def sorted_order(times: Sequence[float], path: str | Path, what: str = "timestamp",
                  lines: Sequence[int] | None = None) -> list[int]:
     """Indices that order ``times`` ascending, stable (equal times keep file order).
 
-    Unsorted input is not an error: the records are re-sorted with this stable sort and a
-    ``UserWarning`` names the file and the first out-of-order line (``lines[i]`` is the 1-based file
-    line of record ``i``; default ``i + 1``, right for JSONL).
+    Unsorted input is not an error: the records are re-sorted with this stable sort and one
+    :class:`~optsched.workload.errors.TraceOrderWarning` (a ``UserWarning``) names the file and the first
+    out-of-order line (``lines[i]`` is the 1-based file line of record ``i``; default ``i + 1``, right
+    for JSONL), e.g. ``m.jsonl:2: timestamps are not sorted (line 2 is earlier than line 1); ...``.
     """
-    first_bad = next((i for i in range(1, len(times)) if times[i] < times[i - 1]), None)
-    if first_bad is None:
-        return list(range(len(times)))
-    ln = lines if lines is not None else range(1, len(times) + 1)
-    msg = (
-        f"{path}:{ln[first_bad]}: {what}s are not sorted (line {ln[first_bad]} is earlier than line "
-        f"{ln[first_bad - 1]}); re-sorted by {what} with a stable sort (equal {what}s keep file order)"
-    )
-    warnings.warn(msg, stacklevel=3)
-    log.debug(msg)
-    return sorted(range(len(times)), key=times.__getitem__)
+    order, bad = resort(times, lines)
+    if bad is not None:
+        msg = (f"{path}:{bad[0]}: {what}s are not sorted (line {bad[0]} is earlier than line {bad[1]}); "
+               f"re-sorted by {what} with a stable sort (equal {what}s keep file order)")
+        log.debug(msg)
+        warn_caller(TraceOrderWarning(msg, ((str(path), bad[0]),)))
+    return order

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-__all__ = ["TraceFormatError", "require_int", "require_number"]
+__all__ = ["TraceFormatError", "TraceOrderWarning", "require_int", "require_number"]
 
 
 class TraceFormatError(ValueError):
@@ -31,6 +31,20 @@ class TraceFormatError(ValueError):
             text = repr(got)
             msg += f", got {text[:80] + '...' if len(text) > 80 else text}"
         super().__init__(msg)
+
+
+class TraceOrderWarning(UserWarning):
+    """Records were not in time order and were re-sorted with a stable sort (not an error).
+
+    Attributes:
+        unsorted: ``((file, line), ...)``: for each re-sorted file, its first out-of-order 1-based line.
+        files: number of files loaded (so ``len(unsorted)`` of ``files`` were unsorted).
+    """
+
+    def __init__(self, message: str, unsorted: tuple[tuple[str, int], ...] = (), files: int = 1) -> None:
+        super().__init__(message)
+        self.unsorted = tuple(unsorted)
+        self.files = int(files)
 
 
 def require_int(value: object, field: str, path: str | Path, line: int, minimum: int = 0) -> int:

@@ -8,11 +8,13 @@ Mapping to :class:`~optsched.workload.types.Call` (one session per ``session_id`
 timestamp order, each the parent of the next):
 
 - Rows are NOT time-ordered in the source files: they are re-sorted by ``timestamp`` (stable) with a
-  warning naming the file.
+  :class:`~optsched.workload.errors.TraceOrderWarning` naming the file and its first out-of-order line
+  (a directory load gives ONE such warning listing every re-sorted file with its line).
 - ``input_tokens`` / ``output_tokens``: token counts from the pluggable ``tokenizer`` (default
   :class:`~optsched.workload.tokenizer.ApproxBPETokenizer`, an approximation, see there). An empty
   ``output`` (283 of 471 tau-bench rows: tool-call responses whose structured part was not logged) is
-  counted as 1 token, since a call emits at least one token; the count is logged per file.
+  counted as 1 token, since a call emits at least one token; the total is logged (INFO) once per load,
+  per file at DEBUG.
 - ``block_hashes``: chained hashes over token blocks of ``block_size`` (default 512, as Mooncake), so
   prefix reuse is measurable; ``new_tokens`` = input tokens minus the common token prefix with the
   previous call's input (first call: all input).
@@ -31,13 +33,12 @@ timestamp order, each the parent of the next):
 from __future__ import annotations
 
 import logging
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from optsched.workload._io import iter_jsonl_objects, sorted_order
-from optsched.workload.errors import TraceFormatError, require_int
+from optsched.workload._io import iter_jsonl_objects, resort, sorted_order, warn_caller
+from optsched.workload.errors import TraceFormatError, TraceOrderWarning, require_int
 from optsched.workload.reconstruct import estimate_service_time_s
 from optsched.workload.tokenizer import ApproxBPETokenizer, Tokenizer, chained_block_hashes, common_prefix_len
 from optsched.workload.types import Call, Session, Workload
@@ -59,7 +60,8 @@ class LMCacheRecord:
 
 
 def read_lmcache_records(path: str | Path, allow_empty: bool = False) -> list[LMCacheRecord]:
-    """Raw rows of one session file, sorted by timestamp (stable; warning if the file was unsorted).
+    """Raw rows of one session file, sorted by timestamp (stable; a ``TraceOrderWarning`` naming the
+    file and first out-of-order line if the file was unsorted).
 
     Raises:
         FileNotFoundError: missing file.
@@ -67,7 +69,13 @@ def read_lmcache_records(path: str | Path, allow_empty: bool = False) -> list[LM
             ``input``/``output``/``session_id``, an empty ``session_id``, or an empty file unless
             ``allow_empty`` (then returns []).
     """
-    path = Path(path)
+    recs = _parse(Path(path), allow_empty)
+    order = sorted_order([r.timestamp_us for r in recs], path, lines=[r.line for r in recs])
+    return [recs[i] for i in order]
+
+
+def _parse(path: Path, allow_empty: bool) -> list[LMCacheRecord]:
+    """Validated rows of one file in file order (errors as :func:`read_lmcache_records`)."""
     recs: list[LMCacheRecord] = []
     for n, obj in iter_jsonl_objects(path, allow_empty=allow_empty):
         ts = require_int(obj.get("timestamp"), "timestamp", path, n)
@@ -77,11 +85,37 @@ def read_lmcache_records(path: str | Path, allow_empty: bool = False) -> list[LM
         if not obj["session_id"]:
             raise TraceFormatError(path, n, "a non-empty 'session_id'", "")
         recs.append(LMCacheRecord(n, ts, obj["input"], obj["output"], obj["session_id"]))
-    order = sorted_order([r.timestamp_us for r in recs], path, lines=[r.line for r in recs])
-    return [recs[i] for i in order]
+    return recs
 
 
-def _session(recs, t0_us, tokenizer, block_size, service_time_fn, path) -> Session:
+def _read_dir(path: Path) -> list[tuple[Path, list[LMCacheRecord]]]:
+    """Every non-empty ``*.jsonl`` under ``path`` (sorted by name) with its rows in timestamp order; one
+    warning per empty file (skipped), and ONE ``TraceOrderWarning`` listing every re-sorted file."""
+    files = sorted(path.rglob("*.jsonl"))
+    per_file, unsorted = [], []
+    for f in files:
+        recs = _parse(f, allow_empty=True)
+        if not recs:
+            msg = f"{f}: empty session file (0 records), skipped"
+            log.debug(msg)
+            warn_caller(UserWarning(msg))
+            continue
+        order, bad = resort([r.timestamp_us for r in recs], [r.line for r in recs])
+        if bad is not None:
+            unsorted.append((str(f), bad[0]))
+            log.debug("%s:%d: timestamps are not sorted (line %d is earlier than line %d); re-sorted", f, bad[0], *bad)
+        per_file.append((f, [recs[i] for i in order]))
+    if unsorted:
+        where = ", ".join(f"{Path(f).relative_to(path)}:{line}" for f, line in unsorted)
+        warn_caller(TraceOrderWarning(
+            f"{path}: timestamps are not sorted in {len(unsorted)} of {len(files)} files; each re-sorted by "
+            f"timestamp with a stable sort (equal timestamps keep file order); first out-of-order line: {where}",
+            tuple(unsorted), len(files)))
+    return per_file
+
+
+def _session(recs, t0_us, tokenizer, block_size, service_time_fn, path) -> tuple[Session, int]:
+    """One session from its time-ordered rows, and its number of empty outputs (counted as 1 token)."""
     sid = recs[0].session_id
     calls: list[Call] = []
     prev_ids = None
@@ -100,7 +134,7 @@ def _session(recs, t0_us, tokenizer, block_size, service_time_fn, path) -> Sessi
         ))
         prev_ids = ids
     if empty_out:
-        log.info("%s: %d empty outputs counted as 1 token (session %s)", path, empty_out, sid)
+        log.debug("%s: %d empty outputs counted as 1 token (session %s)", path, empty_out, sid)
     fixed = []
     for k, c in enumerate(calls):
         think = 0.0
@@ -111,7 +145,7 @@ def _session(recs, t0_us, tokenizer, block_size, service_time_fn, path) -> Sessi
             c.call_id, c.session_id, c.input_tokens, c.output_tokens, new_tokens=c.new_tokens, parents=c.parents,
             block_hashes=c.block_hashes, block_size=block_size, think_time_s=think, arrival_s=c.arrival_s,
         ))
-    return Session(sid, tuple(fixed), start_s=fixed[0].arrival_s)
+    return Session(sid, tuple(fixed), start_s=fixed[0].arrival_s), empty_out
 
 
 def load_lmcache_agent(
@@ -132,16 +166,7 @@ def load_lmcache_agent(
     path = Path(path_or_dir)
     tokenizer = tokenizer or ApproxBPETokenizer()
     if path.is_dir():
-        files = sorted(path.rglob("*.jsonl"))
-        per_file = []
-        for f in files:
-            recs = read_lmcache_records(f, allow_empty=True)
-            if not recs:
-                msg = f"{f}: empty session file (0 records), skipped"
-                warnings.warn(msg, stacklevel=2)
-                log.debug(msg)
-                continue
-            per_file.append((f, recs))
+        per_file = _read_dir(path)
         if not per_file:
             raise TraceFormatError(path, 0, "at least one non-empty *.jsonl session file in the directory")
     elif path.exists():
@@ -151,6 +176,7 @@ def load_lmcache_agent(
     t0 = min(r.timestamp_us for _, recs in per_file for r in recs)
     sessions: list[Session] = []
     seen: dict[str, Path] = {}
+    empty_out = empty_sessions = 0
     for f, recs in per_file:
         groups: dict[str, list[LMCacheRecord]] = {}
         for r in recs:
@@ -159,5 +185,11 @@ def load_lmcache_agent(
             if sid in seen:
                 raise ValueError(f"{f}: session_id {sid!r} also appears in {seen[sid]}")
             seen[sid] = f
-            sessions.append(_session(grp, t0, tokenizer, block_size, service_time_fn, f))
+            sess, n_empty = _session(grp, t0, tokenizer, block_size, service_time_fn, f)
+            sessions.append(sess)
+            empty_out += n_empty
+            empty_sessions += n_empty > 0
+    if empty_out:
+        log.info("%s: %d empty outputs (in %d of %d sessions) counted as 1 token each", path, empty_out,
+                 empty_sessions, len(sessions))
     return Workload(name or path.stem, tuple(sessions), block_size=block_size, closed_loop=True, source=str(path))

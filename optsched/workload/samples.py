@@ -36,12 +36,13 @@ def mooncake_sample(load: bool = False) -> Path | Workload:
 def lmcache_sample(load: bool = False) -> Path | Workload:
     """Path of the ``lmcache_agent/`` folder (two sessions: ``miniswe/``, ``taubench/``), or the closed-loop
     workload from :func:`~optsched.workload.lmcache.load_lmcache_agent` when ``load`` (the source rows are
-    unsorted; the expected re-sort warnings are suppressed here)."""
+    unsorted; the expected re-sort ``TraceOrderWarning`` is suppressed here)."""
     path = samples_dir() / "lmcache_agent"
     if not load:
         return path
+    from optsched.workload.errors import TraceOrderWarning
     from optsched.workload.lmcache import load_lmcache_agent
 
     with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=".*timestamps are not sorted")
+        warnings.simplefilter("ignore", TraceOrderWarning)
         return load_lmcache_agent(path, name="lmcache-sample")
