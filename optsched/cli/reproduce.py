@@ -8,7 +8,6 @@ report is written either way and names the reason), 2 on bad input.
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 __all__ = ["register", "main"]
@@ -32,6 +31,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=main)
 
 
+def _argv(args: argparse.Namespace) -> list[str]:
+    """The command as parsed (for provenance): the same options give the same line however it was invoked."""
+    out = ["optsched", "reproduce"]
+    out += ["--quick"] if args.quick else (["--config", str(args.config)] if args.config else [])
+    for flag, v in (("--name", args.name), ("--seed", args.seed), ("--out", args.out)):
+        if v is not None:
+            out += [flag, str(v)]
+    return out + (["--force"] if args.force else [])
+
+
 def main(args: argparse.Namespace) -> int:
     # lazy: the pipelines layer imports models/solvers; keep `optsched --help` light
     from optsched.pipelines.report import markdown_table
@@ -47,7 +56,7 @@ def main(args: argparse.Namespace) -> int:
         changes["seed"] = args.seed
     if changes:
         cfg = cfg.replace(**changes)
-    out = run_reproduce(cfg, out_dir=args.out, argv=["optsched", *sys.argv[1:]] if sys.argv else [],
+    out = run_reproduce(cfg, out_dir=args.out, argv=_argv(args),
                         progress=not args.no_progress, force=args.force)
     print(f"\nreport: {out.report_path}")
     if out.headline is not None:

@@ -54,10 +54,11 @@ class ReproduceOutcome:
 def _progress_factory(enabled: bool):
     if not enabled:
         return lambda it, **kw: it
-    from tqdm.auto import tqdm
+    from tqdm import tqdm
 
     def progress(it, **kw):
-        return tqdm(it, leave=False, dynamic_ncols=True, **kw)
+        kw.setdefault("leave", False)
+        return tqdm(it, dynamic_ncols=True, **kw)
 
     return progress
 

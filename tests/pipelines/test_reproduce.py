@@ -134,10 +134,11 @@ TINY = ReproduceConfig(
 
 
 def _body(report: Path) -> str:
-    """The report without the wall-clock section and the git line (which legitimately vary)."""
+    """The report without the wall-clock section, the git line and the argv line (which legitimately vary
+    between invocations)."""
     text = report.read_text()
     text = text.split(TIMINGS_HEADING)[0]
-    return "\n".join(l for l in text.splitlines() if not l.startswith("- git revision"))
+    return "\n".join(l for l in text.splitlines() if not l.startswith(("- git revision", "- argv")))
 
 
 @pytest.fixture(scope="module")
@@ -207,6 +208,25 @@ def test_rerun_skips_finished_stages_and_gives_identical_numbers(tiny_run):
     assert all(whole[s] for s in done), whole
     assert (again.run_dir / "results.json").read_bytes() == before
     assert _body(again.report_path) == body
+
+
+def test_cli_prints_report_path_and_headline(tiny_run, capsys):
+    """The command line (progress bars on) on the finished tiny run: every stage cached, exit 0, the report
+    path and the headline table printed."""
+    import yaml
+
+    from optsched.cli import main
+
+    out, first = tiny_run
+    cfg = out / "tiny.yaml"
+    cfg.write_text(yaml.safe_dump(TINY.to_dict()))
+    rc = main(["reproduce", "--config", str(cfg), "--out", str(out)])
+    printed = capsys.readouterr().out
+    assert rc == 0, printed
+    assert f"report: {first.report_path}" in printed
+    assert "| workload | policy | kind |" in printed and "optimized" in printed
+    assert main(["reproduce", "--config", str(out / "missing.yaml")]) == 2  # bad input: one line, no traceback
+    assert "reproduce config not found" in capsys.readouterr().err
 
 
 def test_interrupted_run_resumes_with_same_numbers(tiny_run, tmp_path):
