@@ -21,8 +21,16 @@ from optsched.sim.sim_config import load_config_dict, run_config
 from optsched.workload.types import Workload
 
 __all__ = [
-    "SLO", "ClusterConfig", "InstanceConfig", "SchedulerConfig", "SimResult", "Simulator", "simulate",
-    "build_policy", "load_config_dict", "run_config",
+    "SLO",
+    "ClusterConfig",
+    "InstanceConfig",
+    "SchedulerConfig",
+    "SimResult",
+    "Simulator",
+    "build_policy",
+    "load_config_dict",
+    "run_config",
+    "simulate",
 ]
 
 
