@@ -8,12 +8,28 @@ import json
 import logging
 import sys
 import warnings
+from pathlib import Path
 
 __all__ = ["register"]
 
 log = logging.getLogger(__name__)
 
 _ROWS = ("input_tokens", "output_tokens", "new_tokens", "gap_s", "calls_per_session", "calls_per_turn")
+
+
+_STATS_EPILOG = """\
+generator specs (instead of a path; defaults in brackets):
+  agentx:sessions=N[50],seed=S[0],variant=full|256k[full]
+  copilot:sessions=N[50],seed=S[0],model_switch_prob=P[0.1],keep_fraction=F[1.0]
+  chat:calls=N[1000],seed=S[0],rate=R[10.0]      (R in requests/s)
+
+--json keys (units: tokens, seconds; definitions in optsched.workload.stats):
+  name, closed_loop, calls, sessions
+  input_tokens, output_tokens, new_tokens, gap_s, calls_per_session, calls_per_turn,
+  subagent_group_wait_s: each {count, min, median, p95, max, mean} (null when count is 0)
+  subagent_session_share, max_concurrent_subagents, prefix_reuse, prefix_hit, io_ratio
+  (prefix_* null without block hashes), plot (the PNG path, with --plot)
+"""
 
 
 def _fmt(v) -> str:
@@ -59,6 +75,8 @@ def _load(source: str, verbose: bool):
 def _stats(args: argparse.Namespace) -> int:
     from optsched.workload.stats import workload_stats
 
+    if args.plot:
+        _check_output(Path(args.plot), ".png", "--plot")  # before the (possibly long) load
     w = _load(args.source, getattr(args, "verbose", False))
     s = workload_stats(w)
     if args.plot:
@@ -74,16 +92,33 @@ def _stats(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check_output(path: Path, suffix: str, flag: str) -> None:
+    """Refuse an output path that cannot be written as asked (clear one-line ValueError)."""
+    if path.suffix.lower() != suffix:
+        raise ValueError(f"{flag} {path}: expected a {suffix} file name, got {repr(path.suffix) if path.suffix else 'no suffix'}")
+    if path.is_dir():
+        raise ValueError(f"{flag} {path}: is a directory, expected a {suffix} file name")
+    if not path.parent.is_dir():
+        raise ValueError(f"{flag} {path}: parent directory {path.parent} does not exist")
+
+
 def _generate(args: argparse.Namespace) -> int:
     import numpy as np
 
     from optsched.workload.native import write_jsonl
 
+    _check_output(Path(args.output), ".jsonl", "-o/--output")
+    if args.sessions < 1:
+        raise ValueError(f"--sessions must be an integer >= 1, got {args.sessions}")
+    if args.seed < 0:
+        raise ValueError(f"--seed must be an integer >= 0, got {args.seed}")
+    if args.variant is not None and args.kind != "agentx":
+        raise ValueError(f"--variant applies to --kind agentx only, got --kind {args.kind}")
     rng = np.random.default_rng(args.seed)
     if args.kind == "agentx":
         from optsched.workload.gen_agentx import generate_agentx
 
-        w = generate_agentx(args.sessions, rng, variant=args.variant)
+        w = generate_agentx(args.sessions, rng, variant=args.variant or "full")
     elif args.kind == "copilot":
         from optsched.workload.gen_copilot import generate_copilot
 
@@ -102,15 +137,17 @@ def register(subparsers) -> None:
     p = subparsers.add_parser("workload", help="workload traces and generators: stats, generate")
     sub = p.add_subparsers(dest="workload_command", metavar="ACTION")
     p.set_defaults(func=lambda a: (p.print_help(), 2)[1])
-    st = sub.add_parser("stats", help="figures of a trace file/folder or a generator spec")
-    st.add_argument("source", help="trace path (Mooncake/Azure/Vidur/LMCache/native) or e.g. agentx:sessions=50,seed=0")
-    st.add_argument("--plot", metavar="PNG", help="write the three log-scale distribution panels here")
-    st.add_argument("--json", action="store_true", help="print the figures as JSON (keys: see workload_stats)")
+    st = sub.add_parser("stats", help="figures of a trace file/folder or a generator spec",
+                        epilog=_STATS_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    st.add_argument("source", help="trace file or folder (Mooncake/Azure/Vidur/LMCache/native) or a generator "
+                                   "spec such as agentx:sessions=50,seed=0 (see below)")
+    st.add_argument("--plot", metavar="PNG", help="write the three log-scale distribution panels to this .png")
+    st.add_argument("--json", action="store_true", help="print the figures as JSON (keys below)")
     st.set_defaults(func=_stats)
     g = sub.add_parser("generate", help="write a generated workload as native session JSONL")
     g.add_argument("--kind", choices=("agentx", "copilot", "chat"), required=True)
-    g.add_argument("--sessions", type=int, default=50, help="sessions (chat: calls) to generate")
-    g.add_argument("--seed", type=int, default=0)
-    g.add_argument("--variant", choices=("full", "256k"), default="full", help="agentx context variant")
-    g.add_argument("-o", "--output", required=True, help="output .jsonl path")
+    g.add_argument("--sessions", type=int, default=50, help="sessions (chat: calls) to generate (default 50)")
+    g.add_argument("--seed", type=int, default=0, help="numpy Generator seed >= 0 (default 0)")
+    g.add_argument("--variant", choices=("full", "256k"), default=None, help="agentx context variant (default full)")
+    g.add_argument("-o", "--output", required=True, help="output .jsonl path (its folder must exist)")
     g.set_defaults(func=_generate)

@@ -9,7 +9,7 @@ Loaders: :func:`load_mooncake`, :func:`load_azure`, :func:`load_vidur_trace`, :f
 
 from optsched.workload.azure import load_azure
 from optsched.workload.dispatch import load_any
-from optsched.workload.errors import TraceFormatError
+from optsched.workload.errors import TraceFormatError, TraceOrderWarning
 from optsched.workload.gen_agentx import AgentXParams, generate_agentx
 from optsched.workload.gen_chat import generate_chat
 from optsched.workload.gen_copilot import CopilotParams, generate_copilot
@@ -32,6 +32,7 @@ __all__ = [
     "Session",
     "Tokenizer",
     "TraceFormatError",
+    "TraceOrderWarning",
     "Workload",
     "estimate_service_time_s",
     "generate_agentx",

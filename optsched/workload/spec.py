@@ -37,7 +37,8 @@ def parse_generator_spec(text: str) -> tuple[str, dict]:
     """``"agentx:sessions=50,seed=0"`` -> ``("agentx", {"sessions": 50, "seed": 0})``.
 
     Raises:
-        ValueError: unknown generator or key, a value of the wrong type (names what was expected).
+        ValueError: unknown generator or key, a value of the wrong type, a negative seed (names what was
+            expected).
     """
     m = _SPEC.match(text)
     if m is None:
@@ -53,6 +54,8 @@ def parse_generator_spec(text: str) -> tuple[str, dict]:
             out[k] = keys[k](v)
         except ValueError:
             raise ValueError(f"{text!r}: {k} expects {keys[k].__name__}, got {v!r}") from None
+    if out.get("seed", 0) < 0:
+        raise ValueError(f"{text!r}: seed expects an integer >= 0, got {out['seed']}")
     return kind, out
 
 
@@ -70,6 +73,13 @@ def workload_from_spec(text: str) -> Workload:
     if not is_generator_spec(text):
         raise FileNotFoundError(f"{text}: no such file, and not a generator spec (agentx|copilot|chat[:k=v,...])")
     kind, kw = parse_generator_spec(text)
+    try:
+        return _generate(kind, kw)
+    except ValueError as exc:  # a generator's parameter check: say which spec it came from
+        raise ValueError(f"{text!r}: {exc}") from None
+
+
+def _generate(kind: str, kw: dict) -> Workload:
     rng = np.random.default_rng(kw.pop("seed", 0))
     if kind == "agentx":
         from optsched.workload.gen_agentx import generate_agentx

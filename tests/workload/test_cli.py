@@ -45,3 +45,34 @@ def test_generator_spec_and_errors(capsys):
     assert "no such file" in capsys.readouterr().err
     with pytest.raises(ValueError, match="expected key=value"):
         parse_generator_spec("copilot:bogus=1")
+
+
+@pytest.mark.parametrize(
+    "argv,message",
+    [
+        (["--kind", "agentx", "--sessions", "2", "-o", "{d}/a.csv"], "-o/--output {d}/a.csv: expected a .jsonl file name, got '.csv'"),
+        (["--kind", "agentx", "--sessions", "2", "-o", "{d}/out"], "-o/--output {d}/out: expected a .jsonl file name, got no suffix"),
+        (["--kind", "agentx", "--sessions", "2", "-o", "{d}/dir.jsonl"], "-o/--output {d}/dir.jsonl: is a directory"),
+        (["--kind", "agentx", "--sessions", "2", "-o", "{d}/no/a.jsonl"], "parent directory {d}/no does not exist"),
+        (["--kind", "agentx", "--seed", "-1", "-o", "{d}/a.jsonl"], "--seed must be an integer >= 0, got -1"),
+        (["--kind", "chat", "--sessions", "0", "-o", "{d}/a.jsonl"], "--sessions must be an integer >= 1, got 0"),
+        (["--kind", "copilot", "--variant", "256k", "-o", "{d}/a.jsonl"], "--variant applies to --kind agentx only"),
+    ],
+)
+def test_generate_bad_arguments_one_clear_line(tmp_path, capsys, argv, message):
+    (tmp_path / "dir.jsonl").mkdir()
+    argv = [a.format(d=tmp_path) for a in argv]
+    assert main(["workload", "generate", *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("optsched workload: error: ")
+    assert message.format(d=tmp_path) in err
+    assert not (tmp_path / "a.jsonl").exists()
+
+
+def test_stats_bad_plot_path_and_spec_errors_name_the_spec(tmp_path, capsys):
+    assert main(["workload", "stats", "chat:calls=10", "--plot", str(tmp_path / "p.jpg")]) == 2
+    assert "--plot" in capsys.readouterr().err
+    assert main(["workload", "stats", "agentx:seed=-2"]) == 2
+    assert "'agentx:seed=-2': seed expects an integer >= 0, got -2" in capsys.readouterr().err
+    assert main(["workload", "stats", "agentx:sessions=0"]) == 2
+    assert "'agentx:sessions=0': n_sessions must be an int >= 1, got 0" in capsys.readouterr().err
