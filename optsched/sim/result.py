@@ -26,39 +26,32 @@ CALL_COLUMNS = (
 )
 
 
+_RAW = ("call_id", "session_id", "lane", "turn", "model", "instance", "decode_instance", "release_s",
+        "enqueue_s", "first_sched_s", "first_token_s", "finish_s", "input_tokens", "output_tokens",
+        "prefilled_tokens", "hit_hbm_tokens", "hit_dram_tokens", "hit_ssd_tokens", "total_target", "preemptions",
+        "load_s", "transfer_s")
+
+
 def calls_frame(seqs: list, calls: list) -> pd.DataFrame:
     """One row per call (workload order) from finished `Seq` records; columns `CALL_COLUMNS`."""
-    rows: dict[str, list] = {k: [] for k in CALL_COLUMNS}
-    rows["boundary"] = boundary_classes(calls)
-    for s in seqs:
-        c = s.call
-        rows["call_id"].append(c.call_id)
-        rows["session_id"].append(c.session_id)
-        rows["lane"].append(c.lane)
-        rows["turn"].append(c.turn)
-        rows["model"].append(c.model)
-        rows["instance"].append(s.inst)
-        rows["decode_instance"].append(s.decode_inst)
-        rows["release_s"].append(s.release_s)
-        rows["enqueue_s"].append(s.enqueue_s)
-        rows["first_sched_s"].append(s.first_sched_s)
-        rows["first_token_s"].append(s.first_token_s)
-        rows["finish_s"].append(s.finish_s)
-        rows["ttft_s"].append(s.first_token_s - s.release_s)
-        rows["tpot_s"].append((s.finish_s - s.first_token_s) / (c.output_tokens - 1) if c.output_tokens > 1 else math.nan)
-        rows["e2e_s"].append(s.finish_s - s.release_s)
-        rows["queue_s"].append(s.first_sched_s - s.release_s)
-        rows["input_tokens"].append(c.input_tokens)
-        rows["output_tokens"].append(c.output_tokens)
-        rows["prefilled_tokens"].append(s.prefilled)
-        rows["hit_hbm_tokens"].append(s.hit_hbm)
-        rows["hit_dram_tokens"].append(s.hit_dram)
-        rows["hit_ssd_tokens"].append(s.hit_ssd)
-        rows["recomputed_tokens"].append(s.total_target - c.input_tokens)
-        rows["preemptions"].append(s.preemptions)
-        rows["load_s"].append(s.load_s)
-        rows["transfer_s"].append(s.transfer_s)
-    return pd.DataFrame(rows, columns=list(CALL_COLUMNS))
+    raw = [
+        (c.call_id, c.session_id, c.lane, c.turn, c.model, s.inst, s.decode_inst, s.release_s, s.enqueue_s,
+         s.first_sched_s, s.first_token_s, s.finish_s, c.input_tokens, c.output_tokens, s.prefilled, s.hit_hbm,
+         s.hit_dram, s.hit_ssd, s.total_target, s.preemptions, s.load_s, s.transfer_s)
+        for s in seqs
+        for c in (s.call,)
+    ]
+    df = pd.DataFrame.from_records(raw, columns=_RAW) if raw else pd.DataFrame(columns=_RAW)
+    df["boundary"] = boundary_classes(calls)
+    df["ttft_s"] = df["first_token_s"] - df["release_s"]
+    out = df["output_tokens"].to_numpy()
+    with np.errstate(divide="ignore", invalid="ignore"):
+        tpot = (df["finish_s"] - df["first_token_s"]).to_numpy() / (out - 1)
+    df["tpot_s"] = np.where(out > 1, tpot, np.nan)
+    df["e2e_s"] = df["finish_s"] - df["release_s"]
+    df["queue_s"] = df["first_sched_s"] - df["release_s"]
+    df["recomputed_tokens"] = df["total_target"] - df["input_tokens"]
+    return df[list(CALL_COLUMNS)]
 
 
 def _clean(v: Any) -> Any:
