@@ -75,3 +75,22 @@ def test_prefix_hit_skips_prefill_and_child_waits_think_time(cm):
     assert c.loc["b"].hit_hbm_tokens == 992
     assert c.loc["b"].prefilled_tokens == 16
     assert c.loc["b"].ttft_s == pytest.approx(float(cm.prefill_time(16, 992)), rel=1e-12)
+
+
+@pytest.mark.parametrize("interval", [1, 2])
+def test_prefill_schedule_interval_delays_new_prefills(cm, interval):
+    # A (600 tokens) at t=0: step0 A[0:512]. B arrives during step0. Step1 (index 1) admits new
+    # prefills only when interval == 1; with interval 2, B waits for step2 (index 2).
+    w = Workload("t", (Session("s1", (Call("A", "s1", 600, 2),)), Session("s2", (Call("B", "s2", 100, 1),), start_s=0.001)))
+    r = simulate(w, cluster(1, max_num_batched_tokens=512, max_num_seqs=8, prefill_schedule_interval=interval))
+    t0 = float(cm.step_time(512, 512 * 513 / 2, 512, 0, 0))
+    c = r.calls.set_index("call_id")
+    if interval == 1:
+        assert c.loc["B"].first_sched_s == pytest.approx(t0, rel=1e-12)
+        t1 = float(cm.step_time(188, 88 * (512 + 89 / 2) + 100 * 101 / 2, 700, 0, 0))
+        assert c.loc["B"].finish_s == pytest.approx(t0 + t1, rel=1e-12)
+    else:
+        t1 = float(cm.step_time(88, 88 * (512 + 89 / 2), 600, 0, 0))
+        assert c.loc["B"].first_sched_s == pytest.approx(t0 + t1, rel=1e-12)
+        t2 = float(cm.step_time(100, 100 * 101 / 2, 100, 1, 601))
+        assert c.loc["B"].finish_s == pytest.approx(t0 + t1 + t2, rel=1e-12)
