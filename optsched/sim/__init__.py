@@ -45,6 +45,7 @@ def simulate(
     progress: bool = False,
     cost_models: Sequence[Any] | None = None,
     concurrency: int = 0,
+    fast_forward: bool = True,
 ) -> SimResult:
     """Simulate ``workload`` on ``cluster``.
 
@@ -63,6 +64,8 @@ def simulate(
             ``CostModel.from_names(gpu, model, tp)``), e.g. calibrated ones.
         concurrency: closed loop only: at most this many sessions in flight, the next one starting
             when one completes (0 = every session starts at its ``start_s``).
+        fast_forward: merge runs of identical decode-only steps into one event
+            (`optsched.sim.fastforward`); False steps one event per engine step (slower, for checks).
 
     Returns:
         `SimResult`. Raises ValueError for inputs that cannot run (a call larger than an instance's
@@ -73,6 +76,7 @@ def simulate(
 
         router = RoundRobinRouter()
     sim = Simulator(workload, cluster, router, admission, residency, slo, cost_models, progress, concurrency)
+    sim.fast_forward = fast_forward
     sim.run()
     df = calls_frame(sim.seqs, sim.driver.calls)
     extra = {"residency_actions": dict(sorted(sim.residency.actions.items())),

@@ -14,7 +14,9 @@ first calls `truncate_run`, which keeps the steps that started before that insta
 the growth blocks of the others, so the schedule equals stepping one by one (tested, including
 load-aware routers: `remaining_decode_tokens_at` gives views the progress inside a run). What
 differs: growth blocks are reserved at the run's start (``kv_used_blocks`` counts them a little
-early) and queue/KV samples are taken once per run. Step times come from one vectorized
+early, and under HBM pressure the evictions they cause happen a little early, which a cache-aware
+router reading ``prefix_hit_blocks`` mid-run can see) and queue/KV samples are taken once per run.
+``simulate(..., fast_forward=False)`` steps one event per engine step. Step times come from one vectorized
 ``cm.step_time`` call for long runs (>= ``VECTOR_MIN`` steps expected) and scalar calls otherwise.
 """
 
