@@ -5,7 +5,8 @@ Part A (simulator): AgentX-like sessions (``generate_agentx(--sessions, variant=
 (session k starts at k s; the shipped 2-session sample if the data is absent), closed loop, on
 ``--instances`` colocated ``--model``/``--gpu`` TP ``--tp`` instances, SLO ``--ttft``/``--tpot``.
 Routers: round_robin, least_outstanding, cache_aware (SGLang), overlap_cost (Dynamo), price (ρ from
-LP duals of sample windows) and rolling_milp (window MILP per decision). Reported: goodput (calls/s
+LP duals of sample windows), price_fit (ρ fitted to the windows' MILP optima on a grid of 1/4..16 × the
+dual-derived ρ) and rolling_milp (window MILP per decision). Reported: goodput (calls/s
 within SLO), TPGS, HBM hit rate, KV imbalance, TTFT p90, P90 interactivity (tok/s).
 
 Part B (windows): ``--windows`` synthetic windows of ``--window-calls`` calls × ``--window-instances``
@@ -38,6 +39,7 @@ from optsched.pipelines.provenance import collect_provenance, stream_seed
 from optsched.pipelines.router_price import (
     WINDOW_RULES,
     derive_price_weights,
+    fit_price_weight,
     price_config_from_cost_model,
     window_objective,
     window_rule_choice,
@@ -72,13 +74,13 @@ class Config:
     window_instances: int = 4
     big_seeds: int = 3
     routers: tuple[str, ...] = ("round_robin", "least_outstanding", "cache_aware", "overlap_cost", "price",
-                                "rolling_milp")
+                                "price_fit", "rolling_milp")
     workloads: tuple[str, ...] = ("agentx", "lmcache")
     seed: int = 0
     out: str = "runs/routing_compare"
 
 
-def windows_part(cfg: Config, cm: CostModel, cm_big: CostModel) -> tuple[pd.DataFrame, pd.DataFrame, float]:
+def windows_part(cfg: Config, cm: CostModel, cm_big: CostModel) -> tuple[pd.DataFrame, pd.DataFrame, float, float]:
     ss = stream_seed(cfg.seed, "routing_windows").spawn(cfg.windows)
     wins = [synthetic_routing_window(cfg.window_calls, cfg.window_instances, np.random.default_rng(s), cm)
             for s in ss]
@@ -91,6 +93,9 @@ def windows_part(cfg: Config, cm: CostModel, cm_big: CostModel) -> tuple[pd.Data
         for rule in WINDOW_RULES:
             row[rule] = window_objective(w, window_rule_choice(w, rule, rho)) / s.result.objective
         rows.append(row)
+    rho_fit, _ = fit_price_weight(wins, [r["milp"] for r in rows], [rho * f for f in (0.25, 0.5, 1, 2, 4, 8, 16)])
+    for w, row in zip(wins, rows):
+        row["price_fit"] = window_objective(w, window_rule_choice(w, "price", rho_fit)) / row["milp"]
     big = []
     for seed in range(cfg.big_seeds):
         w = synthetic_routing_window(200, 8, np.random.default_rng(seed), cm_big)
@@ -99,10 +104,10 @@ def windows_part(cfg: Config, cm: CostModel, cm_big: CostModel) -> tuple[pd.Data
         big.append({"seed": seed, "status": s.result.status, "objective": s.result.objective,
                     "bound": s.result.bound, "gap": s.result.gap, "solve_s": s.result.wall_time_s,
                     "total_s": time.perf_counter() - t0})
-    return pd.DataFrame(rows), pd.DataFrame(big), rho
+    return pd.DataFrame(rows), pd.DataFrame(big), rho, rho_fit
 
 
-def sim_part(cfg: Config, cm: CostModel, rho: float) -> pd.DataFrame:
+def sim_part(cfg: Config, cm: CostModel, rho: float, rho_fit: float) -> pd.DataFrame:
     wls = {}
     if "agentx" in cfg.workloads:
         wls["agentx"] = generate_agentx(cfg.sessions, np.random.default_rng(stream_seed(cfg.seed, "agentx")),
@@ -123,7 +128,9 @@ def sim_part(cfg: Config, cm: CostModel, rho: float) -> pd.DataFrame:
     price = price_config_from_cost_model(cm, rho, provenance=f"rho from LP duals ({cfg.windows} windows)")
     make = {"round_robin": RoundRobinRouter, "least_outstanding": LeastOutstandingRouter,
             "cache_aware": CacheAwareRouter, "overlap_cost": OverlapCostRouter,
-            "price": lambda: PriceRouter(price), "rolling_milp": lambda: RollingHorizonRouter(cm, price)}
+            "price": lambda: PriceRouter(price),
+            "price_fit": lambda: PriceRouter(price_config_from_cost_model(cm, rho_fit, provenance="fit to MILP")),
+            "rolling_milp": lambda: RollingHorizonRouter(cm, price)}
     rows = []
     for wname, wl in wls.items():
         for rname in cfg.routers:
@@ -140,17 +147,18 @@ def run(cfg: Config) -> str:
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
     cm = CostModel.from_names(cfg.gpu, cfg.model, tp=cfg.tp)
-    win, big, rho = windows_part(cfg, cm, CostModel.from_names("h200-sxm", "llama-3-70b", tp=4))
-    sim = sim_part(cfg, cm, rho)
+    win, big, rho, rho_fit = windows_part(cfg, cm, CostModel.from_names("h200-sxm", "llama-3-70b", tp=4))
+    sim = sim_part(cfg, cm, rho, rho_fit)
     win.to_csv(out / "windows.csv", index=False)
     big.to_csv(out / "big.csv", index=False)
     sim.to_csv(out / "sim.csv", index=False)
-    lines = [f"rho (LP duals of the {cfg.windows} windows) = {rho:.3g} s/token", "", "| workload | router | "
+    lines = [(f"rho (LP duals of the {cfg.windows} windows) = {rho:.3g} s/token; fitted to MILP optima = "
+              f"{rho_fit:.3g} s/token"), "", "| workload | router | "
              + " | ".join(METRICS.values()) + " |", "|---|---|" + "---|" * len(METRICS)]
     for _, r in sim.iterrows():
         lines.append(f"| {r.workload} | {r.router} | " + " | ".join(f"{r[k]:.3g}" for k in METRICS) + " |")
     lines += ["", "| rule | mean obj/opt | worst obj/opt |", "|---|---|---|"]
-    lines += [f"| {rule} | {win[rule].mean():.3f} | {win[rule].max():.3f} |" for rule in WINDOW_RULES]
+    lines += [f"| {rule} | {win[rule].mean():.3f} | {win[rule].max():.3f} |" for rule in (*WINDOW_RULES, "price_fit")]
     lines += ["", (f"windows: MILP time mean {win.milp_s.mean():.2f} s, max {win.milp_s.max():.2f} s; "
               f"LP/MILP mean {(win.lp / win.milp).mean():.3f}"),
               "200x8: " + "; ".join(f"seed {r.seed}: {r.status} gap {r.gap:.4f} in {r.solve_s:.1f} s"

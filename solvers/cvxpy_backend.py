@@ -42,6 +42,8 @@ def solve_cvxpy(problem: cp.Problem, options: SolverOptions) -> SolveResult:
     if name == "highs":
         kwargs = {"solver": cp.HIGHS, "time_limit": options.time_limit_s, "mip_rel_gap": options.mip_gap,
                   "threads": options.threads, "random_seed": 0}
+        if options.node_limit is not None:
+            kwargs["mip_max_nodes"] = options.node_limit
         version = _version("highspy")
     else:
         kwargs = {"solver": cp.CLARABEL, "time_limit": options.time_limit_s}

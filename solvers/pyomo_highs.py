@@ -58,6 +58,8 @@ def solve_pyomo(model: pyo.ConcreteModel, options: SolverOptions) -> SolveResult
     # output_flag off unless verbose: APPSI otherwise forwards the HiGHS log to the Python logger at
     # INFO, which any logging.basicConfig(level=INFO) in a script would print.
     opt.highs_options = {"threads": options.threads, "random_seed": 0, "output_flag": options.verbose}
+    if options.node_limit is not None:
+        opt.highs_options["mip_max_nodes"] = options.node_limit
     t0 = time.perf_counter()
     try:
         with quiet_fds(not options.verbose):

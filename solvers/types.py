@@ -26,6 +26,9 @@ class SolverOptions:
         warm_start: pass the current Pyomo variable values as a MIP start (HiGHS ``setSolution``).
         solver: backend for cvxpy problems: "auto" (HiGHS for LP/MILP, Clarabel otherwise),
             "highs" or "clarabel". Pyomo models always use HiGHS.
+        node_limit: branch-and-bound node limit (HiGHS ``mip_max_nodes``), None = none. Unlike the time
+            limit it is deterministic: online policies that solve per decision should bound work with
+            it and keep ``time_limit_s`` as a safety net, so the same run gives the same decisions.
     """
 
     time_limit_s: float = 60.0
@@ -34,6 +37,7 @@ class SolverOptions:
     verbose: bool = False
     warm_start: bool = False
     solver: str = "auto"
+    node_limit: int | None = None
 
     def __post_init__(self) -> None:
         if not (self.time_limit_s > 0):
@@ -42,6 +46,8 @@ class SolverOptions:
             raise ValueError(f"mip_gap must be in [0, 1), got {self.mip_gap!r}")
         if not (isinstance(self.threads, int) and self.threads >= 1):
             raise ValueError(f"threads must be an int >= 1, got {self.threads!r}")
+        if self.node_limit is not None and not (isinstance(self.node_limit, int) and self.node_limit >= 1):
+            raise ValueError(f"node_limit must be None or an int >= 1, got {self.node_limit!r}")
         if self.solver not in ("auto", "highs", "clarabel"):
             raise ValueError(f"solver must be 'auto', 'highs' or 'clarabel', got {self.solver!r}")
 

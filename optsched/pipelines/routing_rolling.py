@@ -6,8 +6,8 @@ forecasts make the MILP reserve capacity where paused sessions will come back (t
 on their home), which a myopic rule cannot see. Forecast of session s's next call: input = its last
 context (input + output) + ``forecast_new_tokens``, output = its last output, resident on its home
 if the last prefix still hits there (HBM). Loads: instance-seconds of queued work from the view
-(``s_p · queued prefill + s_d · remaining decode``, as the price router). Solves with HiGHS under
-``time_limit_s``; without an incumbent the price rule decides (logged as the named fallback).
+(``s_p · queued prefill + s_d · remaining decode``, as the price router). Solves with HiGHS under a
+node limit (deterministic; a wall-time limit is only a safety net); without an incumbent the price rule decides (logged as the named fallback).
 Implements the `optsched.policies.base.Router` protocol, so `optsched.sim.simulate` runs it as is.
 """
 
@@ -43,7 +43,9 @@ class RollingHorizonRouter:
         weights: MILP objective weights.
         horizon_sessions: forecast calls in the window (most recently seen sessions first), >= 0.
         forecast_new_tokens: new tokens assumed in a session's next call.
-        time_limit_s: per-decision MILP time limit (s).
+        node_limit: per-decision branch-and-bound node limit (deterministic work bound).
+        time_limit_s: per-decision MILP wall-time safety limit (s); if it ever binds, decisions depend on
+            machine speed (logged by the solver layer as a time-limit stop).
 
     Raises:
         ValueError: horizon_sessions < 0 or time_limit_s <= 0.
@@ -52,7 +54,8 @@ class RollingHorizonRouter:
     name = "rolling_milp"
 
     def __init__(self, cost_model: CostModel, price: PriceRouterConfig, weights: RoutingWeights | None = None,
-                 horizon_sessions: int = 8, forecast_new_tokens: int = 1000, time_limit_s: float = 1.0) -> None:
+                 horizon_sessions: int = 8, forecast_new_tokens: int = 1000, node_limit: int = 500,
+                 time_limit_s: float = 30.0) -> None:
         if horizon_sessions < 0 or time_limit_s <= 0:
             raise ValueError(f"need horizon_sessions >= 0 and time_limit_s > 0, got {horizon_sessions}, {time_limit_s}")
         self.cm = cost_model
@@ -60,7 +63,7 @@ class RollingHorizonRouter:
         self.weights = weights or RoutingWeights(recompute_s_per_token=price.recompute_s_per_token)
         self.horizon = horizon_sessions
         self.forecast_new = forecast_new_tokens
-        self.options = SolverOptions(time_limit_s=time_limit_s, mip_gap=1e-3)
+        self.options = SolverOptions(time_limit_s=time_limit_s, mip_gap=1e-3, node_limit=node_limit)
         self._recent: OrderedDict[str, Call] = OrderedDict()
         self.solves = 0
         self.fallbacks = 0

@@ -44,3 +44,13 @@ def test_rolling_router_solves_every_decision_and_keeps_sessions_home():
     assert res.summary["hit_rate_hbm"] == pytest.approx(0.5)
     base = simulate(wl, cl, router=PriceRouter(price))
     assert base.summary["recomputed_tokens"] >= res.summary["recomputed_tokens"]
+
+
+def test_rolling_router_is_deterministic():
+    """Node-limited solves: the same run twice gives identical per-call results."""
+    cm = CostModel.from_names("h100-sxm", "llama-3-8b", tp=1)
+    cl = ClusterConfig(instances=(InstanceConfig(role="colocated", gpu="h100-sxm", model="llama-3-8b", tp=1,
+                                                 count=3),), scheduler=SchedulerConfig(block_size=16))
+    price = price_config_from_cost_model(cm, recompute_s_per_token=1e-5)
+    frames = [simulate(sessions_workload(5, 3), cl, router=RollingHorizonRouter(cm, price)).calls for _ in range(2)]
+    assert frames[0].equals(frames[1])

@@ -104,3 +104,16 @@ def test_no_solver_log_through_python_logging(caplog):
     with caplog.at_level(logging.INFO):
         solve(m, SolverOptions(time_limit_s=5))
     assert "HiGHS" not in "".join(r.getMessage() for r in caplog.records if r.name.startswith("pyomo"))
+
+
+def test_node_limit_is_deterministic():
+    """A node limit stops branch-and-bound at the same point every time (unlike a time limit)."""
+    runs = []
+    for _ in range(2):
+        m, _, _, _ = multi_knapsack()
+        r = solve(m, SolverOptions(time_limit_s=60, node_limit=20))
+        runs.append((r.status, r.objective, r.bound, tuple(round(pyo.value(m.x[i])) for i in m.I)))
+    assert runs[0] == runs[1]
+    assert runs[0][0] == "feasible" and runs[0][1] < runs[0][2]
+    with pytest.raises(ValueError, match="node_limit"):
+        SolverOptions(node_limit=0)
