@@ -84,8 +84,8 @@ class ReproduceConfig:
     workloads: tuple[WorkloadSpec, ...] = (
         WorkloadSpec("mooncake", "mooncake_sample", max_calls=300, load_scales=(0.125, 0.25, 0.5, 1.0)),
         WorkloadSpec("lmcache", "lmcache_sample", max_calls=300, load_scales=(1.0, 2.0, 4.0, 8.0)),
-        WorkloadSpec("agentx", "agentx", max_calls=300, sessions=12, max_calls_per_session=25,
-                     load_scales=(1.0, 2.0, 4.0, 8.0)),
+        WorkloadSpec("agentx", "agentx", max_calls=300, sessions=24, max_calls_per_session=12,
+                     load_scales=(0.0625, 0.125, 0.25, 0.5, 1.0)),
     )
     slo_ttft_s: float = 10.0
     slo_tpot_s: float = 0.1

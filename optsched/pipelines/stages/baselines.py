@@ -95,7 +95,11 @@ def _summary(summaries: dict[str, dict[str, Any]], skipped: dict[str, str]) -> s
         if adm:
             k, v = max(adm.items(), key=lambda kv: (kv[1], kv[0]))
             base = metric(rr, "TPGS (tok/s/GPU)")
-            parts.append(f"Among admission rules, {k.split('=')[1]} gives the highest TPGS ({v:.4g} vs FCFS {base:.4g}).")
+            if base > 0 and abs(v / base - 1) < 1e-3:
+                parts.append("No admission rule changes TPGS by more than 0.1% over FCFS at this load.")
+            else:
+                parts.append(f"Among admission rules, {k.split('=')[1]} gives the highest TPGS ({v:.4g} vs FCFS "
+                             f"{base:.4g}, {v / base - 1:+.1%}).")
     if skipped:
         parts.append("Not simulated: " + ", ".join(sorted(skipped)) + " (see the table of unavailable baselines).")
     return " ".join(parts)

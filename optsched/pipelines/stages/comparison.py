@@ -143,6 +143,11 @@ def _summary(head: Table, form: Any, failed: dict[str, str]) -> str:
             s += "; no optimized policy meets the target here"
         if missed:
             s += f"; missing the target even at the lowest load: {', '.join(missed)}"
+        top = max(r["load scale"] for r in rs)
+        if all(r["load scale"] == top for r in met):
+            s += (f". Every policy that meets the target still meets it at the highest simulated load (x{top:g}): "
+                  "this workload does not load the cluster enough to separate the policies at the target, so the "
+                  "differences are those of an unsaturated cluster")
         parts.append(s + ".")
     if form is None:
         parts.append("No optimized policy is compared: the formulations stage is unavailable.")
