@@ -6,6 +6,7 @@ import csv
 from collections.abc import Iterator
 from pathlib import Path
 
+from optsched.workload._io import iter_text_lines
 from optsched.workload.errors import TraceFormatError
 
 __all__ = ["float_cell", "int_cell", "iter_csv_rows"]
@@ -16,28 +17,29 @@ def iter_csv_rows(path: str | Path, required: tuple[str, ...]) -> Iterator[tuple
 
     Raises:
         FileNotFoundError: missing file.
-        TraceFormatError: empty file, no data rows, a missing required column, or a row whose cell
-            count differs from the header's.
+        TraceFormatError: empty file, no data rows, a missing required column, a blank line, a row whose
+            cell count differs from the header's, or a line that is not UTF-8 (a leading BOM is dropped).
     """
     path = Path(path)
-    with path.open("r", encoding="utf-8", newline="") as fh:
-        reader = csv.reader(fh)
-        header = next(reader, None)
-        if header is None:
-            raise TraceFormatError(path, 0, f"a CSV header with columns {', '.join(required)} (the file is empty)")
-        header = [h.strip() for h in header]
-        missing = [c for c in required if c not in header]
-        if missing:
-            raise TraceFormatError(path, 1, f"header columns {', '.join(required)}", f"missing {', '.join(missing)}")
-        n = 0
-        for row in reader:
-            n += 1
-            line = reader.line_num
-            if len(row) != len(header):
-                raise TraceFormatError(path, line, f"{len(header)} cells ({', '.join(header)})", row)
-            yield line, dict(zip(header, row))
-        if n == 0:
-            raise TraceFormatError(path, 0, "at least one data row after the header")
+    reader = csv.reader(line for _, line in iter_text_lines(path))
+    header = next(reader, None)
+    if header is None:
+        raise TraceFormatError(path, 0, f"a CSV header with columns {', '.join(required)} (the file is empty)")
+    header = [h.strip() for h in header]
+    missing = [c for c in required if c not in header]
+    if missing:
+        raise TraceFormatError(path, 1, f"header columns {', '.join(required)}", f"missing {', '.join(missing)}")
+    n = 0
+    for row in reader:
+        n += 1
+        line = reader.line_num
+        if not row:
+            raise TraceFormatError(path, line, f"{len(header)} cells ({', '.join(header)}), got a blank line")
+        if len(row) != len(header):
+            raise TraceFormatError(path, line, f"{len(header)} cells ({', '.join(header)})", row)
+        yield line, dict(zip(header, row))
+    if n == 0:
+        raise TraceFormatError(path, 0, "at least one data row after the header")
 
 
 def int_cell(row: dict[str, str], col: str, path: str | Path, line: int, minimum: int = 0) -> int:

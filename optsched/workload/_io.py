@@ -13,7 +13,7 @@ from pathlib import Path
 
 from optsched.workload.errors import TraceFormatError, TraceOrderWarning
 
-__all__ = ["iter_jsonl_objects", "resort", "sorted_order", "warn_caller"]
+__all__ = ["iter_jsonl_objects", "iter_text_lines", "resort", "sorted_order", "warn_caller"]
 
 log = logging.getLogger(__name__)
 _PKG_DIR = str(Path(__file__).resolve().parent)
@@ -28,25 +28,47 @@ def warn_caller(warning: Warning) -> None:
     warnings.warn(warning, stacklevel=level)
 
 
+def iter_text_lines(path: str | Path) -> Iterator[tuple[int, str]]:
+    """Yield ``(line_number, text)`` for each line of a UTF-8 file (1-based, line ending kept; a leading
+    UTF-8 byte-order mark is dropped). Decoding line by line, so a bad byte is reported at its line.
+
+    Raises:
+        FileNotFoundError: the file does not exist.
+        TraceFormatError: a line that is not valid UTF-8 (e.g. a binary file given as a trace).
+    """
+    path = Path(path)
+    with path.open("rb") as fh:
+        for n, raw in enumerate(fh, start=1):
+            if n == 1 and raw.startswith(b"\xef\xbb\xbf"):
+                raw = raw[3:]
+            try:
+                yield n, raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise TraceFormatError(
+                    path, n, "UTF-8 text (is this a trace file?)",
+                    f"byte 0x{raw[exc.start]:02x} at column {exc.start + 1}") from None
+
+
 def iter_jsonl_objects(path: str | Path, allow_empty: bool = False) -> Iterator[tuple[int, dict]]:
     """Yield ``(line_number, object)`` for each line of a JSON-lines file (line numbers 1-based).
 
     Raises:
         FileNotFoundError: the file does not exist.
-        TraceFormatError: a line that is not valid JSON, a line that is not a JSON object (blank lines
-            included: nothing is skipped silently), or an empty file unless ``allow_empty``.
+        TraceFormatError: a line that is not UTF-8 or not valid JSON, a line that is not a JSON object
+            (blank lines included: nothing is skipped silently), or an empty file unless ``allow_empty``.
     """
     path = Path(path)
     n = 0
-    with path.open("r", encoding="utf-8") as fh:
-        for n, line in enumerate(fh, start=1):
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise TraceFormatError(path, n, f"one JSON object per line ({exc.msg})", line.strip()) from None
-            if not isinstance(obj, dict):
-                raise TraceFormatError(path, n, "a JSON object", obj)
-            yield n, obj
+    for n, line in iter_text_lines(path):
+        if not line.strip():
+            raise TraceFormatError(path, n, "one JSON object per line, got a blank line")
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise TraceFormatError(path, n, f"one JSON object per line ({exc.msg})", line.strip()) from None
+        if not isinstance(obj, dict):
+            raise TraceFormatError(path, n, "a JSON object", obj)
+        yield n, obj
     if n == 0 and not allow_empty:
         raise TraceFormatError(path, 0, "at least one record (the file is empty)")
 

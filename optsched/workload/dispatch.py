@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from optsched.workload._io import iter_text_lines
 from optsched.workload.errors import TraceFormatError
 from optsched.workload.types import Workload
 
@@ -17,9 +18,10 @@ _SUFFIXES = (".jsonl", ".json", ".csv")
 
 def _detect_file(path: Path) -> str:
     """Format of one existing file; ``"lmcache"`` for an empty ``.jsonl``/``.json`` (see detect_format)."""
-    with path.open("r", encoding="utf-8") as fh:
-        first = fh.readline()
     suffix = path.suffix.lower()
+    if suffix not in _SUFFIXES:
+        raise TraceFormatError(path, 0, f"a .jsonl, .json or .csv file or a directory ({_KNOWN})", suffix)
+    first = next((line for _, line in iter_text_lines(path)), "")
     if suffix in (".jsonl", ".json"):
         if not first.strip():
             return "lmcache"
@@ -36,6 +38,9 @@ def _detect_file(path: Path) -> str:
                 return "lmcache"
         raise TraceFormatError(path, 1, f"a record of a known format ({_KNOWN})", obj)
     if suffix == ".csv":
+        if not first.strip():
+            raise TraceFormatError(path, 0, "a CSV header with TIMESTAMP (Azure) or num_prefill_tokens (Vidur) "
+                                            "(the file is empty or starts with a blank line)")
         cols = [c.strip() for c in first.split(",")]
         if "TIMESTAMP" in cols:
             return "azure"

@@ -131,3 +131,32 @@ def test_lmcache_and_vidur_field_errors(tmp_path):
     h = tmp_path / "short.csv"
     h.write_text("arrived_at,num_prefill_tokens,num_decode_tokens\n0.0,5\n")
     _raises(load_vidur_trace, h, 2, "3 cells")
+
+
+def test_binary_or_non_utf8_input_names_file_and_line(tmp_path):
+    png = b"\x89PNG\r\n\x1a\n" + bytes(range(256))
+    for name in ("img.jsonl", "img.csv"):
+        f = tmp_path / name
+        f.write_bytes(png)
+        _raises(load_any, f, 1, r"UTF-8 text .*byte 0x89 at column 1")
+    g = tmp_path / "m.jsonl"
+    g.write_bytes(MC_OK.encode() + b'{"timestamp": 0, \xff}\n')
+    _raises(load_mooncake, g, 2, r"UTF-8 text .*byte 0xff at column 18")
+    h = tmp_path / "a.csv"
+    h.write_bytes(b"TIMESTAMP,ContextTokens,GeneratedTokens\r\n2023-11-16 18:17:03.9799600,1\xe90,5\r\n")
+    _raises(load_azure, h, 2, r"UTF-8 text .*byte 0xe9")
+
+
+def test_blank_lines_and_byte_order_mark(tmp_path):
+    f = tmp_path / "m.jsonl"
+    f.write_text(MC_OK + "\n")
+    _raises(load_mooncake, f, 2, "one JSON object per line, got a blank line")
+    g = tmp_path / "a.csv"
+    g.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:17:03.9799600,10,5\n\n")
+    _raises(load_any, g, 3, "3 cells .*got a blank line")
+    bom = tmp_path / "bom.csv"  # spreadsheet exports often start with a UTF-8 BOM
+    bom.write_bytes(b"\xef\xbb\xbfTIMESTAMP,ContextTokens,GeneratedTokens\r\n2023-11-16 18:17:03.9799600,10,5\r\n")
+    assert [c.input_tokens for c in load_any(bom).calls()] == [10]
+    e = tmp_path / "e.csv"
+    e.write_text("")
+    _raises(load_any, e, 0, "CSV header .*the file is empty")
