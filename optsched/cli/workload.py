@@ -38,8 +38,12 @@ def _fmt(v) -> str:
     return f"{v:,.0f}" if abs(v) >= 100 or float(v).is_integer() else f"{v:.4g}"
 
 
+def _plural(n: int, word: str) -> str:
+    return f"{n:,} {word}{'' if n == 1 else 's'}"
+
+
 def _print_table(s: dict) -> None:
-    print(f"workload {s['name']}: {s['calls']:,} calls, {s['sessions']:,} sessions, "
+    print(f"workload {s['name']}: {_plural(s['calls'], 'call')}, {_plural(s['sessions'], 'session')}, "
           f"{'closed' if s['closed_loop'] else 'open'} loop")
     print(f"{'':<18}{'count':>10}{'min':>12}{'median':>12}{'p95':>12}{'max':>12}")
     for k in _ROWS:
@@ -78,6 +82,8 @@ def _stats(args: argparse.Namespace) -> int:
     if args.plot:
         _check_output(Path(args.plot), ".png", "--plot")  # before the (possibly long) load
     w = _load(args.source, getattr(args, "verbose", False))
+    if w.num_calls == 0:
+        raise ValueError(f"{args.source}: the workload holds no calls (a native file with only its header?)")
     s = workload_stats(w)
     if args.plot:
         from optsched.workload.plot import plot_distributions

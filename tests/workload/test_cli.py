@@ -76,3 +76,28 @@ def test_stats_bad_plot_path_and_spec_errors_name_the_spec(tmp_path, capsys):
     assert "'agentx:seed=-2': seed expects an integer >= 0, got -2" in capsys.readouterr().err
     assert main(["workload", "stats", "agentx:sessions=0"]) == 2
     assert "'agentx:sessions=0': n_sessions must be an int >= 1, got 0" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("kind,n,spec", [("agentx", 3, "agentx:sessions=3,seed=4"),
+                                         ("copilot", 3, "copilot:sessions=3,seed=4"),
+                                         ("chat", 50, "chat:calls=50,seed=4")])
+def test_generate_then_stats_equals_stats_of_the_spec(tmp_path, capsys, kind, n, spec):
+    out = tmp_path / "g.jsonl"
+    assert main(["workload", "generate", "--kind", kind, "--sessions", str(n), "--seed", "4", "-o", str(out)]) == 0
+    capsys.readouterr()
+    assert main(["workload", "stats", str(out), "--json"]) == 0
+    from_file = json.loads(capsys.readouterr().out)
+    assert main(["workload", "stats", spec, "--json"]) == 0
+    assert from_file == json.loads(capsys.readouterr().out)
+
+
+def test_header_only_native_file_and_singular_counts(tmp_path, capsys):
+    f = tmp_path / "h.jsonl"
+    f.write_text('{"format": "optsched.session/v1", "name": "x", "block_size": 4, "closed_loop": true, "source": ""}\n')
+    assert main(["workload", "stats", str(f)]) == 2
+    assert "holds no calls" in capsys.readouterr().err
+    f.write_text(f.read_text() + '{"session": "s", "start_s": 0.0, "calls": 1}\n'
+                 '{"call_id": "a", "input_tokens": 5, "output_tokens": 1, "new_tokens": 5, "lane": 0, "parents": [], '
+                 '"model": "m", "turn": 0, "think_time_s": 0.0, "arrival_s": null, "tool": ""}\n')
+    assert main(["workload", "stats", str(f)]) == 0
+    assert capsys.readouterr().out.splitlines()[0] == "workload x: 1 call, 1 session, closed loop"
