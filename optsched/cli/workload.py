@@ -138,6 +138,26 @@ def _generate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _pipe_safe(handler):
+    """``handler`` with a closed stdout pipe (``optsched workload stats ... | head``) ending quietly
+    with exit code 0 instead of a BrokenPipeError traceback (Python's documented recipe: point stdout
+    at devnull so the interpreter's final flush does not fail again)."""
+    import functools
+    import os
+
+    @functools.wraps(handler)
+    def run(args: argparse.Namespace) -> int:
+        try:
+            rc = handler(args)
+            sys.stdout.flush()
+            return rc
+        except BrokenPipeError:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return 0
+
+    return run
+
+
 def register(subparsers) -> None:
     """Add ``workload stats`` and ``workload generate`` to the ``optsched`` parser."""
     p = subparsers.add_parser("workload", help="workload traces and generators: stats, generate")
@@ -149,11 +169,11 @@ def register(subparsers) -> None:
                                    "spec such as agentx:sessions=50,seed=0 (see below)")
     st.add_argument("--plot", metavar="PNG", help="write the three log-scale distribution panels to this .png")
     st.add_argument("--json", action="store_true", help="print the figures as JSON (keys below)")
-    st.set_defaults(func=_stats)
+    st.set_defaults(func=_pipe_safe(_stats))
     g = sub.add_parser("generate", help="write a generated workload as native session JSONL")
     g.add_argument("--kind", choices=("agentx", "copilot", "chat"), required=True)
     g.add_argument("--sessions", type=int, default=50, help="sessions (chat: calls) to generate (default 50)")
     g.add_argument("--seed", type=int, default=0, help="numpy Generator seed >= 0 (default 0)")
     g.add_argument("--variant", choices=("full", "256k"), default=None, help="agentx context variant (default full)")
     g.add_argument("-o", "--output", required=True, help="output .jsonl path (its folder must exist)")
-    g.set_defaults(func=_generate)
+    g.set_defaults(func=_pipe_safe(_generate))

@@ -101,3 +101,15 @@ def test_header_only_native_file_and_singular_counts(tmp_path, capsys):
                  '"model": "m", "turn": 0, "think_time_s": 0.0, "arrival_s": null, "tool": ""}\n')
     assert main(["workload", "stats", str(f)]) == 0
     assert capsys.readouterr().out.splitlines()[0] == "workload x: 1 call, 1 session, closed loop"
+
+
+def test_closed_stdout_pipe_exits_quietly():
+    """``optsched workload stats ... | head -1`` used to end in a BrokenPipeError traceback."""
+    import subprocess
+    import sys
+
+    code = "import sys; from optsched.cli import main; sys.exit(main(['workload', 'stats', 'chat:calls=20', '--json']))"
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.close()  # the reader is gone before anything is written
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=60) == 0 and "Traceback" not in err, err
