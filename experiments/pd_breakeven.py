@@ -120,7 +120,7 @@ def plot(df: pd.DataFrame, cfg: Config, path: Path) -> None:
     ax.set_yscale("log", base=2)
     for axis in (ax.xaxis, ax.yaxis):
         axis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%g"))
-    ax.set_xlabel("input / output tokens (ratio, output = %d tokens)" % cfg.output_tokens)
+    ax.set_xlabel(f"input / output tokens (ratio, output = {cfg.output_tokens} tokens)")
     ax.set_ylabel("goodput per GPU: disaggregated / colocated (×)")
     ax.set_title(f"P/D break-even, {cfg.model} on {cfg.gpu} TP{cfg.tp}, ≤{cfg.budget} GPUs\n"
                  f"SLO: P90 TTFT {cfg.ttft_scale:g}× prefill alone, TPOT {cfg.tpot_scale:g}× batch-1 step",
