@@ -141,7 +141,8 @@ def _generate(args: argparse.Namespace) -> int:
 def _pipe_safe(handler):
     """``handler`` with a closed stdout pipe (``optsched workload stats ... | head``) ending quietly
     with exit code 0 instead of a BrokenPipeError traceback (Python's documented recipe: point stdout
-    at devnull so the interpreter's final flush does not fail again)."""
+    at devnull so the interpreter's final flush does not fail again), and an OS error on a named file
+    (permission denied, ...) re-raised as a one-line ``ValueError`` naming the file."""
     import functools
     import os
 
@@ -154,6 +155,10 @@ def _pipe_safe(handler):
         except BrokenPipeError:
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             return 0
+        except OSError as exc:  # e.g. PermissionError writing -o/--plot: one clear line, no traceback
+            if exc.filename is None:
+                raise
+            raise ValueError(f"{exc.filename}: {exc.strerror or exc}") from exc
 
     return run
 

@@ -81,7 +81,12 @@ def _write(workload: Workload, fh: IO[str]) -> None:
 
 
 def write_jsonl(workload: Workload, path: str | Path) -> Path:
-    """Write ``workload`` to ``path`` (format ``optsched.session/v1``); returns the path."""
+    """Write ``workload`` to ``path`` (format ``optsched.session/v1``, JSON Schema
+    ``optsched/data/schemas/session_v1.json``; byte-identical for equal workloads); returns the path.
+
+    Raises:
+        OSError: the file cannot be written (e.g. its folder does not exist).
+    """
     path = Path(path)
     with path.open("w", encoding="utf-8", newline="\n") as fh:
         _write(workload, fh)

@@ -30,7 +30,9 @@ DECODE_TOKENS_PER_S = 50.0
 
 def estimate_service_time_s(call: Call) -> float:
     """Rough service time (s) of ``call`` alone on an instance: ``new_tokens / PREFILL_TOKENS_PER_S +
-    output_tokens / DECODE_TOKENS_PER_S`` (constants above are assumptions, see module source)."""
+    output_tokens / DECODE_TOKENS_PER_S`` = new/10,000 + output/50 s. Both rates are documented
+    ASSUMPTIONS, not measurements (order of magnitude for a ~70B dense model on 8 H100-class GPUs, one
+    sequence); pass a ``service_time_fn`` built from ``optsched.cost`` for a calibrated estimate."""
     return call.new_tokens / PREFILL_TOKENS_PER_S + call.output_tokens / DECODE_TOKENS_PER_S
 
 

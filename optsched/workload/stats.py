@@ -138,7 +138,8 @@ def _group_waits(workload: Workload) -> list[float]:
 
 
 def workload_stats(workload: Workload) -> dict:
-    """Summary statistics of ``workload``; keys and definitions in the module docstring."""
+    """Summary statistics of ``workload`` as a JSON-serializable dict (tokens, seconds); keys and
+    definitions in the module docstring. An empty workload gives counts 0 and None figures (no error)."""
     calls = list(workload.calls())
     inp = np.fromiter((c.input_tokens for c in calls), dtype=np.int64, count=len(calls))
     out = np.fromiter((c.output_tokens for c in calls), dtype=np.int64, count=len(calls))

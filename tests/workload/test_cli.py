@@ -113,3 +113,19 @@ def test_closed_stdout_pipe_exits_quietly():
     proc.stdout.close()  # the reader is gone before anything is written
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=60) == 0 and "Traceback" not in err, err
+
+
+def test_unwritable_output_is_one_line(capsys):
+    import os
+
+    if not os.path.isdir("/sys") or os.access("/sys", os.W_OK) and os.getuid() != 0:
+        pytest.skip("needs a read-only /sys")
+    try:
+        open("/sys/optsched-probe.jsonl", "w").close()
+        pytest.skip("/sys is writable here")
+    except PermissionError:
+        pass
+    except OSError:
+        pytest.skip("/sys refuses writes with another error here")
+    assert main(["workload", "generate", "--kind", "chat", "--sessions", "3", "-o", "/sys/x.jsonl"]) == 2
+    assert capsys.readouterr().err == "optsched workload: error: /sys/x.jsonl: Permission denied\n"
