@@ -35,12 +35,12 @@ def generate_chat(
     """``n_calls`` independent requests (module docstring); returns ``Workload(closed_loop=False)``.
 
     Raises:
-        ValueError: ``n_calls`` < 1, ``rate_per_s`` <= 0, a median >= its p95.
+        ValueError: ``n_calls`` < 1, ``rate_per_s`` not finite and > 0, a median >= its p95.
     """
     if not (isinstance(n_calls, int) and n_calls >= 1):
         raise ValueError(f"n_calls must be an int >= 1, got {n_calls!r}")
-    if not (rate_per_s > 0):
-        raise ValueError(f"rate_per_s must be > 0, got {rate_per_s!r}")
+    if not (0 < rate_per_s < float("inf")):
+        raise ValueError(f"rate_per_s must be a finite number > 0, got {rate_per_s!r}")
     st = named_streams(rng, "arrivals", "lengths", "prefix")
     gaps = st["arrivals"].exponential(1.0 / rate_per_s, size=n_calls)
     gaps[0] = 0.0

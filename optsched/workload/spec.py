@@ -46,10 +46,12 @@ def parse_generator_spec(text: str) -> tuple[str, dict]:
     kind, rest = m.group(1), m.group(2) or ""
     keys = GENERATOR_KEYS[kind]
     out: dict = {}
-    for item in filter(None, rest.split(",")):
-        k, sep, v = item.partition("=")
+    for item in filter(None, (x.strip() for x in rest.split(","))):
+        k, sep, v = (x.strip() for x in item.partition("="))
         if not sep or k not in keys:
             raise ValueError(f"{text!r}: expected key=value with key in {', '.join(keys)}, got {item!r}")
+        if k in out:
+            raise ValueError(f"{text!r}: key {k!r} given twice")
         try:
             out[k] = keys[k](v)
         except ValueError:

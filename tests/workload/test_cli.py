@@ -129,3 +129,13 @@ def test_unwritable_output_is_one_line(capsys):
         pytest.skip("/sys refuses writes with another error here")
     assert main(["workload", "generate", "--kind", "chat", "--sessions", "3", "-o", "/sys/x.jsonl"]) == 2
     assert capsys.readouterr().err == "optsched workload: error: /sys/x.jsonl: Permission denied\n"
+
+
+def test_spec_edge_cases():
+    assert parse_generator_spec("chat:calls=3, seed=1") == ("chat", {"calls": 3, "seed": 1})  # spaces allowed
+    with pytest.raises(ValueError, match="key 'sessions' given twice"):
+        parse_generator_spec("agentx:sessions=2,sessions=3")
+    from optsched.workload.spec import workload_from_spec
+
+    with pytest.raises(ValueError, match="rate_per_s must be a finite number > 0, got inf"):
+        workload_from_spec("chat:calls=3,rate=inf")  # used to put every arrival at t = 0
