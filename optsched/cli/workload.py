@@ -174,6 +174,8 @@ def register(subparsers) -> None:
                                    "spec such as agentx:sessions=50,seed=0 (see below)")
     st.add_argument("--plot", metavar="PNG", help="write the three log-scale distribution panels to this .png")
     st.add_argument("--json", action="store_true", help="print the figures as JSON (keys below)")
+    st.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
+                    help="debug logging; list every re-sorted file (same as optsched -v)")
     st.set_defaults(func=_pipe_safe(_stats))
     g = sub.add_parser("generate", help="write a generated workload as native session JSONL")
     g.add_argument("--kind", choices=("agentx", "copilot", "chat"), required=True)

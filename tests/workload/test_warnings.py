@@ -60,3 +60,10 @@ def test_cli_prints_one_line_per_warning_without_source_echo(tmp_path, capsys):
     assert len(err) == 1 and err[0].endswith(
         "first out-of-order line: s0.jsonl:2, s1.jsonl:2, s2.jsonl:2 and 2 more (-v lists all)")
     assert "UserWarning" not in err[0]
+
+
+def test_cli_verbose_after_the_subcommand_lists_every_file(tmp_path, capsys):
+    d = _unsorted_dir(tmp_path, 5)
+    assert main(["workload", "stats", str(d), "-v"]) == 0
+    warning = [line for line in capsys.readouterr().err.splitlines() if "warning:" in line]
+    assert len(warning) == 1 and warning[0].endswith(", ".join(f"s{k}.jsonl:2" for k in range(5)))
