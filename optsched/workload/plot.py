@@ -24,7 +24,7 @@ def _log_hist(ax, values, xlabel: str, ylabel: str, title: str, empty_note: str)
     """Histogram of ``values`` on log-log axes; median/p95 lines use ALL values (as ``workload_stats``),
     zeros (not drawable on a log axis) are counted in the title; the x range spans whole decades so
     there is always a labelled major tick."""
-    from matplotlib.ticker import LogLocator, NullFormatter
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
     a = np.asarray(values, dtype=float)
     v = a[a > 0]
@@ -43,8 +43,12 @@ def _log_hist(ax, values, xlabel: str, ylabel: str, title: str, empty_note: str)
     d_hi = max(math.ceil(math.log10(float(v.max()))), d_lo + 1)  # the last bin includes its right edge
     # bins tile the whole decades shown (15 a decade, 20..80), so a narrow range stays a visible bar
     bins = np.logspace(d_lo, d_hi, max(20, min(80, 15 * (d_hi - d_lo))) + 1)
-    ax.hist(v, bins=bins, color="#3b6ea5")
+    counts, _, _ = ax.hist(v, bins=bins, color="#3b6ea5")
     ax.set_yscale("log")
+    if counts.max() < 100:  # under two decades: label 1, 2, 5, 10, 20, 50 instead of 2x10^0-style minors
+        ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda y, _: f"{y:,.0f}" if y >= 1 else f"{y:g}"))
+    ax.yaxis.set_minor_formatter(NullFormatter())
     ax.set_xlim(10.0**d_lo, 10.0**d_hi)
     ax.xaxis.set_minor_formatter(NullFormatter())  # minor labels collide on narrow ranges
     for q, name, style in ((50, "median", "-"), (95, "p95", "--")):

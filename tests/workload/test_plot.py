@@ -30,6 +30,8 @@ def test_narrow_range_with_zeros_spans_a_decade_and_names_the_zero_median():
     assert "(9 zeros not shown)" in ax.get_title()
     assert max(p.get_height() for p in ax.patches) == 4  # the four positive values form one visible bar
     assert isinstance(ax.xaxis.get_minor_formatter(), NullFormatter)  # no colliding minor labels
+    assert isinstance(ax.yaxis.get_minor_formatter(), NullFormatter)  # no "2x10^0"-style count labels
+    assert [ax.yaxis.get_major_formatter()(y, 0) for y in (1.0, 2.0, 5.0, 1000.0)] == ["1", "2", "5", "1,000"]
 
 
 def test_wide_range_medians_match_all_values_and_empty_panel_explains_itself():
