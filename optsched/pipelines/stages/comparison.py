@@ -162,7 +162,7 @@ def _plot_pareto(w: str, by_pol: dict[str, list], target: float, path: Any) -> N
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7.5, 5))
+    fig, ax = plt.subplots(figsize=(10, 5))
     markers = "osD^v<>phX*"
     for i, (label, pts) in enumerate(by_pol.items()):
         xs = [metric(m, IX) for _, m in pts]
@@ -176,7 +176,7 @@ def _plot_pareto(w: str, by_pol: dict[str, list], target: float, path: Any) -> N
     ax.set_ylabel("TPGS (tokens processed / s / GPU)")
     ax.set_title(f"{w}: latency-throughput trade-off (labels: load scale)")
     ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)  # outside: no overlap
     fig.tight_layout()
     save_figure(fig, path)
 

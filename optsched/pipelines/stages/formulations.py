@@ -86,6 +86,10 @@ def _run(ctx: StageContext) -> StageResult:
         if k in solved:
             tables += [Table(**t) if isinstance(t, dict) else t for t in solved[k].get("tables", [])]
     derived = [p for k in FORMULATIONS if k in solved for p in solved[k].get("policies", [])]
+    tables.append(Table("derived_policies", "Online policies derived from the solves; each is simulated on its "
+                        "workload(s) in section 5 under the label shown, next to the heuristics.",
+                        ["formulation", "derived policy (label in section 5)", "workload"],
+                        [[p["kind"], p["label"], p.get("workload") or "all"] for p in derived]))
     if missing:
         tables.append(Table("formulations_unavailable", "Formulations that could not be solved (stated, not faked).",
                             ["formulation", "reason"], [[k, v] for k, v in missing.items()]))
