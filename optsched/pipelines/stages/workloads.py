@@ -146,6 +146,27 @@ SOURCE_LABEL = {
 }
 
 
+def _plot(wl: Any, path: Path) -> None:
+    """The workload module's three log-scale panels (``optsched.workload.plot.plot_distributions``), written
+    to a temp file in the same folder and renamed into place, so a kill never leaves a half-written PNG."""
+    import os
+    import tempfile
+
+    try:
+        from optsched.workload.plot import plot_distributions
+    except ImportError as exc:
+        raise StageUnavailable(f"optsched.workload.plot.plot_distributions has not landed ({exc})") from None
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=".png", dir=path.parent)
+    os.close(fd)
+    try:
+        plot_distributions(wl, tmp)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    finally:
+        Path(tmp).unlink(missing_ok=True)
+
+
 def _inputs(cfg: ReproduceConfig) -> dict[str, Any]:
     return {"workloads": cfg.to_dict()["workloads"], "seed": cfg.seed}
 
@@ -156,7 +177,6 @@ def _q(stats: dict, key: str, q: str) -> Any:
 
 
 def _run(ctx: StageContext) -> StageResult:
-    from optsched.pipelines.stages.workload_plots import plot_distributions
 
     try:
         from optsched.workload.stats import workload_stats
@@ -176,7 +196,7 @@ def _run(ctx: StageContext) -> StageResult:
             st.get("subagent_session_share"), st.get("prefix_reuse"), st.get("prefix_hit"), st.get("io_ratio"),
         ])
         path, rel = ctx.figure_path(f"workload_{name}.png")
-        plot_distributions(wl, path, title=f"{name}: {wl.num_calls} calls, {len(wl.sessions)} sessions")
+        _plot(wl, path)
         figures.append({"path": rel, "caption": f"{name}: input length, output length and inter-call gap "
                                                 "distributions (log-scale x axes)"})
     cols = ["workload", "source", "calls", "sessions", "input median (tok)", "input p95 (tok)",
