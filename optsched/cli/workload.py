@@ -109,33 +109,51 @@ def _check_output(path: Path, suffix: str, flag: str) -> None:
 
 
 def _generate(args: argparse.Namespace) -> int:
-    import numpy as np
-
     from optsched.workload.native import write_jsonl
+    from optsched.workload.spec import is_generator_spec, workload_from_spec
 
     _check_output(Path(args.output), ".jsonl", "-o/--output")
-    if args.sessions < 1:
-        raise ValueError(f"--sessions must be an integer >= 1, got {args.sessions}")
-    if args.seed < 0:
-        raise ValueError(f"--seed must be an integer >= 0, got {args.seed}")
-    if args.variant is not None and args.kind != "agentx":
-        raise ValueError(f"--variant applies to --kind agentx only, got --kind {args.kind}")
-    rng = np.random.default_rng(args.seed)
-    if args.kind == "agentx":
-        from optsched.workload.gen_agentx import generate_agentx
-
-        w = generate_agentx(args.sessions, rng, variant=args.variant or "full")
-    elif args.kind == "copilot":
-        from optsched.workload.gen_copilot import generate_copilot
-
-        w = generate_copilot(args.sessions, rng)
+    if args.spec is not None:
+        given = [f for f, v in (("--kind", args.kind), ("--sessions", args.sessions), ("--seed", args.seed),
+                                ("--variant", args.variant)) if v is not None]
+        if given:
+            raise ValueError(f"give either a generator spec or {'/'.join(given)}, not both (spec {args.spec!r})")
+        if not is_generator_spec(args.spec):
+            raise ValueError(f"{args.spec!r}: expected a generator spec such as copilot:sessions=20,keep_fraction=0.5 "
+                             "(agentx|copilot|chat[:k=v,...], see optsched workload stats --help)")
+        w = workload_from_spec(args.spec)
     else:
-        from optsched.workload.gen_chat import generate_chat
-
-        w = generate_chat(args.sessions, rng)
+        if args.kind is None:
+            raise ValueError("expected --kind agentx|copilot|chat or a generator spec")
+        w = _generate_kind(args)
     path = write_jsonl(w, args.output)
     print(f"wrote {w.num_calls:,} calls in {len(w.sessions):,} sessions to {path}")
     return 0
+
+
+def _generate_kind(args: argparse.Namespace):
+    import numpy as np
+
+    sessions = 50 if args.sessions is None else args.sessions
+    seed = 0 if args.seed is None else args.seed
+    if sessions < 1:
+        raise ValueError(f"--sessions must be an integer >= 1, got {sessions}")
+    if seed < 0:
+        raise ValueError(f"--seed must be an integer >= 0, got {seed}")
+    if args.variant is not None and args.kind != "agentx":
+        raise ValueError(f"--variant applies to --kind agentx only, got --kind {args.kind}")
+    rng = np.random.default_rng(seed)
+    if args.kind == "agentx":
+        from optsched.workload.gen_agentx import generate_agentx
+
+        return generate_agentx(sessions, rng, variant=args.variant or "full")
+    if args.kind == "copilot":
+        from optsched.workload.gen_copilot import generate_copilot
+
+        return generate_copilot(sessions, rng)
+    from optsched.workload.gen_chat import generate_chat
+
+    return generate_chat(sessions, rng)
 
 
 def _pipe_safe(handler):
@@ -177,10 +195,15 @@ def register(subparsers) -> None:
     st.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
                     help="debug logging; list every re-sorted file (same as optsched -v)")
     st.set_defaults(func=_pipe_safe(_stats))
-    g = sub.add_parser("generate", help="write a generated workload as native session JSONL")
-    g.add_argument("--kind", choices=("agentx", "copilot", "chat"), required=True)
-    g.add_argument("--sessions", type=int, default=50, help="sessions (chat: calls) to generate (default 50)")
-    g.add_argument("--seed", type=int, default=0, help="numpy Generator seed >= 0 (default 0)")
+    g = sub.add_parser("generate", help="write a generated workload as native session JSONL",
+                       epilog="examples:\n  optsched workload generate --kind agentx --sessions 50 --seed 0 -o a.jsonl\n"
+                              "  optsched workload generate copilot:sessions=20,keep_fraction=0.5 -o c.jsonl\n\n"
+                              + _STATS_EPILOG.split("\n\n")[0].replace("(instead of a path; ", "("),
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    g.add_argument("spec", nargs="?", help="a generator spec (all generator options), instead of --kind ...")
+    g.add_argument("--kind", choices=("agentx", "copilot", "chat"))
+    g.add_argument("--sessions", type=int, default=None, help="sessions (chat: calls) to generate (default 50)")
+    g.add_argument("--seed", type=int, default=None, help="numpy Generator seed >= 0 (default 0)")
     g.add_argument("--variant", choices=("full", "256k"), default=None, help="agentx context variant (default full)")
     g.add_argument("-o", "--output", required=True, help="output .jsonl path (its folder must exist)")
     g.set_defaults(func=_pipe_safe(_generate))

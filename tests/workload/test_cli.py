@@ -139,3 +139,18 @@ def test_spec_edge_cases():
 
     with pytest.raises(ValueError, match="rate_per_s must be a finite number > 0, got inf"):
         workload_from_spec("chat:calls=3,rate=inf")  # used to put every arrival at t = 0
+
+
+def test_generate_from_a_spec_exposes_every_generator_option(tmp_path, capsys):
+    out = tmp_path / "c.jsonl"
+    assert main(["workload", "generate", "copilot:sessions=4,seed=2,keep_fraction=0.5", "-o", str(out)]) == 0
+    from optsched.workload.spec import workload_from_spec
+
+    assert load_jsonl(out) == workload_from_spec("copilot:sessions=4,seed=2,keep_fraction=0.5")
+    capsys.readouterr()
+    assert main(["workload", "generate", "copilot:sessions=4", "--seed", "1", "-o", str(out)]) == 2
+    assert "give either a generator spec or --seed, not both" in capsys.readouterr().err
+    assert main(["workload", "generate", "-o", str(out)]) == 2
+    assert "expected --kind agentx|copilot|chat or a generator spec" in capsys.readouterr().err
+    assert main(["workload", "generate", "trace.jsonl", "-o", str(out)]) == 2
+    assert "'trace.jsonl': expected a generator spec" in capsys.readouterr().err
