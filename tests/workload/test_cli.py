@@ -154,3 +154,17 @@ def test_generate_from_a_spec_exposes_every_generator_option(tmp_path, capsys):
     assert "expected --kind agentx|copilot|chat or a generator spec" in capsys.readouterr().err
     assert main(["workload", "generate", "trace.jsonl", "-o", str(out)]) == 2
     assert "'trace.jsonl': expected a generator spec" in capsys.readouterr().err
+
+
+def test_every_json_key_is_documented_in_help_and_module_docstring():
+    import re
+
+    from optsched.cli.workload import _STATS_EPILOG
+    from optsched.workload import stats as stats_mod
+    from optsched.workload.spec import workload_from_spec
+
+    keys = set(stats_mod.workload_stats(workload_from_spec("agentx:sessions=2"))) | {"plot"}
+    documented = set(re.findall(r"[a-z_]+", _STATS_EPILOG.split("--json keys")[1].split(":", 1)[1]))
+    assert keys <= documented, keys - documented
+    for k in keys - {"plot"}:
+        assert f"``{k}``" in stats_mod.__doc__, k
