@@ -10,7 +10,6 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullFormatter
 
-from optsched.workload import Call, Session, Workload, plot_distributions
 from optsched.workload.plot import _log_hist
 
 

@@ -50,10 +50,10 @@ def test_single_file_warning_names_file_and_line(tmp_path):
 def test_cli_prints_one_line_per_warning_without_source_echo(tmp_path, capsys):
     assert main(["workload", "stats", str(lmcache_sample())]) == 0
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == [
+    assert err == [(
         f"optsched workload: warning: {lmcache_sample()}: timestamps are not sorted in 2 of 2 files; each "
         "re-sorted by timestamp with a stable sort (equal timestamps keep file order); first out-of-order line: "
-        "miniswe/abe6103153a804525aa167d60cc30912.jsonl:4, taubench/09867e5c74f53656f91797020d262e3b.jsonl:4"]
+        "miniswe/abe6103153a804525aa167d60cc30912.jsonl:4, taubench/09867e5c74f53656f91797020d262e3b.jsonl:4")]
     d = _unsorted_dir(tmp_path, 5)
     assert main(["workload", "stats", str(d)]) == 0
     err = capsys.readouterr().err.strip().splitlines()
