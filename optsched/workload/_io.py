@@ -13,7 +13,7 @@ from pathlib import Path
 
 from optsched.workload.errors import TraceFormatError, TraceOrderWarning
 
-__all__ = ["iter_jsonl_objects", "iter_text_lines", "resort", "sorted_order", "warn_caller"]
+__all__ = ["iter_jsonl_objects", "iter_text_lines", "json_hint", "resort", "sorted_order", "warn_caller"]
 
 log = logging.getLogger(__name__)
 _PKG_DIR = str(Path(__file__).resolve().parent)
@@ -49,6 +49,14 @@ def iter_text_lines(path: str | Path) -> Iterator[tuple[int, str]]:
                     f"byte 0x{raw[exc.start]:02x} at column {exc.start + 1}") from None
 
 
+def json_hint(line: str, exc: json.JSONDecodeError) -> str:
+    """The decoder's message, plus a hint when ``line`` looks like the start of a pretty-printed JSON
+    document (traces are JSON Lines: one whole object per line)."""
+    if line.strip() in ("{", "["):
+        return f"{exc.msg}; a multi-line JSON document? traces are JSON Lines, one whole object per line"
+    return exc.msg
+
+
 def iter_jsonl_objects(path: str | Path, allow_empty: bool = False) -> Iterator[tuple[int, dict]]:
     """Yield ``(line_number, object)`` for each line of a JSON-lines file (line numbers 1-based).
 
@@ -65,7 +73,7 @@ def iter_jsonl_objects(path: str | Path, allow_empty: bool = False) -> Iterator[
         try:
             obj = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise TraceFormatError(path, n, f"one JSON object per line ({exc.msg})", line.strip()) from None
+            raise TraceFormatError(path, n, f"one JSON object per line ({json_hint(line, exc)})", line.strip()) from None
         if not isinstance(obj, dict):
             raise TraceFormatError(path, n, "a JSON object", obj)
         yield n, obj

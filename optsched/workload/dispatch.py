@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from optsched.workload._io import iter_text_lines
+from optsched.workload._io import iter_text_lines, json_hint
 from optsched.workload.errors import TraceFormatError
 from optsched.workload.types import Workload
 
@@ -28,7 +28,7 @@ def _detect_file(path: Path) -> str:
         try:
             obj = json.loads(first)
         except json.JSONDecodeError as exc:
-            raise TraceFormatError(path, 1, f"one JSON object per line ({exc.msg})", first.strip()) from None
+            raise TraceFormatError(path, 1, f"one JSON object per line ({json_hint(first, exc)})", first.strip()) from None
         if isinstance(obj, dict):
             if "format" in obj:
                 return "native"

@@ -160,3 +160,10 @@ def test_blank_lines_and_byte_order_mark(tmp_path):
     e = tmp_path / "e.csv"
     e.write_text("")
     _raises(load_any, e, 0, "CSV header .*the file is empty")
+
+
+def test_pretty_printed_json_gets_a_json_lines_hint(tmp_path):
+    f = tmp_path / "t.json"
+    f.write_text('{\n  "timestamp": 0,\n  "input_length": 600\n}\n')
+    _raises(load_any, f, 1, "multi-line JSON document\\? traces are JSON Lines")
+    _raises(load_mooncake, f, 1, "multi-line JSON document\\? traces are JSON Lines")
