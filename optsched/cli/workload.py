@@ -14,7 +14,8 @@ __all__ = ["register"]
 
 log = logging.getLogger(__name__)
 
-_ROWS = ("input_tokens", "output_tokens", "new_tokens", "gap_s", "calls_per_session", "calls_per_turn")
+_ROWS = ("input_tokens", "output_tokens", "new_tokens", "gap_s", "calls_per_session", "calls_per_turn",
+         "subagent_group_wait_s")
 
 
 _STATS_EPILOG = """\
@@ -45,10 +46,10 @@ def _plural(n: int, word: str) -> str:
 def _print_table(s: dict) -> None:
     print(f"workload {s['name']}: {_plural(s['calls'], 'call')}, {_plural(s['sessions'], 'session')}, "
           f"{'closed' if s['closed_loop'] else 'open'} loop")
-    print(f"{'':<18}{'count':>10}{'min':>12}{'median':>12}{'p95':>12}{'max':>12}")
+    print(f"{'':<22}{'count':>10}{'min':>12}{'median':>12}{'p95':>12}{'max':>12}")
     for k in _ROWS:
         d = s[k]
-        print(f"{k:<18}{d['count']:>10,}" + "".join(f"{_fmt(d[q]):>12}" for q in ("min", "median", "p95", "max")))
+        print(f"{k:<22}{d['count']:>10,}" + "".join(f"{_fmt(d[q]):>12}" for q in ("min", "median", "p95", "max")))
     for k in ("subagent_session_share", "max_concurrent_subagents", "prefix_reuse", "prefix_hit", "io_ratio"):
         print(f"{k:<26}{_fmt(s[k]) if k == 'max_concurrent_subagents' else ('-' if s[k] is None else f'{s[k]:.4f}')}")
 

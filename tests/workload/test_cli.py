@@ -32,6 +32,7 @@ def test_generate_then_stats_table(tmp_path, capsys):
     assert main(["workload", "stats", str(out)]) == 0
     text = capsys.readouterr().out
     assert "input_tokens" in text and "prefix_reuse" in text and f"{w.num_calls:,} calls" in text
+    assert "subagent_group_wait_s" in text
 
 
 def test_generator_spec_and_errors(capsys):
