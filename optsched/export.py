@@ -177,8 +177,54 @@ def _residency(plan: Plan, engine: str) -> EngineSettings:
     return EngineSettings(engine, (), (f"{engine} has no KV residency setting; no mapping exists.",), False)
 
 
+def _price_mapping(p: dict) -> dict | None:
+    """Engine knobs that approximate the price rule (routing/price plans from `optsched solve routing`).
+
+    The price rule keeps a call on the instance holding its prefix while the load gap (s) is below
+    the saving (s_p + ρ)·hit. SGLang's cache_aware router counts load in requests and compares
+    prefix-match ratios, so: ``balance_abs_threshold`` = saving of the window's median HBM hit /
+    median work of one call (requests, >= 1); ``cache_threshold`` = match ratio whose saving equals
+    one median call of load, median_work_s / ((s_p + ρ)·median_input), clipped to [0, 1].
+    llm-d scores each scorer in [0, 1] per pick and sums weights·scores: ``prefix-cache-scorer``
+    weight ∝ (s_p + ρ)·median_input (s saved by a full prefix hit), ``queue-scorer`` weight ∝
+    median_work_s · window calls per instance (s of queue between the emptiest and fullest pod,
+    taken as the window's mean queue); integers scaled so the larger is 10. Approximations of a
+    linear rule by normalized scores; None when the plan has no window summary.
+    """
+    w = p.get("window")
+    if not isinstance(w, dict) or "prefill_s_per_token" not in p:
+        return None
+    try:
+        price = float(p["prefill_s_per_token"]) + float(p.get("recompute_s_per_token", 0.0))
+        work, inp, hit = float(w["median_work_s"]), float(w["median_input_tokens"]), float(w["median_hit_tokens"])
+        per_inst = float(w["calls"]) / max(1, int(w["instances"]))
+    except (KeyError, TypeError, ValueError):
+        return None
+    if work <= 0 or inp <= 0:
+        return None
+    pref, queue = price * inp, work * per_inst
+    top = max(pref, queue)
+    return {"cache_threshold": round(min(1.0, work / pref), 3),
+            "balance_abs_threshold": max(1, round(price * hit / work)),
+            "scorer_weights": {"prefix-cache-scorer": max(1, round(10 * pref / top)),
+                               "queue-scorer": max(1, round(10 * queue / top))}}
+
+
 def _routing(plan: Plan, engine: str) -> EngineSettings:
     p = dict(plan.parameters)
+    derived = _price_mapping(p) if plan.type == "price" else None
+    if derived is not None:
+        p = {**derived, **{k: v for k, v in p.items() if k in derived}}
+        note = ("derived from the price rule's weights and the solved window (optsched.export._price_mapping); "
+                "an approximation: the engine scores with normalized/request counts, the rule in seconds.")
+        if engine == "sglang-router":
+            s = _routing(Plan("routing", "cache_aware", {k: p[k] for k in ("cache_threshold",
+                                                                            "balance_abs_threshold")}), engine)
+            rel = "--balance-rel-threshold is not derived (keep the router default)."
+            return EngineSettings(engine, s.flags, (note, rel), True)
+        if engine == "llm-d":
+            s = _routing(Plan("routing", "scored", {"scorer_weights": p["scorer_weights"]}), engine)
+            return EngineSettings(engine, s.flags, s.notes + (note,), True)
     if engine == "sglang-router":
         names = {"cache_threshold": "--cache-threshold", "balance_abs_threshold": "--balance-abs-threshold",
                  "balance_rel_threshold": "--balance-rel-threshold"}
@@ -206,9 +252,15 @@ def _pd(plan: Plan, engine: str) -> EngineSettings:
                       ("gpu_budget", "--max-gpu-budget")):
         if key in p:
             flags += [flag, str(int(p[key]))]
-    if "prefill_instances" in p or "decode_instances" in p:
+    if ("prefill_instances" in p or "decode_instances" in p) and (
+            p.get("prefill_instances", 1) or p.get("decode_instances", 1)):
         notes.append(f"start with replicas: prefill = {p.get('prefill_instances', '?')}, decode = "
                      f"{p.get('decode_instances', '?')} in the DynamoGraphDeployment; the planner scales from there.")
+    for row in p.get("counts", ()) if isinstance(p.get("counts"), list) else ():
+        if isinstance(row, dict):
+            notes.append(f"{row.get('instances', '?')}x {row.get('role', '?')} worker, {row.get('tp', '?')} GPUs "
+                         f"(tensor parallel) each" + (" (aggregated worker: no planner P/D split)"
+                                                       if row.get("role") == "colocated" else ""))
     if not flags and not notes:
         return EngineSettings(engine, (), (f"P/D plan type {plan.type!r} has no prefill_tp / decode_tp / "
                                            "instance counts to map.",), False)

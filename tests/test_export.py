@@ -129,17 +129,16 @@ def test_cli_solve_admission_then_export(tmp_path, capsys):
     assert "field 'kind'" in capsys.readouterr().err
 
 
-def test_cli_solve_routing_says_clearly_when_unavailable(tmp_path, capsys):
-    import importlib
-
+def test_cli_solve_routing_agentx_writes_a_price_plan(tmp_path, capsys):
     from optsched.cli import main
 
-    rc = main(["solve", "routing", "--workload", "agentx:1", "-o", str(tmp_path / "r.json")])
-    if getattr(importlib.import_module("optsched.pipelines.routing"), "plan_from_workload", None) is None:
-        assert rc == 2
-        assert "does not provide plan_from_workload" in capsys.readouterr().out
-    else:
-        assert rc == 0
+    out = tmp_path / "r.json"
+    rc = main(["solve", "routing", "--workload", "agentx:1", "--window", "12", "--time-limit", "5",
+               "--mip-gap", "1e-3", "-o", str(out)])
+    assert rc == 0
+    assert "routing MILP: status=" in capsys.readouterr().out
+    plan = load_policy(out)
+    assert (plan.kind, plan.type) == ("routing", "price") and plan.parameters["window"]["calls"] == 12
 
 
 def test_loaded_plans_run_in_the_cluster_simulator(tmp_path):
@@ -176,3 +175,22 @@ def test_cli_solve_bad_workload_is_one_clean_line(tmp_path, capsys):
     assert main(["solve", "admission", "--workload", "jaillet:x", "-o", str(tmp_path / "x.json")]) == 2
     err = capsys.readouterr().err
     assert "expected jaillet:N" in err and "Traceback" not in err
+
+
+def test_price_plan_engine_mapping_hand_computed():
+    """s_p + ρ = 2e-4 s/token; window medians: work 0.5 s, input 10k, hit 5k; 32 calls on 4 instances.
+    Full-hit saving 2e-4·10k = 2 s; queue spread 0.5 s·8 = 4 s. SGLang: cache_threshold = 0.5/2 = 0.25,
+    balance_abs_threshold = 2e-4·5k/0.5 = 2 requests; llm-d weights 10·2/4 = 5 (prefix), 10 (queue)."""
+    window = {"median_work_s": 0.5, "median_input_tokens": 10_000, "median_hit_tokens": 5_000, "calls": 32,
+              "instances": 4}
+    plan = Plan("routing", "price", {"prefill_s_per_token": 1e-4, "recompute_s_per_token": 1e-4, "window": window})
+    s = engine_settings(plan, "sglang-router")
+    assert s.mapped and s.flags == ("--policy", "cache_aware", "--cache-threshold", "0.25",
+                                    "--balance-abs-threshold", "2")
+    d = engine_settings(plan, "llm-d")
+    assert d.mapped and d.flags == ("pluginRef: prefix-cache-scorer  weight: 5", "pluginRef: queue-scorer  weight: 10")
+    assert not engine_settings(plan, "vllm").mapped and not engine_settings(plan, "dynamo-planner").mapped
+    # without a window summary there is nothing to derive the thresholds from
+    assert not engine_settings(Plan("routing", "price", {"prefill_s_per_token": 1e-4}), "sglang-router").mapped
+    # the window summary is a report, not a router setting
+    assert plan.to_policy().config.recompute_s_per_token == 1e-4

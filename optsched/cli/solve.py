@@ -5,9 +5,12 @@ admission: ``--workload jaillet:N`` solves one Jaillet-style unit-round instance
 quantized to the unit-round model (module `optsched.pipelines.admission`, ``workload_rounds``).
 residency: ``--workload`` (a trace path or ``agentx:N``) -> tool pauses -> hindsight slot MILP vs the
 online rules, and the optimized TTL rule as the policy.
-routing / pd: delegated to ``optsched.pipelines.routing`` / ``optsched.pipelines.pd`` through their
-``plan_from_workload(workload, gpu, model, tp, options, seed)`` entry point; when a pipeline does not
-provide it the subcommand says so and exits 2.
+routing: ``optsched.pipelines.routing.plan_from_workload``: a window of ``--window`` calls after
+``--warmup`` calls replayed through per-instance prefix caches, on ``--instances`` instances; the
+window MILP + LP bound; the price router's weights (policy routing/price).
+pd: ``optsched.pipelines.pd.plan_from_workload``: mean token profile and cached fraction of the
+workload, P90 TTFT ``--ttft`` / TPOT ``--tpot`` SLOs, ``--gpu-budget``; counts per role and TP
+(policy pd_ratio/counts). An SLO no configuration meets is a one-line error (exit 2).
 Solver progress: INFO log lines; the HiGHS log itself with ``--solver-log``.
 """
 
@@ -37,6 +40,12 @@ def register(subparsers) -> None:
     p.add_argument("--calls", type=int, default=8, help="admission: calls of a trace quantized into the MILP")
     p.add_argument("--slot", type=float, default=2.0, help="residency: slot length (s)")
     p.add_argument("--sessions", type=int, default=0, help="residency: use only the first N sessions (0 = all)")
+    p.add_argument("--instances", type=int, default=4, help="routing: instances of the cluster")
+    p.add_argument("--window", type=int, default=32, help="routing: calls in the solved window")
+    p.add_argument("--warmup", type=int, default=200, help="routing: calls replayed into the caches first")
+    p.add_argument("--gpu-budget", type=int, default=16, help="pd: GPUs available")
+    p.add_argument("--ttft", type=float, default=2.0, help="pd: P90 TTFT SLO (s)")
+    p.add_argument("--tpot", type=float, default=0.1, help="pd: TPOT SLO (s)")
     p.add_argument("--solver-log", action="store_true", help="stream the HiGHS log")
     p.add_argument("-o", "--output", required=True, help="policy JSON to write")
     p.set_defaults(func=_run)
@@ -176,8 +185,28 @@ def _delegated(args, opts) -> int:
         return 2
     from optsched.export import dump_policy
 
-    plan, result = entry(_workload(args.workload, args.seed), args.gpu, args.model, args.tp, opts, args.seed)
+    if args.problem == "routing":
+        extra = {"n_instances": args.instances, "window_calls": args.window, "warmup_calls": args.warmup}
+    else:
+        extra = {"gpu_budget": args.gpu_budget, "ttft_p90_s": args.ttft, "tpot_s": args.tpot}
+    plan, result = entry(_workload(args.workload, args.seed), args.gpu, args.model, args.tp, opts, args.seed,
+                         **extra)
     _summary(f"{args.problem} MILP", result)
+    p = plan.parameters
+    if args.problem == "routing":
+        w = p["window"]
+        lp = "n/a" if w["lp_bound_s"] is None else f"{w['lp_bound_s']:.6g}"
+        print(f"  window {w['first_call']}..{w['last_call']} ({w['calls']} calls after {w['warmup_calls']} "
+              f"replayed): makespan {w['makespan_s']:.3f} s, recomputed {w['recomputed_tokens']:.0f} tokens, "
+              f"{w['migrations']} migrations, calls per instance {w['calls_per_instance']}, LP bound {lp}")
+        print(f"  price router: s_p={p['prefill_s_per_token']:.4g} s/token, s_d={p['decode_s_per_token']:.4g} "
+              f"s/token, rho={p['recompute_s_per_token']:.4g} s/token ({p['provenance']})")
+    else:
+        pr = p["profile"]
+        rows = ", ".join(f"{c['instances']}x {c['role']} tp{c['tp']}" for c in p["counts"])
+        print(f"  profile {pr['input_tokens']} in / {pr['output_tokens']} out / {pr['cached_fraction']:.1%} cached: "
+              f"{rows}; {p['gpus']}/{p['gpu_budget']} GPUs, goodput {p['goodput_rps']:.4g} req/s "
+              f"({p['goodput_per_gpu']:.4g} per GPU)")
     dump_policy(plan, args.output)
     print(f"wrote {args.output} ({plan.kind}/{plan.type})")
     return 0

@@ -23,7 +23,14 @@ from optsched.pipelines.pd_capacity import (
 from optsched.solvers import SolveResult, SolverOptions, diagnose_infeasibility, solve
 from optsched.solvers.diagnose import InfeasibilityDiagnosis
 
-__all__ = ["DEFINITION_FAMILIES", "DISTSERVE_OPT13B_A100", "PDSolve", "config_from_cost_model", "solve_pd"]
+__all__ = [
+    "DEFINITION_FAMILIES",
+    "DISTSERVE_OPT13B_A100",
+    "PDSolve",
+    "config_from_cost_model",
+    "plan_from_workload",
+    "solve_pd",
+]
 
 # Definitional equalities of `build_pd`, kept hard by the infeasibility diagnosis.
 DEFINITION_FAMILIES = ("goodput_def", "pd_flow_balance")
@@ -54,6 +61,18 @@ def config_from_cost_model(gpu: str, model: str, tp: int, wl: PDWorkload, slo: P
                     decode_rps=decode_capacity_rps(cm, wl, slo),
                     colocated_rps=colocated_capacity_rps(cm, wl, slo, interference=interference),
                     kv_link_bytes_per_s=bw, price_per_gpu_hour=price_per_gpu_hour)
+
+
+def plan_from_workload(workload, gpu: str, model: str, tp: int, options: SolverOptions | None = None,
+                       seed: int | None = None, **kwargs):
+    """CLI entry point (`optsched solve pd`): workload token statistics -> P/D MILP -> `Plan` "pd_ratio".
+
+    Implemented in `optsched.pipelines.pd_workload.plan_from_workload` (profile, TP candidates, SLO
+    and budget options documented there); returns (Plan, SolveResult).
+    """
+    from optsched.pipelines.pd_workload import plan_from_workload as impl
+
+    return impl(workload, gpu, model, tp, options, seed, **kwargs)
 
 
 class PDSolve:

@@ -25,12 +25,25 @@ from optsched.workload.types import Call
 __all__ = [
     "RoutingSolve",
     "greedy_routing",
+    "plan_from_workload",
     "routing_instance_from_calls",
     "solve_routing",
     "synthetic_routing_window",
 ]
 
 logger = logging.getLogger(__name__)
+
+
+def plan_from_workload(workload, gpu: str, model: str, tp: int, options: SolverOptions | None = None,
+                       seed: int | None = None, **kwargs):
+    """CLI entry point (`optsched solve routing`): workload -> window MILP -> price-router `Plan`.
+
+    Implemented in `optsched.pipelines.routing_workload.plan_from_workload` (which window, the
+    prefix-cache replay and the plan's parameters are documented there); returns (Plan, SolveResult).
+    """
+    from optsched.pipelines.routing_workload import plan_from_workload as impl
+
+    return impl(workload, gpu, model, tp, options, seed, **kwargs)
 
 
 def resident_tokens_from_caches(calls: Sequence[Call], caches: Sequence[PrefixCache],

@@ -16,7 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["KINDS", "POLICY_CLASSES", "Plan", "Provenance", "build_assignment_router", "build_price_router"]
+__all__ = ["KINDS", "POLICY_CLASSES", "Plan", "Provenance", "build_assignment_router", "build_pd_cluster",
+           "build_price_router"]
 
 KINDS = ("routing", "pd_ratio", "admission", "residency")
 
@@ -30,14 +31,20 @@ POLICY_CLASSES: dict[tuple[str, str], str] = {
     ("residency", "ttl_opt"): "optsched.policies.residency_ttl_opt:OptimizedTTLResidency",
     ("routing", "price"): "optsched.policies.plan:build_price_router",
     ("routing", "assignment"): "optsched.policies.plan:build_assignment_router",
+    ("pd_ratio", "counts"): "optsched.policies.plan:build_pd_cluster",
 }
 
 
 def build_price_router(params: Mapping[str, Any]) -> Any:
-    """Adapter: `PriceRouter(PriceRouterConfig(**params))` (the price router takes a config object)."""
+    """Adapter: `PriceRouter(PriceRouterConfig(...))` from the config fields of ``params``; other keys
+    (e.g. ``window``, the solved window's summary written by `optsched solve routing`) are reports,
+    not router settings, and are ignored."""
+    from dataclasses import fields
+
     from optsched.policies.router_price import PriceRouter, PriceRouterConfig
 
-    return PriceRouter(PriceRouterConfig(**dict(params)))
+    names = {f.name for f in fields(PriceRouterConfig)}
+    return PriceRouter(PriceRouterConfig(**{k: v for k, v in params.items() if k in names}))
 
 
 def build_assignment_router(params: Mapping[str, Any]) -> Any:
@@ -48,6 +55,31 @@ def build_assignment_router(params: Mapping[str, Any]) -> Any:
     if "assignment" not in params:
         raise ValueError("routing/assignment plan needs parameters.assignment (call_id -> instance index)")
     return PlanRouter(RoutingPlan({str(k): int(v) for k, v in params["assignment"].items()}), RoundRobinRouter())
+
+
+def build_pd_cluster(params: Mapping[str, Any]) -> Any:
+    """Adapter for kind "pd_ratio": the plan's pools as the `optsched.sim.ClusterConfig` the simulator runs
+    (one `InstanceConfig` per ``params["counts"]`` row {gpu, model, tp, role, instances}, default
+    scheduler). A P/D plan decides the cluster, not a per-call rule, so its "policy" is the cluster:
+    ``simulate(workload, plan.to_policy())`` (the simulator's default router sends decodes to the decode
+    pool).
+
+    Raises:
+        ValueError: no ``counts`` rows, or a row missing a field.
+    """
+    from optsched.sim import ClusterConfig, InstanceConfig, SchedulerConfig
+
+    rows = params.get("counts")
+    if not isinstance(rows, list) or not rows:
+        raise ValueError("pd_ratio/counts plan needs parameters.counts (list of {gpu, model, tp, role, instances})")
+    insts = []
+    for k, r in enumerate(rows):
+        try:
+            insts.append(InstanceConfig(role=r["role"], gpu=r["gpu"], model=r["model"], tp=int(r["tp"]),
+                                        count=int(r["instances"])))
+        except (KeyError, TypeError) as exc:
+            raise ValueError(f"parameters.counts[{k}]: missing or bad field {exc}") from exc
+    return ClusterConfig(tuple(insts), SchedulerConfig())
 
 
 def _finite_or_none(name: str, value: Any) -> None:
