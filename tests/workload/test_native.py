@@ -109,3 +109,15 @@ def test_delta_encoding_keeps_files_small(tmp_path):
     assert (rec["hash_base"], rec["hash_keep"], rec["hash_append"]) == ("a", 1000, [5000])
     f = write_jsonl(w, tmp_path / "w.jsonl")
     assert load_jsonl(f) == w
+
+
+def test_every_schema_field_is_described():
+    """The shipped schema is the format's documentation: each field says its meaning and unit."""
+    defs = session_schema()["$defs"]
+    for kind in ("header", "session", "call"):
+        for name, prop in defs[kind]["properties"].items():
+            assert prop.get("description"), f"{kind}.{name}"
+            if name.endswith("_s"):
+                assert "(s)" in prop["description"], f"{kind}.{name}"
+            if name.endswith("_tokens"):
+                assert "tokens" in prop["description"], f"{kind}.{name}"
