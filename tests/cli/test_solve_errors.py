@@ -1,0 +1,34 @@
+"""Bad input to `optsched solve`: exit 2 with one clear line on stderr and no traceback."""
+
+import warnings
+
+import pytest
+
+from optsched.cli import main
+
+MOONCAKE = "optsched/data/samples/mooncake/conversation_trace_first2000.jsonl"
+
+
+@pytest.fixture(autouse=True)
+def _repo_root(monkeypatch, request):
+    monkeypatch.chdir(request.config.rootpath)
+    warnings.simplefilter("ignore")
+
+
+@pytest.mark.parametrize(("argv", "needle"), [
+    (["routing", "--workload", MOONCAKE, "--gpu", "nosuch-gpu"], "unknown gpu 'nosuch-gpu'"),
+    (["pd", "--workload", MOONCAKE, "--model", "nosuch-model"], "unknown model 'nosuch-model'"),
+    (["pd", "--workload", MOONCAKE, "--ttft", "0.05"], "SLO infeasible"),
+    (["pd", "--workload", MOONCAKE, "--tpot", "0.001"], "meets TPOT 0.001 s"),
+    (["routing", "--workload", "no/such/trace.jsonl"], "no/such/trace.jsonl"),
+    (["pd", "--workload", "agentx:0"], "agentx:N with N a positive integer"),
+    (["routing", "--workload", MOONCAKE, "--window", "0"], "window >= 1"),
+])
+def test_bad_input_is_one_clean_line(capsys, tmp_path, argv, needle):
+    out = tmp_path / "p.json"
+    assert main(["solve", *argv, "--time-limit", "5", "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("optsched solve: error: ") and needle in lines[0], err
+    assert "Traceback" not in err
+    assert not out.exists()
