@@ -66,8 +66,10 @@ def workload_from_spec(text: str) -> Workload:
 
     Raises:
         FileNotFoundError: neither an existing path nor a generator spec.
-        ValueError: a malformed spec or bad trace (TraceFormatError).
+        ValueError: an empty ``text``, a malformed spec or bad trace (TraceFormatError).
     """
+    if not text.strip():  # Path("") is the current directory: never scan it by accident
+        raise ValueError("empty source: expected a trace path or a generator spec like 'agentx:sessions=50,seed=0'")
     if Path(text).exists():
         from optsched.workload.dispatch import load_any
 

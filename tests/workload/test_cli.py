@@ -169,3 +169,8 @@ def test_every_json_key_is_documented_in_help_and_module_docstring():
     assert keys <= documented, keys - documented
     for k in keys - {"plot"}:
         assert f"``{k}``" in stats_mod.__doc__, k
+
+
+def test_empty_source_is_refused_not_read_as_the_current_directory(capsys):
+    assert main(["workload", "stats", ""]) == 2
+    assert "empty source: expected a trace path or a generator spec" in capsys.readouterr().err
