@@ -29,19 +29,6 @@ def _num(v: Any) -> float | None:
     return float(v) if isinstance(v, (int, float)) and math.isfinite(v) else None
 
 
-def _pd_parameters(params: dict[str, Any], gpu_budget: int) -> dict[str, Any]:
-    """P/D plan parameters plus the per-role counts / TP the engine mappings read."""
-    out = dict(params, gpu_budget=gpu_budget)
-    for role in ("prefill", "decode", "colocated"):
-        gs = [g for g in params["instances"] if g["role"] == role]
-        if gs:
-            out[f"{role}_instances"] = sum(g["count"] for g in gs)
-            tps = {g["tp"] for g in gs}
-            if len(tps) == 1:
-                out[f"{role}_tp"] = tps.pop()
-    return out
-
-
 def _heuristic_plans(ctx: StageContext) -> list[tuple[str, dict[str, Any]]]:
     cfg = ctx.config
     out = []
@@ -71,8 +58,6 @@ def _derived_plans(ctx: StageContext) -> list[tuple[str, dict[str, Any]]]:
     out = []
     for p in form.data.get("derived_policies", []):
         doc = dict(p["plan"])
-        if doc["kind"] == "pd_ratio":
-            doc["parameters"] = _pd_parameters(doc["parameters"], ctx.config.num_gpus)
         doc["note"] = f"{p['label']}" + (f" on {p['workload']}" if p.get("workload") else "")
         out.append((f"{p.get('workload') or 'all'}__{doc['kind']}__{doc['type']}", doc))
     return out
