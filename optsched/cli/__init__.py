@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import os
 import sys
 
 __all__ = ["main", "build_parser"]
@@ -49,6 +50,11 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"optsched {args.command}: error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # `optsched ... | head`: the reader went away; exit quietly as Unix tools do (128 + SIGPIPE)
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 141
 
 
 if __name__ == "__main__":  # pragma: no cover

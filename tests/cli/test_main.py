@@ -1,0 +1,36 @@
+"""The `optsched` entry point: bad input is one line, a closed pipe exits quietly."""
+
+import subprocess
+import sys
+
+import optsched.cli as cli
+
+# A handler that writes far more than a pipe buffer holds, run under `| head -c 1`.
+_FLOOD = """
+import argparse, sys
+import optsched.cli as cli
+def build_parser():
+    p = argparse.ArgumentParser(prog="optsched")
+    p.add_argument("-v", "--verbose", action="store_true")
+    sub = p.add_subparsers(dest="command")
+    s = sub.add_parser("flood")
+    s.set_defaults(func=lambda a: [print("x" * 1000) for _ in range(10_000)] and 0)
+    return p
+cli.build_parser = build_parser
+sys.exit(cli.main(["flood"]))
+"""
+
+
+def test_closed_pipe_exits_141_without_traceback():
+    proc = subprocess.Popen([sys.executable, "-c", _FLOOD], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.read(1)
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=60) == 141
+    assert "Traceback" not in err and "BrokenPipeError" not in err
+
+
+def test_bad_input_is_one_line_exit_2(capsys):
+    assert cli.main(["cost", "predict", "--gpu", "no-such-gpu", "--model", "llama-3-70b"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no-such-gpu" in err[0]
