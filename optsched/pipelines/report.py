@@ -102,6 +102,9 @@ def render_report(
         _table_md(headline) if headline is not None else "> headline comparison unavailable (see stage 5)",
         "",
     ]
+    comp = [r for r in results if r.stage == "comparison" and r.ok and r.summary]
+    if comp:
+        lines += [f"**What this shows.** {comp[0].summary}", ""]
     for i, r in enumerate(results):
         lines += [_section(i + 1, r), ""]
     prov = dict(provenance)

@@ -144,10 +144,14 @@ def _summary(head: Table, form: Any, failed: dict[str, str]) -> str:
         if missed:
             s += f"; missing the target even at the lowest load: {', '.join(missed)}"
         top = max(r["load scale"] for r in rs)
-        if all(r["load scale"] == top for r in met):
+        capped = [r["policy"] for r in met if r["load scale"] == top]
+        if len(capped) == len(met):
             s += (f". Every policy that meets the target still meets it at the highest simulated load (x{top:g}): "
                   "this workload does not load the cluster enough to separate the policies at the target, so the "
                   "differences are those of an unsaturated cluster")
+        elif capped:
+            s += (f". {', '.join(capped)} still meet(s) the target at the highest simulated load (x{top:g}), so "
+                  "the goodput shown for it is a lower bound of what it sustains at the target")
         parts.append(s + ".")
     if form is None:
         parts.append("No optimized policy is compared: the formulations stage is unavailable.")
