@@ -36,7 +36,8 @@ def register(subparsers) -> None:
     p.add_argument("--tp", type=int, default=4)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--time-limit", type=float, default=120.0, help="solver time limit (s)")
-    p.add_argument("--mip-gap", type=float, default=1e-4)
+    p.add_argument("--mip-gap", type=float, default=None,
+                   help="relative MIP gap (default: 1e-3 for routing, whose windows are large; 1e-4 otherwise)")
     p.add_argument("--calls", type=int, default=8, help="admission: calls of a trace quantized into the MILP")
     p.add_argument("--slot", type=float, default=2.0, help="residency: slot length (s)")
     p.add_argument("--sessions", type=int, default=0, help="residency: use only the first N sessions (0 = all)")
@@ -83,7 +84,8 @@ def _run(args) -> int:
     from optsched.export import dump_policy
     from optsched.solvers import SolverOptions
 
-    opts = SolverOptions(time_limit_s=args.time_limit, mip_gap=args.mip_gap, verbose=args.solver_log,
+    gap = args.mip_gap if args.mip_gap is not None else (1e-3 if args.problem == "routing" else 1e-4)
+    opts = SolverOptions(time_limit_s=args.time_limit, mip_gap=gap, verbose=args.solver_log,
                          warm_start=True)
     if not args.solver_log:  # pyomo's HiGHS wrapper logs the solver log at INFO; keep it for --solver-log
         logging.getLogger("pyomo").setLevel(logging.WARNING)
