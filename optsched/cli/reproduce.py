@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-__all__ = ["register", "main"]
+__all__ = ["main", "register"]
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -8,15 +8,16 @@ results, the config and the provenance: the same seed and code give the same tex
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import yaml
 
 from optsched.pipelines.runcache import atomic_write_text
 from optsched.pipelines.stages.base import StageResult, Table
 
-__all__ = ["fmt", "markdown_table", "render_report", "write_report", "TIMINGS_HEADING"]
+__all__ = ["TIMINGS_HEADING", "fmt", "markdown_table", "render_report", "write_report"]
 
 TIMINGS_HEADING = "## Wall-clock timings (vary run to run; not part of the results)"
 
@@ -88,11 +89,13 @@ def render_report(
     lines = [
         f"# optsched reproduce — `{c['name']}`",
         "",
-        f"Instance: **{c['model']}** (Llama-3-70B-class) on **{c['gpu']}** with tensor parallelism "
-        f"**{c['tp']}**; cluster of {c['num_instances']} instances ({c['num_instances'] * c['tp']} GPUs); "
-        f"SLOs TTFT ≤ {fmt(float(c['slo_ttft_s']))} s, TPOT ≤ {fmt(float(c['slo_tpot_s']))} s; policies are "
-        f"compared at P90 interactivity ≥ {fmt(float(c['interactivity_target_tok_s']))} output tokens/s per "
-        f"user. Seed {c['seed']}. Everything is simulated on the CPU with optsched's cost model; no GPU was used.",
+        (
+            f"Instance: **{c['model']}** (Llama-3-70B-class) on **{c['gpu']}** with tensor parallelism "
+            f"**{c['tp']}**; cluster of {c['num_instances']} instances ({c['num_instances'] * c['tp']} GPUs); "
+            f"SLOs TTFT ≤ {fmt(float(c['slo_ttft_s']))} s, TPOT ≤ {fmt(float(c['slo_tpot_s']))} s; policies are "
+            f"compared at P90 interactivity ≥ {fmt(float(c['interactivity_target_tok_s']))} output tokens/s per "
+            f"user. Seed {c['seed']}. Everything is simulated on the CPU with optsched's cost model; no GPU was used."
+        ),
         "",
         markdown_table(["#", "stage", "status"],
                        [[i + 1, r.title, "ok" if r.ok else f"UNAVAILABLE: {r.reason}"] for i, r in enumerate(results)]),

@@ -20,9 +20,10 @@ from __future__ import annotations
 import logging
 import time
 import traceback
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from optsched.pipelines.provenance import collect_provenance
 from optsched.pipelines.report import render_report, write_report
@@ -31,7 +32,7 @@ from optsched.pipelines.runcache import RunCache, atomic_write_text, canonical_j
 from optsched.pipelines.stages import STAGES, seed_stream_names
 from optsched.pipelines.stages.base import Stage, StageContext, StageResult, StageUnavailable, Table
 
-__all__ = ["ReproduceOutcome", "run_reproduce", "headline_table"]
+__all__ = ["ReproduceOutcome", "headline_table", "run_reproduce"]
 
 log = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-__all__ = ["WorkloadSpec", "ReproduceConfig", "load_config", "config_path", "WORKLOAD_KINDS"]
+__all__ = ["WORKLOAD_KINDS", "ReproduceConfig", "WorkloadSpec", "config_path", "load_config"]
 
 WORKLOAD_KINDS = ("mooncake_sample", "lmcache_sample", "agentx")
 
@@ -137,18 +137,18 @@ class ReproduceConfig:
         d["load_scales"] = list(self.load_scales)
         return d
 
-    def replace(self, **changes: Any) -> "ReproduceConfig":
+    def replace(self, **changes: Any) -> ReproduceConfig:
         return dataclasses.replace(self, **changes)
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any], source: str = "<dict>") -> "ReproduceConfig":
+    def from_dict(cls, d: dict[str, Any], source: str = "<dict>") -> ReproduceConfig:
         """Build from a parsed YAML mapping.
 
         Raises:
             ValueError: unknown field (named, with the file) or a field that fails validation.
         """
         if not isinstance(d, dict):
-            raise ValueError(f"{source}: expected a mapping of config fields, got {type(d).__name__}")
+            raise ValueError(f"{source}: expected a mapping of config fields, got {type(d).__name__}")  # noqa: TRY004
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(d) - known)
         if unknown:
@@ -159,7 +159,7 @@ class ReproduceConfig:
                 ws = []
                 for i, w in enumerate(kw["workloads"]):
                     if not isinstance(w, dict):
-                        raise ValueError(f"workloads[{i}] must be a mapping, got {w!r}")
+                        raise ValueError(f"workloads[{i}] must be a mapping, got {w!r}")  # noqa: TRY004
                     wk = {f.name for f in dataclasses.fields(WorkloadSpec)}
                     bad = sorted(set(w) - wk)
                     if bad:

@@ -17,10 +17,11 @@ import json
 import logging
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-__all__ = ["RunCache", "canonical_json", "digest", "atomic_write_bytes", "atomic_write_text", "code_digest"]
+__all__ = ["RunCache", "atomic_write_bytes", "atomic_write_text", "canonical_json", "code_digest", "digest"]
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ import pytest
 
 from optsched.pipelines.report import TIMINGS_HEADING, fmt, markdown_table
 from optsched.pipelines.reproduce_config import ReproduceConfig, WorkloadSpec, config_path, load_config
-from optsched.pipelines.runcache import RunCache, atomic_write_text, canonical_json, digest
+from optsched.pipelines.runcache import RunCache, atomic_write_text, digest
 
 # ---------------------------------------------------------------- run cache
 
@@ -150,7 +150,7 @@ def tiny_run(tmp_path_factory):
 
 
 def test_smoke_writes_report_with_every_part(tiny_run):
-    out, res = tiny_run
+    _, res = tiny_run
     text = res.report_path.read_text()
     for part in ("## 1. Workloads", "## 2. Cost model", "## 3. Baseline", "## 4. Formulations", "## 5. Comparison",
                  "## 6. Policies exported", "## Provenance", "## Headline comparison", TIMINGS_HEADING):
@@ -170,7 +170,7 @@ def test_smoke_every_stage_ran_with_real_results(tiny_run):
     """All seven parts are produced from real computations: workloads, calibration, baselines, the four
     formulations with a solver status, the comparison with heuristics and optimized policies, policies
     that read back."""
-    out, res = tiny_run
+    _, res = tiny_run
     bad = {r.stage: r.reason for r in res.results if not r.ok}
     assert not bad, bad
     by = {r.stage: r for r in res.results}

@@ -9,10 +9,10 @@
 (7. the report itself is written by ``optsched.pipelines.report``.)
 """
 
-from optsched.pipelines.stages.base import Stage, StageContext, StageResult, StageUnavailable, Table
 from optsched.pipelines.stages import baselines, calibration, comparison, export, formulations, workloads
+from optsched.pipelines.stages.base import Stage, StageContext, StageResult, StageUnavailable, Table
 
-__all__ = ["STAGES", "seed_stream_names", "Stage", "StageContext", "StageResult", "StageUnavailable", "Table"]
+__all__ = ["STAGES", "Stage", "StageContext", "StageResult", "StageUnavailable", "Table", "seed_stream_names"]
 
 STAGES: tuple[Stage, ...] = (
     workloads.STAGE,

@@ -13,9 +13,10 @@ all other fields are deterministic for a given seed and config).
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any
 
 import numpy as np
 
@@ -85,7 +86,7 @@ class StageResult:
         }
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "StageResult":
+    def from_dict(cls, d: dict[str, Any]) -> StageResult:
         return cls(
             stage=d["stage"], title=d["title"], status=d["status"], reason=d.get("reason", ""),
             tables=[Table(**t) for t in d.get("tables", [])], figures=list(d.get("figures", [])),

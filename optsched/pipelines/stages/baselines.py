@@ -13,9 +13,15 @@ from typing import Any
 from optsched.pipelines.reproduce_config import ReproduceConfig
 from optsched.pipelines.stages.base import Stage, StageContext, StageResult, StageUnavailable, Table
 from optsched.pipelines.stages.metrics import TABLE_METRICS, metric, metric_row
+from optsched.pipelines.stages.simrun import (
+    BASELINE_ADMISSIONS,
+    BASELINE_RESIDENCIES,
+    BASELINE_ROUTERS,
+    SimFailed,
+    policy_spec,
+    sim_many,
+)
 from optsched.pipelines.stages.workloads import get_workloads
-from optsched.pipelines.stages.simrun import (BASELINE_ADMISSIONS, BASELINE_RESIDENCIES, BASELINE_ROUTERS,
-                                              SimFailed, policy_spec, sim_many)
 
 __all__ = ["STAGE", "baseline_specs"]
 

@@ -17,7 +17,14 @@ import math
 from typing import Any
 
 from optsched.pipelines.reproduce_config import ReproduceConfig
-from optsched.pipelines.stages.base import Stage, StageContext, StageResult, StageUnavailable, Table, save_figure
+from optsched.pipelines.stages.base import (
+    Stage,
+    StageContext,
+    StageResult,
+    StageUnavailable,
+    Table,
+    save_figure,
+)
 from optsched.pipelines.stages.baselines import best_router
 from optsched.pipelines.stages.metrics import metric
 from optsched.pipelines.stages.simrun import SimFailed, policy_spec, sim_many

@@ -30,7 +30,6 @@ def _num(v: Any) -> float | None:
 
 
 def _heuristic_plans(ctx: StageContext) -> list[tuple[str, dict[str, Any]]]:
-    cfg = ctx.config
     out = []
     for w, summ in ctx.deps["baselines"].data["summaries"].items():
         best = best_router(summ)

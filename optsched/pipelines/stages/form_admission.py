@@ -21,7 +21,12 @@ __all__ = ["solve_admission_formulation"]
 
 def solve_admission_formulation(ctx: StageContext) -> dict[str, Any]:
     try:
-        from optsched.pipelines.admission import admission_plan, compare_rules_to_optimum, instance_digest, jaillet_instance
+        from optsched.pipelines.admission import (
+            admission_plan,
+            compare_rules_to_optimum,
+            instance_digest,
+            jaillet_instance,
+        )
         from optsched.solvers import SolverOptions
     except ImportError as exc:
         raise StageUnavailable(f"admission glue not importable ({exc})") from None

@@ -15,7 +15,7 @@ from optsched.pipelines.stages.base import StageContext, StageUnavailable
 from optsched.pipelines.stages.simrun import short_reason
 from optsched.pipelines.stages.workloads import get_workloads
 
-__all__ = ["solve_pd_formulation", "TPS"]
+__all__ = ["TPS", "solve_pd_formulation"]
 
 TPS = (2, 4, 8)
 
@@ -41,8 +41,9 @@ def solve_pd_formulation(ctx: StageContext) -> dict[str, Any]:
         timings.append({"stage": "formulations", "what": f"P/D MILP ({name})", "wall_s": round(time.perf_counter() - t0, 3)})
         p = dict(plan.parameters)
         prof = p["profile"]
-        rows.append(["P/D ratio", f"{name}: mean in {prof['input_tokens']:,} / out {prof['output_tokens']:,} tok, "
-                     f"cached {prof['cached_fraction']:.0%}, {cfg.num_gpus} GPUs, TP {'/'.join(map(str, TPS))}",
+        inst = (f"{name}: mean in {prof['input_tokens']:,} / out {prof['output_tokens']:,} tok, "
+                f"cached {prof['cached_fraction']:.0%}, {cfg.num_gpus} GPUs, TP {'/'.join(map(str, TPS))}")
+        rows.append(["P/D ratio", inst,
                      f"{res.solver} {res.solver_version}", res.status, res.objective, res.bound, res.gap,
                      "requests/s within SLO (goodput)"])
         groups = [{"role": c["role"], "tp": int(c["tp"]), "count": int(c["instances"])} for c in p["counts"]]

@@ -22,8 +22,14 @@ __all__ = ["solve_residency_formulation"]
 
 def solve_residency_formulation(ctx: StageContext) -> dict[str, Any]:
     try:
-        from optsched.pipelines.residency import (compare_residency, pauses_from_workload, residency_instance,
-                                                  residency_plan, ttl_opt_policy, workload_digest_residency)
+        from optsched.pipelines.residency import (
+            compare_residency,
+            pauses_from_workload,
+            residency_instance,
+            residency_plan,
+            ttl_opt_policy,
+            workload_digest_residency,
+        )
         from optsched.policies.residency_infercept import InferceptResidency
         from optsched.policies.residency_lru import LRUResidency
         from optsched.policies.residency_ttl import TTLResidency, tool_durations_from_calls

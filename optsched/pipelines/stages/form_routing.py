@@ -51,8 +51,8 @@ def solve_routing_formulation(ctx: StageContext) -> dict[str, Any]:
                         "wall_s": round(time.perf_counter() - t0, 3)})
         p = dict(plan.parameters)
         w = p.get("window", {})
-        rows.append(["routing", f"{name}: {w.get('calls')} calls x {w.get('instances')} instances after "
-                     f"{w.get('warmup_calls')} replayed", f"{res.solver} {res.solver_version}", res.status,
+        inst = f"{name}: {w.get('calls')} calls x {w.get('instances')} instances after {w.get('warmup_calls')} replayed"
+        rows.append(["routing", inst, f"{res.solver} {res.solver_version}", res.status,
                      res.objective, res.bound, res.gap, "s (window makespan + priced recompute/migration)"])
         data[name] = {"objective": res.objective, "bound": res.bound, "gap": res.gap, "window": w,
                       "rho_s_per_token": p.get("recompute_s_per_token")}

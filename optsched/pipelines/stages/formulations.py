@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import importlib
 import logging
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from optsched.pipelines.reproduce_config import ReproduceConfig
 from optsched.pipelines.stages.base import Stage, StageContext, StageResult, StageUnavailable, Table
 from optsched.pipelines.stages.simrun import short_reason
 
-__all__ = ["STAGE", "FORMULATIONS"]
+__all__ = ["FORMULATIONS", "STAGE"]
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +73,7 @@ def _run(ctx: StageContext) -> StageResult:
             solved[kind] = _SOLVE[kind](ctx)
         except StageUnavailable as exc:
             missing[kind] = str(exc)
-        except Exception as exc:  # noqa: BLE001 - one broken formulation must not hide the others; reported
+        except Exception as exc:
             log.exception("formulation %s failed", kind)
             missing[kind] = short_reason(exc)
     if not solved:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-__all__ = ["METRICS", "metric", "metric_row", "TABLE_METRICS"]
+__all__ = ["METRICS", "TABLE_METRICS", "metric", "metric_row"]
 
 # label -> summary key of optsched.sim (SimResult.summary)
 METRICS: dict[str, str] = {

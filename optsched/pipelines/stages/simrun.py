@@ -13,7 +13,8 @@ policies' own ``name`` attributes (`BASELINE_ROUTERS`, `BASELINE_ADMISSIONS`, `B
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -22,9 +23,21 @@ from optsched.pipelines.reproduce_config import ReproduceConfig
 from optsched.pipelines.stages.base import StageContext, StageUnavailable
 from optsched.pipelines.stages.workloads import get_workloads, workload_digest
 
-__all__ = ["BASELINE_ROUTERS", "BASELINE_ADMISSIONS", "BASELINE_RESIDENCIES", "cluster_for", "make_policies",
-           "scale_load", "sim_summary", "policy_spec", "sim_seed", "short_reason",
-           "run_sim", "sim_many", "SimFailed"]
+__all__ = [
+    "BASELINE_ADMISSIONS",
+    "BASELINE_RESIDENCIES",
+    "BASELINE_ROUTERS",
+    "SimFailed",
+    "cluster_for",
+    "make_policies",
+    "policy_spec",
+    "run_sim",
+    "scale_load",
+    "short_reason",
+    "sim_many",
+    "sim_seed",
+    "sim_summary",
+]
 
 log = logging.getLogger(__name__)
 
@@ -187,7 +200,7 @@ def scale_load(wl: Any, factor: float) -> Any:
             sessions.append(Session(s.session_id, calls, start_s=s.start_s / factor))
     else:
         k = len(wl.sessions)
-        n = max(1, int(round(k * factor)))
+        n = max(1, round(k * factor))
         sessions = list(wl.sessions[:n])
         for m in range(k, n):
             s, j = wl.sessions[m % k], m // k

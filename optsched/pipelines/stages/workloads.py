@@ -16,8 +16,15 @@ from optsched.pipelines.reproduce_config import ReproduceConfig, WorkloadSpec
 from optsched.pipelines.runcache import digest
 from optsched.pipelines.stages.base import Stage, StageContext, StageResult, StageUnavailable, Table
 
-__all__ = ["STAGE", "get_workloads", "trim_workload", "workload_digest", "build_workload", "align_session_starts",
-           "missing_workloads"]
+__all__ = [
+    "STAGE",
+    "align_session_starts",
+    "build_workload",
+    "get_workloads",
+    "missing_workloads",
+    "trim_workload",
+    "workload_digest",
+]
 
 log = logging.getLogger(__name__)
 
