@@ -11,7 +11,12 @@ blocks and releases (inserts) its prompt blocks at its release time. The next ``
 calls form the routing window: ``resident_tokens[c, i]`` = HBM prefix hit of call c on instance i
 after the replay (``PrefixCache.match``), home = the replay instance of c's session (-1 if new),
 free KV = each instance's HBM KV tokens (the window starts with no running work: initial load 0);
-decode is priced at the window's batch per instance (`window_decode_batch`).
+decode is priced at the window's batch per instance (`window_decode_batch`). Calls of one session
+inside the window are kept on one instance (``together`` pairs, ``keep_sessions_together=True``): an
+agent's next call extends the previous call's context, whose KV the snapshot cannot credit yet, so
+splitting a session would recompute it (what a sticky router avoids); each such call is
+credited, on every instance, with the leading block hashes it shares with the session's previous
+window call (that KV sits wherever the session goes), which also lowers its KV need to the increment.
 
 The window MILP (`optsched.models.routing`) is solved with the greedy warm start and its LP bound
 (`optsched.pipelines.routing.solve_routing`); the price router's ρ comes from the LP duals of the
@@ -124,7 +129,8 @@ def window_decode_batch(n_calls: int, n_instances: int) -> int:
 def plan_from_workload(wl: Workload, gpu: str, model: str, tp: int, options: SolverOptions | None,
                        seed: int | None, n_instances: int = 4, window_calls: int = 32,
                        warmup_calls: int = 200,
-                       weights: RoutingWeights | None = None) -> tuple[Plan, SolveResult]:
+                       weights: RoutingWeights | None = None,
+                       keep_sessions_together: bool = True) -> tuple[Plan, SolveResult]:
     """Solve one window of ``wl`` on ``n_instances`` colocated (gpu, model, tp) instances; return a
     `Plan` of kind "routing", type "price" and the MILP `SolveResult`.
 
@@ -140,11 +146,21 @@ def plan_from_workload(wl: Workload, gpu: str, model: str, tp: int, options: Sol
     cm = CostModel.from_names(gpu, model, tp=tp)
     rep = replay_window(wl, cm, n_instances, window_calls, warmup_calls)
     weights = weights or RoutingWeights()
-    inst = routing_instance_from_calls(rep.calls, rep.resident_tokens, [cm] * n_instances,
+    last: dict[str, int] = {}
+    pairs = []
+    res = rep.resident_tokens.copy()
+    for k, c in enumerate(rep.calls):
+        if keep_sessions_together and c.session_id in last:
+            prev = rep.calls[last[c.session_id]]
+            pairs.append((last[c.session_id], k))
+            res[k, :] = np.maximum(res[k, :], min(c.input_tokens, _common_blocks(prev, c) * wl.block_size))
+        last[c.session_id] = k
+    inst = routing_instance_from_calls(rep.calls, res, [cm] * n_instances,
                                        [float(cm.kv_capacity_tokens())] * n_instances, home=rep.home,
-                                       weights=weights, decode_batch=window_decode_batch(len(rep.calls), n_instances))
-    logger.info("routing: window of %d calls (after %d replayed) on %d instances; solving MILP + LP bound",
-                inst.n_calls, rep.warmup, n_instances)
+                                       weights=weights, decode_batch=window_decode_batch(len(rep.calls), n_instances),
+                                       together=tuple(pairs))
+    logger.info("routing: window of %d calls (after %d replayed, %d same-session pairs kept together) on %d "
+                "instances; solving MILP + LP bound", inst.n_calls, rep.warmup, len(pairs), n_instances)
     sol = solve_routing(inst, options, lp_bound=True)
     try:
         rho, det = derive_price_weights([inst], options)
@@ -163,6 +179,16 @@ def plan_from_workload(wl: Workload, gpu: str, model: str, tp: int, options: Sol
                       git_revision=git_revision()["commit"],
                       objective_units="s (window makespan + priced recompute/migration, routing MILP)")
     return Plan("routing", "price", params, prov), r
+
+
+def _common_blocks(a: Call, b: Call) -> int:
+    """Leading block hashes ``a`` and ``b`` share (hashes are chained: equal at i means equal prefix)."""
+    n = 0
+    for x, y in zip(a.block_hashes, b.block_hashes):
+        if x != y:
+            break
+        n += 1
+    return n
 
 
 def _median(x: Sequence[float]) -> float:
