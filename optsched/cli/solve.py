@@ -76,7 +76,8 @@ def _summary(name: str, r) -> None:
     gap = "n/a" if r.gap is None else f"{100 * r.gap:.3f}%"
     obj = "n/a" if r.objective is None else f"{r.objective:.6g}"
     bound = "n/a" if r.bound is None else f"{r.bound:.6g}"
-    print(f"{name}: status={r.status} objective={obj} bound={bound} gap={gap} time={r.wall_time_s:.2f}s "
+    stop = "" if r.status == "optimal" else f" ({r.termination})"  # e.g. "feasible (maxTimeLimit)"
+    print(f"{name}: status={r.status}{stop} objective={obj} bound={bound} gap={gap} time={r.wall_time_s:.2f}s "
           f"solver={r.solver} {r.solver_version}")
 
 
