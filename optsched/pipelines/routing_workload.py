@@ -173,7 +173,7 @@ def plan_from_workload(wl: Workload, gpu: str, model: str, tp: int, options: Sol
     params["window"] = _window_summary(inst, rep, sol)
     r = sol.result
     cal = getattr(getattr(cm, "calibration", None), "name", None) or "uncalibrated"
-    prov = Provenance(workload_digest=workload_digest(wl), cost_model=f"{gpu}/{model}/tp{tp}",
+    prov = Provenance(workload_digest=workload_digest(wl), cost_model=f"{cm.gpu.name}/{cm.model.name}/tp{tp}",
                       calibration_id=str(cal), solver=r.solver, solver_version=r.solver_version,
                       objective=r.objective, bound=r.bound, gap=r.gap, seed=seed,
                       git_revision=git_revision()["commit"],
