@@ -116,10 +116,11 @@ def _run(ctx: StageContext) -> StageResult:
                             "comparison).", ["workload / policy", "reason"],
                             [[k, v] for k, v in sorted(failed.items())]))
     return StageResult("comparison", STAGE.title, tables=tables, figures=figures,
-                       summary=_summary(head, ctx.deps.get("formulations"), failed))
+                       summary=_summary(head, ctx.deps.get("formulations"), failed,
+                                        {w: max(cfg.scales(w)) for w in curves}))
 
 
-def _summary(head: Table, form: Any, failed: dict[str, str]) -> str:
+def _summary(head: Table, form: Any, failed: dict[str, str], tops: dict[str, float]) -> str:
     """Per workload: the winner at the target among policies that meet it, the best optimized policy vs the
     best heuristic (said plainly when it does not win), and who misses the target."""
     recs = head.records()
@@ -150,7 +151,7 @@ def _summary(head: Table, form: Any, failed: dict[str, str]) -> str:
             s += "; no optimized policy meets the target here"
         if missed:
             s += f"; missing the target even at the lowest load: {', '.join(missed)}"
-        top = max(r["load scale"] for r in rs)
+        top = tops[w]  # the highest load simulated for this workload
         capped = [r["policy"] for r in met if r["load scale"] == top]
         if len(capped) == len(met):
             s += (f". Every policy that meets the target still meets it at the highest simulated load (x{top:g}): "
