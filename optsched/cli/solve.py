@@ -195,6 +195,9 @@ def _delegated(args, opts) -> int:
     plan, result = entry(_workload(args.workload, args.seed), args.gpu, args.model, args.tp, opts, args.seed,
                          **extra)
     _summary(f"{args.problem} MILP", result)
+    if not result.has_solution:
+        print("  no MILP incumbent: the window plan is the greedy fallback and the price weights come from "
+              "the cost model alone")
     p = plan.parameters
     if args.problem == "routing":
         w = p["window"]
