@@ -9,20 +9,21 @@ Units: seconds, tokens, KV blocks.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol, Sequence, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 from optsched.workload.types import Call
 
 __all__ = [
-    "InstanceView",
-    "ClusterView",
-    "WaitingPrefill",
-    "Router",
+    "RESIDENCY_ACTIONS",
     "Admission",
+    "ClusterView",
+    "InstanceView",
     "Residency",
     "ResidencyDecision",
-    "RESIDENCY_ACTIONS",
+    "Router",
+    "WaitingPrefill",
 ]
 
 RESIDENCY_ACTIONS = ("keep", "offload_dram", "offload_ssd", "drop")

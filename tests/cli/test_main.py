@@ -3,12 +3,12 @@
 import subprocess
 import sys
 
-import optsched.cli as cli
+from optsched import cli
 
 # A handler that writes far more than a pipe buffer holds, run under `| head -c 1`.
 _FLOOD = """
 import argparse, sys
-import optsched.cli as cli
+from optsched import cli
 def build_parser():
     p = argparse.ArgumentParser(prog="optsched")
     p.add_argument("-v", "--verbose", action="store_true")
