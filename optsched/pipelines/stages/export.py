@@ -109,8 +109,8 @@ def _run(ctx: StageContext) -> StageResult:
         md.append("")
     atomic_write_text(pdir / "ENGINE_SETTINGS.md", "\n".join(md))
     files = Table("policies", "Policies written (optsched.policy/v1); 'read back' = schema-valid and equal after "
-                  "load_policy; 'runs in simulator' = Plan.to_policy() builds the online policy (the pipeline "
-                  "itself simulates routing and P/D plans through its own constructors).",
+                  "load_policy; 'runs in simulator' = Plan.to_policy() builds the online policy (baseline routers "
+                  "run in the simulator by name, through optsched.sim.registry, not through a Plan).",
                   ["file", "kind", "type", "what", "read back", "runs in simulator"], rows)
     engines = Table("engine_settings", "Engine settings each policy maps to; the notes (what each flag means, why "
                     "there is no mapping) are in policies/ENGINE_SETTINGS.md.", ["policy", *ENGINES], eng_rows)

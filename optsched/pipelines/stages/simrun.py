@@ -13,7 +13,6 @@ policies' own ``name`` attributes (`BASELINE_ROUTERS`, `BASELINE_ADMISSIONS`, `B
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -54,23 +53,15 @@ def policy_spec(label: str, router: str = "round_robin", admission: str = "fcfs"
 
 
 def _router(name: str, params: dict, rng: np.random.Generator) -> Any:
-    import optsched.policies as P
+    """Baseline routers by name through the simulator's policy registry (``optsched.sim.registry``), whose
+    randomized routers draw from a stream of the seed taken from ``rng``; "plan" / "price" are built here."""
+    if name == "plan":
+        return _plan_router(params, rng)
+    if name == "price":
+        return _price_router(params)
+    from optsched.sim.registry import build_policy
 
-    table: dict[str, Callable[[], Any]] = {
-        "round_robin": lambda: P.RoundRobinRouter(),
-        "random": lambda: P.RandomRouter(rng),
-        "power_of_two": lambda: P.PowerOfTwoRouter(rng, P.PowerOfTwoConfig(**params)),
-        "consistent_hash": lambda: P.ConsistentHashRouter(P.ConsistentHashConfig(**params)),
-        "cache_aware": lambda: P.CacheAwareRouter(P.CacheAwareConfig(**params)),
-        "least_outstanding": lambda: P.LeastOutstandingRouter(),
-        "kv_balanced": lambda: P.KVBalancedRouter(),
-        "overlap_cost": lambda: P.OverlapCostRouter(P.OverlapCostConfig(**params)),
-        "plan": lambda: _plan_router(params, rng),
-        "price": lambda: _price_router(params),
-    }
-    if name not in table:
-        raise ValueError(f"unknown router {name!r}; known: {sorted(table)}")
-    return table[name]()
+    return build_policy("router", {"name": name, **params}, seed=int(rng.integers(2**31)))
 
 
 def _plan_router(params: dict, rng: np.random.Generator) -> Any:
@@ -89,17 +80,10 @@ def _price_router(params: dict) -> Any:
 
 
 def _admission(name: str, params: dict) -> Any:
-    import optsched.policies as P
+    """Baseline admission rules by name through the simulator's policy registry."""
+    from optsched.sim.registry import build_policy
 
-    table: dict[str, Callable[[], Any]] = {
-        "fcfs": lambda: P.FCFSAdmission(**params),
-        "vllm_threshold": lambda: P.ThresholdAdmission(**params),
-        "interval": lambda: P.IntervalAdmission(**params),
-        "shortest_first": lambda: P.ShortestFirstAdmission(**params),
-    }
-    if name not in table:
-        raise ValueError(f"unknown admission {name!r}; known: {sorted(table)}")
-    return table[name]()
+    return build_policy("admission", {"name": name, **params})
 
 
 def _residency(name: str, params: dict, wl: Any, cfg: ReproduceConfig) -> Any:
