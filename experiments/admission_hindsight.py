@@ -18,6 +18,7 @@ import json
 import logging
 import math
 import sys
+import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -66,6 +67,9 @@ def summarize(df: pd.DataFrame, requests: int) -> dict:
             ratio = good[f"lat_{name}"] / good.optimum
             summary[group][name] = {"mean_ratio": float(ratio.mean()), "worst_ratio": float(ratio.max()),
                                     "optimal_share": float((ratio <= 1 + 1e-9).mean())}
+            if f"sim_s_{name}" in good:  # written by --rescore: wall s of the rule's whole online run
+                summary[group][name]["run_s_mean"] = float(good[f"sim_s_{name}"].mean())
+                summary[group][name]["run_s_max"] = float(good[f"sim_s_{name}"].max())
     return summary
 
 
@@ -80,7 +84,10 @@ def rescore(cfg: Config) -> dict:
         if memory != row.memory_tokens:
             raise ValueError(f"instance {row.instance}: regenerated M={memory} != stored {row.memory_tokens} (seed?)")
         for name in RULES + DIAGNOSTICS:
-            df.loc[idx, f"lat_{name}"] = total_latency(reqs, simulate_rounds(reqs, memory, RuleConfig(name)))
+            t0 = time.perf_counter()  # decision time of the whole online run of the rule on this instance
+            starts = simulate_rounds(reqs, memory, RuleConfig(name))
+            df.loc[idx, f"sim_s_{name}"] = time.perf_counter() - t0
+            df.loc[idx, f"lat_{name}"] = total_latency(reqs, starts)
     df.to_csv(out / "results.csv", index=False)
     summary = summarize(df, cfg.requests)
     summary["arrival_model"] = cfg.arrival_model

@@ -24,6 +24,10 @@ Rules (`RULES`), each an analogue of a serving-engine admission heuristic on thi
   of the known requests. It uses only arrived requests, so it is online; on the known set it is never
   worse than MC-SF (rollout's cost-improvement property). What it looks ahead for is the MILP's
   finding that the optimum often starts a different request than the shortest one to pack memory.
+- ``scenario_rollout``: optsched's derived rule (`models.admission_scenario`): the same one-step
+  lookahead, but each decision is scored by the mean total latency over K sampled scenarios of
+  arrivals in the next H rounds (rate estimated from the arrivals seen so far), so it can defer a
+  long request for short ones likely to arrive soon. Online: no future request is looked at.
 
 Diagnostic (`DIAGNOSTICS`, NOT an online rule): ``rollout_hindsight`` is the same rollout but it also
 sees requests that have not arrived yet (they can only start after their arrival). Its gap to the
@@ -41,7 +45,7 @@ from optsched.models.admission_hindsight import KVRequest
 
 __all__ = ["DIAGNOSTICS", "RULES", "RuleConfig", "memory_profile", "simulate_rounds", "total_latency"]
 
-RULES = ("fcfs", "shortest_first", "threshold", "interval", "mcsf", "rollout")
+RULES = ("fcfs", "shortest_first", "threshold", "interval", "mcsf", "rollout", "scenario_rollout")
 DIAGNOSTICS = ("rollout_hindsight",)
 
 
@@ -53,6 +57,9 @@ class RuleConfig:
         name: one of RULES.
         interval_rounds: N of the ``interval`` rule (>= 1).
         threshold_tokens: theta of the ``threshold`` rule (prompt tokens, >= 1).
+        scenarios: K of ``scenario_rollout`` (sampled arrival scenarios per decision, >= 1).
+        horizon_rounds: H of ``scenario_rollout`` (rounds of sampled future arrivals, >= 1).
+        seed: seed of ``scenario_rollout``'s sampler (int >= 0; the draw at round t uses (seed, t, #known)).
 
     Raises:
         ValueError: unknown name or out-of-range parameter.
@@ -61,6 +68,9 @@ class RuleConfig:
     name: str
     interval_rounds: int = 4
     threshold_tokens: int = 2
+    scenarios: int = 8
+    horizon_rounds: int = 4
+    seed: int = 0
 
     def __post_init__(self) -> None:
         if self.name not in RULES + DIAGNOSTICS:
@@ -69,6 +79,12 @@ class RuleConfig:
             raise ValueError(f"interval_rounds must be an int >= 1, got {self.interval_rounds!r}")
         if not (isinstance(self.threshold_tokens, int) and self.threshold_tokens >= 1):
             raise ValueError(f"threshold_tokens must be an int >= 1, got {self.threshold_tokens!r}")
+        for field in ("scenarios", "horizon_rounds"):
+            v = getattr(self, field)
+            if not (isinstance(v, int) and v >= 1):
+                raise ValueError(f"{field} must be an int >= 1, got {v!r}")
+        if not (isinstance(self.seed, int) and self.seed >= 0):
+            raise ValueError(f"seed must be an int >= 0, got {self.seed!r}")
 
 
 def _order_and_stop(cfg: RuleConfig) -> tuple[Callable[[int, KVRequest], tuple], bool]:
@@ -179,6 +195,11 @@ def simulate_rounds(requests: Sequence[KVRequest], memory_tokens: int, rule: Rul
             if any(state.fits(i, t) for i in waiting):
                 seen = known if rule.name == "rollout" else list(range(n))
                 state = _rollout_step(state, seen, waiting, t)
+        elif rule.name == "scenario_rollout":
+            if any(state.fits(i, t) for i in waiting):
+                from optsched.models.admission_scenario import scenario_rollout_step
+
+                state = scenario_rollout_step(state, known, waiting, t, rule.scenarios, rule.horizon_rounds, rule.seed)
         elif rule.name != "interval" or t % rule.interval_rounds == 0:
             state.fill(sorted(waiting, key=lambda j: key(j, requests[j])), t, stop)
         waiting = [i for i in waiting if state.starts[i] < 0]

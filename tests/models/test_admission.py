@@ -81,7 +81,8 @@ HOL = (KVRequest(0, 5, 5), KVRequest(0, 4, 2))
 
 @pytest.mark.parametrize(
     "rule,expected",
-    [("fcfs", 12), ("mcsf", 9), ("shortest_first", 9), ("interval", 15), ("threshold", 9), ("rollout", 9)],
+    [("fcfs", 12), ("mcsf", 9), ("shortest_first", 9), ("interval", 15), ("threshold", 9), ("rollout", 9),
+     ("scenario_rollout", 9)],
 )
 def test_online_rules_hand_computed(rule, expected):
     # FCFS: X at 0, Z cannot overlap X (needs >= 5 more), starts at 5 -> 5 + 7 = 12.
@@ -110,6 +111,45 @@ def test_online_schedules_are_feasible_and_never_beat_the_optimum():
             st = simulate_rounds(reqs, memory, RuleConfig(name))
             assert memory_profile(reqs, st).max() <= memory
             assert total_latency(reqs, st) >= cmp_.optimum
+
+
+# Fixed seed set for the small-scale ratio test: jaillet_instance(default_rng(seed), 5), seeds 101..107,
+# every one solved to proven optimality by HiGHS in < 1 s. Optima and latencies measured once (deterministic):
+# optimum 78, 146, 153, 60, 80, 112, 62; MC-SF = rollout = optimum except seed 107 (65);
+# scenario_rollout 78, 148, 159, 61, 86, 119, 65. With 5 requests no further arrivals come after the last one,
+# and the scenario rule still reserves memory for sampled arrivals, so here it is WORSE than MC-SF (documented
+# in BENCHMARKS.md; on the 7-request benchmark it is better).
+SMALL_SEEDS = range(101, 108)
+
+
+def test_scenario_rollout_is_feasible_never_beats_optimum_and_ratio_is_as_measured():
+    ratios = {"mcsf": [], "rollout": [], "scenario_rollout": []}
+    for seed in SMALL_SEEDS:
+        reqs, memory = jaillet_instance(np.random.default_rng(seed), 5)
+        cmp_ = compare_rules_to_optimum(reqs, memory, OPTS, rules=tuple(ratios))
+        assert cmp_.result.status == "optimal"
+        st = simulate_rounds(reqs, memory, RuleConfig("scenario_rollout"))
+        assert memory_profile(reqs, st).max() <= memory  # IP constraint (3) holds every round
+        assert all(p >= r.arrival for p, r in zip(st, reqs))  # no start before arrival
+        assert total_latency(reqs, st) == cmp_.rule_latency["scenario_rollout"] >= cmp_.optimum
+        for name in ratios:
+            ratios[name].append(cmp_.rule_latency[name] / cmp_.optimum)
+    opt = [78, 146, 153, 60, 80, 112, 62]
+    scen = [78, 148, 159, 61, 86, 119, 65]
+    assert np.mean(ratios["scenario_rollout"]) == pytest.approx(np.mean(np.divide(scen, opt)), rel=1e-12)
+    assert np.mean(ratios["scenario_rollout"]) == pytest.approx(1.0365, abs=5e-5)
+    assert np.mean(ratios["mcsf"]) == pytest.approx(np.mean([1, 1, 1, 1, 1, 1, 65 / 62]), rel=1e-12)
+    assert ratios["rollout"] == ratios["mcsf"]
+
+
+def test_scenario_rollout_is_deterministic_and_seeded():
+    reqs, memory = jaillet_instance(np.random.default_rng(3), 7)
+    a = simulate_rounds(reqs, memory, RuleConfig("scenario_rollout"))
+    assert a == simulate_rounds(reqs, memory, RuleConfig("scenario_rollout"))
+    with pytest.raises(ValueError, match="scenarios"):
+        RuleConfig("scenario_rollout", scenarios=0)
+    with pytest.raises(ValueError, match="seed"):
+        RuleConfig("scenario_rollout", seed=-1)
 
 
 def test_rule_config_rejects_bad_input():
@@ -189,4 +229,6 @@ def test_hindsight_benchmark_smoke(tmp_path):
     assert summary["rules"]["rollout"]["mean_ratio"] <= summary["rules"]["fcfs"]["mean_ratio"]
     assert json.loads((tmp_path / "provenance.json").read_text())["seed"] == 5
     again = mod.run(mod.Config(instances=3, requests=4, seed=5, out=str(tmp_path), rescore=True))
-    assert again["rules"] == summary["rules"]  # rescoring reproduces the same ratios
+    keys = ("mean_ratio", "worst_ratio", "optimal_share")  # rescoring also adds run times (wall s)
+    assert {k: {f: v[f] for f in keys} for k, v in again["rules"].items()} == summary["rules"]
+    assert again["rules"]["scenario_rollout"]["run_s_max"] > 0
