@@ -1,8 +1,10 @@
 """optsched's derived admission rule, as it runs in the cluster simulator.
 
-In the unit-round hindsight benchmark (`optsched.models.admission_online`, rule ``rollout``) the rule
-is MC-SF (Jaillet et al., arXiv:2502.07115: start waiting requests in ascending order of their KV
-volume driver, the output length, under a future-memory check) plus a one-step rollout lookahead.
+In the unit-round hindsight benchmark (`optsched.models.admission_online`) the derived rules are MC-SF
+(Jaillet et al., arXiv:2502.07115: start waiting requests in ascending order of their KV volume driver,
+the output length, under a future-memory check) plus a one-step rollout lookahead (rule ``rollout``), and
+the same lookahead scored over sampled future arrivals (rule ``scenario_rollout``,
+`optsched.models.admission_scenario`).
 The `Admission` protocol gives a rule only the waiting prefills (remaining and computed prompt tokens,
 arrival, TTFT deadline) and the step's token budget, not output lengths or the KV view, so the cluster
 version keeps the part of the rule that this information supports:
@@ -12,8 +14,9 @@ version keeps the part of the rule that this information supports:
 2. The others in ascending predicted KV volume ``P * o + o (o + 1) / 2`` (Jaillet et al.'s vol_o with
    P = computed + remaining prompt tokens and o = ``output_tokens_estimate``), ties by arrival.
 3. Chunks fill the budget in that order (`admission_fcfs.greedy_chunks`).
-The rollout lookahead and the memory check are not applied here (no output lengths or KV view through
-the protocol): stated in BENCHMARKS.md.
+The rollout lookahead, the scenario sampling (it also needs the arrival-rate history) and the memory
+check are not applied here (no output lengths, KV view or arrival history through the protocol): stated
+in BENCHMARKS.md.
 """
 
 from __future__ import annotations
