@@ -46,8 +46,10 @@ def spec_from_mapping(cls: type, data: dict[str, Any], where: str = "<mapping>")
             raise ValueError(f"{where}: unknown field {key!r} for {cls.__name__} (known: {', '.join(sorted(known))})")
         val = raw["value"] if isinstance(raw, dict) and "value" in raw else raw
         if key == "aliases":
+            if isinstance(val, str) or not isinstance(val, (list, tuple, type(None))):
+                raise ValueError(f"{where}: field 'aliases' must be a list of names, got {val!r}")
             val = tuple(str(a) for a in (val or ()))
-        elif isinstance(val, str) and key != "name":
+        elif isinstance(val, str) and key != "name" and known[key].type != "bool":
             try:  # PyYAML reads "1.5e12" (no exponent sign, YAML 1.1) as a string
                 val = float(val)
             except ValueError:

@@ -17,6 +17,19 @@ __all__ = ["LINKS", "GPUSpec", "ModelSpec"]
 LINKS = ("pcie", "ssd", "nvlink", "rdma")
 
 
+def _types(obj: object) -> None:
+    """int fields must be ints (not bools or fractions), bool fields bools, ``aliases`` a tuple of strings."""
+    cls = type(obj).__name__
+    for f in fields(obj):
+        v = getattr(obj, f.name)
+        if f.type == "int" and (isinstance(v, bool) or not isinstance(v, int)):
+            raise ValueError(f"{cls}.{f.name} must be an int, got {v!r}")
+        if f.type == "bool" and not isinstance(v, bool):
+            raise ValueError(f"{cls}.{f.name} must be true or false, got {v!r}")
+    if not isinstance(obj.aliases, tuple) or not all(isinstance(a, str) and a for a in obj.aliases):
+        raise ValueError(f"{cls}.aliases must be a list of non-empty strings, got {obj.aliases!r}")
+
+
 def _pos(obj: object, *names: str, allow_zero: bool = False) -> None:
     for name in names:
         v = getattr(obj, name)
@@ -57,6 +70,7 @@ class GPUSpec:
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
             raise ValueError(f"GPUSpec.name must be a non-empty string, got {self.name!r}")
+        _types(self)
         _pos(self, "bf16_flops", "hbm_bytes", "hbm_bw", "nvlink_bw", "pcie_bw", "rdma_bw", "ssd_bw", "num_sms")
         _pos(self, "fp8_flops", "host_dram_bytes", "ssd_bytes", "link_latency_s", allow_zero=True)
         _pos(self, "gpus_per_node")
@@ -112,10 +126,7 @@ class ModelSpec:
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
             raise ValueError(f"ModelSpec.name must be a non-empty string, got {self.name!r}")
-        for f in fields(self):
-            v = getattr(self, f.name)
-            if f.type in ("int",) and (isinstance(v, bool) or not isinstance(v, int)):
-                raise ValueError(f"ModelSpec.{f.name} must be an int, got {v!r}")
+        _types(self)
         _pos(self, "num_layers", "hidden_size", "num_heads", "num_kv_heads", "head_dim", "intermediate_size",
              "vocab_size", "weight_bytes", "kv_bytes", "max_context_tokens")
         _pos(self, "sliding_window", "kv_lora_rank", "q_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim",
