@@ -1,0 +1,101 @@
+"""Run the optsched `Simulator` one routing decision at a time (no threads, no second engine).
+
+`optsched.sim.Simulator.run` pops events until the queue is empty and asks its router inside
+``_on_release``. `SimStepper` runs the *same* loop body (``Simulator.run``'s dispatch, copied
+line for line below and kept in step with it) but stops right after popping a RELEASE event, so the
+caller can observe the cluster at the release instant and then hand the chosen instance to the
+simulator's own ``_on_release`` through `ActionRouter`. The simulator therefore routes, enqueues and
+steps exactly as under ``simulate(...)`` with a router that returns the same choices: an episode
+driven by a baseline's choices reproduces that baseline's run (tested in ``tests/envs``).
+
+Internal simulator methods used (documented here because they are not public API):
+``_push_release``, ``_on_release``, ``_on_step_end``, ``_start_step``, ``_on_kv_ready``,
+``residency.on_timer``, ``q``, ``driver``, ``seqs``, ``finished``.
+"""
+
+from __future__ import annotations
+
+from optsched.sim.engine import Simulator
+from optsched.sim.events import KV_READY, RELEASE, STEP, STEP_END
+from optsched.sim.seq import DONE
+from optsched.workload.types import Call
+
+__all__ = ["ActionRouter", "SimStepper"]
+
+
+class ActionRouter:
+    """`optsched.policies.base.Router` that returns the instance the environment's agent chose."""
+
+    name = "gym_agent"
+
+    __slots__ = ("choice",)
+
+    def __init__(self) -> None:
+        self.choice = -1
+
+    def route(self, call: Call, view: object) -> int:
+        return self.choice
+
+
+class SimStepper:
+    """Advances ``sim`` (built with an `ActionRouter`) from one call release to the next.
+
+    Usage: ``idx = stepper.start()``; while ``idx is not None``: observe, then
+    ``idx = stepper.route(chosen_instance)``. ``done`` is True once every event ran.
+
+    Raises:
+        TypeError: if ``sim.router`` is not an `ActionRouter`.
+        RuntimeError: the queue emptied with unfinished calls (as ``Simulator.run``).
+    """
+
+    def __init__(self, sim: Simulator) -> None:
+        if not isinstance(sim.router, ActionRouter):
+            raise TypeError(f"sim.router must be an ActionRouter, got {type(sim.router).__name__}")
+        self.sim = sim
+        self.pending: int | None = None  # call index awaiting a routing decision
+        self.done = False
+
+    def start(self) -> int | None:
+        """Schedule the initial releases; return the first call index to route (None: nothing to do)."""
+        for t, idx in self.sim.driver.initial_releases():
+            self.sim._push_release(t, idx)
+        return self._advance()
+
+    def route(self, instance: int) -> int | None:
+        """Route the pending call to ``instance`` and run until the next release (None: finished).
+
+        Raises ValueError (from the simulator) for an index that is not a colocated/prefill instance.
+        """
+        if self.pending is None:
+            raise RuntimeError("no call is waiting for a routing decision")
+        sim = self.sim
+        sim.router.choice = int(instance)
+        idx, self.pending = self.pending, None
+        sim._on_release(idx, sim.now_s)
+        return self._advance()
+
+    def _advance(self) -> int | None:
+        sim = self.sim
+        q = sim.q
+        while q._heap:
+            t, p, payload = q.pop()
+            if p == RELEASE:
+                self.pending = payload
+                return payload
+            if p == STEP_END:
+                unit, token = payload
+                if token == unit.token:
+                    sim._on_step_end(unit, t)
+            elif p == STEP:
+                payload.wake_pending = False
+                if not payload.busy:
+                    sim._start_step(payload, t)
+            elif p == KV_READY:
+                sim._on_kv_ready(payload, t)
+            else:
+                sim.residency.on_timer(payload, t)
+        self.done = True
+        if sim.finished != len(sim.seqs):
+            stuck = [c.call_id for c, s in zip(sim.driver.calls, sim.seqs) if s is None or s.state != DONE][:5]
+            raise RuntimeError(f"simulation ended with {len(sim.seqs) - sim.finished} unfinished calls, e.g. {stuck}")
+        return None

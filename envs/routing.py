@@ -1,0 +1,224 @@
+"""`optsched/Routing-v0`: route each released LLM call of an agentic workload to a serving instance."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import gymnasium as gym
+import numpy as np
+import pandas as pd
+from gymnasium import spaces
+from optsched.envs._stepper import ActionRouter, SimStepper
+
+from optsched.policies.base import ClusterView
+from optsched.sim import ClusterConfig, InstanceConfig, SchedulerConfig, Simulator
+from optsched.sim.cluster import default_cost_model
+from optsched.sim.result import calls_frame
+from optsched.workload import generate_agentx
+from optsched.workload.types import Call, Workload
+
+__all__ = ["INSTANCE_FEATURES", "REWARD_MODES", "RoutingEnv", "default_cluster"]
+
+INSTANCE_FEATURES = ("prefix_hit_frac", "queued_prefill", "running_decodes", "kv_used_frac", "outstanding")
+REWARD_MODES = ("ttft", "prefill_estimate")
+
+
+def default_cluster() -> ClusterConfig:
+    """4 colocated llama-3-8b instances, TP=1 on H200, vLLM v1 scheduler defaults (8192 / 256)."""
+    return ClusterConfig(instances=(InstanceConfig(model="llama-3-8b", tp=1, count=4),), scheduler=SchedulerConfig())
+
+
+class RoutingEnv(gym.Env):
+    """Route every released call of a simulated agentic workload to one of ``n`` colocated instances.
+
+    An episode is one run of the optsched simulator (``optsched.sim``, the same engine as
+    ``simulate``): the workload is ``generate_agentx(n_sessions, self.np_random, variant)`` (AgentX-like
+    closed-loop coding sessions; or the fixed ``workload`` given to the constructor), served by
+    ``cluster`` (default `default_cluster`). Each step is one routing decision: the call just released
+    (closed loop: at max over parents of finish + think time) waits for the agent's instance; the
+    simulator then runs until the next release.
+
+    ## Action space
+
+    ``Discrete(n)``: index of the instance (``cluster`` order, ``count`` copies expanded) that serves
+    the released call.
+
+    ## Observation space
+
+    ``Dict`` with two ``float32`` ``Box`` entries, read at the release instant from the same views a
+    `optsched.policies.base.Router` sees. ``T`` = ``scheduler.max_num_batched_tokens`` (one engine
+    step's token budget, tokens); ``S`` = ``scheduler.max_num_seqs``.
+
+    ``"instances"``: shape ``(n, 5)``, one row per instance:
+
+    | col | name            | definition                                                        | range    |
+    |-----|-----------------|-------------------------------------------------------------------|----------|
+    | 0   | prefix_hit_frac | leading blocks of this call's block hashes resident in this       | [0, 1]   |
+    |     |                 | instance's HBM / number of hashed blocks (0 without hashes)       |          |
+    | 1   | queued_prefill  | prefill tokens queued or running, not yet computed / T            | [0, inf) |
+    | 2   | running_decodes | sequences in decode / S                                           | [0, inf) |
+    | 3   | kv_used_frac    | HBM KV blocks in use (running + cached) / HBM KV capacity         | [0, 1]   |
+    | 4   | outstanding     | (queued prefill + remaining decode tokens) / T                    | [0, inf) |
+
+    ``"call"``: shape ``(2,)``: ``input_tokens / T`` (prompt length) and ``new_tokens / T`` (prompt
+    tokens not in the parent's context), both ``[0, inf)``. After the last step both entries are zeros.
+
+    ## Rewards
+
+    ``reward_mode="ttft"`` (default): ``-Σ ttft_s`` over the calls whose first token was produced
+    while the simulator advanced after this action (seconds; TTFT = first token - release). Delayed but
+    exact: the episode return is ``-Σ`` TTFT of every call, i.e. minus the simulator's total TTFT.
+
+    ``reward_mode="prefill_estimate"``: immediate estimate of this call's TTFT on the chosen instance
+    ``i``: ``-(queued_prefill_tokens_i + miss_tokens_i) × spt_i`` (seconds) where
+    ``miss_tokens_i = max(0, input_tokens - hbm_hit_blocks_i × block_size)`` and ``spt_i`` =
+    ``cm.prefill_time(T) / T`` of instance ``i``'s cost model (seconds per prefill token in a full
+    chunk; SOURCE: ``optsched.cost.CostModel.prefill_time``). Ignores decode interference.
+
+    ## Episode end
+
+    Terminated when every call finished (the simulator's queue is empty). Truncated by the registered
+    ``max_episode_steps`` (``gymnasium.make`` wraps ``TimeLimit``).
+
+    ## Arguments
+
+    ``n_sessions`` (int >= 1, default 4), ``variant`` ("256k" or "full", `generate_agentx`),
+    ``cluster`` (`ClusterConfig`, colocated instances only), ``workload`` (fixed `Workload`; the seed
+    then changes nothing), ``reward_mode`` (see above), ``concurrency`` (int >= 0, see
+    ``optsched.sim.simulate``). Raises ``ValueError`` naming the argument on a bad value.
+    """
+
+    metadata: ClassVar[dict[str, Any]] = {"render_modes": []}
+
+    def __init__(
+        self, n_sessions: int = 4, variant: str = "256k", cluster: ClusterConfig | None = None,
+        workload: Workload | None = None, reward_mode: str = "ttft", concurrency: int = 0,
+    ) -> None:
+        if not isinstance(n_sessions, int) or isinstance(n_sessions, bool) or n_sessions < 1:
+            raise ValueError(f"n_sessions must be an int >= 1, got {n_sessions!r}")
+        if reward_mode not in REWARD_MODES:
+            raise ValueError(f"reward_mode must be one of {REWARD_MODES}, got {reward_mode!r}")
+        if not isinstance(concurrency, int) or isinstance(concurrency, bool) or concurrency < 0:
+            raise ValueError(f"concurrency must be an int >= 0, got {concurrency!r}")
+        if workload is not None and not isinstance(workload, Workload):
+            raise ValueError(f"workload must be an optsched Workload or None, got {type(workload).__name__}")
+        cluster = default_cluster() if cluster is None else cluster
+        roles = sorted({ic.role for ic in cluster.instances})
+        if roles != ["colocated"]:
+            raise ValueError(f"cluster must have colocated instances only (Routing-v0), got roles {roles}")
+        self.n_sessions, self.variant, self.cluster = n_sessions, variant, cluster
+        self.fixed_workload, self.reward_mode, self.concurrency = workload, reward_mode, concurrency
+        self.n_instances = len(cluster.expanded)
+        self._cost_models = [default_cost_model(ic) for ic in cluster.instances]
+        T = cluster.scheduler.max_num_batched_tokens
+        self._token_scale = float(T)
+        self._seq_scale = float(cluster.scheduler.max_num_seqs)
+        spt = [float(cm.prefill_time(T)) / T for ic, cm in zip(cluster.instances, self._cost_models)
+               for _ in range(ic.count)]
+        self._s_per_token = np.asarray(spt)
+        self.action_space = spaces.Discrete(self.n_instances)
+        self.observation_space = spaces.Dict({
+            "instances": spaces.Box(0.0, np.inf, (self.n_instances, len(INSTANCE_FEATURES)), np.float32),
+            "call": spaces.Box(0.0, np.inf, (2,), np.float32),
+        })
+        self._sim: Simulator | None = None
+        self._stepper: SimStepper | None = None
+        self._idx: int | None = None
+        self._unstarted: list[int] = []  # routed calls without a first token yet
+
+    # ---- gymnasium API -----------------------------------------------------------------------
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        super().reset(seed=seed)
+        wl = self.fixed_workload
+        if wl is None:
+            wl = generate_agentx(self.n_sessions, self.np_random, variant=self.variant)
+        self._sim = Simulator(wl, self.cluster, ActionRouter(), None, None, None, self._cost_models,
+                              False, self.concurrency)
+        self._stepper = SimStepper(self._sim)
+        self._unstarted = []
+        self._idx = self._stepper.start()
+        return self._obs(), self._info()
+
+    def step(self, action):
+        if self._stepper is None or self._idx is None:
+            raise RuntimeError("episode is over (or not started): call reset()")
+        if not self.action_space.contains(action):
+            raise ValueError(f"action must be an int in [0, {self.n_instances}), got {action!r}")
+        a = int(action)
+        idx = self._idx
+        reward = 0.0
+        if self.reward_mode == "prefill_estimate":
+            reward = -self._estimate_s(idx, a)
+        self._unstarted.append(idx)
+        self._idx = self._stepper.route(a)
+        if self.reward_mode == "ttft":
+            reward = -self._collect_ttft()
+        terminated = self._idx is None
+        return self._obs(), float(reward), terminated, False, self._info()
+
+    # ---- baseline policies as experts --------------------------------------------------------
+    @property
+    def current_call(self) -> Call | None:
+        """The released call awaiting this step's action (None after the episode ended)."""
+        return None if self._idx is None else self._sim.driver.calls[self._idx]
+
+    @property
+    def cluster_view(self) -> ClusterView:
+        """The simulator's live read-only `ClusterView`, as a `Router` sees it at this decision, so that
+        ``router.route(env.current_call, env.cluster_view)`` gives a baseline's action."""
+        if self._sim is None:
+            raise RuntimeError("call reset() first")
+        return self._sim.view
+
+    # ---- results -----------------------------------------------------------------------------
+    def calls_frame(self) -> pd.DataFrame:
+        """Per-call table of the finished episode (``optsched.sim.result.CALL_COLUMNS``).
+
+        Raises RuntimeError before the episode terminated."""
+        if self._stepper is None or not self._stepper.done:
+            raise RuntimeError("calls_frame() needs a finished episode")
+        return calls_frame(self._sim.seqs, self._sim.driver.calls)
+
+    # ---- internals ---------------------------------------------------------------------------
+    def _collect_ttft(self) -> float:
+        seqs = self._sim.seqs
+        total, left = 0.0, []
+        for i in self._unstarted:
+            s = seqs[i]
+            if s.first_token_s >= 0:
+                total += s.first_token_s - s.release_s
+            else:
+                left.append(i)
+        self._unstarted = left
+        return total
+
+    def _estimate_s(self, idx: int, a: int) -> float:
+        call = self._sim.driver.calls[idx]
+        v = self._sim.view.instances[a]
+        hit = v.prefix_hit_blocks(call.block_hashes, "hbm") * self._sim.block_size
+        miss = max(0, call.input_tokens - hit)
+        return float((v.queued_prefill_tokens + miss) * self._s_per_token[a])
+
+    def _obs(self) -> dict[str, np.ndarray]:
+        table = np.zeros((self.n_instances, len(INSTANCE_FEATURES)), np.float32)
+        feats = np.zeros(2, np.float32)
+        if self._idx is None:
+            return {"instances": table, "call": feats}
+        call = self._sim.driver.calls[self._idx]
+        nb = len(call.block_hashes)
+        T = self._token_scale
+        for i, v in enumerate(self._sim.view.instances):
+            hit = v.prefix_hit_blocks(call.block_hashes, "hbm") / nb if nb else 0.0
+            table[i] = (hit, v.queued_prefill_tokens / T, v.running_decodes / self._seq_scale,
+                        v.kv_used_blocks / v.kv_capacity_blocks, max(0, v.outstanding_tokens) / T)
+        feats[:] = (call.input_tokens / T, call.new_tokens / T)
+        return {"instances": table, "call": feats}
+
+    def _info(self) -> dict[str, Any]:
+        sim = self._sim
+        info: dict[str, Any] = {"now_s": float(sim.now_s), "finished_calls": int(sim.finished),
+                                "total_calls": len(sim.seqs)}
+        if self._idx is not None:
+            c = sim.driver.calls[self._idx]
+            info["call_id"], info["session_id"] = c.call_id, c.session_id
+        return info
