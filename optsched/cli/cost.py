@@ -55,17 +55,52 @@ def register(subparsers) -> None:
     p.set_defaults(func=lambda a: (p.print_help(), 2)[1])
 
 
-def _predict(args) -> int:
-    from optsched.cost import CostModel, chunk_attn_pairs
-
+def _check_counts(args) -> None:
+    """Token/sequence flags: non-negative and consistent (each decode holds >= 1 KV token)."""
+    for flag in ("prefill", "context", "decodes", "kv"):
+        if getattr(args, flag) < 0:
+            raise ValueError(f"--{flag} must be >= 0, got {getattr(args, flag)}")
     if args.context and args.context < args.prefill:
         raise ValueError(f"--context ({args.context}) must be >= --prefill ({args.prefill})")
+    if args.kv and not args.decodes:
+        raise ValueError(f"--kv {args.kv} given without --decodes (KV tokens summed over the decode sequences)")
+    if args.decodes and args.kv < args.decodes:
+        raise ValueError(f"--kv ({args.kv}) must be >= --decodes ({args.decodes}): each decode sequence holds "
+                         f"at least one KV token")
+
+
+def _check_model_limits(args, cm) -> list[str]:
+    """Errors: model does not fit, a sequence longer than the model's context. Returns warnings."""
+    cm.check_fits()
+    lim = cm.model.max_context_tokens
+    ctx = max(args.context, args.prefill)
+    if ctx > lim:
+        raise ValueError(f"--context/--prefill {ctx} exceeds {cm.model.name}'s max_context_tokens {lim} (catalog)")
+    if args.decodes and args.kv / args.decodes > lim:
+        raise ValueError(f"--kv/--decodes = {args.kv / args.decodes:.0f} tokens per decode exceeds "
+                         f"{cm.model.name}'s max_context_tokens {lim} (catalog)")
+    need, cap = ctx + args.kv, cm.kv_capacity_tokens()
+    if need > cap:
+        return [f"the step holds {need} KV tokens but the instance's HBM KV capacity is {cap} tokens "
+                f"(a real engine would preempt or refuse); the time is extrapolated"]
+    return []
+
+
+def _predict(args) -> int:
+    import sys
+
+    from optsched.cost import CostModel, chunk_attn_pairs
+
+    _check_counts(args)
     if args.calibration:
         from optsched.cost import load_calibration
 
         cm = CostModel(args.gpu, args.model, args.tp, load_calibration(args.calibration), ep=args.ep)
     else:
         cm = CostModel.from_names(args.gpu, args.model, args.tp, calibrated=not args.uncalibrated, ep=args.ep)
+    warnings = _check_model_limits(args, cm)
+    for w in warnings:
+        print(f"warning: {w}", file=sys.stderr)
     ctx = max(args.context, args.prefill)
     pairs = float(chunk_attn_pairs(ctx - args.prefill, args.prefill))
     bd = cm.step_breakdown(args.prefill, pairs, ctx if args.prefill else 0, args.decodes, args.kv)
@@ -76,7 +111,7 @@ def _predict(args) -> int:
                           "flops": bd["flops"], "bytes": bd["bytes"], "binding": bd["binding"],
                           "linear_bound": bd["linear_bound"], "attention_bound": bd["attention_bound"],
                           "kv_bytes_per_token": cm.kv_bytes_per_token,
-                          "kv_capacity_tokens": cm.kv_capacity_tokens()}, indent=1))
+                          "kv_capacity_tokens": cm.kv_capacity_tokens(), "warnings": warnings}, indent=1))
         return 0
     print(f"{cm.model.name} on {cm.tp}x {cm.gpu.name} (calibration: {cm.calibration.name})")
     print(f"step: prefill {args.prefill} new tokens on {ctx - args.prefill} cached, "

@@ -60,6 +60,18 @@ def _cal_key(cal: Calibration) -> str:
     return json.dumps(d, sort_keys=True)
 
 
+_ARG_NAMES = ("prefill_tokens", "prefill_attn_pairs", "prefill_kv_tokens", "decode_seqs", "decode_kv_tokens")
+
+
+def _check_nonneg(*args) -> None:
+    """Raise ValueError naming the first step argument with a negative or NaN entry."""
+    for name, a in zip(_ARG_NAMES, args, strict=True):
+        a = np.asarray(a, dtype=float)
+        if not np.all(a >= 0):
+            bad = a[~(a >= 0)] if a.ndim else a
+            raise ValueError(f"{name} must be >= 0 (a count of tokens/sequences), got {float(np.ravel(bad)[0])!r}")
+
+
 def _out(x):
     """float for 0-d results, the array otherwise."""
     return float(x) if np.ndim(x) == 0 else x
@@ -75,7 +87,10 @@ class CostModel:
     the MoE layers, 1 (experts TP-sharded like a dense MLP) or ``tp`` (each rank holds E/tp whole experts and
     runs them on the tokens routed there; attention stays TP, and the expert outputs are combined by the same
     all-reduce, so communication is unchanged — the vLLM/SGLang "TP attention + EP MoE" layout).
-    Raises ValueError on a bad tp / ep / fraction, or an unknown GPU/model.
+    Raises ValueError on a bad tp (< 1, or not dividing the model's attention heads) / ep / fraction, or an
+    unknown GPU/model. A model whose weights do not fit is NOT an error here (``kv_capacity_tokens()`` is 0
+    and ``fits`` False; planners use that to skip a configuration); call ``check_fits()`` to raise.
+    Step-time methods raise ValueError on negative token/sequence counts.
     """
 
     def __init__(self, gpu: GPUSpec | str, model: ModelSpec | str, tp: int = 1, calibration: Calibration | None = None,
@@ -89,6 +104,9 @@ class CostModel:
             raise ValueError(f"host_mem_utilization must be in (0, 1], got {host_mem_utilization!r}")
         self.gpu = load_gpu(gpu)
         self.model = load_model(model)
+        if self.model.num_heads % int(tp):  # vLLM ModelConfig.verify_with_parallel_config: same rule
+            raise ValueError(f"tp={tp} must divide {self.model.name}'s num_heads={self.model.num_heads} "
+                             f"(attention heads are split evenly over the tensor-parallel ranks)")
         self.tp = int(tp)
         self.ep = int(ep)
         self.calibration = calibration if calibration is not None else Calibration()
@@ -139,8 +157,31 @@ class CostModel:
 
     # ---- capacities ------------------------------------------------------------------------------
     def kv_capacity_tokens(self) -> int:
-        """HBM KV tokens of the instance after weights + activation reserve."""
+        """HBM KV tokens of the instance after weights + activation reserve (0: the model does not fit,
+        see ``check_fits``)."""
         return self._capacity
+
+    @property
+    def fits(self) -> bool:
+        """True when the weights, activation reserve and at least one KV block of 16 tokens fit in HBM."""
+        return self._capacity >= 16
+
+    def check_fits(self) -> None:
+        """Raise ValueError saying why the model does not fit on this instance (per-GPU weights, reserve
+        and usable HBM in GB, and the smallest tp that fits among the divisors of the head count)."""
+        if self.fits:
+            return
+        m, g = self.model, self.gpu
+        usable = self.mem_utilization * g.hbm_bytes
+        reserve = memory.activation_reserve_bytes(m, self.tp, self.max_batched_tokens)
+        ok = [t for t in range(self.tp + 1, 4 * g.gpus_per_node + 1) if m.num_heads % t == 0
+              and memory.kv_capacity_tokens(g, m, t, self.mem_utilization, self.max_batched_tokens) >= 16]
+        hint = f"; the smallest tp that fits is {ok[0]}" if ok else ""
+        raise ValueError(
+            f"{m.name} does not fit on {self.tp}x {g.name}: {m.weight_total_bytes / 1e9:.1f} GB of weights "
+            f"({m.weight_bytes:g} B/param) = {m.weight_total_bytes / self.tp / 1e9:.1f} GB per GPU plus "
+            f"{reserve / 1e9:.1f} GB activation reserve, usable HBM {usable / 1e9:.1f} GB per GPU "
+            f"(mem_utilization {self.mem_utilization:g}){hint}")
 
     def kv_capacity_blocks(self, block_size: int) -> int:
         """HBM KV blocks of ``block_size`` tokens (floor)."""
@@ -249,6 +290,7 @@ class CostModel:
         summed over the step's all-reduces; whole-instance FLOPs/bytes otherwise)."""
         pt, pairs, pkv, ds, dkv = (np.asarray(x, dtype=float) for x in
                                    (prefill_tokens, prefill_attn_pairs, prefill_kv_tokens, decode_seqs, decode_kv_tokens))
+        _check_nonneg(pt, pairs, pkv, ds, dkv)
         rows = pt + ds
         lin, lf, lb, tc, tm = self._linear_parts(rows, ds + (pt > 0))
         attn, af, ab = self._attention(pt, pairs, pkv, ds, dkv)
@@ -284,6 +326,7 @@ class CostModel:
         if all(isinstance(a, (int, float, np.integer, np.floating)) for a in args):
             return self._step_time_scalar(*(float(a) for a in args))
         pt, pairs, pkv, ds, dkv = (np.asarray(x, dtype=float) for x in args)
+        _check_nonneg(pt, pairs, pkv, ds, dkv)
         rows = pt + ds
         lrows = ds + (pt > 0)
         lin_tab, lm_tab, comm_tab = self._tables()
@@ -299,6 +342,8 @@ class CostModel:
 
     def _step_time_scalar(self, pt: float, pairs: float, pkv: float, ds: float, dkv: float) -> float:
         """Scalar fast path of ``step_time`` (pure Python floats)."""
+        if not (pt >= 0 and pairs >= 0 and pkv >= 0 and ds >= 0 and dkv >= 0):  # also catches NaN
+            _check_nonneg(pt, pairs, pkv, ds, dkv)
         rows = pt + ds
         lrows = ds + (1.0 if pt > 0 else 0.0)
         lin_tab, lm_tab, comm_tab = self._tables()
