@@ -25,9 +25,10 @@ Rules (`RULES`), each an analogue of a serving-engine admission heuristic on thi
   worse than MC-SF (rollout's cost-improvement property). What it looks ahead for is the MILP's
   finding that the optimum often starts a different request than the shortest one to pack memory.
 - ``scenario_rollout``: optsched's derived rule (`models.admission_scenario`): the same one-step
-  lookahead, but each decision is scored by the mean total latency over K sampled scenarios of
-  arrivals in the next H rounds (rate estimated from the arrivals seen so far), so it can defer a
-  long request for short ones likely to arrive soon. Online: no future request is looked at.
+  lookahead, but decisions are also scored by the mean total latency over K sampled scenarios of
+  arrivals in the next H rounds (rate estimated from the arrivals seen so far); it leaves the plain
+  rollout's decision when a sampled-future score is better by more than delta rounds, so it can defer
+  a long request for short ones likely to arrive soon. Online: no future request is looked at.
 
 Diagnostic (`DIAGNOSTICS`, NOT an online rule): ``rollout_hindsight`` is the same rollout but it also
 sees requests that have not arrived yet (they can only start after their arrival). Its gap to the
@@ -59,6 +60,8 @@ class RuleConfig:
         threshold_tokens: theta of the ``threshold`` rule (prompt tokens, >= 1).
         scenarios: K of ``scenario_rollout`` (sampled arrival scenarios per decision, >= 1).
         horizon_rounds: H of ``scenario_rollout`` (rounds of sampled future arrivals, >= 1).
+        switch_margin_rounds: delta of ``scenario_rollout`` (rounds, >= 0): it leaves the plain rollout's
+            decision only for one whose mean sampled-scenario latency is lower by more than delta.
         seed: seed of ``scenario_rollout``'s sampler (int >= 0; the draw at round t uses (seed, t, #known)).
 
     Raises:
@@ -70,6 +73,7 @@ class RuleConfig:
     threshold_tokens: int = 2
     scenarios: int = 8
     horizon_rounds: int = 4
+    switch_margin_rounds: float = 3.0
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -83,6 +87,8 @@ class RuleConfig:
             v = getattr(self, field)
             if not (isinstance(v, int) and v >= 1):
                 raise ValueError(f"{field} must be an int >= 1, got {v!r}")
+        if not (self.switch_margin_rounds >= 0):
+            raise ValueError(f"switch_margin_rounds must be >= 0 rounds, got {self.switch_margin_rounds!r}")
         if not (isinstance(self.seed, int) and self.seed >= 0):
             raise ValueError(f"seed must be an int >= 0, got {self.seed!r}")
 
@@ -199,7 +205,8 @@ def simulate_rounds(requests: Sequence[KVRequest], memory_tokens: int, rule: Rul
             if any(state.fits(i, t) for i in waiting):
                 from optsched.models.admission_scenario import scenario_rollout_step
 
-                state = scenario_rollout_step(state, known, waiting, t, rule.scenarios, rule.horizon_rounds, rule.seed)
+                state = scenario_rollout_step(state, known, waiting, t, rule.scenarios, rule.horizon_rounds, rule.seed,
+                                              rule.switch_margin_rounds)
         elif rule.name != "interval" or t % rule.interval_rounds == 0:
             state.fill(sorted(waiting, key=lambda j: key(j, requests[j])), t, stop)
         waiting = [i for i in waiting if state.starts[i] < 0]
