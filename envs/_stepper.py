@@ -20,7 +20,19 @@ from optsched.sim.events import KV_READY, RELEASE, STEP, STEP_END
 from optsched.sim.seq import DONE
 from optsched.workload.types import Call
 
-__all__ = ["ActionRouter", "SimStepper"]
+__all__ = ["ActionRouter", "SimStepper", "collect_ttft"]
+
+
+def collect_ttft(seqs: list, unstarted: list[int]) -> tuple[float, list[int]]:
+    """Sum of TTFT (s) over the calls in ``unstarted`` that now have a first token, and the rest."""
+    total, left = 0.0, []
+    for i in unstarted:
+        s = seqs[i]
+        if s.first_token_s >= 0:
+            total += s.first_token_s - s.release_s
+        else:
+            left.append(i)
+    return total, left
 
 
 class ActionRouter:

@@ -8,7 +8,7 @@ import gymnasium as gym
 import numpy as np
 import pandas as pd
 from gymnasium import spaces
-from optsched.envs._stepper import ActionRouter, SimStepper
+from optsched.envs._stepper import ActionRouter, SimStepper, collect_ttft
 
 from optsched.policies.base import ClusterView
 from optsched.sim import ClusterConfig, InstanceConfig, SchedulerConfig, Simulator
@@ -152,7 +152,8 @@ class RoutingEnv(gym.Env):
         self._unstarted.append(idx)
         self._idx = self._stepper.route(a)
         if self.reward_mode == "ttft":
-            reward = -self._collect_ttft()
+            ttft_s, self._unstarted = collect_ttft(self._sim.seqs, self._unstarted)
+            reward = -ttft_s
         terminated = self._idx is None
         return self._obs(), float(reward), terminated, False, self._info()
 
@@ -180,18 +181,6 @@ class RoutingEnv(gym.Env):
         return calls_frame(self._sim.seqs, self._sim.driver.calls)
 
     # ---- internals ---------------------------------------------------------------------------
-    def _collect_ttft(self) -> float:
-        seqs = self._sim.seqs
-        total, left = 0.0, []
-        for i in self._unstarted:
-            s = seqs[i]
-            if s.first_token_s >= 0:
-                total += s.first_token_s - s.release_s
-            else:
-                left.append(i)
-        self._unstarted = left
-        return total
-
     def _estimate_s(self, idx: int, a: int) -> float:
         call = self._sim.driver.calls[idx]
         v = self._sim.view.instances[a]

@@ -1,0 +1,192 @@
+"""`optsched/KVResidency-v0`: decide where a paused agent session's KV lives during its tool call."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, ClassVar
+
+import gymnasium as gym
+import numpy as np
+import pandas as pd
+from gymnasium import spaces
+from optsched.envs._stepper import ActionRouter, SimStepper, collect_ttft
+from optsched.envs.routing import default_cluster
+
+from optsched.policies.base import ClusterView, ResidencyDecision
+from optsched.policies.router_cache_aware import CacheAwareRouter
+from optsched.sim import ClusterConfig, Simulator
+from optsched.sim.cluster import default_cost_model
+from optsched.sim.result import calls_frame
+from optsched.workload import generate_agentx
+from optsched.workload.types import Call, Workload
+
+__all__ = ["DEFAULT_DECISIONS", "KVResidencyEnv"]
+
+DEFAULT_DECISIONS = (
+    ResidencyDecision("keep"),
+    ResidencyDecision("keep", ttl_s=60.0, then="offload_dram"),
+    ResidencyDecision("offload_dram"),
+    ResidencyDecision("drop"),
+)
+
+
+class _ChosenResidency:
+    """`Residency` that applies the decision the agent chose for the pausing call (keep/LRU if none)."""
+
+    name = "gym_agent"
+
+    def __init__(self) -> None:
+        self.chosen: dict[tuple[str, str], ResidencyDecision] = {}
+
+    def on_pause(self, call: Call, kv_blocks: int, view: ClusterView) -> ResidencyDecision:
+        return self.chosen.pop((call.session_id, call.call_id), DEFAULT_DECISIONS[0])
+
+
+class KVResidencyEnv(gym.Env):
+    """Choose what happens to a call's KV when its session pauses for a tool call / think time.
+
+    Same simulator and workload as `optsched.envs.routing.RoutingEnv`; routing is done by a fixed
+    baseline (``router_factory()``, default SGLang-style `CacheAwareRouter`, built fresh every reset).
+    One step per released call that is not its session's last unfinished call (only such a call can
+    pause its session): the agent picks the `ResidencyDecision` the simulator applies to the call's KV
+    when the call finishes and its session waits (``optsched.sim.residency_exec``). The decision is
+    taken at the call's release (its KV size is known then; the cluster state at the pause is not).
+
+    ## Action space
+
+    ``Discrete(len(decisions))``: index into ``decisions`` (default `DEFAULT_DECISIONS`):
+    0 keep in HBM (LRU), 1 keep for a 60 s TTL then offload to DRAM, 2 offload to DRAM now, 3 drop.
+
+    ## Observation space
+
+    ``Dict`` of ``float32`` ``Box``; ``T`` = ``scheduler.max_num_batched_tokens`` (tokens),
+    ``S`` = ``scheduler.max_num_seqs``. ``"instances"``: shape ``(n, 5)``:
+
+    | col | name            | definition                                             | range    |
+    |-----|-----------------|--------------------------------------------------------|----------|
+    | 0   | is_home         | 1 on the instance the router chose for this call       | {0, 1}   |
+    | 1   | kv_used_frac    | HBM KV blocks in use (running + cached) / HBM capacity | [0, 1]   |
+    | 2   | queued_prefill  | prefill tokens queued or running / T                   | [0, inf) |
+    | 3   | running_decodes | sequences in decode / S                                | [0, inf) |
+    | 4   | outstanding     | (queued prefill + remaining decode tokens) / T         | [0, inf) |
+
+    ``"call"``: shape ``(3,)``: ``input_tokens / T``, ``output_tokens / T``, and the call's KV
+    footprint ``ceil((input + output) / block_size)`` / HBM capacity of its instance (blocks/blocks).
+    All zeros after the last step.
+
+    ## Rewards
+
+    ``-Σ ttft_s`` (s) of the calls whose first token was produced while the simulator advanced after
+    this action (including calls routed without a step); the episode return is minus the run's total TTFT.
+
+    ## Episode end
+
+    Terminated when every call finished; truncated by the registered ``max_episode_steps``.
+
+    ## Arguments
+
+    ``n_sessions``, ``variant``, ``cluster``, ``workload``, ``concurrency`` as `RoutingEnv`;
+    ``decisions`` (non-empty sequence of `ResidencyDecision`); ``router_factory`` (callable returning
+    a `Router`). Raises ``ValueError`` naming the argument on a bad value.
+    """
+
+    metadata: ClassVar[dict[str, Any]] = {"render_modes": []}
+
+    def __init__(
+        self, n_sessions: int = 4, variant: str = "256k", cluster: ClusterConfig | None = None,
+        workload: Workload | None = None, decisions: Sequence[ResidencyDecision] = DEFAULT_DECISIONS,
+        router_factory: Callable[[], Any] = CacheAwareRouter, concurrency: int = 0,
+    ) -> None:
+        if not isinstance(n_sessions, int) or isinstance(n_sessions, bool) or n_sessions < 1:
+            raise ValueError(f"n_sessions must be an int >= 1, got {n_sessions!r}")
+        if not isinstance(concurrency, int) or isinstance(concurrency, bool) or concurrency < 0:
+            raise ValueError(f"concurrency must be an int >= 0, got {concurrency!r}")
+        decisions = tuple(decisions)
+        if not decisions or not all(isinstance(d, ResidencyDecision) for d in decisions):
+            raise ValueError(f"decisions must be a non-empty sequence of ResidencyDecision, got {decisions!r}")
+        if workload is not None and not isinstance(workload, Workload):
+            raise ValueError(f"workload must be an optsched Workload or None, got {type(workload).__name__}")
+        if not callable(router_factory):
+            raise ValueError(f"router_factory must be callable, got {router_factory!r}")
+        cluster = default_cluster() if cluster is None else cluster
+        if any(ic.role != "colocated" for ic in cluster.instances):
+            raise ValueError("cluster must have colocated instances only (KVResidency-v0)")
+        self.n_sessions, self.variant, self.cluster, self.fixed_workload = n_sessions, variant, cluster, workload
+        self.decisions, self.router_factory, self.concurrency = decisions, router_factory, concurrency
+        self.n_instances = len(cluster.expanded)
+        self._cost_models = [default_cost_model(ic) for ic in cluster.instances]
+        self._T = float(cluster.scheduler.max_num_batched_tokens)
+        self._S = float(cluster.scheduler.max_num_seqs)
+        self.action_space = spaces.Discrete(len(decisions))
+        self.observation_space = spaces.Dict({
+            "instances": spaces.Box(0.0, np.inf, (self.n_instances, 5), np.float32),
+            "call": spaces.Box(0.0, np.inf, (3,), np.float32),
+        })
+        self._sim: Simulator | None = None
+        self._stepper: SimStepper | None = None
+        self._idx: int | None = None
+        self._home = -1
+        self._unstarted: list[int] = []
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        super().reset(seed=seed)
+        wl = self.fixed_workload
+        if wl is None:
+            wl = generate_agentx(self.n_sessions, self.np_random, variant=self.variant)
+        self._residency = _ChosenResidency()
+        self._router = self.router_factory()
+        self._sim = Simulator(wl, self.cluster, ActionRouter(), None, self._residency, None, self._cost_models,
+                              False, self.concurrency)
+        self._stepper = SimStepper(self._sim)
+        self._unstarted = []
+        self._idx = self._next_pausable(self._stepper.start())
+        return self._obs(), {}
+
+    def step(self, action):
+        if self._stepper is None or self._idx is None:
+            raise RuntimeError("episode is over (or not started): call reset()")
+        if not self.action_space.contains(action):
+            raise ValueError(f"action must be an int in [0, {len(self.decisions)}), got {action!r}")
+        c = self._sim.driver.calls[self._idx]
+        self._residency.chosen[(c.session_id, c.call_id)] = self.decisions[int(action)]
+        self._unstarted.append(self._idx)
+        self._idx = self._next_pausable(self._stepper.route(self._home))
+        ttft_s, self._unstarted = collect_ttft(self._sim.seqs, self._unstarted)
+        return self._obs(), -ttft_s, self._idx is None, False, {}
+
+    @property
+    def current_call(self) -> Call | None:
+        """The released call whose pause decision this step takes (None after the episode ended)."""
+        return None if self._idx is None else self._sim.driver.calls[self._idx]
+
+    def calls_frame(self) -> pd.DataFrame:
+        """Per-call table of the finished episode. Raises RuntimeError before termination."""
+        if self._stepper is None or not self._stepper.done:
+            raise RuntimeError("calls_frame() needs a finished episode")
+        return calls_frame(self._sim.seqs, self._sim.driver.calls)
+
+    def _next_pausable(self, idx: int | None) -> int | None:
+        """Route released calls with the baseline; stop at one that can pause its session."""
+        sim, drv = self._sim, self._sim.driver
+        while idx is not None:
+            self._home = self._router.route(drv.calls[idx], sim.view)
+            if drv.session_left[drv.session_of[idx]] > 1:
+                return idx
+            self._unstarted.append(idx)
+            idx = self._stepper.route(self._home)
+        return None
+
+    def _obs(self) -> dict[str, np.ndarray]:
+        table = np.zeros((self.n_instances, 5), np.float32)
+        feats = np.zeros(3, np.float32)
+        if self._idx is None:
+            return {"instances": table, "call": feats}
+        T = self._T
+        for i, v in enumerate(self._sim.view.instances):
+            table[i] = (float(i == self._home), v.kv_used_blocks / v.kv_capacity_blocks,
+                        v.queued_prefill_tokens / T, v.running_decodes / self._S, max(0, v.outstanding_tokens) / T)
+        c = self._sim.driver.calls[self._idx]
+        blocks = -(-(c.input_tokens + c.output_tokens) // self._sim.block_size)
+        feats[:] = (c.input_tokens / T, c.output_tokens / T,
+                    blocks / self._sim.view.instances[self._home].kv_capacity_blocks)
+        return {"instances": table, "call": feats}
