@@ -48,7 +48,7 @@ def activation_reserve_bytes(model: ModelSpec, tp: int, max_batched_tokens: int 
     h = model.hidden_size
     i = (model.intermediate_size if model.dense_layers else model.moe_intermediate_size * model.experts_per_token)
     per_tok = 2 * h + (model.num_heads + 2 * model.num_kv_heads) * model.head_dim / tp + model.mlp_mats * i / tp
-    return max_batched_tokens * per_tok * model.weight_bytes + max_seqs * model.vocab_size / tp * 4
+    return max_batched_tokens * per_tok * model.activation_bytes + max_seqs * model.vocab_size / tp * 4
 
 
 def kv_capacity_tokens(gpu: GPUSpec, model: ModelSpec, tp: int, mem_utilization: float = 0.9,

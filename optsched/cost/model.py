@@ -136,7 +136,7 @@ class CostModel:
         else:
             pf_f = dc_f = 4.0 * hq * m.head_dim
         self._attn = {"pf_f": pf_f, "dc_f": dc_f, "kv": float(self._kv_rank_layer),
-                      "qo": 2.0 * hq * m.attn_v_head_dim * m.weight_bytes, "kvh": float(self._kv_heads),
+                      "qo": 2.0 * hq * m.attn_v_head_dim * m.activation_bytes, "kvh": float(self._kv_heads),
                       "L": float(m.num_layers)}
         self._tab = None  # lazily built lookup tables (linear, LM head, communication) over integer rows
 
@@ -146,6 +146,15 @@ class CostModel:
         g = load_gpu(gpu)
         cal = shipped_calibration(g.name) if calibrated else None
         return cls(g, model, tp, cal, **kw)
+
+    @property
+    def gemm_peak_flops(self) -> float:
+        """Peak FLOP/s of the linear-layer GEMMs: the GPU's fp8 peak for fp8 weights (weight_bytes <= 1, as
+        DeepSeek-V3's block-scaled fp8 GEMMs with dynamically quantized activations) when the GPU has fp8
+        tensor cores, else the bf16 peak (A100: fp8 weights are dequantized, weight-only). The calibrated
+        efficiencies were fitted on bf16 GEMMs, so fp8 times are an extrapolation."""
+        g = self.gpu
+        return g.fp8_flops if self.model.weight_bytes <= 1 and g.fp8_flops > 0 else g.bf16_flops
 
     @property
     def num_gpus(self) -> int:
@@ -209,12 +218,12 @@ class CostModel:
         g, m, fam = self.gpu, self.model, self.calibration.families
         rows = np.asarray(rows, dtype=float)
         logit_rows = np.asarray(logit_rows, dtype=float)
-        wb, peak, bw, gf = m.weight_bytes, g.bf16_flops, g.hbm_bw, fam["gemm"]
+        wb, ab, peak, bw, gf = m.weight_bytes, m.activation_bytes, self.gemm_peak_flops, g.hbm_bw, fam["gemm"]
         acc = {"t": 0.0, "f": 0.0, "b": 0.0, "tc": 0.0, "tm": 0.0}
 
         def add_gemm(mrows, n, k, count, group=1.0):
             # ``group`` GEMMs of the same shape in ONE grouped kernel (fused MoE: one launch per layer)
-            f, b = gemm_flops_bytes(mrows, n, k, wb)
+            f, b = gemm_flops_bytes(mrows, n, k, wb, ab)
             f, b = group * f, group * np.where(mrows > 0, b, 0.0)
             acc["f"] = acc["f"] + count * f
             acc["b"] = acc["b"] + count * b
@@ -251,7 +260,7 @@ class CostModel:
         if self.tp == 1:
             return np.zeros_like(np.asarray(rows, dtype=float))
         rows = np.asarray(rows, dtype=float)
-        return np.where(rows > 0, self.allreduce_time(rows * self.model.hidden_size * self.model.weight_bytes)
+        return np.where(rows > 0, self.allreduce_time(rows * self.model.hidden_size * self.model.activation_bytes)
                         * (2 * self.model.num_layers), 0.0)
 
     def _attention(self, pt, pairs, pkv, ds, dkv):
@@ -307,7 +316,7 @@ class CostModel:
         g = self.gpu
         abound = np.where(af / g.bf16_flops >= ab / g.hbm_bw, "compute", "memory")
         comm_bytes = np.where(rows > 0, 2 * self.model.num_layers * rows * self.model.hidden_size
-                              * self.model.weight_bytes, 0.0) if self.tp > 1 else np.zeros_like(rows)
+                              * self.model.activation_bytes, 0.0) if self.tp > 1 else np.zeros_like(rows)
         out = {"time_s": total, "linear_s": lin, "attention_s": attn, "communication_s": comm, "overhead_s": over,
                "flops": (lf + af) * self.tp, "bytes": (lb + ab) * self.tp, "binding": binding, "linear_bound": bound,
                "linear_flops": lf * self.tp, "linear_bytes": lb * self.tp, "attention_flops": af * self.tp,

@@ -60,17 +60,19 @@ def expert_gemms(model: ModelSpec, tp: int) -> list[Gemm]:
     return [("expert_up", (model.mlp_mats - 1) * i, model.hidden_size), ("expert_down", model.hidden_size, i)]
 
 
-def gemm_flops_bytes(m, n: int, k: int, wb: float):
-    """(FLOPs, bytes) of an (m×k)·(k×n) GEMM; m array-like (tokens)."""
+def gemm_flops_bytes(m, n: int, k: int, wb: float, ab: float | None = None):
+    """(FLOPs, bytes) of an (m×k)·(k×n) GEMM; m array-like (tokens); ``wb`` bytes per weight, ``ab`` bytes per
+    activation element (default ``wb``): 2·m·n·k FLOPs, wb·k·n + ab·(m·k + m·n) bytes."""
     m = np.asarray(m, dtype=float)
-    return 2.0 * m * n * k, wb * (m * k + k * n + m * n)
+    ab = wb if ab is None else ab
+    return 2.0 * m * n * k, wb * k * n + ab * (m * k + m * n)
 
 
 def elementwise_op_bytes(model: ModelSpec, tp: int) -> dict[str, float]:
     """Bytes moved per token by each non-GEMM op of one layer on one rank (Vidur's operator names):
     a norm reads and writes h, RoPE reads and writes q and k of this rank, the activation reads
-    (mats−1)·I/tp and writes I/tp, a residual add reads 2h and writes h. Activations in the weight dtype."""
-    h, wb = model.hidden_size, model.weight_bytes
+    (mats−1)·I/tp and writes I/tp, a residual add reads 2h and writes h. ``activation_bytes`` per element."""
+    h, wb = model.hidden_size, model.activation_bytes
     if model.num_heads >= tp:
         qk = (model.num_heads // tp + kv_heads_per_rank(model, tp)) * model.qk_head_dim
     else:

@@ -93,6 +93,10 @@ class ModelSpec:
     ``first_dense_layers`` layers use the dense MLP of width ``intermediate_size``, the rest route each
     token to ``experts_per_token`` of ``num_experts`` experts of width ``moe_intermediate_size`` plus
     ``num_shared_experts`` always-on experts.
+
+    Dtypes: ``weight_bytes`` per parameter (2 = bf16; 1 = fp8, whose GEMMs then run at the GPU's fp8 peak
+    when it has one, else at the bf16 peak as weight-only fp8), ``activation_bytes`` per activation element
+    (hidden states, GEMM inputs/outputs, all-reduce messages; 2 = bf16), ``kv_bytes`` per cached element.
     """
 
     name: str
@@ -105,7 +109,8 @@ class ModelSpec:
     vocab_size: int
     gated_mlp: bool = True
     tie_embeddings: bool = False
-    weight_bytes: float = 2.0  # bytes per parameter (bf16/fp16)
+    weight_bytes: float = 2.0  # bytes per parameter (bf16/fp16 2; fp8 checkpoints such as DeepSeek-V3 1)
+    activation_bytes: float = 2.0  # bytes per activation element (hidden states, all-reduce messages): bf16
     kv_bytes: float = 2.0  # bytes per cached element
     max_context_tokens: int = 4096
     sliding_window: int = 0  # 0 = full attention
@@ -128,7 +133,7 @@ class ModelSpec:
             raise ValueError(f"ModelSpec.name must be a non-empty string, got {self.name!r}")
         _types(self)
         _pos(self, "num_layers", "hidden_size", "num_heads", "num_kv_heads", "head_dim", "intermediate_size",
-             "vocab_size", "weight_bytes", "kv_bytes", "max_context_tokens")
+             "vocab_size", "weight_bytes", "activation_bytes", "kv_bytes", "max_context_tokens")
         _pos(self, "sliding_window", "kv_lora_rank", "q_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim",
              "v_head_dim", "num_experts", "experts_per_token", "moe_intermediate_size", "num_shared_experts",
              "first_dense_layers", allow_zero=True)
