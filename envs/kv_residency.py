@@ -18,6 +18,7 @@ from optsched.sim import ClusterConfig, Simulator
 from optsched.sim.cluster import default_cost_model
 from optsched.sim.result import calls_frame
 from optsched.workload import generate_agentx
+from optsched.workload.gen_agentx import AGENTX_VARIANTS
 from optsched.workload.types import Call, Workload
 
 __all__ = ["DEFAULT_DECISIONS", "KVResidencyEnv"]
@@ -99,6 +100,8 @@ class KVResidencyEnv(gym.Env):
     ) -> None:
         if not isinstance(n_sessions, int) or isinstance(n_sessions, bool) or n_sessions < 1:
             raise ValueError(f"n_sessions must be an int >= 1, got {n_sessions!r}")
+        if variant not in AGENTX_VARIANTS:
+            raise ValueError(f"variant must be one of {sorted(AGENTX_VARIANTS)}, got {variant!r}")
         if not isinstance(concurrency, int) or isinstance(concurrency, bool) or concurrency < 0:
             raise ValueError(f"concurrency must be an int >= 0, got {concurrency!r}")
         decisions = tuple(decisions)

@@ -110,7 +110,7 @@ def test_vector_env_and_bad_arguments():
         _, rew, _, _, _ = venv.step(np.array([0, 2]))
         assert rew.shape == (2,)
     venv.close()
-    for kw in ({"n_sessions": 0}, {"decisions": ()}, {"decisions": ("keep",)}, {"router_factory": 3}):
+    for kw in ({"n_sessions": 0}, {"variant": "2k"}, {"decisions": ()}, {"decisions": ("keep",)}, {"router_factory": 3}):
         with pytest.raises(ValueError):
             KVResidencyEnv(**kw)
     assert KVResidencyEnv(decisions=[ResidencyDecision("drop")]).action_space.n == 1

@@ -128,7 +128,7 @@ def test_sync_vector_env_two_steps():
     venv.close()
 
 
-@pytest.mark.parametrize("kwargs", [{"n_sessions": 0}, {"reward_mode": "x"}, {"concurrency": -1},
+@pytest.mark.parametrize("kwargs", [{"n_sessions": 0}, {"variant": "2k"}, {"reward_mode": "x"}, {"concurrency": -1},
                                     {"cluster": ClusterConfig(instances=(InstanceConfig(role="prefill"),
                                                                          InstanceConfig(role="decode")),
                                                               scheduler=SchedulerConfig())}])
