@@ -32,6 +32,16 @@ __all__ = ["PrefixCache"]
 _INF = float("inf")
 
 
+def _check_time(now_s: float) -> None:
+    """``now_s`` must be a finite number (NaN would corrupt the LRU order silently)."""
+    try:
+        ok = -_INF < float(now_s) < _INF
+    except (TypeError, ValueError):
+        ok = False
+    if not ok:
+        raise ValueError(f"now_s must be a finite simulated time in seconds, got {now_s!r}")
+
+
 class PrefixCache(ResidencyStore):
     """Block-hash prefix cache of one instance with HBM/DRAM/SSD tiers (see module docstring).
 
@@ -46,7 +56,15 @@ class PrefixCache(ResidencyStore):
         keep_hit_records: keep per-call ``CallHit`` records in ``hits``.
 
     Raises:
-        ValueError: bad capacities, block size, eviction name or TTL.
+        ValueError: bad capacities (negative, non-int, unknown tier name), block size, eviction name or TTL.
+
+    Allowed on purpose (not errors): a capacity of 0 (or a missing tier) means the tier does not exist, so
+    an all-zero cache misses everything; a ``now_s`` earlier than a previous call (the LRU time of a block
+    only moves forward, ``max``); ``release`` of a ``seq_id`` that never called ``acquire`` (it inserts the
+    blocks: how a cache is warmed, or how a decode instance publishes KV it received) and a second
+    ``release`` of the same ``seq_id`` (nothing left to free: only the path's LRU time is refreshed).
+    Hashes must be hashable (``TypeError`` otherwise); non-chained hashes never splice prefixes (module
+    docstring). Sequence-lifecycle methods raise ValueError for a non-finite ``now_s``.
     """
 
     def __init__(
@@ -232,8 +250,10 @@ class PrefixCache(ResidencyStore):
         residency TTLs are cancelled. The caller records the token split (``CallHit.from_blocks``).
 
         Raises:
-            ValueError: ``seq_id`` already holds a pinned prefix (release it first) or bad ``max_blocks``.
+            ValueError: ``seq_id`` already holds a pinned prefix (release it first), bad ``max_blocks`` or a
+            non-finite ``now_s``.
         """
+        _check_time(now_s)
         if seq_id in self._pins:
             raise ValueError(f"sequence {seq_id!r} already acquired a prefix; release it first")
         limit = len(block_hashes)
@@ -263,10 +283,11 @@ class PrefixCache(ResidencyStore):
         would have happened).
 
         Raises:
-            ValueError: ``n_blocks`` not a non-negative int.
+            ValueError: ``n_blocks`` not a non-negative int, or a non-finite ``now_s``.
         """
         if not isinstance(n_blocks, int) or isinstance(n_blocks, bool) or n_blocks < 0:
             raise ValueError(f"n_blocks must be a non-negative int, got {n_blocks!r}")
+        _check_time(now_s)
         if n_blocks == 0:
             return True
         if self._cap[HBM] - self._used[HBM] - self._seq_hbm < n_blocks and not self._make_room(HBM, n_blocks):
@@ -283,7 +304,13 @@ class PrefixCache(ResidencyStore):
         becomes an evictable HBM block (blocks cached in a lower tier are moved up without transfer);
         insertion stops at the first block for which HBM cannot make room, keeping the index
         prefix-closed. The path is in use at ``now_s``. Returns the number of blocks newly added.
+        A ``seq_id`` that holds nothing (never acquired/allocated, or already released) is allowed: the
+        blocks are inserted (or refreshed) and nothing is freed.
+
+        Raises:
+            ValueError: ``now_s`` not finite.
         """
+        _check_time(now_s)
         old_pin = self._pins.pop(seq_id, None)
         self._seq_hbm -= self._alloc.pop(seq_id, 0)
         n = len(block_hashes)
