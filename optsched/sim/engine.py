@@ -13,6 +13,8 @@ import heapq
 import logging
 from typing import Any
 
+import numpy as np
+
 from optsched.sim import kv
 from optsched.sim.cluster import StepUnit, build_instances, build_units
 from optsched.sim.config import SLO, ClusterConfig
@@ -32,6 +34,7 @@ __all__ = ["Simulator"]
 log = logging.getLogger(__name__)
 
 _INF = float("inf")
+_STACK_PRUNE = 4096  # prune an instance's ITL step stack past this many entries
 
 
 class Simulator(PDMixin):
@@ -181,6 +184,7 @@ class Simulator(PDMixin):
             self._idle(unit, t)
             return
         b.time_s = inst.cm.step_time(b.prefill_tokens, b.attn_pairs, b.prefill_kv, b.n_dec, b.dec_kv)
+        b.t0 = t
         end = t + b.time_s
         if self.fast_forward and can_run(inst, b):
             rel = self._release_times[0] if self._release_times else _INF
@@ -209,6 +213,7 @@ class Simulator(PDMixin):
         longest = 0.0
         for inst in unit.members:
             b = plan_step(inst, t, self.admission, self._start_load, self.ttft_slo_s)
+            b.t0 = t
             if not b.empty:
                 b.time_s = float(inst.cm.step_time(b.prefill_tokens, b.attn_pairs, b.prefill_kv, b.n_dec, b.dec_kv))
                 longest = max(longest, b.time_s)
@@ -274,6 +279,18 @@ class Simulator(PDMixin):
 
     def _complete(self, inst: Instance, b: Batch, t: float) -> None:
         if b.n_dec:
+            h = inst.itl
+            d = inst.dstep
+            if b.steps == 1:
+                dur = t - b.t0
+                h.add_step(d, dur, b.n_dec)
+            else:
+                ends = b.ends
+                dur = ends[0] - b.t0
+                h.add_run(d, np.diff(np.asarray([b.t0, *ends[: b.steps]])), b.n_dec)
+            if inst.fresh:
+                self._fix_joins(inst, d, dur, b.t0)
+            inst.last_dec_end_s = t
             inst.dstep += b.steps
             heap = inst.finish_heap
             d = inst.dstep
@@ -283,7 +300,11 @@ class Simulator(PDMixin):
                     inst.leave_decode(seq)
                     inst.return_growth(seq, t)
                     seq.generated = seq.call.output_tokens
+                    m = h.max_since(seq.d0)
+                    seq.itl_max_s = max(seq.itl_max_s, m)
                     self._finish(inst, seq, t)
+            if len(h.stack_d) > _STACK_PRUNE:
+                h.prune(min((s.d0 for s in inst.dec.values()), default=d))
         if inst.joining:
             for seq in inst.joining:
                 inst.join_decode(seq, seq.call.output_tokens - seq.generated)
@@ -294,6 +315,11 @@ class Simulator(PDMixin):
             inst.queued_prefill_tokens -= n
             if seq.computed == seq.target_tokens:
                 inst.prefilling.remove(seq)
+                if seq.generated:  # resumed after a recompute preemption: one stalled token
+                    gap = t - seq.last_tok_s
+                    inst.itl.add_gap(gap)
+                    seq.itl_max_s = max(seq.itl_max_s, gap)
+                seq.last_tok_s = t
                 seq.generated += 1
                 if seq.first_token_s < 0:
                     seq.first_token_s = t
@@ -304,6 +330,22 @@ class Simulator(PDMixin):
                     self._start_transfer(inst, seq, t)
                 else:
                     inst.join_decode(seq, left)
+
+    @staticmethod
+    def _fix_joins(inst: Instance, d: int, dur: float, t0: float) -> None:
+        """Calls that joined the decode batch after their previous token: their first decode token's
+        ITL is ``step end - previous token``, not the step duration (`optsched.sim.itl`)."""
+        keep = []
+        for seq, d0 in inst.fresh:
+            if d0 > d:
+                keep.append((seq, d0))  # joined after this step started (cannot happen; defensive)
+                continue
+            if d0 == d and seq.d0 == d0 and inst.dec.get(seq.idx) is seq:
+                extra = t0 - seq.last_tok_s
+                if extra > 0.0:
+                    inst.itl.move(dur, dur + extra)
+                    seq.itl_max_s = max(seq.itl_max_s, dur + extra)
+        inst.fresh = keep
 
     def _finish(self, inst: Instance, seq: Seq, t: float) -> None:
         seq.state = DONE

@@ -29,6 +29,7 @@ from collections import deque
 from typing import Any
 
 from optsched.sim.config import InstanceConfig, SchedulerConfig
+from optsched.sim.itl import ItlHistogram
 from optsched.sim.seq import DECODE, Seq
 
 __all__ = ["GROWTH_GRANULE_BLOCKS", "Instance"]
@@ -84,6 +85,9 @@ class Instance:
         self.num_steps = 0
         # (t_s, queue depth, running sequences, HBM KV blocks used) at every step boundary
         self.samples: list[tuple[float, int, int, int]] = []
+        self.itl = ItlHistogram()  # per-token inter-token latency (optsched.sim.itl)
+        self.fresh: list[tuple[Seq, int]] = []  # (seq, d0) joined the decode batch since the last decode step
+        self.last_dec_end_s = 0.0  # end of the latest decode step (s)
 
     # ---- views of the aggregates -------------------------------------------------------------
     @property
@@ -138,6 +142,7 @@ class Instance:
         self.dec_rem += seq.dfin
         self.buckets[seq.residue][seq.idx] = seq
         heapq.heappush(self.finish_heap, (seq.dfin, seq.order, seq.idx, seq))
+        self.fresh.append((seq, d0))
 
     def leave_decode(self, seq: Seq) -> None:
         """Remove ``seq`` from the decode aggregates (finish or preemption); its heap entry goes stale."""

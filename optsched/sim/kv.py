@@ -5,7 +5,9 @@ Token/block conventions (block = ``inst.bs`` tokens):
 - Prefix hit on admission: the longest resident prefix of the call's block hashes, ``m`` blocks,
   gives ``min(m * bs, target_tokens - 1)`` reused tokens: at least one token is always computed
   so that the next token can be sampled (vLLM v1 ``get_computed_blocks`` does the same).
-  Reused tokens are attributed to tiers in the order HBM, DRAM, SSD.
+  Reused tokens are attributed to tiers in the order HBM, DRAM, SSD. A call re-admitted after a
+  recompute preemption matches again; its hit counts are REPLACED (not added), so the per-call hits
+  describe the admission that completed the prefill (`optsched.sim.result` for the accounting).
 - Promotion of DRAM/SSD blocks costs ``cm.kv_transfer_time(tokens, "pcie")`` (plus ``"ssd"`` for SSD
   blocks) and is modeled as latency before the call's first chunk (the call holds its blocks and
   waits in LOADING, like vLLM's asynchronous KV load; the engine keeps stepping other work).
@@ -38,6 +40,7 @@ def admit_prefix(inst: Instance, seq: Seq, now_s: float) -> float:
     Returns the promotion latency (s), 0.0 when everything reused was already in HBM.
     """
     seq.total_target += seq.target_tokens
+    seq.hit_hbm = seq.hit_dram = seq.hit_ssd = 0  # hits describe the latest admission only
     if not seq.hashes:
         seq.computed = 0
         seq.blocks = 0
@@ -54,9 +57,9 @@ def admit_prefix(inst: Instance, seq: Seq, now_s: float) -> float:
     h_hbm = min(m.hbm_blocks * bs, hit)
     h_dram = min(m.dram_blocks * bs, hit - h_hbm)
     h_ssd = hit - h_hbm - h_dram
-    seq.hit_hbm += h_hbm
-    seq.hit_dram += h_dram
-    seq.hit_ssd += h_ssd
+    seq.hit_hbm = h_hbm
+    seq.hit_dram = h_dram
+    seq.hit_ssd = h_ssd
     seq.computed = hit
     seq.blocks = nblk
     delay = 0.0

@@ -35,7 +35,7 @@ class Batch:
     """One planned engine step on one instance (aggregates in the cost model's argument names)."""
 
     __slots__ = ("attn_pairs", "chunks", "dec_kv", "ends", "n_dec", "prefill_kv", "prefill_tokens", "run_d", "steps",
-                 "time_s")
+                 "t0", "time_s")
 
     def __init__(self) -> None:
         self.chunks: list[tuple[Seq, int, int]] = []  # (seq, new tokens, cached tokens before)
@@ -45,6 +45,7 @@ class Batch:
         self.attn_pairs = 0.0
         self.prefill_kv = 0
         self.time_s = 0.0
+        self.t0 = 0.0  # start time of the step (s)
         self.steps = 1  # > 1: a fast-forwarded decode run (optsched.sim.fastforward)
         self.ends: list[float] | None = None  # run: end time of each step
         self.run_d = 0  # run: decode counter at its first step
@@ -95,6 +96,10 @@ def preempt_newest(inst: Instance, now_s: float, mode: str, batch: Batch | None 
         batch.drop_seq(victim)
     if victim.state == DECODE:
         ctx = inst.context_tokens(victim)
+        if inst.dstep > victim.d0:
+            victim.generated += inst.dstep - victim.d0  # decoded tokens are kept (vLLM keeps output ids)
+            victim.last_tok_s = inst.last_dec_end_s
+            victim.itl_max_s = max(victim.itl_max_s, inst.itl.max_since(victim.d0))
         inst.leave_decode(victim)
         inst.return_growth(victim, now_s)
         kv.free(inst, victim, now_s, ctx)

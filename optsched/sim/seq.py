@@ -47,6 +47,8 @@ class Seq:
         "hit_ssd",
         "idx",
         "inst",
+        "itl_max_s",
+        "last_tok_s",
         "load_s",
         "order",
         "preemptions",
@@ -95,6 +97,8 @@ class Seq:
         self.wp = None
         self.blocks = 0  # HBM blocks held for the prompt part (prefill phase)
         self.grow = 0  # decode-growth blocks drawn from the instance's growth pool
+        self.last_tok_s = 0.0  # time of the latest output token (s; optsched.sim.itl)
+        self.itl_max_s = 0.0  # longest gap between consecutive output tokens so far (s)
         self.total_target = 0  # Σ target_tokens over admissions (input_tokens without preemption)
 
     @property

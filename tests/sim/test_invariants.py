@@ -73,10 +73,21 @@ def test_invariants(seed, n, pd, budget, seqs, thr, interval, preemption, hbm, d
     assert np.isfinite(df[["release_s", "first_sched_s", "first_token_s", "finish_s"]].to_numpy()).all()
     assert (df.first_sched_s >= df.release_s).all()
     assert (df.first_token_s >= df.first_sched_s).all() and (df.finish_s >= df.first_token_s).all()
-    # every prompt token prefilled or reused exactly once per admission (recompute counted apart)
+    # every prompt token prefilled or reused exactly once per call (the admission that completed the
+    # prefill); what preemption made the engine compute again is counted apart
     reused = df.hit_hbm_tokens + df.hit_dram_tokens + df.hit_ssd_tokens
-    assert (df.prefilled_tokens + reused == df.input_tokens + df.recomputed_tokens).all()
-    assert ((df.recomputed_tokens > 0) <= (df.preemptions > 0)).all()
+    assert (reused <= df.input_tokens).all() and (df.prefilled_tokens >= 0).all()
+    assert (df.prefilled_tokens + reused == df.input_tokens).all()
+    assert (df.preempted_recompute_tokens >= 0).all()
+    assert ((df.preempted_recompute_tokens > 0) <= (df.preemptions > 0)).all()
+    # per-token ITL: one gap per output token after the first, and the gaps of a call add up to
+    # finish - first token (so their sum over all calls is exact); a call's max gap >= its mean gap
+    multi = df.output_tokens > 1
+    assert sum(i.itl.tokens for i in sim.instances) == int((df.output_tokens - 1).sum())
+    span = float((df.finish_s - df.first_token_s).sum())
+    assert abs(sum(i.itl.sum_s for i in sim.instances) - span) <= 1e-9 * max(span, 1.0)
+    assert (df.itl_max_s[multi] >= df.tpot_s[multi] * (1 - 1e-9)).all()
+    assert (df.itl_max_s[multi] <= (df.finish_s - df.first_token_s)[multi] * (1 + 1e-9) + 1e-12).all()
     # closed loop: no call starts before its parents finish plus think time; open loop: at arrival_s
     by = df.set_index("call_id")
     for c in w.calls():
