@@ -143,6 +143,14 @@ def fit_calibration(df: pd.DataFrame, name: str, base: Calibration | None = None
     base = base or Calibration()
     if df.gpu.nunique() > 1:
         raise ValueError(f"fit_calibration needs samples of one GPU, got {sorted(df.gpu.unique())}")
+    if df.empty:
+        raise ValueError("fit_calibration: no samples")
+    for fam, sub in df.groupby("family"):  # fewer samples than free parameters: the fit is not determined
+        n_par = (6 if fam in ROW_FAMILIES else 5) if fam in ("gemm", "attn_prefill", "attn_decode") else \
+            (1 + sub.op.nunique() if fam == "elementwise" else 2)
+        if len(sub) <= n_par:
+            raise ValueError(f"family {fam!r}: {len(sub)} samples cannot determine its {n_par} parameters; "
+                             f"need at least {n_par + 1} (better: a spread of sizes)")
     fams = dict(base.families)
     for fam in ("gemm", "attn_prefill", "attn_decode"):
         sub = df[df.family == fam]

@@ -33,6 +33,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from optsched.cost.catalog import load_gpu
 from optsched.cost.ops import chunk_attn_pairs, dense_gemms, elementwise_op_bytes, gemm_flops_bytes
 from optsched.cost.specs import ModelSpec
 
@@ -220,9 +221,25 @@ def read_samples(path: str | Path) -> pd.DataFrame:
             raise ValueError(f"{path}: line {int(bad[0]) + 2}: {col} must be a number "
                              f"{'> 0' if col == 'time_s' else '>= 0'}, got {df[col][bad[0]]}")
         df[col] = vals
+    if df.empty:
+        raise ValueError(f"{path}: no sample rows (only a header)")
     fams = {"gemm", "attn_prefill", "attn_decode", "elementwise", "allreduce"}
     bad = df.index[~df.family.isin(fams)]
     if len(bad):
         raise ValueError(f"{path}: line {int(bad[0]) + 2}: family must be one of {sorted(fams)}, "
                          f"got {df.family[bad[0]]!r}")
+    need = np.where(df.family == "allreduce", 2, 1)  # a collective needs >= 2 ranks
+    bad = df.index[(df.ranks < need) | (df.ranks != np.floor(df.ranks))]
+    if len(bad):
+        raise ValueError(f"{path}: line {int(bad[0]) + 2}: ranks must be an int >= {need[bad[0]]} for family "
+                         f"{df.family[bad[0]]!r}, got {df.ranks[bad[0]]}")
+    canon = {}
+    for i, g in df.gpu.items():  # catalog name or alias ("h100") -> canonical name; unknown -> error with line
+        if g not in canon:
+            try:
+                spec = load_gpu(str(g))
+                canon[g] = g if Path(str(g)).suffix in (".yaml", ".yml", ".json") else spec.name  # keep file paths
+            except (ValueError, FileNotFoundError) as exc:
+                raise ValueError(f"{path}: line {int(i) + 2}: gpu: {exc}") from None
+    df["gpu"] = df.gpu.map(canon)
     return df[SAMPLE_COLUMNS]
