@@ -35,14 +35,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-
 from optsched.models.admission_hindsight import KVRequest
 
 __all__ = ["sample_arrivals", "scenario_rollout_step"]
 
 
 def sample_arrivals(
-    rng: np.random.Generator, t: int, rate: float, horizon_rounds: int, memory_tokens: int,
+    rng: np.random.Generator,
+    t: int,
+    rate: float,
+    horizon_rounds: int,
+    memory_tokens: int,
     prompt_range: tuple[int, int] = (1, 5),
 ) -> tuple[KVRequest, ...]:
     """One scenario of arrivals in rounds t+1 .. t+H (Poisson count, uniform rounds, Arrival-Model-2 sizes).
@@ -64,7 +67,9 @@ def sample_arrivals(
 def _mcsf_total(state, idx: Sequence[int], t: int) -> int:
     """MC-SF schedules the unstarted requests of ``idx`` from round t on; total latency of ``idx``."""
     req = state.req
-    rem = sorted((i for i in idx if state.starts[i] < 0), key=lambda j: (req[j].output_tokens, req[j].arrival, j))
+    rem = sorted(
+        (i for i in idx if state.starts[i] < 0), key=lambda j: (req[j].output_tokens, req[j].arrival, j)
+    )
     while rem:
         state.fill([i for i in rem if req[i].arrival <= t], t, stop=True)
         rem = [i for i in rem if state.starts[i] < 0]
@@ -83,8 +88,16 @@ def _extend(state, phantoms: tuple[KVRequest, ...]):
     return ext
 
 
-def scenario_rollout_step(state, known: list[int], waiting: list[int], t: int, scenarios: int,
-                          horizon_rounds: int, seed: int, switch_margin_rounds: float = 3.0):
+def scenario_rollout_step(
+    state,
+    known: list[int],
+    waiting: list[int],
+    t: int,
+    scenarios: int,
+    horizon_rounds: int,
+    seed: int,
+    switch_margin_rounds: float = 3.0,
+):
     """The state after round t's starts under the scenario rollout (module docstring); ``state`` is
     `admission_online._State` and is not modified."""
     from optsched.models.admission_online import _mcsf_finish
@@ -103,7 +116,9 @@ def scenario_rollout_step(state, known: list[int], waiting: list[int], t: int, s
             trial.fill(order, t, stop=True)
         trials.append(trial)
         known_cost.append(_mcsf_finish(trial.copy(), known, t + 1))
-        total = sum(_mcsf_total(_extend(trial, ph), known + list(range(n, n + len(ph))), t + 1) for ph in draws)
+        total = sum(
+            _mcsf_total(_extend(trial, ph), known + list(range(n, n + len(ph))), t + 1) for ph in draws
+        )
         scen_cost.append(total / scenarios)
     plain = min(range(len(trials)), key=lambda k: known_cost[k])  # first minimum, as the plain rollout
     best = min(range(len(trials)), key=lambda k: scen_cost[k])

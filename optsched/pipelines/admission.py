@@ -141,7 +141,9 @@ def admission_plan(
     output_tokens_estimate: int = 256,
     urgent_slack_s: float = 0.5,
 ) -> Plan:
-    """`Plan` of kind "admission", type "mcsf_rollout" (the derived rule) with its provenance.
+    """`Plan` of kind "admission", type "mcsf_rollout" with its provenance: the cluster-simulator reduction
+    of the derived unit-round rules (``rollout`` / ``scenario_rollout`` need output lengths, the KV view and
+    the arrival history, which the `Admission` protocol does not expose; see `policies.admission_derived`).
 
     The cluster-simulator policy (`optsched.policies.admission_derived.DerivedAdmission`) takes
     ``output_tokens_estimate`` (tokens) and ``urgent_slack_s`` (s) as parameters.

@@ -132,8 +132,8 @@ def test_scenario_rollout_is_feasible_never_beats_optimum_and_ratio_is_as_measur
         assert memory_profile(reqs, st).max() <= memory  # IP constraint (3) holds every round
         assert all(p >= r.arrival for p, r in zip(st, reqs))  # no start before arrival
         assert total_latency(reqs, st) == cmp_.rule_latency["scenario_rollout"] >= cmp_.optimum
-        for name in ratios:
-            ratios[name].append(cmp_.rule_latency[name] / cmp_.optimum)
+        for name, values in ratios.items():
+            values.append(cmp_.rule_latency[name] / cmp_.optimum)
     opt = [78, 146, 153, 60, 80, 112, 62]
     scen = [78, 148, 153, 60, 85, 112, 65]
     assert np.mean(ratios["scenario_rollout"]) == pytest.approx(np.mean(np.divide(scen, opt)), rel=1e-12)
