@@ -81,8 +81,8 @@ def _check_model_limits(args, cm) -> list[str]:
                          f"{cm.model.name}'s max_context_tokens {lim} (catalog)")
     need, cap = ctx + args.kv, cm.kv_capacity_tokens()
     if need > cap:
-        return [f"the step holds {need} KV tokens but the instance's HBM KV capacity is {cap} tokens "
-                f"(a real engine would preempt or refuse); the time is extrapolated"]
+        return [(f"the step holds {need} KV tokens but the instance's HBM KV capacity is {cap} tokens "
+                 f"(a real engine would preempt or refuse); the time is extrapolated")]
     return []
 
 

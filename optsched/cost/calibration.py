@@ -90,6 +90,7 @@ class Calibration:
             raise ValueError(f"Calibration.seq_overhead_s must be >= 0, got {self.seq_overhead_s!r}")
 
     def to_dict(self) -> dict[str, Any]:
+        """JSON-ready mapping (schema ``SCHEMA``): name, gpu, per-family parameters, all-reduce and per-op terms."""
         return {"schema": SCHEMA, "name": self.name, "gpu": self.gpu,
                 "families": {k: v.to_dict() for k, v in self.families.items()},
                 "allreduce_latency_s": self.allreduce_latency_s, "allreduce_eps": self.allreduce_eps,
@@ -124,6 +125,7 @@ class Calibration:
         return self.elementwise_op_eps.get(op, self.families["elementwise"].eps_memory)
 
     def save(self, path: str | Path) -> None:
+        """Write ``to_dict()`` as JSON to ``path`` (read back with ``load_calibration``). Raises OSError."""
         Path(path).write_text(json.dumps(self.to_dict(), indent=1, sort_keys=True) + "\n")
 
 

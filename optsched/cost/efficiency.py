@@ -62,6 +62,7 @@ class FamilyParams:
             raise ValueError(f"FamilyParams.overlap_p must be >= 1, got {self.overlap_p!r}")
 
     def to_dict(self) -> dict[str, float]:
+        """Field name -> value (floats), for JSON."""
         return asdict(self)
 
 

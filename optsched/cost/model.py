@@ -158,6 +158,7 @@ class CostModel:
 
     @property
     def num_gpus(self) -> int:
+        """GPUs of the instance (= tp; the contract's name)."""
         return self.tp
 
     def __repr__(self) -> str:

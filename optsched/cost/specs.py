@@ -157,14 +157,17 @@ class ModelSpec:
 
     @property
     def is_moe(self) -> bool:
+        """True when ``num_experts > 0``."""
         return self.num_experts > 0
 
     @property
     def moe_layers(self) -> int:
+        """Layers with routed experts: num_layers − first_dense_layers (0 for a dense model)."""
         return self.num_layers - self.first_dense_layers if self.is_moe else 0
 
     @property
     def dense_layers(self) -> int:
+        """Layers with the dense MLP of width ``intermediate_size`` (all layers of a dense model)."""
         return self.num_layers - self.moe_layers
 
     @property
@@ -174,6 +177,7 @@ class ModelSpec:
 
     @property
     def attn_v_head_dim(self) -> int:
+        """Value head width used by attention (MLA: ``v_head_dim``; else ``head_dim``)."""
         return self.v_head_dim if self.kv_lora_rank else self.head_dim
 
     @property
@@ -195,6 +199,7 @@ class ModelSpec:
 
     @property
     def dense_mlp_params(self) -> int:
+        """Parameters of one dense MLP (count): mats · hidden · intermediate (gate/up/down or fc1/fc2)."""
         return self.mlp_mats * self.hidden_size * self.intermediate_size
 
     @property
@@ -204,6 +209,7 @@ class ModelSpec:
 
     @property
     def embedding_params(self) -> int:
+        """Input embedding + LM head parameters (count); one matrix when ``tie_embeddings``."""
         return self.vocab_size * self.hidden_size * (1 if self.tie_embeddings else 2)
 
     @property
@@ -225,6 +231,7 @@ class ModelSpec:
 
     @property
     def weight_total_bytes(self) -> float:
+        """Bytes of all weights: total_params · weight_bytes (norms/biases and fp8 scales ignored)."""
         return self.total_params * self.weight_bytes
 
     @property

@@ -47,6 +47,7 @@ class CallHit:
 
     @property
     def reused_tokens(self) -> int:
+        """Tokens not recomputed: hbm + dram + ssd + remote (tokens)."""
         return self.hbm_tokens + self.dram_tokens + self.ssd_tokens + self.remote_tokens
 
     @classmethod

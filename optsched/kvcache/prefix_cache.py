@@ -93,15 +93,19 @@ class PrefixCache(ResidencyStore):
         return self.used(HBM)
 
     def used_blocks(self, tier: str = "hbm") -> int:
+        """Blocks in use in ``tier`` (HBM includes sequence-allocated blocks). Raises ValueError for an unknown tier."""
         return self.used(tier_index(tier))
 
     def capacity_blocks(self, tier: str = "hbm") -> int:
+        """Capacity of ``tier`` in blocks (0 = no such tier). Raises ValueError for an unknown tier."""
         return self.capacity(tier_index(tier))
 
     def free_blocks(self, tier: str = "hbm") -> int:
+        """Free blocks in ``tier`` without evicting. Raises ValueError for an unknown tier."""
         return self.free(tier_index(tier))
 
     def has_tier(self, tier: str) -> bool:
+        """True when ``tier`` has capacity > 0. Raises ValueError for an unknown tier."""
         return self.capacity(tier_index(tier)) > 0
 
     def tier_of(self, block_hash: int) -> str | None:
