@@ -22,7 +22,8 @@ calibrated roofline (``optsched.cost.efficiency.kernel_time``):
 - overhead: ``step_overhead_s`` for any non-empty step (scheduler, launch gaps) + ``seq_overhead_s`` per
   sequence in the step (decodes + 1 if any prefill; 0 in the kernel-level fits).
 
-All step arguments broadcast (numpy); an all-zero step costs 0.0 s.
+All step arguments broadcast (numpy); an all-zero step costs 0.0 s. ``ModelSpec.sliding_window`` is not
+applied (full attention: an upper bound for sliding-window models beyond the window).
 """
 
 from __future__ import annotations

@@ -113,7 +113,9 @@ class ModelSpec:
     activation_bytes: float = 2.0  # bytes per activation element (hidden states, all-reduce messages): bf16
     kv_bytes: float = 2.0  # bytes per cached element
     max_context_tokens: int = 4096
-    sliding_window: int = 0  # 0 = full attention
+    sliding_window: int = 0  # 0 = full attention; recorded from the config but NOT applied by the cost model
+    # (step arguments are KV sums over sequences, so per-sequence windows cannot be capped): attention time
+    # and KV size of a sliding-window model (Mistral-7B-v0.1, window 4096) are full-attention upper bounds
     # MLA (0 = off)
     kv_lora_rank: int = 0
     q_lora_rank: int = 0

@@ -50,3 +50,16 @@ def test_fp8_weights_do_not_shrink_allreduce_or_activation_bytes():
     assert fp8["communication_s"] == pytest.approx(bf16["communication_s"])
     # weights read once: the linear bytes drop by exactly one weight copy (all matrices, LM head on 1 row)
     assert bf16["linear_bytes"] - fp8["linear_bytes"] > 0.9 * m.total_params
+
+
+def test_llama3_70b_decode_bytes_on_paper():
+    # decode batch 64 at 8k context on 4x H200: KV read = 64 * 8192 * 327,680 B; plus per rank and layer the
+    # query in and output out, 2 * 16 heads * 128 * 2 B = 8,192 B per sequence -> x 64 x 80 layers x 4 ranks
+    cm = CostModel.from_names("h200", "llama-3-70b", tp=4)
+    bd = cm.step_breakdown(0, 0, 0, 64, 64 * 8192)
+    assert bd["attention_bytes"] == 64 * 8192 * 327_680 + 8_192 * 64 * 80 * 4
+    # decode attention FLOPs: 4 * heads * head_dim per KV token and layer (QK^T and PV)
+    assert bd["attention_flops"] == 4 * 64 * 128 * 80 * 64 * 8192
+    assert bd["attention_bound"] == "memory" and bd["linear_bound"] == "memory"
+    # time floor: KV + weights must stream through 4 x 4.8 TB/s
+    assert bd["time_s"] > (bd["attention_bytes"] + cm.model.weight_total_bytes) / (4 * 4.8e12)
