@@ -15,7 +15,8 @@ from pathlib import Path
 
 __all__ = ["pareto_front", "plot_pareto", "register"]
 
-_SHOW = ("num_calls", "makespan_s", "ttft_p50_s", "ttft_p90_s", "tpot_p50_s", "tpot_p90_s", "e2e_p90_s",
+_SHOW = ("num_calls", "makespan_s", "ttft_p50_s", "ttft_p90_s", "tpot_p50_s", "tpot_p90_s", "itl_p90_s", "itl_p99_s",
+         "itl_max_p90_s", "e2e_p90_s",
          "session_completion_p90_s", "p90_interactivity_tok_s", "tpgs", "hit_rate", "slo_attainment",
          "preemptions", "mean_queue_depth")
 

@@ -34,6 +34,7 @@ __all__ = ["Simulator"]
 log = logging.getLogger(__name__)
 
 _INF = float("inf")
+_RUN_VECTOR_MIN = 64  # decode runs at least this long go to the histogram vectorized
 _STACK_PRUNE = 4096  # prune an instance's ITL step stack past this many entries
 
 
@@ -287,7 +288,13 @@ class Simulator(PDMixin):
             else:
                 ends = b.ends
                 dur = ends[0] - b.t0
-                h.add_run(d, np.diff(np.asarray([b.t0, *ends[: b.steps]])), b.n_dec)
+                if b.steps < _RUN_VECTOR_MIN:
+                    prev = b.t0
+                    for j in range(b.steps):
+                        h.add_step(d + j, ends[j] - prev, b.n_dec)
+                        prev = ends[j]
+                else:
+                    h.add_run(d, np.diff(np.asarray([b.t0, *ends[: b.steps]])), b.n_dec)
             if inst.fresh:
                 self._fix_joins(inst, d, dur, b.t0)
             inst.last_dec_end_s = t
