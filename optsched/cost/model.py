@@ -73,6 +73,14 @@ def _check_nonneg(*args) -> None:
             raise ValueError(f"{name} must be >= 0 (a count of tokens/sequences), got {float(np.ravel(bad)[0])!r}")
 
 
+def _nonneg_bytes(nbytes):
+    """``nbytes`` as a float array; ValueError if any entry is negative or NaN."""
+    nb = np.asarray(nbytes, dtype=float)
+    if not np.all(nb >= 0):
+        raise ValueError(f"nbytes must be >= 0, got {float(np.ravel(nb[~(nb >= 0)] if nb.ndim else nb)[0])!r}")
+    return nb
+
+
 def _out(x):
     """float for 0-d results, the array otherwise."""
     return float(x) if np.ndim(x) == 0 else x
@@ -392,15 +400,16 @@ class CostModel:
         if self.tp == 1:
             return _out(np.zeros_like(np.asarray(nbytes, dtype=float)))
         cal = self.calibration
-        nb = np.asarray(nbytes, dtype=float)
+        nb = _nonneg_bytes(nbytes)
         t = cal.allreduce_latency_s + 2.0 * (self.tp - 1) / self.tp * nb / (self.gpu.nvlink_bw * cal.allreduce_eps)
         return _out(np.where(nb > 0, t, 0.0))
 
     def transfer_time(self, nbytes, link: str):
         """Move ``nbytes`` (the instance's total, spread evenly over its tp GPUs, each with its own link) over
-        ``link`` in "pcie" (HBM↔DRAM), "ssd" (DRAM↔SSD), "nvlink", "rdma": latency + bytes/(bw·tp) (s)."""
+        ``link`` in "pcie" (HBM↔DRAM), "ssd" (DRAM↔SSD), "nvlink", "rdma": latency + bytes/(bw·tp) (s); 0 for
+        0 bytes. Raises ValueError for an unknown link or negative/NaN bytes."""
         bw = self.gpu.link_bw(link) * self.tp
-        nb = np.asarray(nbytes, dtype=float)
+        nb = _nonneg_bytes(nbytes)
         return _out(np.where(nb > 0, self.gpu.link_latency_s + nb / bw, 0.0))
 
     def kv_transfer_time(self, tokens, link: str):

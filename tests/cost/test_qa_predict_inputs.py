@@ -54,3 +54,17 @@ def test_library_rejects_negative_counts_naming_argument():
         cm.step_breakdown(0, 0, 0, 1, -5)
     with pytest.raises(ValueError, match=r"prefill_tokens must be >= 0 .*got nan"):
         cm.step_time(float("nan"), 0, 0, 0, 0)
+
+
+def test_transfers_reject_negative_bytes_and_unknown_links():
+    cm = CostModel.from_names("h200", "llama-3-70b", tp=4)
+    with pytest.raises(ValueError, match="nbytes must be >= 0, got -1.0"):
+        cm.transfer_time(-1, "pcie")
+    with pytest.raises(ValueError, match="nbytes must be >= 0"):
+        cm.kv_transfer_time(np.array([10, -3]), "rdma")
+    with pytest.raises(ValueError, match="nbytes must be >= 0"):
+        cm.allreduce_time(-5.0)
+    with pytest.raises(ValueError, match="link must be one of"):
+        cm.transfer_time(10, "infiniband")
+    # on paper: 1000 tokens x 327,680 B over 4 PCIe links of 64 GB/s + 10 us latency
+    assert cm.kv_transfer_time(1000, "pcie") == pytest.approx(1e-5 + 1000 * 327_680 / (4 * 64e9))
