@@ -104,3 +104,19 @@ def test_histogram_percentiles_and_stack():
     assert abs(np.log10(p[10] / 0.010)) <= 1 / BINS_PER_DECADE
     assert abs(np.log10(p[50] / 0.019)) <= 1 / BINS_PER_DECADE  # 5th of 10 sorted gaps
     assert abs(np.log10(p[99] / 1.0)) <= 1 / BINS_PER_DECADE
+
+
+@pytest.mark.parametrize("mode", ["recompute", "swap"])
+def test_decode_preemption_keeps_decoded_tokens(mode):
+    """Two decodes outgrow a 40-block HBM (2 x 22 blocks at the end): the newer one is preempted
+    mid-decode. Its tokens decoded before are kept (vLLM keeps output ids): re-prefill covers
+    input + generated (recompute) and the call emits exactly output_tokens tokens in all."""
+    calls = tuple(Call(f"c{i}", f"s{i}", 100, 250) for i in range(2))
+    w = Workload("two", tuple(Session(c.session_id, (c,)) for c in calls), block_size=16, closed_loop=False)
+    sim, df = _run(w, hbm=40, preemption=mode)
+    assert df.preemptions.sum() >= 1
+    assert sum(i.itl.tokens for i in sim.instances) == 2 * 249
+    victim = df[df.preemptions > 0].iloc[0]
+    if mode == "recompute":  # the re-prefill recomputes the prompt and the tokens generated before
+        assert victim.preempted_recompute_tokens > 1
+    assert victim.itl_max_s > 2 * victim.tpot_s  # the preemption stall
