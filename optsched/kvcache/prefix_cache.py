@@ -25,21 +25,11 @@ from optsched.kvcache.block import Block
 from optsched.kvcache.eviction import make_eviction
 from optsched.kvcache.hits import HitAccount
 from optsched.kvcache.residency_ops import ResidencyStore
-from optsched.kvcache.types import HBM, TIERS, PrefixMatch, tier_index
+from optsched.kvcache.types import HBM, TIERS, PrefixMatch, check_time, tier_index
 
 __all__ = ["PrefixCache"]
 
 _INF = float("inf")
-
-
-def _check_time(now_s: float) -> None:
-    """``now_s`` must be a finite number (NaN would corrupt the LRU order silently)."""
-    try:
-        ok = -_INF < float(now_s) < _INF
-    except (TypeError, ValueError):
-        ok = False
-    if not ok:
-        raise ValueError(f"now_s must be a finite simulated time in seconds, got {now_s!r}")
 
 
 class PrefixCache(ResidencyStore):
@@ -257,7 +247,7 @@ class PrefixCache(ResidencyStore):
             ValueError: ``seq_id`` already holds a pinned prefix (release it first), bad ``max_blocks`` or a
             non-finite ``now_s``.
         """
-        _check_time(now_s)
+        check_time(now_s)
         if seq_id in self._pins:
             raise ValueError(f"sequence {seq_id!r} already acquired a prefix; release it first")
         limit = len(block_hashes)
@@ -291,7 +281,7 @@ class PrefixCache(ResidencyStore):
         """
         if not isinstance(n_blocks, int) or isinstance(n_blocks, bool) or n_blocks < 0:
             raise ValueError(f"n_blocks must be a non-negative int, got {n_blocks!r}")
-        _check_time(now_s)
+        check_time(now_s)
         if n_blocks == 0:
             return True
         if self._cap[HBM] - self._used[HBM] - self._seq_hbm < n_blocks and not self._make_room(HBM, n_blocks):
@@ -314,7 +304,7 @@ class PrefixCache(ResidencyStore):
         Raises:
             ValueError: ``now_s`` not finite.
         """
-        _check_time(now_s)
+        check_time(now_s)
         old_pin = self._pins.pop(seq_id, None)
         self._seq_hbm -= self._alloc.pop(seq_id, 0)
         n = len(block_hashes)

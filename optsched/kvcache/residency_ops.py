@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 from optsched.kvcache.block import Block
 from optsched.kvcache.tier_store import TieredBlockStore
-from optsched.kvcache.types import HBM, BlockMoves, tier_index
+from optsched.kvcache.types import HBM, BlockMoves, check_time, tier_index
 
 __all__ = ["THEN_ACTIONS", "ResidencyStore"]
 
@@ -102,9 +102,10 @@ class ResidencyStore(TieredBlockStore):
         Returns the number of cached blocks whose TTL was set.
 
         Raises:
-            ValueError: negative/NaN ``ttl_s``, ``then`` not in THEN_ACTIONS, or an offload target tier
-                with capacity 0.
+            ValueError: negative/NaN ``ttl_s``, ``then`` not in THEN_ACTIONS, an offload target tier
+                with capacity 0, or a non-finite ``now_s``.
         """
+        check_time(now_s)
         if not (ttl_s >= 0):
             raise ValueError(f"ttl_s must be >= 0, got {ttl_s!r}")
         if then not in _THEN_CODE:
@@ -152,7 +153,9 @@ class ResidencyStore(TieredBlockStore):
 
         Deepest blocks first (heap order: deadline, then depth descending). A block that must stay
         (pinned, or a hotter child) loses its TTL and stays. Returns moves by source tier.
+        ``now_s = inf`` expires every TTL. Raises ValueError for a NaN/non-numeric ``now_s``.
         """
+        check_time(now_s, allow_inf=True)
         moved = [0, 0, 0]
         skipped = 0
         while True:

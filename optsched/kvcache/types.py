@@ -8,10 +8,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["DRAM", "HBM", "SSD", "TIERS", "BlockMoves", "PrefixMatch", "tier_index"]
+__all__ = ["DRAM", "HBM", "SSD", "TIERS", "BlockMoves", "PrefixMatch", "check_time", "tier_index"]
 
 TIERS = ("hbm", "dram", "ssd")
 HBM, DRAM, SSD = 0, 1, 2
+
+
+def check_time(now_s: float, allow_inf: bool = False) -> None:
+    """Raise ValueError unless ``now_s`` is a finite simulated time in seconds (or +inf if ``allow_inf``);
+    a NaN would silently corrupt LRU/TTL orders."""
+    try:
+        t = float(now_s)
+        ok = (-float("inf") < t < float("inf")) or (allow_inf and t == float("inf"))
+    except (TypeError, ValueError):
+        ok = False
+    if not ok:
+        raise ValueError(f"now_s must be a finite simulated time in seconds, got {now_s!r}")
 
 
 def tier_index(tier: str) -> int:

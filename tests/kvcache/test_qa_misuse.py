@@ -53,3 +53,16 @@ def test_documented_allowed_misuse():
     c.check_invariants()
     empty = PrefixCache({}, 16)  # no tiers at all: every lookup misses, allocation fails
     assert empty.match([1]).hbm_blocks == 0 and empty.allocate("s", 1, 0.0) is False
+
+
+def test_residency_time_checks():
+    c = PrefixCache({"hbm": 4, "dram": 4}, 16)
+    c.release("w", [1, 2, 3], 0.0)
+    with pytest.raises(ValueError, match="now_s must be a finite simulated time"):
+        c.set_ttl([1, 2, 3], 5.0, "offload_dram", float("nan"))
+    with pytest.raises(ValueError, match="now_s must be a finite simulated time"):
+        c.expire(float("nan"))  # was a silent no-op
+    assert c.set_ttl([1, 2, 3], 5.0, "offload_dram", 1.0) == 3
+    moves = c.expire(float("inf"))  # documented: expires every TTL, deepest first
+    assert moves.hbm_blocks == 3 and c.tier_of(1) == "dram"
+    c.check_invariants()
