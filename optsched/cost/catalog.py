@@ -83,13 +83,18 @@ def _index(kind: str) -> dict[str, Path]:
     return out
 
 
-@cache
 def _load(kind: str, cls: type, name_or_path: str):
+    """A user's file is read on every call (edits are seen); catalog names are cached."""
     p = Path(name_or_path)
     if p.suffix in (".yaml", ".yml", ".json") or p.exists():
         if not p.exists():
             raise FileNotFoundError(f"{kind[:-1]} spec file not found: {p}")
         return spec_from_mapping(cls, _read(p), str(p))
+    return _load_catalog(kind, cls, name_or_path)
+
+
+@cache
+def _load_catalog(kind: str, cls: type, name_or_path: str):
     idx = _index(kind)
     key = _norm(name_or_path)
     if key not in idx:

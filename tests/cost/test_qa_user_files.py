@@ -37,3 +37,11 @@ def test_gpu_int_field_rejects_fraction_and_bool(tmp_path):
         load_gpu(_write(tmp_path, d | {"num_sms": 132.5}, "g1.json"))
     with pytest.raises(ValueError, match="gpus_per_node must be an int, got True"):
         load_gpu(_write(tmp_path, d | {"gpus_per_node": True}, "g2.json"))
+
+
+def test_edited_user_file_is_reread(tmp_path):
+    p = tmp_path / "m.json"
+    p.write_text(json.dumps(_MODEL))
+    assert load_model(str(p)).num_layers == 2
+    p.write_text(json.dumps(_MODEL | {"num_layers": 3}))
+    assert load_model(str(p)).num_layers == 3  # was a stale cached spec for the same path
