@@ -86,6 +86,7 @@ class ItlHistogram:
         durs = np.asarray(durs, dtype=float)
         lg = np.log(np.maximum(durs, LO_S)) - _LOG_LO
         idx = np.minimum((lg * _SCALE).astype(np.int64), _LAST)
+        idx[0] = _bin(float(durs[0]))  # same bin as the scalar path: `move` may take this token out again
         self.run_counts += np.bincount(idx, minlength=NUM_BINS) * n
         self.sum_s += float(durs.sum()) * n
         self.tokens += n * len(durs)
