@@ -89,7 +89,7 @@ class ReproduceConfig:
     )
     slo_ttft_s: float = 10.0
     slo_tpot_s: float = 0.1
-    interactivity_target_tok_s: float = 20.0
+    interactivity_target_tok_s: float = 30.0
     load_scales: tuple[float, ...] = (0.5, 1.0, 2.0, 4.0)
     solver_time_limit_s: float = 20.0
     routing_window_calls: int = 60
