@@ -63,3 +63,17 @@ def test_llama3_70b_decode_bytes_on_paper():
     assert bd["attention_bound"] == "memory" and bd["linear_bound"] == "memory"
     # time floor: KV + weights must stream through 4 x 4.8 TB/s
     assert bd["time_s"] > (bd["attention_bytes"] + cm.model.weight_total_bytes) / (4 * 4.8e12)
+
+
+def test_llama3_70b_prefill_flops_on_paper():
+    # 8192-token prefill from empty: linear = 2 * (active params - LM head) * 8192 + LM head on the ONE row that
+    # needs logits (vLLM computes logits for the last token only); attention = 4 * layers * heads * head_dim *
+    # causal pairs, pairs = 8192 * 8193 / 2
+    cm = CostModel.from_names("h200", "llama-3-70b", tp=4)
+    m = cm.model
+    pairs = 8192 * 8193 / 2
+    bd = cm.step_breakdown(8192, pairs, 8192, 0, 0)
+    lm_head = m.vocab_size * m.hidden_size
+    assert bd["linear_flops"] == pytest.approx(2 * (m.active_params - lm_head) * 8192 + 2 * lm_head, rel=1e-9)
+    assert bd["attention_flops"] == pytest.approx(4 * 80 * 64 * 128 * pairs, rel=1e-12)
+    assert bd["linear_bound"] == "compute"
