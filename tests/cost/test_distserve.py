@@ -10,6 +10,7 @@ DistServe's 2023 engine is slower than our kernel-level A100 calibration, so one
 predicted and must land within ±20% of the paper.
 """
 
+import math
 import numpy as np
 import pytest
 
@@ -59,3 +60,23 @@ def test_faster_engine_serves_more():
     cm = CostModel.from_names("a100-80gb", "opt-13b", 1)
     slow, fast = distserve_goodputs(cm, StepScale(2.0)), distserve_goodputs(cm, StepScale(1.0))
     assert fast.prefill_only > slow.prefill_only and fast.decode_only > slow.decode_only
+
+
+def test_md1_tail_switch_is_continuous_and_never_overflows():
+    # the exact series and the Cramér–Lundberg tail agree where both are valid (x = 10 services, rho 0.5..0.95)
+    import optsched.cost.queueing as q
+
+    for rho in (0.5, 0.8, 0.95):
+        d = 0.01
+        lam = rho / d
+        x = 10 * d
+        exact = md1_wait_cdf(x, lam, d)
+        theta = q._md1_decay_rate(lam, d)
+        tail = 1 - (1 - rho) / (lam * d * math.exp(theta * d) - 1) * math.exp(-theta * x)
+        assert exact == pytest.approx(tail, abs=1e-9)
+        # and past the switch the CDF keeps rising to 1 (the series collapsed to 0 at 30-40 services)
+        w30, w40 = md1_wait_cdf(30 * d, lam, d), md1_wait_cdf(40 * d, lam, d)
+        assert exact <= w30 <= w40 <= 1.0 and w30 > 0.95
+    # a tiny service time against a long SLO used to overflow math.exp (P/D sizing on short agent calls)
+    assert md1_wait_cdf(10.0, 900.0, 1e-3) == pytest.approx(1.0)
+    assert 0.0 < md1_wait_cdf(2.0, 99.0, 0.01) < 1.0
