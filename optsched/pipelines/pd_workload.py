@@ -83,6 +83,8 @@ def plan_from_workload(wl: Workload, gpu: str, model: str, tp: int, options: Sol
         ValueError: unknown gpu / model, gpu_budget < 1, an SLO no configuration can meet (naming the
             fastest prefill and decode step it would need), or an infeasible MILP (with the diagnosis).
     """
+    if not (isinstance(gpu_budget, int) and gpu_budget >= 1):
+        raise ValueError(f"gpu_budget must be an int >= 1 (GPUs available), got {gpu_budget!r}")
     cm = CostModel.from_names(gpu, model, tp=tp)
     slo = PDSLO(ttft_p90_s, tpot_s)
     prof = pd_profile(wl, cm)

@@ -23,6 +23,8 @@ def _repo_root(monkeypatch, request):
     (["routing", "--workload", "no/such/trace.jsonl"], "no/such/trace.jsonl"),
     (["pd", "--workload", "agentx:0"], "agentx:N with N a positive integer"),
     (["routing", "--workload", MOONCAKE, "--window", "0"], "window >= 1"),
+    (["pd", "--workload", MOONCAKE, "--gpu-budget", "-3"], "gpu_budget must be an int >= 1"),
+    (["pd", "--workload", MOONCAKE, "--gpu-budget", "0"], "gpu_budget must be an int >= 1"),
 ])
 def test_bad_input_is_one_clean_line(capsys, tmp_path, argv, needle):
     out = tmp_path / "p.json"
