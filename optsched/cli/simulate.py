@@ -61,7 +61,9 @@ def plot_pareto(rows: list[dict], key: str, path: Path) -> None:
     ax.scatter([p[0] for p in pts], [p[1] for p in pts], color="tab:blue")
     for r, p in zip(rows, pts):
         ax.annotate(f"{key}={r[key]}", p, fontsize=7, xytext=(3, 3), textcoords="offset points")
-    ax.plot([pts[i][0] for i in front], [pts[i][1] for i in front], color="tab:red", label="Pareto front")
+    # ringed markers: a one-point front (e.g. every point at the same interactivity) stays visible
+    ax.plot([pts[i][0] for i in front], [pts[i][1] for i in front], color="tab:red", marker="o",
+            markerfacecolor="none", markersize=11, label="Pareto front")
     ax.set_xlabel("P90 interactivity (output tok/s per user)")
     ax.set_ylabel("TPGS (tokens / GPU-s)")
     ax.legend()
