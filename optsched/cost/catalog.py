@@ -29,7 +29,10 @@ def _read(path: Path) -> dict[str, Any]:
     try:
         data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
     except (json.JSONDecodeError, yaml.YAMLError) as exc:
-        raise ValueError(f"{path}: not valid {'JSON' if path.suffix == '.json' else 'YAML'}: {exc}") from None
+        mark = getattr(exc, "problem_mark", None)  # YAML: one line with file:line:col, not the excerpt
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(path)
+        msg = getattr(exc, "problem", None) or str(exc)
+        raise ValueError(f"{where}: not valid {'JSON' if path.suffix == '.json' else 'YAML'}: {msg}") from None
     if not isinstance(data, dict):
         raise ValueError(f"{path}: expected a mapping of fields, got {type(data).__name__}")
     return data

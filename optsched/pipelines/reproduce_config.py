@@ -188,5 +188,7 @@ def load_config(path: Path | str) -> ReproduceConfig:
     try:
         data = yaml.safe_load(p.read_text("utf-8"))
     except yaml.YAMLError as exc:
-        raise ValueError(f"{p}: not valid YAML: {exc}") from None
+        mark = getattr(exc, "problem_mark", None)  # one line: file:line:col and the problem, not the excerpt
+        where = f"{p}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(p)
+        raise ValueError(f"{where}: not valid YAML: {getattr(exc, 'problem', None) or exc}") from None
     return ReproduceConfig.from_dict(data or {}, source=str(p))

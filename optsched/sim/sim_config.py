@@ -52,7 +52,9 @@ def load_config_dict(path: str | Path) -> dict:
     try:
         data = yaml.safe_load(p.read_text())
     except yaml.YAMLError as exc:
-        raise ValueError(f"{p}: not valid YAML: {exc}") from None
+        mark = getattr(exc, "problem_mark", None)  # one line: file:line:col and the problem, not the excerpt
+        where = f"{p}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(p)
+        raise ValueError(f"{where}: not valid YAML: {getattr(exc, 'problem', None) or exc}") from None
     if not isinstance(data, dict):
         raise ValueError(f"{p}: expected a mapping at the top level, got {type(data).__name__}")
     _check_keys(p.name, "", data, TOP_KEYS)
