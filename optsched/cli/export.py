@@ -33,7 +33,14 @@ def _run(args) -> int:
                          indent=2))
         return 0
     print(f"# {plan.kind}/{plan.type} -> {s.engine}")
-    if s.flags:
+    if s.flags and all(f.startswith("pluginRef: ") for f in s.flags):
+        # llm-d scorer weights are EndpointPickerConfig YAML entries, not command-line flags: print them as the
+        # YAML list items of a scheduling profile's `plugins:` (shell-quoting them gave an unusable line)
+        print("# schedulingProfiles[].plugins:")
+        for f in s.flags:
+            ref, _, weight = f.partition("  weight: ")
+            print(f"- {ref}\n  weight: {weight}")
+    elif s.flags:
         print(" ".join(shlex.quote(f) for f in s.flags))
     for note in s.notes:
         print(f"# {note}")
