@@ -44,8 +44,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         return int(args.func(args) or 0)
-    except (ValueError, FileNotFoundError) as exc:
-        # bad input: one clear line, no traceback (run with -v for the traceback)
+    except (ValueError, FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError) as exc:
+        # bad input (also a folder or an unreadable file where a file is expected): one clear line, no
+        # traceback (run with -v for the traceback)
         if args.verbose:
             raise
         print(f"optsched {args.command}: error: {exc}", file=sys.stderr)
