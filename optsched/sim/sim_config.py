@@ -47,6 +47,8 @@ def load_config_dict(path: str | Path) -> dict:
         FileNotFoundError: missing file. ValueError: not a mapping, unknown or missing keys.
     """
     p = Path(path)
+    if p.is_dir():
+        raise ValueError(f"{p}: is a directory; expected a YAML config file")
     if not p.is_file():
         raise FileNotFoundError(f"config file not found: {p}")
     try:
