@@ -10,7 +10,7 @@ import logging
 import os
 import sys
 
-__all__ = ["main", "build_parser"]
+__all__ = ["build_parser", "main"]
 
 # subcommand modules, in help order; a module that fails to import is reported, not hidden
 SUBCOMMANDS = ("workload", "cost", "simulate", "solve", "export", "reproduce")

@@ -30,7 +30,7 @@ from scipy.optimize import nnls
 from optsched.cost.calibration import Calibration
 from optsched.cost.model import CostModel
 
-__all__ = ["STEP_COLUMNS", "read_steps", "fit_step_terms", "scale_calibration"]
+__all__ = ["STEP_COLUMNS", "fit_step_terms", "read_steps", "scale_calibration"]
 
 STEP_COLUMNS = ["prefill_tokens", "prefill_attn_pairs", "prefill_kv_tokens", "decode_seqs", "decode_kv_tokens",
                 "time_s"]
@@ -85,4 +85,4 @@ def fit_step_terms(cm: CostModel, steps: pd.DataFrame, name: str = "step fit") -
     pred = np.asarray(CostModel(cm.gpu, cm.model, cm.tp, cal, ep=cm.ep).step_time(*args), dtype=float)
     err = np.abs(pred / t - 1)
     return cal, {"scale": s, "step_overhead_s": float(coef[1]), "seq_overhead_s": float(coef[2]),
-                 "median_ape": float(np.median(err)), "p90_ape": float(np.quantile(err, 0.9)), "n": int(len(t))}
+                 "median_ape": float(np.median(err)), "p90_ape": float(np.quantile(err, 0.9)), "n": len(t)}

@@ -62,7 +62,7 @@ def md1_wait_cdf(x: float, lam: float, d: float) -> float:
 
 def _md1_decay_rate(lam: float, d: float) -> float:
     """The positive root θ (1/s) of λ(e^{θd} − 1) = θ for ρ = λd < 1 (bisection; f is convex, f'(0) < 0)."""
-    f = lambda t: lam * math.expm1(t * d) - t  # noqa: E731
+    f = lambda t: lam * math.expm1(t * d) - t
     hi = 1.0 / d
     while f(hi) <= 0.0:
         hi *= 2.0

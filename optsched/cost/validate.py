@@ -118,7 +118,7 @@ def layer_rows(layers: pd.DataFrame, df: pd.DataFrame, cal: Calibration, max_sam
                 cm = CostModel("a100-80gb", grp, int(tp), c)
                 errs.append(ape(cm.linear_time_per_layer(s2.m.to_numpy(float)), s2.time_s.to_numpy(float)))
         e = np.concatenate(errs)
-        out.append({"source": "vidur", "gpu": "a100-80gb", "family": "layer", "split": split, "n": int(len(e)),
+        out.append({"source": "vidur", "gpu": "a100-80gb", "family": "layer", "split": split, "n": len(e),
                     "median_ape": float(np.median(e)), "p90_ape": float(np.quantile(e, 0.9))})
     return out
 

@@ -148,7 +148,7 @@ class ReproduceConfig:
             ValueError: unknown field (named, with the file) or a field that fails validation.
         """
         if not isinstance(d, dict):
-            raise ValueError(f"{source}: expected a mapping of config fields, got {type(d).__name__}")  # noqa: TRY004
+            raise ValueError(f"{source}: expected a mapping of config fields, got {type(d).__name__}")
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(d) - known)
         if unknown:
@@ -159,7 +159,7 @@ class ReproduceConfig:
                 ws = []
                 for i, w in enumerate(kw["workloads"]):
                     if not isinstance(w, dict):
-                        raise ValueError(f"workloads[{i}] must be a mapping, got {w!r}")  # noqa: TRY004
+                        raise ValueError(f"workloads[{i}] must be a mapping, got {w!r}")
                     wk = {f.name for f in dataclasses.fields(WorkloadSpec)}
                     bad = sorted(set(w) - wk)
                     if bad:

@@ -3,9 +3,9 @@
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.pyplot as plt
 
-from optsched.cli.simulate import pareto_front, plot_pareto  # noqa: E402
+from optsched.cli.simulate import pareto_front, plot_pareto
 
 
 def test_single_point_front_is_drawn_with_a_marker(tmp_path, monkeypatch):

@@ -11,6 +11,7 @@ predicted and must land within ±20% of the paper.
 """
 
 import math
+
 import numpy as np
 import pytest
 
