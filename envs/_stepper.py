@@ -1,23 +1,22 @@
 """Run the optsched `Simulator` one routing decision at a time (no threads, no second engine).
 
 `optsched.sim.Simulator.run` pops events until the queue is empty and asks its router inside
-``_on_release``. `SimStepper` runs the *same* loop body (``Simulator.run``'s dispatch, copied
-line for line below and kept in step with it) but stops right after popping a RELEASE event, so the
+``_on_release``. `SimStepper` runs the *same* loop body (``Simulator.dispatch``, which ``Simulator.run`` calls for
+every event) but stops right after popping a RELEASE event, so the
 caller can observe the cluster at the release instant and then hand the chosen instance to the
 simulator's own ``_on_release`` through `ActionRouter`. The simulator therefore routes, enqueues and
 steps exactly as under ``simulate(...)`` with a router that returns the same choices: an episode
 driven by a baseline's choices reproduces that baseline's run (tested in ``tests/envs``).
 
 Internal simulator methods used (documented here because they are not public API):
-``_push_release``, ``_on_release``, ``_on_step_end``, ``_start_step``, ``_on_kv_ready``,
-``residency.on_timer``, ``q``, ``driver``, ``seqs``, ``finished``.
+``_push_release``, ``_on_release``, ``q``, ``driver``, ``seqs`` (plus the public ``dispatch`` and
+``check_all_finished``).
 """
 
 from __future__ import annotations
 
 from optsched.sim.engine import Simulator
-from optsched.sim.events import KV_READY, RELEASE, STEP, STEP_END
-from optsched.sim.seq import DONE
+from optsched.sim.events import RELEASE
 from optsched.workload.types import Call
 
 __all__ = ["ActionRouter", "SimStepper", "collect_ttft"]
@@ -91,23 +90,10 @@ class SimStepper:
         q = sim.q
         while q._heap:
             t, p, payload = q.pop()
-            if p == RELEASE:
+            if p == RELEASE:  # stop here: the agent routes this call
                 self.pending = payload
                 return payload
-            if p == STEP_END:
-                unit, token = payload
-                if token == unit.token:
-                    sim._on_step_end(unit, t)
-            elif p == STEP:
-                payload.wake_pending = False
-                if not payload.busy:
-                    sim._start_step(payload, t)
-            elif p == KV_READY:
-                sim._on_kv_ready(payload, t)
-            else:
-                sim.residency.on_timer(payload, t)
+            sim.dispatch(t, p, payload)
         self.done = True
-        if sim.finished != len(sim.seqs):
-            stuck = [c.call_id for c, s in zip(sim.driver.calls, sim.seqs) if s is None or s.state != DONE][:5]
-            raise RuntimeError(f"simulation ended with {len(sim.seqs) - sim.finished} unfinished calls, e.g. {stuck}")
+        sim.check_all_finished()
         return None

@@ -95,25 +95,33 @@ class Simulator(PDMixin):
 
             self._bar = tqdm(total=len(self.seqs), desc="calls released", unit="call")
         try:
+            dispatch = self.dispatch
             while q._heap:
-                t, p, payload = q.pop()
-                if p == STEP_END:
-                    unit, token = payload
-                    if token == unit.token:
-                        self._on_step_end(unit, t)
-                elif p == RELEASE:
-                    self._on_release(payload, t)
-                elif p == STEP:
-                    payload.wake_pending = False
-                    if not payload.busy:
-                        self._start_step(payload, t)
-                elif p == KV_READY:
-                    self._on_kv_ready(payload, t)
-                else:
-                    self.residency.on_timer(payload, t)
+                dispatch(*q.pop())
         finally:
             if self._bar is not None:
                 self._bar.close()
+        self.check_all_finished()
+
+    def dispatch(self, t: float, p: int, payload: Any) -> None:
+        """Handle one event popped from the queue (the event loop's body; `optsched.envs` steps it too)."""
+        if p == STEP_END:
+            unit, token = payload
+            if token == unit.token:
+                self._on_step_end(unit, t)
+        elif p == RELEASE:
+            self._on_release(payload, t)
+        elif p == STEP:
+            payload.wake_pending = False
+            if not payload.busy:
+                self._start_step(payload, t)
+        elif p == KV_READY:
+            self._on_kv_ready(payload, t)
+        else:
+            self.residency.on_timer(payload, t)
+
+    def check_all_finished(self) -> None:
+        """Raise RuntimeError naming up to 5 calls if the event queue emptied with calls unfinished."""
         if self.finished != len(self.seqs):
             stuck = [c.call_id for c, s in zip(self.driver.calls, self.seqs) if s is None or s.state != DONE][:5]
             raise RuntimeError(f"simulation ended with {len(self.seqs) - self.finished} unfinished calls, e.g. {stuck}")
