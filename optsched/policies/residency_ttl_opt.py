@@ -129,7 +129,7 @@ class OptimizedTTLResidency:
         pc = self.pcie_coef_s[0] + self.pcie_coef_s[1] * n
         sc = self.ssd_coef_s[0] + self.ssd_coef_s[1] * n
         a0, a1, a2 = self.recompute_coef_s
-        ph, pd_, ps = self.hold_price_s_per_token_s
+        _ph, pd_, ps = self.hold_price_s_per_token_s
         out = {"offload_dram": (2 * pc, pd_ * n), "drop": (a0 + a1 * n + a2 * n * n, 0.0)}
         if self.allow_ssd:
             out["offload_ssd"] = (2 * (pc + sc), ps * n)
