@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from optsched.export import dump_policy, engine_settings, load_policy, plan_to_json, policy_schema
@@ -194,3 +195,20 @@ def test_price_plan_engine_mapping_hand_computed():
     assert not engine_settings(Plan("routing", "price", {"prefill_s_per_token": 1e-4}), "sglang-router").mapped
     # the window summary is a report, not a router setting
     assert plan.to_policy().config.recompute_s_per_token == 1e-4
+
+
+def test_exported_baseline_router_loads_back_and_runs(tmp_path):
+    # a baseline exported as a plan (as `optsched reproduce` writes the best heuristic router) must load back
+    from optsched.policies import CacheAwareRouter
+    from optsched.sim import ClusterConfig, InstanceConfig, simulate
+    from optsched.workload import generate_agentx
+
+    params = {"cache_threshold": 0.3, "balance_abs_threshold": 64, "balance_rel_threshold": 1.5, "match_tier": "hbm"}
+    path = tmp_path / "cache_aware.json"
+    dump_policy(Plan(kind="routing", type="cache_aware", parameters=params), path)
+    router = load_policy(path).to_policy()
+    assert isinstance(router, CacheAwareRouter) and router.config.cache_threshold == 0.3
+    wl = generate_agentx(2, np.random.default_rng(0), variant="256k")
+    cluster = ClusterConfig(instances=(InstanceConfig(gpu="h200-sxm", model="llama-3-8b", tp=1, count=2),))
+    res = simulate(wl, cluster, router=router)
+    assert len(res.calls) == wl.num_calls

@@ -20,6 +20,8 @@ __all__ = ["KINDS", "POLICY_CLASSES", "Plan", "Provenance", "build_assignment_ro
            "build_price_router"]
 
 KINDS = ("routing", "pd_ratio", "admission", "residency")
+# plan kind -> policy kind of `optsched.sim.registry` (the baselines' name table)
+_REGISTRY_KIND = {"routing": "router", "admission": "admission", "residency": "residency"}
 
 # (kind, type) -> "module:Class"; one line per policy that a Plan can stand for
 POLICY_CLASSES: dict[tuple[str, str], str] = {
@@ -154,6 +156,14 @@ class Plan:
             ValueError: no policy class is registered for (kind, type), or its module is absent.
         """
         target = POLICY_CLASSES.get((self.kind, self.type))
+        if target is None and self.kind in _REGISTRY_KIND:
+            # a baseline heuristic exported as a plan (e.g. the best router of a reproduce run): the
+            # simulator's policy registry builds it by name, with its config fields as parameters
+            from optsched.sim.registry import build_policy, policy_names
+
+            reg_kind = _REGISTRY_KIND[self.kind]
+            if self.type in policy_names(reg_kind):
+                return build_policy(reg_kind, {"name": self.type, **self.parameters}, seed=self.provenance.seed or 0)
         if target is None:
             known = sorted(t for k, t in POLICY_CLASSES if k == self.kind)
             raise ValueError(f"no policy class for kind={self.kind!r} type={self.type!r}; known types: {known}")
