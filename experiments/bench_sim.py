@@ -131,7 +131,9 @@ def main(argv: list[str] | None = None) -> int:
               f"{best['requests_per_wall_s']:8.0f} req/s  {best['requests_per_cpu_s']:8.0f} req/cpu-s  "
               f"{best['sim_speedup_x_realtime_per_cpu_s']:8.0f}x real time per CPU-s  "
               f"peak RSS {best['peak_rss_mib']:.0f} MiB")
-    rev = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=False).stdout.strip()
+    from optsched.pipelines.provenance import git_revision
+
+    rev = git_revision()["commit"]
     import numpy
 
     out_dir = Path(args.out)

@@ -108,8 +108,9 @@ def main() -> int:
               f"peak RSS {r['peak_rss_mib']:>6,.0f} MiB", flush=True)
     import numpy
 
-    rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True,
-                         check=False).stdout.strip()
+    from optsched.pipelines.provenance import git_revision
+
+    rev = git_revision(REPO)["commit"][:7]
     meta = {"argv": sys.argv, "git_revision": rev, "python": platform.python_version(), "numpy": numpy.__version__,
             "machine": f"{platform.machine()} {platform.processor() or ''} {os.cpu_count()} logical CPUs".strip(),
             "cpu_model": _cpu_model(),

@@ -26,7 +26,6 @@ import dataclasses
 import json
 import logging
 import platform
-import subprocess
 import sys
 import time
 import warnings
@@ -37,6 +36,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from optsched.pipelines.provenance import git_revision
 from optsched.policies import (
     CacheAwareRouter,
     ConsistentHashRouter,
@@ -170,10 +170,7 @@ def to_markdown(df: pd.DataFrame) -> str:
 
 
 def provenance(args: argparse.Namespace, cluster: ClusterConfig) -> dict:
-    try:
-        rev = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=False).stdout.strip()
-    except OSError:
-        rev = ""
+    rev = git_revision()["commit"]
     return {
         "argv": sys.argv,
         "args": {k: str(v) for k, v in vars(args).items()},
