@@ -143,8 +143,8 @@ def _vllm_budget_flags(p: dict) -> list[str]:
 def _admission(plan: Plan, engine: str) -> EngineSettings:
     p = dict(plan.parameters)
     if engine in ("sglang-router", "dynamo-planner"):
-        return EngineSettings(engine, (), (f"{engine} does not decide prefill admission inside an engine step; "
-                                           "no mapping exists (set it on the model servers).",), False)
+        return EngineSettings(engine, (), ((f"{engine} does not decide prefill admission inside an engine step; "
+                                           "no mapping exists (set it on the model servers)."),), False)
     flags = _vllm_budget_flags(p)
     notes = []
     if plan.type == "vllm_threshold":
@@ -160,8 +160,8 @@ def _admission(plan: Plan, engine: str) -> EngineSettings:
         if plan.type == "mcsf_rollout":
             notes.append("the urgent-first (TTFT slack) part and the rollout lookahead have no vLLM flag.")
     else:
-        return EngineSettings(engine, tuple(flags), (f"no vLLM flag for admission type {plan.type!r} (e.g. a "
-                                                     "prefill schedule interval is not a vLLM engine argument).",),
+        return EngineSettings(engine, tuple(flags), ((f"no vLLM flag for admission type {plan.type!r} (e.g. a "
+                                                     "prefill schedule interval is not a vLLM engine argument)."),),
                               bool(flags))
     if engine == "llm-d":
         notes.insert(0, "llm-d serves with vLLM model servers: put these in the model server's vLLM args.")
@@ -171,9 +171,9 @@ def _admission(plan: Plan, engine: str) -> EngineSettings:
 def _residency(plan: Plan, engine: str) -> EngineSettings:
     if engine in ("vllm", "llm-d"):
         return EngineSettings(engine, ("--kv-offloading-backend", "native"), (
-            "no engine flag sets a per-tool-class TTL; the nearest setting is vLLM's CPU KV offload "
+            ("no engine flag sets a per-tool-class TTL; the nearest setting is vLLM's CPU KV offload "
             "(add --kv-offloading-size <GB of host DRAM>) so blocks leaving HBM land in DRAM. The TTL rule "
-            "itself needs a KV connector that applies ttl_s per paused session.",), True)
+            "itself needs a KV connector that applies ttl_s per paused session."),), True)
     return EngineSettings(engine, (), (f"{engine} has no KV residency setting; no mapping exists.",), False)
 
 
@@ -233,13 +233,13 @@ def _routing(plan: Plan, engine: str) -> EngineSettings:
             if k in p:
                 flags += [flag, str(p[k])]
         if len(flags) == 2:
-            return EngineSettings(engine, (), (f"routing type {plan.type!r} has no cache_threshold / balance "
-                                               "thresholds to map to the SGLang router.",), False)
+            return EngineSettings(engine, (), ((f"routing type {plan.type!r} has no cache_threshold / balance "
+                                               "thresholds to map to the SGLang router."),), False)
         return EngineSettings(engine, tuple(flags), (), True)
     if engine == "llm-d" and isinstance(p.get("scorer_weights"), dict):
         lines = tuple(f"pluginRef: {k}  weight: {v}" for k, v in sorted(p["scorer_weights"].items()))
-        return EngineSettings(engine, lines, ("scheduling profile plugin weights of the llm-d inference "
-                                              "scheduler (EndpointPickerConfig).",), True)
+        return EngineSettings(engine, lines, (("scheduling profile plugin weights of the llm-d inference "
+                                              "scheduler (EndpointPickerConfig)."),), True)
     return EngineSettings(engine, (), (f"no {engine} mapping for routing type {plan.type!r}.",), False)
 
 
@@ -262,8 +262,8 @@ def _pd(plan: Plan, engine: str) -> EngineSettings:
                          f"(tensor parallel) each" + (" (aggregated worker: no planner P/D split)"
                                                        if row.get("role") == "colocated" else ""))
     if not flags and not notes:
-        return EngineSettings(engine, (), (f"P/D plan type {plan.type!r} has no prefill_tp / decode_tp / "
-                                           "instance counts to map.",), False)
+        return EngineSettings(engine, (), ((f"P/D plan type {plan.type!r} has no prefill_tp / decode_tp / "
+                                           "instance counts to map."),), False)
     return EngineSettings(engine, tuple(flags), tuple(notes), True)
 
 
