@@ -4,19 +4,24 @@ Units: tokens, seconds. Every type validates in ``__post_init__`` and raises ``V
 the field and the offending value (STYLE.md, habit 1).
 
 SOURCE of the scheduler knobs: vLLM v1 engine arguments ``--max-num-batched-tokens``,
-``--max-num-seqs``, ``--long-prefill-token-threshold`` (vllm/config.py ``SchedulerConfig``) and the
+``--max-num-seqs``, ``--long-prefill-token-threshold`` (vllm/config.py ``SchedulerConfig``), vLLM v0's
+``--max-num-partial-prefills`` / ``--max-long-partial-prefills`` (same class; used by
+``vllm/core/scheduler.py`` ``PartialPrefillMetadata``; the v1 engine rejects non-default values as
+"Concurrent Partial Prefill" not supported, ``vllm/engine/arg_utils.py``) and the
 ``prefill_schedule_interval`` of lockstep data-parallel groups (DESIGN.md, "Prefill admission").
-Defaults of ``SchedulerConfig`` are vLLM v1's online-serving defaults (8192 / 256).
+Defaults of ``SchedulerConfig`` are vLLM v1's online-serving defaults (8192 / 256; partial prefills 1 / 1).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["LINKS", "PREEMPTION_MODES", "ROLES", "SLO", "ClusterConfig", "InstanceConfig", "SchedulerConfig"]
+__all__ = ["LINKS", "LONG_PREFILL_BASES", "PREEMPTION_MODES", "ROLES", "SLO", "ClusterConfig", "InstanceConfig",
+           "SchedulerConfig"]
 
 ROLES = ("colocated", "prefill", "decode")
 PREEMPTION_MODES = ("recompute", "swap")
+LONG_PREFILL_BASES = ("uncomputed", "uncached")
 LINKS = ("rdma", "nvlink")
 
 
@@ -73,6 +78,19 @@ class SchedulerConfig:
             calls carry block hashes, so that hashes and blocks line up).
         preemption: "recompute" (drop the victim's KV, re-prefill later) or "swap" (copy it to host
             DRAM over PCIe and back).
+        max_num_partial_prefills: vLLM v0 ``--max-num-partial-prefills``; 1 (vLLM's default) = off.
+            N > 1 turns on vLLM v0's concurrent partial prefill rules (``optsched.sim.scheduler``,
+            "Partial prefills"): each prefill chunk is also capped at ``max_num_batched_tokens // k``
+            (k = partial prefills that can run this step, <= N), and a waiting prompt that is "long"
+            (more than ``long_prefill_token_threshold`` tokens, which must then be >= 1) cannot start
+            while ``max_long_partial_prefills`` long prefills run: shorter prompts behind it start
+            first ("jump the queue").
+        max_long_partial_prefills: vLLM v0 ``--max-long-partial-prefills``; 1..max_num_partial_prefills.
+        long_prefill_basis: what "long" measures for a prompt that has not started: "uncomputed"
+            (vLLM v0 exactly, ``Sequence.get_num_new_tokens``: every prompt token not yet computed,
+            prefix-cache hits included, since v0 marks cached tokens computed only when scheduled) or
+            "uncached" (tokens left after the prefix-cache hit estimated at enqueue, i.e. the work a
+            v1-style scheduler would count). Started prefills always count their remaining tokens.
     """
 
     max_num_batched_tokens: int = 8192
@@ -81,6 +99,9 @@ class SchedulerConfig:
     prefill_schedule_interval: int = 1
     block_size: int | None = None
     preemption: str = "recompute"
+    max_num_partial_prefills: int = 1
+    max_long_partial_prefills: int = 1
+    long_prefill_basis: str = "uncomputed"
 
     def __post_init__(self) -> None:
         _pos_int(self, "max_num_batched_tokens", self.max_num_batched_tokens)
@@ -96,6 +117,22 @@ class SchedulerConfig:
             _pos_int(self, "block_size", self.block_size)
         if self.preemption not in PREEMPTION_MODES:
             raise ValueError(f"SchedulerConfig.preemption must be one of {PREEMPTION_MODES}, got {self.preemption!r}")
+        _pos_int(self, "max_num_partial_prefills", self.max_num_partial_prefills)
+        _pos_int(self, "max_long_partial_prefills", self.max_long_partial_prefills)
+        if self.max_long_partial_prefills > self.max_num_partial_prefills:
+            raise ValueError(
+                f"SchedulerConfig.max_long_partial_prefills ({self.max_long_partial_prefills}) must be <= "
+                f"max_num_partial_prefills ({self.max_num_partial_prefills})"
+            )
+        if self.max_num_partial_prefills > 1 and self.long_prefill_token_threshold == 0:
+            raise ValueError(
+                "SchedulerConfig.long_prefill_token_threshold must be >= 1 when max_num_partial_prefills > 1 "
+                "(it defines a 'long' prompt; vLLM v0 defaults it to 4% of max_model_len), got 0"
+            )
+        if self.long_prefill_basis not in LONG_PREFILL_BASES:
+            raise ValueError(
+                f"SchedulerConfig.long_prefill_basis must be one of {LONG_PREFILL_BASES}, got {self.long_prefill_basis!r}"
+            )
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,6 +16,20 @@ Order inside a step (SOURCE: vLLM v1 ``vllm/v1/core/sched/scheduler.py`` ``Sched
 
 The built-in FCFS path and ``FCFSAdmission`` produce identical schedules (tested); the built-in one
 skips building `WaitingPrefill` objects, which matters for long queues.
+
+Partial prefills (``SchedulerConfig.max_num_partial_prefills`` N > 1; SOURCE: vLLM v0
+``vllm/core/scheduler.py``, ``PartialPrefillMetadata.from_queues`` / ``can_schedule`` /
+``maybe_increment_partial_prefills``, ``Scheduler._schedule_prefills`` and
+``Scheduler._chunk_new_tokens_to_schedule``; vLLM v1 rejects these flags, so this is v0's rule on top of
+our v1-like step). At the start of a step, ``k`` = started prefills plus the waiting prompts that could
+join them, counted in queue order up to N, where a waiting "long" prompt (more than
+``long_prefill_token_threshold`` tokens, see ``long_prefill_basis``) counts only while fewer than
+``max_long_partial_prefills`` long ones run or were counted; every prefill chunk of the step is then
+also capped at ``max_num_batched_tokens // min(k, N)``. While admitting, a waiting long prompt is
+skipped (it keeps its queue position) once ``max_long_partial_prefills`` long prefills run, and the
+prompts behind it are tried; a prompt whose blocks do not fit still ends admission for the step. Not
+modelled: v0's rounding of chunks down to a block multiple under prefix caching. The v1 per-request cap
+``long_prefill_token_threshold`` still applies to every chunk (v0 has no such cap).
 """
 
 from __future__ import annotations
@@ -217,7 +231,10 @@ def plan_step(
         _swap_in_head(inst, now_s, start_load)
     admit_new = inst.step_index % sched.prefill_schedule_interval == 0 and not inst.preempted_in_step
     if admission is None:
-        _fcfs(inst, batch, budget, admit_new, now_s, start_load)
+        if sched.max_num_partial_prefills > 1:
+            _fcfs_partial(inst, batch, budget, admit_new, now_s, start_load)
+        else:
+            _fcfs(inst, batch, budget, admit_new, now_s, start_load)
     else:
         _policy(inst, batch, budget, admit_new, now_s, start_load, admission, ttft_slo_s)
     # decodes preempted by a later prefill allocation leave the batch
@@ -262,8 +279,77 @@ def _fcfs(inst: Instance, batch: Batch, budget: int, admit_new: bool, now_s: flo
         budget -= n
 
 
-def _unstart(inst: Instance, seq: Seq, now_s: float, snap: tuple[int, int, int]) -> None:
-    """Undo `_start` for a new prefill whose first chunk did not fit: back to the queue head."""
+def _waiting_tokens(seq: Seq, basis: str) -> int:
+    """Prompt tokens of a not-yet-started ``seq`` that decide whether it is "long" (module docstring)."""
+    return seq.est_remaining if basis == "uncached" else seq.target_tokens - seq.computed
+
+
+def _partial_meta(inst: Instance, admit_new: bool) -> tuple[int, int]:
+    """``(chunk cap, long prefills running)`` for this step (vLLM v0 ``PartialPrefillMetadata.from_queues``)."""
+    sched = inst.sched
+    thr, n_max, long_max = sched.long_prefill_token_threshold, sched.max_num_partial_prefills, sched.max_long_partial_prefills
+    prefills = len(inst.prefilling)
+    long_run = 0
+    for s in inst.prefilling:
+        if s.target_tokens - s.computed > thr:
+            long_run += 1
+    if admit_new and prefills < n_max:
+        basis = sched.long_prefill_basis
+        long_wait = 0
+        for s in inst.waiting:
+            if prefills >= n_max or s.swapped_tokens:
+                break
+            if _waiting_tokens(s, basis) > thr:
+                if long_run + long_wait >= long_max:
+                    continue
+                long_wait += 1
+            prefills += 1
+    return sched.max_num_batched_tokens // max(1, min(prefills, n_max)), long_run
+
+
+def _fcfs_partial(inst: Instance, batch: Batch, budget: int, admit_new: bool, now_s: float,
+                  start_load: Callable) -> None:
+    """`_fcfs` with vLLM v0's concurrent partial prefill rules (module docstring, "Partial prefills")."""
+    sched = inst.sched
+    thr = sched.long_prefill_token_threshold
+    slot, long_run = _partial_meta(inst, admit_new)
+    cap = min(thr, slot)
+    for seq in list(inst.prefilling):
+        if budget <= 0:
+            return
+        if seq.state != PREFILL:
+            continue  # preempted earlier in this loop
+        n = min(seq.target_tokens - seq.computed, cap, budget)
+        if _take_chunk(inst, seq, n, batch, now_s, True):
+            budget -= n
+    if not admit_new or inst.preempted_in_step:
+        return
+    waiting = inst.waiting
+    basis = sched.long_prefill_basis
+    i = 0
+    while budget > 0 and i < len(waiting) and inst.num_running < sched.max_num_seqs:
+        seq = waiting[i]
+        if seq.swapped_tokens:
+            return
+        is_long = _waiting_tokens(seq, basis) > thr
+        if is_long and long_run >= sched.max_long_partial_prefills:
+            i += 1  # vLLM v0 can_schedule: a long prompt waits, shorter ones behind it may start
+            continue
+        del waiting[i]
+        snap = (seq.hit_hbm, seq.hit_dram, seq.hit_ssd)
+        if is_long:
+            long_run += 1  # maybe_increment_partial_prefills (counted even if it must load first)
+        if not _start(inst, seq, now_s, start_load):
+            continue
+        n = min(seq.target_tokens - seq.computed, cap, budget)
+        if not _take_chunk(inst, seq, n, batch, now_s, False):
+            _unstart(inst, seq, now_s, snap, i)
+            return
+        budget -= n
+
+
+def _unstart(inst: Instance, seq: Seq, now_s: float, snap: tuple[int, int, int], at: int = 0) -> None:
+    """Undo `_start` for a new prefill whose first chunk did not fit: back to queue position ``at``."""
     inst.prefilling.remove(seq)
     inst.queued_prefill_tokens -= seq.target_tokens - seq.computed
     kv.free(inst, seq, now_s, 0)
@@ -273,19 +359,33 @@ def _unstart(inst: Instance, seq: Seq, now_s: float, snap: tuple[int, int, int])
     seq.blocks = 0
     seq.state = WAITING
     inst.queued_prefill_tokens += seq.est_remaining
-    inst.waiting.appendleft(seq)
+    if at:
+        inst.waiting.insert(at, seq)
+    else:
+        inst.waiting.appendleft(seq)
 
 
 def _policy(
     inst: Instance, batch: Batch, budget: int, admit_new: bool, now_s: float, start_load: Callable,
     admission: Any, ttft_slo_s: float,
 ) -> None:
+    sched = inst.sched
     offered: list[Seq] = [s for s in inst.prefilling]
+    partial = sched.max_num_partial_prefills > 1
+    cap = sched.long_prefill_token_threshold
+    if partial:
+        slot, long_run = _partial_meta(inst, admit_new)
+        cap = min(cap, slot)
+        long_left = sched.max_long_partial_prefills - long_run
     if admit_new:
-        room = inst.sched.max_num_seqs - inst.num_running
+        room = sched.max_num_seqs - inst.num_running
         for s in inst.waiting:
             if room <= 0 or s.swapped_tokens:
                 break
+            if partial and _waiting_tokens(s, sched.long_prefill_basis) > sched.long_prefill_token_threshold:
+                if long_left <= 0:
+                    continue  # vLLM v0 can_schedule: not offered while the long-prefill slots are taken
+                long_left -= 1
             offered.append(s)
             room -= 1
     if not offered or budget <= 0:
@@ -314,7 +414,7 @@ def _policy(
         total += n
     if total > budget:
         raise ValueError(f"admission {name!r} selected {total} tokens > token budget {budget}")
-    thr = inst.sched.long_prefill_token_threshold
+    thr = cap
     for i, n in picks:
         seq = offered[i]
         if seq.state == WAITING:

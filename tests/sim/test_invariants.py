@@ -43,13 +43,16 @@ _CM = CostModel.from_names(GPU, MODEL, tp=1)
     policy=st.sampled_from(["rr", "random", "cache_aware", "sjf"]),
     res=st.sampled_from([None, "keep_ttl", "drop", "offload_dram"]),
     loop=st.sampled_from(["closed", "open", "users2"]),
+    pp=st.sampled_from([1, 3]),
+    basis=st.sampled_from(["uncomputed", "uncached"]),
 )
-def test_invariants(seed, n, pd, budget, seqs, thr, interval, preemption, hbm, dram, policy, res, loop):
+def test_invariants(seed, n, pd, budget, seqs, thr, interval, preemption, hbm, dram, policy, res, loop, pp, basis):
     rng = np.random.default_rng(seed)
     w = random_workload(rng, n_sessions=5, max_calls=4, models=2, open_loop=loop == "open")
     sched = SchedulerConfig(max_num_batched_tokens=budget, max_num_seqs=min(seqs, budget), block_size=16,
                             long_prefill_token_threshold=thr, prefill_schedule_interval=interval,
-                            preemption=preemption)
+                            preemption=preemption, max_num_partial_prefills=pp if thr else 1,
+                            long_prefill_basis=basis)
     if pd:
         inst = (InstanceConfig("prefill", GPU, MODEL, 1, count=n), InstanceConfig("decode", GPU, MODEL, 1, count=1))
     else:
