@@ -1,11 +1,22 @@
-"""Concurrency sweep of vLLM's ``long_prefill_token_threshold`` (off vs 512) on an AgentX-like workload.
+"""Concurrency sweep of vLLM's ``long_prefill_token_threshold`` on an AgentX-like workload (issue 4 seed claim).
 
-Seed claim (issue 4): the threshold raises TPGS and P90 interactivity (published vLLM: up to +93% TPGS
-and ~2.3x P90 interactivity at the sweep's best point) and raises the TTFT of the longest prefills.
-Prints one row per (concurrency, threshold): TPGS, P90 interactivity (per-token ITL, and the former
-per-call TPOT definition), ITL p99, top-decile-prefill TTFT, preemptions.
+Seed claim: ``long_prefill_token_threshold=512`` raises TPGS and P90 interactivity over no threshold
+(published vLLM: up to +93% TPGS and ~2.3x P90 interactivity at the sweep's best point) and raises the TTFT
+of the longest prefills. Scheduler variants (``SchedulerConfig``; see ``optsched.sim.scheduler``):
 
-Usage: .venv/bin/python experiments/threshold_sweep.py [--sessions 24] [--seeds 0 1] [--conc 1 2 4 8 16]
+- ``off``: no threshold (vLLM v1 default; a running prefill takes the whole 8192-token budget).
+- ``v1_512``: vLLM v1 ``--long-prefill-token-threshold 512`` (per-request chunk cap only).
+- ``pp_uncached``: 512 plus vLLM v0's concurrent partial prefills (``max_num_partial_prefills=4``,
+  ``max_long_partial_prefills=1``) with "long" counted after the prefix-cache hit, so warm agentic calls
+  (few new tokens) start ahead of a running cold 100K-token prefill.
+- ``pp_v0``: the same with vLLM v0's own "long" test (prompt tokens not yet computed, prefix hits included).
+
+Prints one row per (seed, concurrency, variant): TPGS (per GPU), P90 interactivity (1 / P90 per-token ITL),
+per-call P90 interactivity, TTFT P50, mean TTFT of the top decile of prefilled tokens, HBM hit rate,
+preemptions; then ratios to ``off``.
+
+Usage: .venv/bin/python experiments/threshold_sweep.py [--sessions 48] [--seeds 0 1] [--conc 16 32 48]
+       [--model llama-3-70b --tp 8] [--variants off v1_512 pp_uncached pp_v0] [--dram]
 """
 
 from __future__ import annotations
@@ -21,48 +32,80 @@ from optsched.workload import generate_agentx
 from optsched.workload.gen_agentx import AGENTX_VARIANTS
 
 PARAMS = dataclasses.replace(AGENTX_VARIANTS["256k"], session_rate_per_s=1.0, extra_calls_mean=10)
+_PP = {"long_prefill_token_threshold": 512, "max_num_partial_prefills": 4, "max_long_partial_prefills": 1}
+VARIANTS: dict[str, dict] = {
+    "off": {},
+    "v1_512": {"long_prefill_token_threshold": 512},
+    "pp_uncached": {**_PP, "long_prefill_basis": "uncached"},
+    "pp_v0": {**_PP, "long_prefill_basis": "uncomputed"},
+}
 
 
-def cluster(threshold: int, model: str = "llama-3-8b") -> ClusterConfig:
-    return ClusterConfig(instances=(InstanceConfig(gpu="h200-sxm", model=model, tp=1, count=1),),
-                         scheduler=SchedulerConfig(long_prefill_token_threshold=threshold), dram_tier=False)
+def cluster(variant: str, model: str = "llama-3-70b", tp: int = 8, dram: bool = False) -> ClusterConfig:
+    return ClusterConfig(instances=(InstanceConfig(gpu="h200-sxm", model=model, tp=tp, count=1),),
+                         scheduler=SchedulerConfig(**VARIANTS[variant]), dram_tier=dram)
 
 
 def top_decile_ttft_s(calls: pd.DataFrame) -> float:
+    """Mean TTFT (s) of the calls in the top decile of prefilled (computed, not cached) tokens."""
     q = calls["prefilled_tokens"].quantile(0.9)
     return float(calls.loc[calls["prefilled_tokens"] >= q, "ttft_s"].mean())
 
 
-def sweep(sessions: int, seeds: list[int], conc: list[int]) -> pd.DataFrame:
+def run_one(wl, variant: str, c: int, model: str, tp: int, dram: bool) -> dict:
+    r = simulate(wl, cluster(variant, model, tp, dram), concurrency=c)
+    s = r.summary
+    hit = float(r.calls["hit_hbm_tokens"].sum() / r.calls["input_tokens"].sum())
+    return {"concurrency": c, "variant": variant, "tpgs": s["tpgs"], "p90_inter_tok_s": s["p90_interactivity_tok_s"],
+            "p90_inter_call_tok_s": s["p90_interactivity_call_tok_s"], "ttft_p50_s": s["ttft_p50_s"],
+            "ttft_top10_s": top_decile_ttft_s(r.calls), "hbm_hit": hit, "preemptions": s["preemptions"]}
+
+
+def sweep(sessions: int, seeds: list[int], conc: list[int], variants: list[str], model: str = "llama-3-70b",
+          tp: int = 8, dram: bool = False) -> pd.DataFrame:
     rows = []
     for seed in seeds:
         wl = generate_agentx(sessions, np.random.default_rng(seed), params=PARAMS)
         for c in conc:
-            for thr in (0, 512):
-                r = simulate(wl, cluster(thr), concurrency=c)
-                s = r.summary
-                rows.append({"seed": seed, "concurrency": c, "threshold": thr, "tpgs": s["tpgs"],
-                             "p90_inter_tok_s": s["p90_interactivity_tok_s"],
-                             "p90_inter_call_tok_s": s["p90_interactivity_call_tok_s"],
-                             "itl_p99_s": s["itl_p99_s"], "itl_max_p90_s": s["itl_max_p90_s"],
-                             "ttft_top10_s": top_decile_ttft_s(r.calls), "preemptions": s["preemptions"]})
+            for v in variants:
+                rows.append({"seed": seed, **run_one(wl, v, c, model, tp, dram)})
     return pd.DataFrame(rows)
+
+
+def ratios(df: pd.DataFrame) -> pd.DataFrame:
+    """Each variant's metrics divided by ``off`` at the same (seed, concurrency)."""
+    cols = ["tpgs", "p90_inter_tok_s", "p90_inter_call_tok_s", "ttft_top10_s"]
+    base = df[df.variant == "off"].set_index(["seed", "concurrency"])[cols]
+    out = []
+    for v in df.variant.unique():
+        if v == "off":
+            continue
+        r = df[df.variant == v].set_index(["seed", "concurrency"])[cols] / base
+        out.append(r.assign(variant=v).reset_index())
+    return pd.concat(out, ignore_index=True) if out else pd.DataFrame()
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--sessions", type=int, default=24)
+    ap.add_argument("--sessions", type=int, default=48)
     ap.add_argument("--seeds", type=int, nargs="+", default=[0])
-    ap.add_argument("--conc", type=int, nargs="+", default=[1, 2, 4, 8, 16])
+    ap.add_argument("--conc", type=int, nargs="+", default=[16, 24, 32, 40, 48])
+    ap.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
+    ap.add_argument("--model", default="llama-3-70b")
+    ap.add_argument("--tp", type=int, default=8)
+    ap.add_argument("--dram", action="store_true", help="give the prefix cache a host-DRAM tier")
     a = ap.parse_args()
-    df = sweep(a.sessions, a.seeds, a.conc)
-    pd.set_option("display.width", 200)
+    df = sweep(a.sessions, a.seeds, a.conc, a.variants, a.model, a.tp, a.dram)
+    pd.set_option("display.width", 220)
     print(df.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
-    on = df[df.threshold == 512].set_index(["seed", "concurrency"])
-    off = df[df.threshold == 0].set_index(["seed", "concurrency"])
-    print("\nratios 512/off:")
-    print((on[["tpgs", "p90_inter_tok_s", "p90_inter_call_tok_s", "ttft_top10_s"]]
-           / off[["tpgs", "p90_inter_tok_s", "p90_inter_call_tok_s", "ttft_top10_s"]]).to_string(float_format=lambda v: f"{v:.3f}"))
+    r = ratios(df)
+    if not r.empty:
+        print("\nratios to off:")
+        print(r.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+        best = df.loc[df.groupby(["seed", "variant"])["tpgs"].idxmax(), ["seed", "variant", "concurrency", "tpgs",
+                                                                         "p90_inter_tok_s"]]
+        print("\nbest TPGS point of the sweep per variant:")
+        print(best.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
 
 
 if __name__ == "__main__":
