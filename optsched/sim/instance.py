@@ -57,6 +57,10 @@ class Instance:
         self.loading = 0  # sequences waiting for a DRAM/SSD promotion or a swap-in (hold blocks)
         self.pending_kv: deque[Seq] = deque()  # P/D: decodes waiting for blocks to receive KV
         self.joining: list[Seq] = []  # KV arrived during a step: join the decode batch at its end
+        # P/D: remaining output tokens of calls routed here whose KV has not joined the decode batch
+        # yet (in transfer, waiting for blocks, or joining at the step end), by call index
+        self.incoming: dict[int, int] = {}
+        self.incoming_tokens = 0
         # decode aggregates (see module docstring)
         self.dstep = 0
         self.dec: dict[int, Seq] = {}
@@ -104,12 +108,14 @@ class Instance:
         return self.dec_rem - len(self.dec) * self.dstep
 
     def remaining_decode_tokens_at(self, now_s: float) -> int:
-        """Remaining decode tokens at ``now_s``, counting steps of a fast-forward run finished by then."""
+        """Decode tokens still to generate here at ``now_s``: the running decodes' (counting steps of a
+        fast-forward run finished by then) plus those of P/D calls whose KV is on its way here
+        (``incoming_tokens``), so that routers see a handoff from the moment it is routed."""
         run = self.run
         done = 0
         if run is not None and run.ends is not None:
             done = bisect_right(run.ends, now_s)
-        return self.dec_rem - len(self.dec) * (self.dstep + done)
+        return self.dec_rem - len(self.dec) * (self.dstep + done) + self.incoming_tokens
 
     @property
     def num_running(self) -> int:
@@ -128,8 +134,15 @@ class Instance:
         return bool(self.dec or self.prefilling or self.waiting)
 
     # ---- decode membership -------------------------------------------------------------------
+    def expect_decode(self, seq: Seq, tokens: int) -> None:
+        """P/D: ``seq`` was routed here for ``tokens`` more decode tokens; its KV is not here yet."""
+        self.incoming[seq.idx] = tokens
+        self.incoming_tokens += tokens
+
     def join_decode(self, seq: Seq, steps: int) -> None:
         """Add ``seq`` (context ``seq.target_tokens``) for ``steps`` >= 1 more decode steps."""
+        if self.incoming:
+            self.incoming_tokens -= self.incoming.pop(seq.idx, 0)
         c0 = seq.target_tokens
         d0 = self.dstep
         seq.c0 = c0

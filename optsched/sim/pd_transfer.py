@@ -3,7 +3,9 @@
 P/D (DistServe, Zhong et al., OSDI 2024, Section 3): a call's prefill runs on a "prefill"
 instance; when its last chunk finishes (first token sampled there, so TTFT ends there) the decode
 instance is chosen by ``router.route_decode`` when the router has it, else the decode instance with
-the fewest outstanding tokens (ties: lowest index); the decode instance reserves the KV blocks and
+the fewest outstanding tokens (ties: lowest index; a decode instance's outstanding tokens include
+the remaining output of calls already routed to it whose KV has not joined its batch yet,
+``Instance.incoming_tokens``, so simultaneous handoffs spread out); the decode instance reserves the KV blocks and
 the KV arrives after ``cm.kv_transfer_time(tokens, cluster.pd_link)``. The prefill instance holds the
 blocks until the transfer completes, then releases them into its prefix cache. A decode instance
 that reserves no room queues the transfer until a step frees blocks.
@@ -49,6 +51,7 @@ class PDMixin:
         seq.state = TRANSFER
         seq.decode_inst = dst.iid
         self._touch(dst, t)
+        dst.expect_decode(seq, seq.call.output_tokens - seq.generated)
         if not self._send(src, dst, seq, t):
             dst.pending_kv.append((seq, src))
 
