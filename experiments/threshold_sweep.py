@@ -13,7 +13,8 @@ of the longest prefills. Scheduler variants (``SchedulerConfig``; see ``optsched
 
 Prints one row per (seed, concurrency, variant): TPGS (per GPU), P90 interactivity (1 / P90 per-token ITL),
 per-call P90 interactivity, TTFT P50, mean TTFT of the top decile of prefilled tokens, HBM hit rate,
-preemptions; then ratios to ``off``.
+preemptions, and a windowed TPGS (tokens of the calls finished by T / (GPUs x T), T = half the first
+variant's makespan, the same T for every variant of a (seed, concurrency)); then ratios to ``off``.
 
 Usage: .venv/bin/python experiments/threshold_sweep.py [--sessions 48] [--seeds 0 1] [--conc 16 32 48]
        [--model llama-3-70b --tp 8] [--variants off v1_512 pp_uncached pp_v0] [--dram]
@@ -52,13 +53,21 @@ def top_decile_ttft_s(calls: pd.DataFrame) -> float:
     return float(calls.loc[calls["prefilled_tokens"] >= q, "ttft_s"].mean())
 
 
-def run_one(wl, variant: str, c: int, model: str, tp: int, dram: bool) -> dict:
+def windowed_tpgs(calls: pd.DataFrame, gpus: int, t_s: float) -> float:
+    """Tokens (input incl. cached + output) of the calls finished by ``t_s``, per GPU-second of [0, t_s]."""
+    d = calls[calls["finish_s"] <= t_s]
+    return float((d["input_tokens"].sum() + d["output_tokens"].sum()) / (gpus * t_s))
+
+
+def run_one(wl, variant: str, c: int, model: str, tp: int, dram: bool, t_win_s: float | None = None) -> dict:
     r = simulate(wl, cluster(variant, model, tp, dram), concurrency=c)
     s = r.summary
     hit = float(r.calls["hit_hbm_tokens"].sum() / r.calls["input_tokens"].sum())
+    t_win_s = t_win_s or 0.5 * float(r.calls["finish_s"].max())
     return {"concurrency": c, "variant": variant, "tpgs": s["tpgs"], "p90_inter_tok_s": s["p90_interactivity_tok_s"],
             "p90_inter_call_tok_s": s["p90_interactivity_call_tok_s"], "ttft_p50_s": s["ttft_p50_s"],
-            "ttft_top10_s": top_decile_ttft_s(r.calls), "hbm_hit": hit, "preemptions": s["preemptions"]}
+            "ttft_top10_s": top_decile_ttft_s(r.calls), "hbm_hit": hit, "preemptions": s["preemptions"],
+            "tpgs_win": windowed_tpgs(r.calls, tp, t_win_s), "t_win_s": t_win_s}
 
 
 def sweep(sessions: int, seeds: list[int], conc: list[int], variants: list[str], model: str = "llama-3-70b",
@@ -67,14 +76,17 @@ def sweep(sessions: int, seeds: list[int], conc: list[int], variants: list[str],
     for seed in seeds:
         wl = generate_agentx(sessions, np.random.default_rng(seed), params=PARAMS)
         for c in conc:
+            t_win = None  # half of the first variant's makespan (``off`` when listed first), common to all
             for v in variants:
-                rows.append({"seed": seed, **run_one(wl, v, c, model, tp, dram)})
+                row = run_one(wl, v, c, model, tp, dram, t_win)
+                t_win = row["t_win_s"]
+                rows.append({"seed": seed, **row})
     return pd.DataFrame(rows)
 
 
 def ratios(df: pd.DataFrame) -> pd.DataFrame:
     """Each variant's metrics divided by ``off`` at the same (seed, concurrency)."""
-    cols = ["tpgs", "p90_inter_tok_s", "p90_inter_call_tok_s", "ttft_top10_s"]
+    cols = ["tpgs", "p90_inter_tok_s", "p90_inter_call_tok_s", "ttft_top10_s", "tpgs_win"]
     base = df[df.variant == "off"].set_index(["seed", "concurrency"])[cols]
     out = []
     for v in df.variant.unique():
