@@ -17,7 +17,7 @@ preemptions, and a windowed TPGS (tokens of the calls finished by T / (GPUs x T)
 variant's makespan, the same T for every variant of a (seed, concurrency)); then ratios to ``off``.
 
 Usage: .venv/bin/python experiments/threshold_sweep.py [--sessions 48] [--seeds 0 1] [--conc 16 32 48]
-       [--model llama-3-70b --tp 8] [--variants off v1_512 pp_uncached pp_v0] [--dram]
+       [--model llama-3-70b --tp 8] [--variants off v1_512 pp_uncached pp_v0] [--dram] [--gap-s 0.05 0.5]
 """
 
 from __future__ import annotations
@@ -106,7 +106,12 @@ def main() -> None:
     ap.add_argument("--model", default="llama-3-70b")
     ap.add_argument("--tp", type=int, default=8)
     ap.add_argument("--dram", action="store_true", help="give the prefix cache a host-DRAM tier")
+    ap.add_argument("--gap-s", type=float, nargs=2, metavar=("MEDIAN", "P95"),
+                    help="think-time median and p95 (s) instead of AgentX's 3.84 / 184.8")
     a = ap.parse_args()
+    if a.gap_s:
+        global PARAMS
+        PARAMS = dataclasses.replace(PARAMS, gap_median_s=a.gap_s[0], gap_p95_s=a.gap_s[1])
     df = sweep(a.sessions, a.seeds, a.conc, a.variants, a.model, a.tp, a.dram)
     pd.set_option("display.width", 220)
     print(df.to_string(index=False, float_format=lambda v: f"{v:.4g}"))

@@ -104,3 +104,16 @@ def test_deterministic_with_partial_prefills(tmp_path):
 def test_validation_names_the_field(kw, field):
     with pytest.raises(ValueError, match=field):
         SchedulerConfig(**kw)
+
+
+@pytest.mark.parametrize("basis", ["uncomputed", "uncached"])
+def test_policy_path_enforces_the_same_rule(basis):
+    # the scheduler applies the partial-prefill limits to Admission answers too: ThresholdAdmission
+    # (chunks <= 64 in arrival order) then schedules exactly like the built-in path
+    from optsched.policies import ThresholdAdmission
+
+    for seed in (0, 1, 2):
+        w = random_workload(np.random.default_rng(seed), n_sessions=8)
+        cl = cluster(2, max_num_batched_tokens=256, max_num_seqs=8, long_prefill_token_threshold=64,
+                     max_num_partial_prefills=3, long_prefill_basis=basis)
+        assert simulate(w, cl).calls.equals(simulate(w, cl, admission=ThresholdAdmission(64)).calls), seed
