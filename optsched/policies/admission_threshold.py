@@ -6,8 +6,10 @@ long_prefill_token_threshold`` and then ``num_new_tokens = min(num_new_tokens, t
 (``--long-prefill-token-threshold``, ``SchedulerConfig.long_prefill_token_threshold``; vLLM's own
 default is 0 = off). The 512-token default here is the agentic-serving setting in DESIGN.md's
 heuristic table (``--long-prefill-token-threshold=512``). A long prompt then advances 512 tokens per step while other requests'
-prefills and decodes share the budget, trading the longest prefills' TTFT for throughput and
-interactivity.
+prefills and decodes share the budget; the longest prefills' TTFT rises. Measured gains in throughput
+and interactivity depend on the regime and mostly need vLLM v0's limit on long partial prefills
+(``SchedulerConfig.max_num_partial_prefills`` / ``max_long_partial_prefills``, which the scheduler also
+enforces on this policy's answers): BENCHMARKS.md, "Long-prefill threshold".
 """
 
 from __future__ import annotations
