@@ -6,8 +6,9 @@ the field and the offending value (STYLE.md, habit 1).
 SOURCE of the scheduler knobs: vLLM v1 engine arguments ``--max-num-batched-tokens``,
 ``--max-num-seqs``, ``--long-prefill-token-threshold`` (vllm/config.py ``SchedulerConfig``), vLLM v0's
 ``--max-num-partial-prefills`` / ``--max-long-partial-prefills`` (same class; used by
-``vllm/core/scheduler.py`` ``PartialPrefillMetadata``; the v1 engine rejects non-default values as
-"Concurrent Partial Prefill" not supported, ``vllm/engine/arg_utils.py``) and the
+``vllm/core/scheduler.py`` ``PartialPrefillMetadata``; the v1 engine does not enforce them: older
+releases reject non-default values as "Concurrent Partial Prefill" not supported,
+``vllm/engine/arg_utils.py``, and open pull requests such as vllm-project/vllm#49075 add enforcement) and the
 ``prefill_schedule_interval`` of lockstep data-parallel groups (DESIGN.md, "Prefill admission").
 Defaults of ``SchedulerConfig`` are vLLM v1's online-serving defaults (8192 / 256; partial prefills 1 / 1).
 """
@@ -89,8 +90,10 @@ class SchedulerConfig:
         long_prefill_basis: what "long" measures for a prompt that has not started: "uncomputed"
             (vLLM v0 exactly, ``Sequence.get_num_new_tokens``: every prompt token not yet computed,
             prefix-cache hits included, since v0 marks cached tokens computed only when scheduled) or
-            "uncached" (tokens left after the prefix-cache hit estimated at enqueue, i.e. the work a
-            v1-style scheduler would count). Started prefills always count their remaining tokens.
+            "uncached" (tokens left after the prefix-cache hit estimated at enqueue: v1's
+            ``request.num_tokens - num_computed_tokens`` after the prefix lookup, the count used by the
+            V1 enforcement proposed in vllm-project/vllm#49075). Started prefills always count their
+            remaining tokens.
     """
 
     max_num_batched_tokens: int = 8192

@@ -20,8 +20,8 @@ skips building `WaitingPrefill` objects, which matters for long queues.
 Partial prefills (``SchedulerConfig.max_num_partial_prefills`` N > 1; SOURCE: vLLM v0
 ``vllm/core/scheduler.py``, ``PartialPrefillMetadata.from_queues`` / ``can_schedule`` /
 ``maybe_increment_partial_prefills``, ``Scheduler._schedule_prefills`` and
-``Scheduler._chunk_new_tokens_to_schedule``; vLLM v1 rejects these flags, so this is v0's rule on top of
-our v1-like step). At the start of a step, ``k`` = started prefills plus the waiting prompts that could
+``Scheduler._chunk_new_tokens_to_schedule``; vLLM v1 does not enforce these flags, so this is v0's rule
+on top of our v1-like step). At the start of a step, ``k`` = started prefills plus the waiting prompts that could
 join them, counted in queue order up to N, where a waiting "long" prompt (more than
 ``long_prefill_token_threshold`` tokens, see ``long_prefill_basis``) counts only while fewer than
 ``max_long_partial_prefills`` long ones run or were counted; every prefill chunk of the step is then
