@@ -8,7 +8,13 @@ Published goodputs: colocated (existing systems) 1.6 req/s/GPU, prefill-only 5.6
 
 Here each number is computed from a ``CostModel`` plus the queueing approximations of
 ``optsched.cost.queueing`` (M/D/1 prefill, Little's-law decode batch, Poisson prefill interruptions for
-colocation). ``StepScale`` lets a check model a slower serving engine than the kernel-level calibration:
+colocation). Goodput definition of Figure 1: P90 TTFT and P90 TPOT as two separate percentile
+constraints (the authors' blog post on the figure composes the colocated goodput as the min of the
+TTFT-bound and TPOT-bound rates, and 2P1D as min(2 x 5.6, 10) / 3). Caveat of the decode-only number:
+the fixed point constrains the step time at the MEAN batch, i.e. about the median TPOT over calls, not
+the P90; with Poisson arrivals the batch a call sees fluctuates, and the cluster simulator at the same
+step times reaches P90 TPOT <= 40 ms at ~25% lower rates (BENCHMARKS.md, "DistServe's example in the
+simulator"). ``StepScale`` lets a check model a slower serving engine than the kernel-level calibration:
 every step costs ``kernel_scale`` × the cost model's time + ``per_seq_s`` per sequence in the step
 (CPU-side per-request work: input preparation, sampling, output processing; Vidur models these CPU
 overheads as functions of batch size, Agrawal et al. MLSys 2024, §4).
