@@ -27,7 +27,8 @@ join them, counted in queue order up to N, where a waiting "long" prompt (more t
 ``max_long_partial_prefills`` long ones run or were counted; every prefill chunk of the step is then
 also capped at ``max_num_batched_tokens // min(k, N)``. While admitting, a waiting long prompt is
 skipped (it keeps its queue position) once ``max_long_partial_prefills`` long prefills run, and the
-prompts behind it are tried; a prompt whose blocks do not fit still ends admission for the step. Not
+prompts behind it are tried; a prompt whose blocks do not fit still ends admission for the step.
+Prompts still loading their prefix (DRAM/SSD promotion, swap-in) are not counted until they prefill. Not
 modelled: v0's rounding of chunks down to a block multiple under prefix caching. The v1 per-request cap
 ``long_prefill_token_threshold`` still applies to every chunk (v0 has no such cap).
 """
