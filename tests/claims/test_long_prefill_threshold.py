@@ -15,15 +15,16 @@ tokens (cached included) / (GPUs x makespan); P90 interactivity = 1 / P90 of the
   < 1%, and P90 interactivity FALLS (0.33-0.91x): with 512-token chunks far more decode steps carry a
   long-context prefill chunk, so the 90th-percentile token gap grows even though the worst stalls
   shrink (per-call max ITL 4-7x lower, pinned below on Llama-3-8B).
-- Past the best point (c = 40, working set ~1.5x HBM): no-threshold thrashes (hit rate 0.51-0.53,
-  ~650 recompute preemptions, TTFT P50 85-95 s, P90 interactivity ~1 tok/s). The v1 threshold alone
-  makes it WORSE for TPGS (0.89x/0.91x): up to 16 cold 100K-token prompts are partially prefilled at
-  once, each pinning its growing KV, and preemptions rise to ~4,000; P90 interactivity 1.6x.
+- Past the best point (c = 40, working set ~1.5x HBM): no-threshold thrashes (hit rate 0.51-0.64,
+  470-680 recompute preemptions, P90 interactivity ~1 tok/s). The v1 threshold alone is a coin flip for
+  TPGS (seeds 0-3: 0.89x / 0.91x / 1.20x / 0.91x): it relieves head-of-line blocking of warm calls, but
+  up to 16 cold 100K-token prompts are then partially prefilled at once, each pinning its growing KV,
+  and preemptions rise 2.5-7x; P90 interactivity 1.6-2.1x.
 - With vLLM v0's concurrent-partial-prefill rule on top (``max_num_partial_prefills=4``,
   ``max_long_partial_prefills=1``; "long" counted after the prefix-cache hit, ``long_prefill_basis=
   "uncached"``): one cold long prompt at a time, warm agentic calls (few new tokens) jump ahead of it.
-  TPGS 1.36x/1.29x, P90 interactivity 12x, zero preemptions, HBM hit rate 0.77/0.58 (off 0.53/0.51),
-  longest prefills 2.0-2.5x slower. TTFT P50 depends on the seed (1.4 s vs 85 s; 223 s vs 95 s: with
+  TPGS 1.36x / 1.29x / 1.53x / 1.43x (seeds 0-3), P90 interactivity 10-12x, zero preemptions, HBM hit
+  rate 0.58-0.81 (off 0.51-0.64), longest prefills 1.8-2.5x slower. TTFT P50 depends on the seed (1.4 s vs 85 s; 223 s vs 95 s: with
   one long prompt at a time, cold and evicted calls queue for that slot). Direction of the claim reproduced, TPGS magnitude below the published +93%, interactivity
   far above 2.3x (the baseline collapses). With vLLM v0's own "long" test (prefix hits counted, so a
   warm 100K-context call is "long" too) every call queues behind every other and TPGS does not rise
@@ -86,30 +87,33 @@ def oversubscribed(workloads):
 
 
 def test_best_point_tpgs_unchanged_and_p90_interactivity_falls(best_point):
-    # measured: TPGS ratio 0.993-1.003; P90 interactivity 0.79-0.91x; top-decile TTFT 1.27-1.39x
+    # measured (seeds 0-3): TPGS ratio 0.995-1.003; P90 interactivity 0.79-0.91x; top-decile TTFT 1.12-1.39x
     for seed, runs in best_point.items():
         assert runs["off"].summary["preemptions"] == 0 and runs["off"].summary["hit_rate_hbm"] > 0.9, seed
         for v in ("v1_512", "pp"):
             assert 0.98 <= ratio(runs, v, "tpgs") <= 1.02, (seed, v, ratio(runs, v, "tpgs"))
             assert ratio(runs, v, "p90_interactivity_tok_s") <= 1.0, (seed, v)
-            assert ratio(runs, v, "ttft_top10") >= 1.15, (seed, v)
+            assert ratio(runs, v, "ttft_top10") >= 1.1, (seed, v)
 
 
-def test_oversubscribed_v1_threshold_alone_loses_tpgs(oversubscribed):
-    # measured (seed 0 | 1): TPGS 0.889 | 0.914, P90 interactivity 1.585 | 1.585, top-decile TTFT 2.39 | 2.28
+def test_oversubscribed_v1_threshold_alone_is_not_a_robust_tpgs_gain(oversubscribed):
+    # measured (seeds 0 | 1 | 2 | 3): TPGS 0.889 | 0.914 | 1.202 | 0.907, P90 interactivity 1.59 | 1.59 |
+    # 2.09 | 1.59, top-decile TTFT 2.39 | 2.28 | 1.57 | 2.38 (seeds 2-3 from the experiment, not run here)
     for seed, runs in oversubscribed.items():
         off, on = runs["off"].summary, runs["v1_512"].summary
-        assert off["preemptions"] > 100 and off["hit_rate_hbm"] < 0.6, seed  # the thrashing regime
-        assert 0.8 <= ratio(runs, "v1_512", "tpgs") <= 0.97, (seed, off["tpgs"], on["tpgs"])
-        assert 1.2 <= ratio(runs, "v1_512", "p90_interactivity_tok_s") <= 2.0, seed
+        assert off["preemptions"] > 100 and off["hit_rate_hbm"] < 0.7, seed  # the thrashing regime
+        assert 0.8 <= ratio(runs, "v1_512", "tpgs") <= 1.3, (seed, off["tpgs"], on["tpgs"])
+        assert 1.2 <= ratio(runs, "v1_512", "p90_interactivity_tok_s") <= 2.5, seed
         assert ratio(runs, "v1_512", "ttft_top10") >= 1.5, seed
         assert on["preemptions"] > 2 * off["preemptions"], seed
 
 
 def test_oversubscribed_partial_prefill_limit_raises_tpgs_and_interactivity(oversubscribed):
-    # measured (seed 0 | 1): TPGS 1.357 | 1.292, P90 interactivity 12.0 | 12.0, top-decile TTFT 2.01 | 2.52
+    # measured (seeds 0 | 1 | 2 | 3): TPGS 1.357 | 1.292 | 1.528 | 1.426, P90 interactivity 12.0 | 12.0 |
+    # 10.0 | 11.5, top-decile TTFT 2.01 | 2.52 | 1.77 | 1.95; always >= 1.27x the v1 cap's TPGS
     for seed, runs in oversubscribed.items():
-        assert 1.15 <= ratio(runs, "pp", "tpgs") <= 1.6, (seed, ratio(runs, "pp", "tpgs"))
+        assert 1.15 <= ratio(runs, "pp", "tpgs") <= 1.7, (seed, ratio(runs, "pp", "tpgs"))
+        assert runs["pp"].summary["tpgs"] >= 1.2 * runs["v1_512"].summary["tpgs"], seed
         assert 5.0 <= ratio(runs, "pp", "p90_interactivity_tok_s") <= 25.0, seed
         assert ratio(runs, "pp", "ttft_top10") >= 1.5, seed
         assert runs["pp"].summary["preemptions"] == 0, seed
