@@ -11,10 +11,11 @@ tokens (cached included) / (GPUs x makespan); P90 interactivity = 1 / P90 of the
 - Longest prefills wait longer: REPRODUCED everywhere (top-decile TTFT 1.2-2.5x).
 - TPGS and P90 interactivity at the sweep's best (max-TPGS) point: NOT REPRODUCED. The best point is
   the highest concurrency whose working set still fits in HBM (c = 16-24, hit rate > 0.9, no
-  preemption); there the engine is not the bottleneck (median think time 3.8 s, mean ~60 s), TPGS moves
-  < 1%, and P90 interactivity FALLS (0.33-0.91x): with 512-token chunks far more decode steps carry a
-  long-context prefill chunk, so the 90th-percentile token gap grows even though the worst stalls
-  shrink (per-call max ITL 4-7x lower, pinned below on Llama-3-8B).
+  preemption). There TPGS moves < 1% (also with near-zero think time and a saturated engine: TPGS is a
+  fixed workload's tokens over its makespan, and reordering prefills changes neither the work nor, with
+  no preemption, the waste), and P90 interactivity FALLS (0.33-0.91x): with 512-token chunks far more
+  decode steps carry a long-context prefill chunk, so the 90th-percentile token gap grows even though
+  the worst stalls shrink (per-call max ITL 4-7x lower, pinned below on Llama-3-8B).
 - Past the best point (c = 40, working set ~1.5x HBM): no-threshold thrashes (hit rate 0.51-0.64,
   470-680 recompute preemptions, P90 interactivity ~1 tok/s). The v1 threshold alone is a coin flip for
   TPGS (seeds 0-3: 0.89x / 0.91x / 1.20x / 0.91x): it relieves head-of-line blocking of warm calls, but
@@ -22,13 +23,15 @@ tokens (cached included) / (GPUs x makespan); P90 interactivity = 1 / P90 of the
   and preemptions rise 2.5-7x; P90 interactivity 1.6-2.1x.
 - With vLLM v0's concurrent-partial-prefill rule on top (``max_num_partial_prefills=4``,
   ``max_long_partial_prefills=1``; "long" counted after the prefix-cache hit, ``long_prefill_basis=
-  "uncached"``): one cold long prompt at a time, warm agentic calls (few new tokens) jump ahead of it.
-  TPGS 1.36x / 1.29x / 1.53x / 1.43x (seeds 0-3), P90 interactivity 10-12x, zero preemptions, HBM hit
-  rate 0.58-0.81 (off 0.51-0.64), longest prefills 1.8-2.5x slower. TTFT P50 depends on the seed (1.4 s vs 85 s; 223 s vs 95 s: with
-  one long prompt at a time, cold and evicted calls queue for that slot). Direction of the claim reproduced, TPGS magnitude below the published +93%, interactivity
-  far above 2.3x (the baseline collapses). With vLLM v0's own "long" test (prefix hits counted, so a
-  warm 100K-context call is "long" too) every call queues behind every other and TPGS does not rise
-  (0.89x/0.98x; measured in the experiment, too slow for this test).
+  "uncached"``, as proposed for vLLM v1 in vllm-project/vllm#49075): one cold long prompt at a time,
+  warm agentic calls (few new tokens) jump ahead of it. TPGS 1.36x / 1.29x / 1.53x / 1.43x (seeds 0-3),
+  P90 interactivity 10-12x, zero preemptions, HBM hit rate 0.58-0.81 (off 0.51-0.64), longest prefills
+  1.8-2.5x slower. TTFT P50 depends on the seed (1.4 s vs 85 s; 223 s vs 95 s: with one long prompt at
+  a time, cold and evicted calls queue for that slot). Direction of the claim reproduced in this
+  regime; TPGS magnitude below the published +93% (a windowed TPGS reaches ~2x, BENCHMARKS.md),
+  interactivity far above 2.3x (the baseline collapses). With vLLM v0's own "long" test (prefix hits
+  counted, so a warm 100K-context call is "long" too) every call queues behind every other and TPGS does
+  not rise (0.89x / 0.98x; measured in the experiment, too slow for this test).
 """
 
 from __future__ import annotations
