@@ -13,7 +13,8 @@ Two goodput definitions, both reported:
   metric counts (prefill-only: TTFT, decode-only: TPOT), as in the two panels of Figure 1. The
   paper's 2P1D number is not measured but composed: min(2 x 5.6, 10) / 3.
 - ``joint``: the highest rate at which >= 90% of calls meet both SLOs each (per-call attainment, as
-  in DistServe's evaluation section and `optsched.sim.metrics`). Stricter in general (each P90 can be
+  `optsched.sim.metrics` counts it; DistServe's abstract: "within latency constraints for > 90% of
+  requests"). Stricter in general (each P90 can be
   met by a different 90% of calls); the two coincide, up to the percentile's linear interpolation,
   when every call meets one of the SLOs, as TTFT here.
 

@@ -18,6 +18,7 @@ construction). The tests pin that measurement rather than the published 2P1D num
 """
 
 import importlib.util
+import json
 from pathlib import Path
 
 import pytest
@@ -27,12 +28,16 @@ SCRIPT = Path(__file__).resolve().parents[2] / "experiments" / "distserve_sim.py
 STEP_PER_GPU = 24.0 / 2**8 / 3
 
 
-@pytest.fixture(scope="module")
-def measured():
+def _module():
     spec = importlib.util.spec_from_file_location("distserve_sim", SCRIPT)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
-    return mod.run(n=400, iters=8, seed=0)
+    return mod
+
+
+@pytest.fixture(scope="module")
+def measured():
+    return _module().run(n=400, iters=8, seed=0)
 
 
 def test_colocated_within_20_percent_of_paper_under_both_definitions(measured):
@@ -61,3 +66,11 @@ def test_decode_only_and_2p1d_fall_short_of_paper(measured):
     assert 0.6 * 10.0 < measured["decode_only_p90"] < 0.8 * 10.0
     assert 0.6 * 3.3 < measured["p2d1_per_gpu_p90"] < 0.8 * 3.3
     assert measured["p2d1_per_gpu_p90"] > 1.3 * measured["colocated_per_gpu_p90"]
+
+
+def test_cli_smoke_writes_results_and_provenance(tmp_path):
+    _module().main(["--requests", "40", "--iters", "2", "--diagnostics", "--decode-scales", "1.2",
+                    "--out", str(tmp_path)])
+    res = json.loads((tmp_path / "results.json").read_text())
+    assert res["requests"] == 40 and "decode_only_p90_at_decode_scale_1.2" in res and "decode_only_p50" in res
+    assert json.loads((tmp_path / "provenance.json").read_text())["seed"] == 0
