@@ -24,11 +24,15 @@ Rules (`RULES`), each an analogue of a serving-engine admission heuristic on thi
   of the known requests. It uses only arrived requests, so it is online; on the known set it is never
   worse than MC-SF (rollout's cost-improvement property). What it looks ahead for is the MILP's
   finding that the optimum often starts a different request than the shortest one to pack memory.
-- ``scenario_rollout``: optsched's derived rule (`models.admission_scenario`): the same one-step
+- ``scenario_rollout``: optsched's derived rule v1 (`models.admission_scenario`): the same one-step
   lookahead, but decisions are also scored by the mean total latency over K sampled scenarios of
   arrivals in the next H rounds (rate estimated from the arrivals seen so far); it leaves the plain
   rollout's decision when a sampled-future score is better by more than delta rounds, so it can defer
   a long request for short ones likely to arrive soon. Online: no future request is looked at.
+- ``scenario_lookahead``: optsched's derived rule v2 (`models.admission_lookahead`): the lookahead over
+  every set of fitting requests, scored over K = 64 sampled futures of a stream that can end (the
+  probability of more arrivals falls with the silence since the last one); once no sampled future holds
+  an arrival it finishes each candidate with the plain rollout instead of MC-SF. Online as above.
 
 Diagnostic (`DIAGNOSTICS`, NOT an online rule): ``rollout_hindsight`` is the same rollout but it also
 sees requests that have not arrived yet (they can only start after their arrival). Its gap to the
@@ -46,7 +50,7 @@ from optsched.models.admission_hindsight import KVRequest
 
 __all__ = ["DIAGNOSTICS", "RULES", "RuleConfig", "memory_profile", "simulate_rounds", "total_latency"]
 
-RULES = ("fcfs", "shortest_first", "threshold", "interval", "mcsf", "rollout", "scenario_rollout")
+RULES = ("fcfs", "shortest_first", "threshold", "interval", "mcsf", "rollout", "scenario_rollout", "scenario_lookahead")
 DIAGNOSTICS = ("rollout_hindsight",)
 
 
@@ -62,7 +66,13 @@ class RuleConfig:
         horizon_rounds: H of ``scenario_rollout`` (rounds of sampled future arrivals, >= 1).
         switch_margin_rounds: delta of ``scenario_rollout`` (rounds, >= 0): it leaves the plain rollout's
             decision only for one whose mean sampled-scenario latency is lower by more than delta.
-        seed: seed of ``scenario_rollout``'s sampler (int >= 0; the draw at round t uses (seed, t, #known)).
+        seed: seed of the scenario rules' samplers (int >= 0; the draw at round t uses (seed, t, #known)).
+        lookahead_scenarios: K of ``scenario_lookahead`` (>= 1).
+        lookahead_horizon_rounds: H of ``scenario_lookahead`` (rounds, >= 1).
+        continue_prob: q of ``scenario_lookahead``: probability that the stream continues after an
+            arrival (0 < q < 1; prior mean 1 / (1 - q) further requests).
+        subset_cap: ``scenario_lookahead`` enumerates every fitting set when at most this many waiting
+            requests fit (>= 0), else single-request candidates.
 
     Raises:
         ValueError: unknown name or out-of-range parameter.
@@ -75,6 +85,10 @@ class RuleConfig:
     horizon_rounds: int = 4
     switch_margin_rounds: float = 3.0
     seed: int = 0
+    lookahead_scenarios: int = 64
+    lookahead_horizon_rounds: int = 4
+    continue_prob: float = 0.9
+    subset_cap: int = 6
 
     def __post_init__(self) -> None:
         if self.name not in RULES + DIAGNOSTICS:
@@ -83,12 +97,16 @@ class RuleConfig:
             raise ValueError(f"interval_rounds must be an int >= 1, got {self.interval_rounds!r}")
         if not (isinstance(self.threshold_tokens, int) and self.threshold_tokens >= 1):
             raise ValueError(f"threshold_tokens must be an int >= 1, got {self.threshold_tokens!r}")
-        for field in ("scenarios", "horizon_rounds"):
+        for field in ("scenarios", "horizon_rounds", "lookahead_scenarios", "lookahead_horizon_rounds"):
             v = getattr(self, field)
             if not (isinstance(v, int) and v >= 1):
                 raise ValueError(f"{field} must be an int >= 1, got {v!r}")
         if not (self.switch_margin_rounds >= 0):
             raise ValueError(f"switch_margin_rounds must be >= 0 rounds, got {self.switch_margin_rounds!r}")
+        if not (0.0 < self.continue_prob < 1.0):
+            raise ValueError(f"continue_prob must be in (0, 1), got {self.continue_prob!r}")
+        if not (isinstance(self.subset_cap, int) and self.subset_cap >= 0):
+            raise ValueError(f"subset_cap must be an int >= 0, got {self.subset_cap!r}")
         if not (isinstance(self.seed, int) and self.seed >= 0):
             raise ValueError(f"seed must be an int >= 0, got {self.seed!r}")
 
@@ -207,6 +225,11 @@ def simulate_rounds(requests: Sequence[KVRequest], memory_tokens: int, rule: Rul
 
                 state = scenario_rollout_step(state, known, waiting, t, rule.scenarios, rule.horizon_rounds, rule.seed,
                                               rule.switch_margin_rounds)
+        elif rule.name == "scenario_lookahead":
+            if any(state.fits(i, t) for i in waiting):
+                from optsched.models.admission_lookahead import scenario_lookahead_step
+
+                state = scenario_lookahead_step(state, known, waiting, t, rule)
         elif rule.name != "interval" or t % rule.interval_rounds == 0:
             state.fill(sorted(waiting, key=lambda j: key(j, requests[j])), t, stop)
         waiting = [i for i in waiting if state.starts[i] < 0]
