@@ -8,7 +8,7 @@ hindsight MILP (`optsched.models.admission_hindsight`) is solved with HiGHS. Wri
 ``summary.json`` (mean / worst ratio per rule over instances with a proven optimum, solve times) and
 ``provenance.json`` (argv, config, git revision, package versions, seed).
 
-Usage: .venv/bin/python experiments/admission_hindsight.py --instances 50 --requests 8 --out runs/admission_hindsight
+Usage: .venv/bin/python experiments/admission_hindsight.py --instances 50 --requests 7 --out runs/admission_hindsight [--rescore]
 """
 
 from __future__ import annotations
@@ -24,7 +24,14 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from optsched.models.admission_online import DIAGNOSTICS, RULES, RuleConfig, simulate_rounds, total_latency
+from optsched.models.admission_online import (
+    DIAGNOSTICS,
+    RULES,
+    RuleConfig,
+    _State,
+    simulate_rounds,
+    total_latency,
+)
 from optsched.solvers import SolverOptions
 
 from optsched.pipelines.admission import compare_rules_to_optimum, jaillet_instance
@@ -54,6 +61,20 @@ def proven_optimal(objective: float | None, bound: float | None) -> bool:
     return objective is not None and bound is not None and math.ceil(bound - 1e-6) >= round(objective)
 
 
+def decision_rounds(reqs, memory: int, starts) -> int:
+    """Rounds at which a rule had a decision to make: some arrived, unstarted request fits next to the
+    requests started earlier (the rounds where `simulate_rounds` calls a rule's lookahead)."""
+    count = 0
+    for t in range(max(starts) + 1):
+        state = _State(reqs, memory)
+        for i, p in enumerate(starts):
+            if p < t:
+                state.start(i, p)
+        waiting = [i for i, r in enumerate(reqs) if r.arrival <= t and starts[i] >= t]
+        count += any(state.fits(i, t) for i in waiting)
+    return count
+
+
 def summarize(df: pd.DataFrame, requests: int) -> dict:
     """Mean / worst ratio to the proven optimum per rule and diagnostic, solve-time statistics."""
     good = df[df.proven_optimal]
@@ -70,6 +91,9 @@ def summarize(df: pd.DataFrame, requests: int) -> dict:
             if f"sim_s_{name}" in good:  # written by --rescore: wall s of the rule's whole online run
                 summary[group][name]["run_s_mean"] = float(good[f"sim_s_{name}"].mean())
                 summary[group][name]["run_s_max"] = float(good[f"sim_s_{name}"].max())
+            if f"decisions_{name}" in good:  # wall ms per decision round, over all instances
+                summary[group][name]["decision_ms_mean"] = float(
+                    1e3 * good[f"sim_s_{name}"].sum() / max(1.0, good[f"decisions_{name}"].sum()))
     return summary
 
 
@@ -88,6 +112,7 @@ def rescore(cfg: Config) -> dict:
             starts = simulate_rounds(reqs, memory, RuleConfig(name))
             df.loc[idx, f"sim_s_{name}"] = time.perf_counter() - t0
             df.loc[idx, f"lat_{name}"] = total_latency(reqs, starts)
+            df.loc[idx, f"decisions_{name}"] = decision_rounds(reqs, memory, starts)
     df.to_csv(out / "results.csv", index=False)
     summary = summarize(df, cfg.requests)
     summary["arrival_model"] = cfg.arrival_model
