@@ -19,10 +19,11 @@ _TIERS = ("hbm", "dram", "ssd", "any")
 class InstanceViewImpl:
     """`InstanceView` of one instance (see the protocol for the meaning of each attribute)."""
 
-    __slots__ = ("_inst",)
+    __slots__ = ("_inst", "_sim")
 
-    def __init__(self, inst: Instance) -> None:
+    def __init__(self, inst: Instance, sim=None) -> None:
         self._inst = inst
+        self._sim = sim  # the Simulator (its ``seqs``): P/D calls on their way here; None in bare views
 
     @property
     def instance_id(self) -> int:
@@ -59,19 +60,35 @@ class InstanceViewImpl:
 
     @property
     def running_requests(self) -> int:
-        """Calls routed here and not finished (or, on a prefill instance, not handed to decode)."""
-        return self._inst.inflight
+        """Calls routed here and not finished (or, on a prefill instance, not handed to decode). On a
+        decode instance this includes P/D calls routed here whose KV has not arrived yet (in transfer or
+        waiting for blocks, ``Instance.incoming``); a call in transfer also still counts on its prefill
+        instance, which holds its KV until the transfer completes."""
+        inst = self._inst
+        n = inst.inflight
+        if inst.incoming:
+            # ``inflight`` moves to the decode instance when the KV lands; from then until the call joins
+            # the batch at the step boundary (``joining``) it is in ``incoming`` too: count it once
+            n += len(inst.incoming) - sum(1 for s in inst.joining if s.idx in inst.incoming)
+        return n
 
     @property
     def active_kv_blocks(self) -> int:
-        """HBM blocks held by running sequences (excludes the evictable prefix cache). O(running)."""
+        """HBM blocks held by running sequences (excludes the evictable prefix cache), plus, on a decode
+        instance, the blocks of P/D calls routed here that have not joined the decode batch yet
+        (``ceil(target_tokens / block_size)`` each: reserved for a transfer in flight or joining at the
+        step end, or about to be reserved when the transfer waits for room). O(running + incoming)."""
         inst = self._inst
         bs = inst.bs
         n = sum(s.blocks for s in inst.prefilling)
         done = 0
         if inst.run is not None and inst.run.ends is not None:
             done = bisect_right(inst.run.ends, inst.clock.now_s)
-        return n + sum(-(-(inst.context_tokens(s) + done) // bs) for s in inst.dec.values())
+        n += sum(-(-(inst.context_tokens(s) + done) // bs) for s in inst.dec.values())
+        if inst.incoming and self._sim is not None:
+            seqs = self._sim.seqs
+            n += sum(-(-seqs[i].target_tokens // bs) for i in inst.incoming)
+        return n
 
     @property
     def num_gpus(self) -> int:
@@ -96,7 +113,7 @@ class ClusterViewImpl:
 
     def __init__(self, sim, instances: list[Instance], block_size: int) -> None:
         self._sim = sim
-        self.instances = tuple(InstanceViewImpl(i) for i in instances)
+        self.instances = tuple(InstanceViewImpl(i, sim) for i in instances)
         self.block_size = block_size
 
     @property
