@@ -157,7 +157,7 @@ def extract_step_knapsack(m: pyo.ConcreteModel) -> list[tuple[int, int]]:
     """``(index, tokens)`` chunks of a SOLVED integer model, in index order (the `Admission.select` format)."""
     out = []
     for i in m.I:
-        tokens = int(round(m.x[i].value or 0.0))
+        tokens = round(m.x[i].value or 0.0)  # round() of a float is an int
         if tokens >= 1:
             out.append((int(i), tokens))
     return out

@@ -2,9 +2,10 @@
 
 In the unit-round hindsight benchmark (`optsched.models.admission_online`) the derived rules are MC-SF
 (Jaillet et al., arXiv:2502.07115: start waiting requests in ascending order of their KV volume driver,
-the output length, under a future-memory check) plus a one-step rollout lookahead (rule ``rollout``), and
-the same lookahead scored over sampled future arrivals (rule ``scenario_rollout``,
-`optsched.models.admission_scenario`).
+the output length, under a future-memory check) plus a one-step rollout lookahead (rule ``rollout``), the
+same lookahead scored over sampled future arrivals (rule ``scenario_rollout``,
+`optsched.models.admission_scenario`), and its v2 over every fitting set of requests and sampled futures of
+a stream that can end (rule ``scenario_lookahead``, `optsched.models.admission_lookahead`).
 The `Admission` protocol gives a rule only the waiting prefills (remaining and computed prompt tokens,
 arrival, TTFT deadline) and the step's token budget, not output lengths or the KV view, so the cluster
 version keeps the part of the rule that this information supports:
@@ -14,7 +15,7 @@ version keeps the part of the rule that this information supports:
 2. The others in ascending predicted KV volume ``P * o + o (o + 1) / 2`` (Jaillet et al.'s vol_o with
    P = computed + remaining prompt tokens and o = ``output_tokens_estimate``), ties by arrival.
 3. Chunks fill the budget in that order (`admission_fcfs.greedy_chunks`).
-The rollout lookahead, the scenario sampling (it also needs the arrival-rate history) and the memory
+The rollout lookahead, the scenario sampling of v1 and v2 (they also need the arrival history) and the memory
 check are not applied here (no output lengths, KV view or arrival history through the protocol): stated
 in BENCHMARKS.md.
 """
