@@ -153,6 +153,8 @@ def test_scenario_rollout_is_deterministic_and_seeded():
     reqs, memory = jaillet_instance(np.random.default_rng(3), 7)
     a = simulate_rounds(reqs, memory, RuleConfig("scenario_rollout"))
     assert a == simulate_rounds(reqs, memory, RuleConfig("scenario_rollout"))
+    v2 = simulate_rounds(reqs, memory, RuleConfig("scenario_lookahead"))
+    assert v2 == simulate_rounds(reqs, memory, RuleConfig("scenario_lookahead"))  # same seed: same schedule
     with pytest.raises(ValueError, match="scenarios"):
         RuleConfig("scenario_rollout", scenarios=0)
     with pytest.raises(ValueError, match="seed"):
