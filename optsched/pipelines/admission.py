@@ -142,8 +142,9 @@ def admission_plan(
     urgent_slack_s: float = 0.5,
 ) -> Plan:
     """`Plan` of kind "admission", type "mcsf_rollout" with its provenance: the cluster-simulator reduction
-    of the derived unit-round rules (``rollout`` / ``scenario_rollout`` need output lengths, the KV view and
-    the arrival history, which the `Admission` protocol does not expose; see `policies.admission_derived`).
+    of the derived unit-round rules (``rollout``, ``scenario_rollout`` and the current derived rule
+    ``scenario_lookahead`` need output lengths, the KV view and the arrival history, which the `Admission`
+    protocol does not expose; see `policies.admission_derived`).
 
     The cluster-simulator policy (`optsched.policies.admission_derived.DerivedAdmission`) takes
     ``output_tokens_estimate`` (tokens) and ``urgent_slack_s`` (s) as parameters.
