@@ -87,6 +87,8 @@ class SchedulerConfig:
             while ``max_long_partial_prefills`` long prefills run: shorter prompts behind it start
             first ("jump the queue").
         max_long_partial_prefills: vLLM v0 ``--max-long-partial-prefills``; 1..max_num_partial_prefills.
+            ``max_num_partial_prefills`` must be <= ``max_num_batched_tokens`` (a chunk cap of
+            ``max_num_batched_tokens // k`` tokens must be >= 1, or prefills would never progress).
         long_prefill_basis: what "long" measures for a prompt that has not started: "uncomputed"
             (vLLM v0 exactly, ``Sequence.get_num_new_tokens``: every prompt token not yet computed,
             prefix-cache hits included, since v0 marks cached tokens computed only when scheduled) or
@@ -131,6 +133,14 @@ class SchedulerConfig:
             raise ValueError(
                 "SchedulerConfig.long_prefill_token_threshold must be >= 1 when max_num_partial_prefills > 1 "
                 "(it defines a 'long' prompt; vLLM v0 defaults it to 4% of max_model_len), got 0"
+            )
+        if self.max_num_partial_prefills > self.max_num_batched_tokens:
+            # each chunk is capped at max_num_batched_tokens // k with k <= max_num_partial_prefills:
+            # past the budget the cap is 0 tokens and prefills never progress (the simulation hangs)
+            raise ValueError(
+                f"SchedulerConfig.max_num_partial_prefills ({self.max_num_partial_prefills}) must be <= "
+                f"max_num_batched_tokens ({self.max_num_batched_tokens}): each partial prefill gets "
+                "max_num_batched_tokens // max_num_partial_prefills tokens per step, which must be >= 1"
             )
         if self.long_prefill_basis not in LONG_PREFILL_BASES:
             raise ValueError(

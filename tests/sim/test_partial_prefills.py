@@ -100,6 +100,9 @@ def test_deterministic_with_partial_prefills(tmp_path):
      "max_long_partial_prefills"),
     ({"max_num_partial_prefills": 2}, "long_prefill_token_threshold"),
     ({"long_prefill_basis": "cached"}, "long_prefill_basis"),
+    # more partial prefills than budget tokens: chunk cap budget // k = 0 and the simulation never ended
+    ({"max_num_batched_tokens": 8, "max_num_seqs": 8, "long_prefill_token_threshold": 4,
+      "max_num_partial_prefills": 9}, "max_num_partial_prefills"),
 ])
 def test_validation_names_the_field(kw, field):
     with pytest.raises(ValueError, match=field):
@@ -117,3 +120,17 @@ def test_policy_path_enforces_the_same_rule(basis):
         cl = cluster(2, max_num_batched_tokens=256, max_num_seqs=8, long_prefill_token_threshold=64,
                      max_num_partial_prefills=3, long_prefill_basis=basis)
         assert simulate(w, cl).calls.equals(simulate(w, cl, admission=ThresholdAdmission(64)).calls), seed
+
+
+def test_as_many_partial_prefills_as_budget_tokens_still_progresses():
+    # 20 short prompts (3 tokens < threshold 4) at t=0, budget 8, N = 8: k = 8 -> 1 token per chunk
+    # (before the validation, N = 16 gave 8 // 16 = 0-token chunks and the run never ended). With
+    # max_num_seqs 8, prompts 0-7 start at t=0 and prefill 1 token a step, together; the rest wait.
+    w = Workload("t", tuple(Session(f"s{i:02d}", (Call(f"c{i:02d}", f"s{i:02d}", 3, 1),)) for i in range(20)))
+    c = simulate(w, cluster(1, max_num_batched_tokens=8, max_num_seqs=8, long_prefill_token_threshold=4,
+                            max_num_partial_prefills=8)).calls.set_index("call_id")
+    assert len(c) == 20 and c.first_token_s.notna().all()
+    first = c.loc[[f"c{i:02d}" for i in range(8)]]
+    assert (first.first_sched_s == 0.0).all()
+    assert first.first_token_s.nunique() == 1  # all 8 finish their 3-token prefill in the same step
+    assert (c.loc[[f"c{i:02d}" for i in range(8, 20)]].first_sched_s > 0).all()
