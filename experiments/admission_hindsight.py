@@ -97,9 +97,30 @@ def summarize(df: pd.DataFrame, requests: int) -> dict:
     return summary
 
 
+def _check_stored_config(cfg: Config, out: Path) -> None:
+    """Raise ValueError when ``--seed`` / ``--arrival-model`` differ from the run in ``out`` (provenance.json).
+
+    The instances are regenerated from these two, and a wrong arrival model keeps every M (same draws), so
+    without this check the rules were rescored on other instances than the stored optima (ratios < 1).
+    """
+    prov = out / "provenance.json"
+    if not prov.is_file():
+        raise FileNotFoundError(f"{prov}: not found; --rescore needs the run's provenance (seed, arrival model)")
+    stored = json.loads(prov.read_text()).get("config", {})
+    for field in ("seed", "arrival_model"):
+        if field in stored and stored[field] != getattr(cfg, field):
+            flag = "--" + field.replace("_", "-")
+            raise ValueError(f"{prov}: the run used {flag} {stored[field]}, got {getattr(cfg, field)}; "
+                             f"rescore with {flag} {stored[field]}")
+
+
 def rescore(cfg: Config) -> dict:
-    """Recompute every rule's latency on the regenerated instances of an existing run (same seed)."""
+    """Recompute every rule's latency on the regenerated instances of an existing run (same seed and
+    arrival model as stored in its provenance.json, else ValueError)."""
     out = Path(cfg.out)
+    if not (out / "results.csv").is_file():
+        raise FileNotFoundError(f"{out / 'results.csv'}: not found; run without --rescore first")
+    _check_stored_config(cfg, out)
     df = pd.read_csv(out / "results.csv")
     seeds = stream_seed(cfg.seed, "admission_instance").spawn(int(df.instance.max()) + 1)
     for idx, row in df.iterrows():
@@ -114,7 +135,7 @@ def rescore(cfg: Config) -> dict:
             df.loc[idx, f"lat_{name}"] = total_latency(reqs, starts)
             df.loc[idx, f"decisions_{name}"] = decision_rounds(reqs, memory, starts)
     df.to_csv(out / "results.csv", index=False)
-    summary = summarize(df, cfg.requests)
+    summary = summarize(df, int(df.requests.max()))  # the stored run's size, not this call's --requests
     summary["arrival_model"] = cfg.arrival_model
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
     return summary
@@ -127,6 +148,8 @@ def run(cfg: Config) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     opts = SolverOptions(time_limit_s=cfg.time_limit_s, mip_gap=cfg.mip_gap, warm_start=True)
     seeds = stream_seed(cfg.seed, "admission_instance").spawn(cfg.instances)
+    prov = collect_provenance(asdict(cfg), sys.argv, cfg.seed, ["admission_instance"])
+    (out / "provenance.json").write_text(json.dumps(prov, indent=2))  # first: an interrupted run can be rescored
     rows = []
     for k, ss in enumerate(seeds):
         reqs, memory = jaillet_instance(np.random.default_rng(ss), cfg.requests, cfg.arrival_model)
@@ -145,8 +168,6 @@ def run(cfg: Config) -> dict:
     summary = summarize(df, cfg.requests)
     summary["arrival_model"] = cfg.arrival_model
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
-    prov = collect_provenance(asdict(cfg), sys.argv, cfg.seed, ["admission_instance"])
-    (out / "provenance.json").write_text(json.dumps(prov, indent=2))
     return summary
 
 
@@ -157,9 +178,11 @@ def main(argv: list[str] | None = None) -> int:
             p.add_argument(f"--{f.replace('_', '-')}", action="store_true")
         else:
             p.add_argument(f"--{f.replace('_', '-')}", type=type(d), default=d)
-    cfg = Config(**vars(p.parse_args(argv)))
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    summary = run(cfg)
+    try:
+        summary = run(Config(**vars(p.parse_args(argv))))
+    except (ValueError, FileNotFoundError) as exc:  # bad input: one line, exit 2
+        p.error(str(exc))
     print(json.dumps(summary, indent=2))
     return 0
 

@@ -303,3 +303,34 @@ def test_hindsight_benchmark_smoke(tmp_path):
     keys = ("mean_ratio", "worst_ratio", "optimal_share")  # rescoring also adds run times (wall s)
     assert {k: {f: v[f] for f in keys} for k, v in again["rules"].items()} == summary["rules"]
     assert again["rules"]["scenario_rollout"]["run_s_max"] > 0
+
+
+def test_hindsight_rescore_refuses_another_arrival_model_or_seed(tmp_path):
+    """--rescore regenerates the instances from --seed / --arrival-model; the batch family (model 1) has the
+    same M draws as model 2, so rescoring it without --arrival-model 1 passed the M check and scored the
+    rules on other instances than the stored optima (MC-SF 0.986 x the proven optimum). Now an error."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "experiments" / "admission_hindsight.py"
+    spec = importlib.util.spec_from_file_location("admission_hindsight_exp", path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod
+    spec.loader.exec_module(mod)
+    first = mod.run(mod.Config(instances=2, requests=4, arrival_model=1, seed=0, out=str(tmp_path)))
+    with pytest.raises(ValueError, match="--arrival-model 1"):
+        mod.run(mod.Config(instances=2, requests=4, seed=0, out=str(tmp_path), rescore=True))
+    with pytest.raises(ValueError, match="--seed 0"):
+        mod.run(mod.Config(instances=2, requests=4, arrival_model=1, seed=3, out=str(tmp_path), rescore=True))
+    with pytest.raises(FileNotFoundError, match="results.csv"):
+        mod.run(mod.Config(out=str(tmp_path / "none"), rescore=True))
+    # matching flags: the same ratios; the summary keeps the run's size, not this call's --requests default
+    again = mod.run(mod.Config(arrival_model=1, seed=0, out=str(tmp_path), rescore=True))
+    assert again["requests"] == 4
+    assert {k: v["mean_ratio"] for k, v in again["rules"].items()} == {
+        k: v["mean_ratio"] for k, v in first["rules"].items()}
+    assert min(v["mean_ratio"] for v in again["rules"].values()) >= 1.0 - 1e-9
+    with pytest.raises(SystemExit) as exc:  # the command line: one error line, exit 2
+        mod.main(["--out", str(tmp_path), "--rescore"])
+    assert exc.value.code == 2
