@@ -85,6 +85,11 @@ def _run(args) -> int:
     from optsched.export import dump_policy
     from optsched.solvers import SolverOptions
 
+    # checked before any solve: a negative seed failed only when the policy was written (after the MILP),
+    # and a negative --sessions silently dropped the last sessions (wl.sessions[:-1])
+    for flag, value, lo in (("--seed", args.seed, 0), ("--sessions", args.sessions, 0), ("--calls", args.calls, 1)):
+        if value < lo:
+            raise ValueError(f"{flag} must be an int >= {lo}, got {value}")
     gap = args.mip_gap if args.mip_gap is not None else (1e-3 if args.problem == "routing" else 1e-4)
     opts = SolverOptions(time_limit_s=args.time_limit, mip_gap=gap, verbose=args.solver_log,
                          warm_start=True)
@@ -126,11 +131,14 @@ def _admission(args, opts):
     cmp_ = compare_rules_to_optimum(reqs, memory, opts)
     _summary("admission hindsight MILP", cmp_.result)
     if cmp_.result.objective:
+        width = max(map(len, cmp_.rule_latency))  # rule names up to "scenario_lookahead" stay in columns
         for name, lat in cmp_.rule_latency.items():
-            print(f"  {name:15s} total latency {lat:6d} rounds  ratio to MILP {lat / cmp_.result.objective:.4f}")
+            print(f"  {name:{width}s} total latency {lat:6d} rounds  ratio to MILP {lat / cmp_.result.objective:.4f}")
     if not cmp_.result.has_solution:
         print("no incumbent: no policy written")
         return None
+    print("  exported policy: mcsf_rollout, the engine-side reduction of these rules (rollout and scenario_* "
+          "need output lengths and arrival history the Admission protocol does not expose)")
     return admission_plan(cmp_, instance_digest(reqs, memory), args.seed, output_tokens_estimate=out_est)
 
 

@@ -25,6 +25,12 @@ def _repo_root(monkeypatch, request):
     (["routing", "--workload", MOONCAKE, "--window", "0"], "window >= 1"),
     (["pd", "--workload", MOONCAKE, "--gpu-budget", "-3"], "gpu_budget must be an int >= 1"),
     (["pd", "--workload", MOONCAKE, "--gpu-budget", "0"], "gpu_budget must be an int >= 1"),
+    # checked before solving: a negative seed failed after the MILP naming provenance.seed, a negative
+    # --sessions silently dropped the last sessions, --calls 0 named the pipeline's n_calls
+    (["admission", "--workload", "jaillet:3", "--seed", "-1"], "--seed must be an int >= 0, got -1"),
+    (["routing", "--workload", MOONCAKE, "--seed", "-2"], "--seed must be an int >= 0, got -2"),
+    (["residency", "--workload", "agentx:2", "--sessions", "-1"], "--sessions must be an int >= 0, got -1"),
+    (["admission", "--workload", "agentx:2", "--calls", "0"], "--calls must be an int >= 1, got 0"),
 ])
 def test_bad_input_is_one_clean_line(capsys, tmp_path, argv, needle):
     out = tmp_path / "p.json"
@@ -34,3 +40,13 @@ def test_bad_input_is_one_clean_line(capsys, tmp_path, argv, needle):
     assert len(lines) == 1 and lines[0].startswith("optsched solve: error: ") and needle in lines[0], err
     assert "Traceback" not in err
     assert not out.exists()
+
+
+def test_admission_rule_table_stays_in_columns(capsys, tmp_path):
+    """Rule names longer than 15 characters (scenario_rollout, scenario_lookahead) pushed their row's
+    columns right; every row's 'total latency' now starts at the same column."""
+    assert main(["solve", "admission", "--workload", "jaillet:3", "--time-limit", "20",
+                 "-o", str(tmp_path / "a.json")]) == 0
+    rows = [ln for ln in capsys.readouterr().out.splitlines() if "total latency" in ln]
+    assert any("scenario_lookahead" in ln for ln in rows)
+    assert len({ln.index("total latency") for ln in rows}) == 1, rows
