@@ -61,8 +61,11 @@ def plot_pareto(rows: list[dict], key: str, path: Path) -> None:
     front = pareto_front(pts)
     fig, ax = plt.subplots(figsize=(5, 4))
     ax.scatter([p[0] for p in pts], [p[1] for p in pts], color="tab:blue")
+    labels: dict[tuple[float, float], list[str]] = {}  # points that coincide share one label: "key=2/4"
     for r, p in zip(rows, pts):
-        ax.annotate(f"{key}={r[key]}", p, fontsize=7, xytext=(3, 3), textcoords="offset points")
+        labels.setdefault(p, []).append(str(r[key]))
+    for p, vals in labels.items():
+        ax.annotate(f"{key}={'/'.join(vals)}", p, fontsize=7, xytext=(3, 3), textcoords="offset points")
     # ringed markers: a one-point front (e.g. every point at the same interactivity) stays visible
     ax.plot([pts[i][0] for i in front], [pts[i][1] for i in front], color="tab:red", marker="o",
             markerfacecolor="none", markersize=11, label="Pareto front")
@@ -85,7 +88,7 @@ def _run(args: argparse.Namespace) -> int:
 
 def _simulate(args: argparse.Namespace) -> int:
     from optsched.sim.result import _clean
-    from optsched.sim.sim_config import apply_override, load_config_dict, run_config
+    from optsched.sim.sim_config import apply_override, check_config, load_config_dict, run_config
 
     cfg = load_config_dict(args.config)
     if not args.sweep:
@@ -101,11 +104,19 @@ def _simulate(args: argparse.Namespace) -> int:
                     print(f"{k:28s} {s[k]}")
         return 0
     key, values = _parse_sweep(args.sweep)
+    configs = []
+    for v in values:  # every value checked before the first run: a typo in the last one used to fail after the rest ran
+        c = apply_override(cfg, key, v)
+        try:
+            check_config(c)
+        except ValueError as exc:
+            raise ValueError(f"--sweep {key}={v}: {exc}") from None
+        configs.append(c)
     out = Path(args.out or f"runs/sweep-{cfg.get('name', Path(args.config).stem)}")
     out.mkdir(parents=True, exist_ok=True)
     rows = []
-    for v in values:
-        res = run_config(apply_override(cfg, key, v), progress=not args.no_progress)
+    for v, c in zip(values, configs):
+        res = run_config(c, progress=not args.no_progress)
         res.write(out / f"{key}={v}")
         s = _clean(res.summary)
         rows.append({key: v, **{k: s.get(k) for k in _SHOW}})

@@ -32,7 +32,7 @@ import yaml
 
 from optsched.sim.config import SLO, ClusterConfig, InstanceConfig, SchedulerConfig
 
-__all__ = ["TOP_KEYS", "apply_override", "build_run", "load_config_dict", "run_config"]
+__all__ = ["TOP_KEYS", "apply_override", "build_run", "check_config", "load_config_dict", "run_config"]
 
 TOP_KEYS = ("name", "seed", "workload", "cluster", "scheduler", "policies", "slo", "concurrency")
 _WORKLOAD_KEYS = ("path", "sample", "generator", "limit_sessions")
@@ -137,6 +137,17 @@ def _workload(cfg: dict, seed: int):
 
 def build_run(cfg: dict) -> dict:
     """Validated objects of a config dict: workload, cluster, router, admission, residency, slo, seed, concurrency."""
+    run = _build_all_but_workload(cfg)
+    run["workload"] = _workload(cfg, run["seed"])
+    return run
+
+
+def check_config(cfg: dict) -> None:
+    """Validate everything but the workload (cheap: no trace is read); ValueError as `build_run`."""
+    _build_all_but_workload(cfg)
+
+
+def _build_all_but_workload(cfg: dict) -> dict:
     from optsched.sim.registry import build_policy
 
     fname = cfg.get("_file", "<config>")
@@ -168,8 +179,8 @@ def build_run(cfg: dict) -> dict:
         raise ValueError(f"{fname}: policies: {exc}") from None
     slo = cfg.get("slo")
     slo = _typed(fname, "slo", SLO, slo) if slo is not None else None
-    return {"workload": _workload(cfg, seed), "cluster": cluster, "router": router, "admission": admission,
-            "residency": residency, "slo": slo, "seed": seed, "concurrency": conc}
+    return {"cluster": cluster, "router": router, "admission": admission, "residency": residency, "slo": slo,
+            "seed": seed, "concurrency": conc}
 
 
 def run_config(cfg: dict, progress: bool = False):

@@ -21,3 +21,14 @@ def test_single_point_front_is_drawn_with_a_marker(tmp_path, monkeypatch):
     assert list(front.get_xdata()) == [48.98] and list(front.get_ydata()) == [763.4]
     assert front.get_marker() not in (None, "", "None", " ")  # a line through one point draws nothing
     assert (tmp_path / "pareto.png").stat().st_size > 1000
+
+
+def test_coinciding_points_share_one_label(tmp_path, monkeypatch):
+    # agentx_small --sweep scheduler.max_num_partial_prefills=1,2,4: 2 and 4 give the same point, and their two
+    # labels were drawn over each other ("...=4" on top of "...=2")
+    rows = [{"n": n, "p90_interactivity_tok_s": 48.98, "tpgs": t} for n, t in ((1, 552.89), (2, 553.24), (4, 553.24))]
+    figs = []
+    monkeypatch.setattr(plt, "close", lambda fig=None: figs.append(fig))
+    plot_pareto(rows, "n", tmp_path / "pareto.png")
+    (ax,) = figs[0].axes
+    assert sorted(t.get_text() for t in ax.texts) == ["n=1", "n=2/4"]

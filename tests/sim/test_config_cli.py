@@ -90,6 +90,19 @@ def test_cli_sweep_writes_pareto(tmp_path, capsys):
     assert (out / "sweep.csv").read_text().count("\n") == 3
 
 
+def test_cli_sweep_checks_every_value_before_the_first_run(tmp_path, capsys):
+    # a bad last value used to fail only after the earlier values had been simulated and written
+    p = _write(tmp_path, dict(TINY, scheduler={**TINY["scheduler"], "long_prefill_token_threshold": 64}))
+    out = tmp_path / "sw"
+    rc = main(["simulate", str(p), "--no-progress", "--sweep", "scheduler.max_num_partial_prefills=2,4,0",
+               "--out", str(out)])
+    err = capsys.readouterr().err
+    assert rc == 2 and "Traceback" not in err
+    assert "--sweep scheduler.max_num_partial_prefills=0: c.yaml: scheduler: " in err
+    assert "max_num_partial_prefills must be an int >= 1, got 0" in err
+    assert not out.exists()
+
+
 def test_cli_bad_config_is_one_line(tmp_path, capsys):
     p = _write(tmp_path, dict(TINY, cluster={"instances": []}))
     assert main(["simulate", str(p)]) == 2
