@@ -38,7 +38,10 @@ def register(subparsers) -> None:
     p.add_argument("--time-limit", type=float, default=120.0, help="solver time limit (s)")
     p.add_argument("--mip-gap", type=float, default=None,
                    help="relative MIP gap (default: 1e-3 for routing, whose windows are large; 1e-4 otherwise)")
-    p.add_argument("--calls", type=int, default=8, help="admission: calls of a trace quantized into the MILP")
+    p.add_argument("--calls", type=int, default=8,
+                   help="admission: calls of a trace quantized into the MILP. Every online rule is simulated "
+                        "first; scenario_lookahead's time grows steeply with the requests (~17 s at 20, "
+                        "~5.5 min at 40 on a 2-core VM, also for jaillet:N; BENCHMARKS.md)")
     p.add_argument("--slot", type=float, default=2.0, help="residency: slot length (s)")
     p.add_argument("--sessions", type=int, default=0, help="residency: use only the first N sessions (0 = all)")
     p.add_argument("--instances", type=int, default=4, help="routing: instances of the cluster")

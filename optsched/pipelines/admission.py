@@ -112,7 +112,9 @@ def compare_rules_to_optimum(
 
     latencies: dict[str, int] = {}
     schedules: dict[str, tuple[int, ...]] = {}
-    for name in rules:
+    for k, name in enumerate(rules, 1):
+        # progress: scenario_lookahead's cost grows steeply with the requests (BENCHMARKS, "Prefill admission")
+        logger.info("admission: online rule %d/%d: %s", k, len(rules), name)
         st = simulate_rounds(requests, memory_tokens, RuleConfig(name))
         if memory_profile(requests, st).max(initial=0) > memory_tokens:  # cannot happen; guards the simulator
             raise ValueError(f"rule {name} produced a schedule exceeding memory {memory_tokens}")

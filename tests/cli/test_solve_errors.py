@@ -50,3 +50,14 @@ def test_admission_rule_table_stays_in_columns(capsys, tmp_path):
     rows = [ln for ln in capsys.readouterr().out.splitlines() if "total latency" in ln]
     assert any("scenario_lookahead" in ln for ln in rows)
     assert len({ln.index("total latency") for ln in rows}) == 1, rows
+
+
+def test_admission_logs_each_online_rule_before_the_milp(caplog, tmp_path):
+    """scenario_lookahead takes minutes at 40 requests; each rule is announced so a long run shows progress."""
+    import logging
+
+    caplog.set_level(logging.INFO, logger="optsched.pipelines.admission")
+    assert main(["solve", "admission", "--workload", "jaillet:3", "--time-limit", "20",
+                 "-o", str(tmp_path / "a.json")]) == 0
+    msgs = [r.getMessage() for r in caplog.records if "online rule" in r.getMessage()]
+    assert len(msgs) >= 8 and msgs[-1].endswith(f"{len(msgs)}/{len(msgs)}: scenario_lookahead"), msgs
