@@ -87,6 +87,8 @@ def sweep(sessions: int, seeds: list[int], conc: list[int], variants: list[str],
 def ratios(df: pd.DataFrame) -> pd.DataFrame:
     """Each variant's metrics divided by ``off`` at the same (seed, concurrency)."""
     cols = ["tpgs", "p90_inter_tok_s", "p90_inter_call_tok_s", "ttft_top10_s", "tpgs_win"]
+    if "off" not in set(df.variant):
+        return pd.DataFrame()  # nothing to divide by (a table of NaN before)
     base = df[df.variant == "off"].set_index(["seed", "concurrency"])[cols]
     out = []
     for v in df.variant.unique():
@@ -97,32 +99,39 @@ def ratios(df: pd.DataFrame) -> pd.DataFrame:
     return pd.concat(out, ignore_index=True) if out else pd.DataFrame()
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--sessions", type=int, default=48)
-    ap.add_argument("--seeds", type=int, nargs="+", default=[0])
-    ap.add_argument("--conc", type=int, nargs="+", default=[16, 24, 32, 40, 48])
-    ap.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
-    ap.add_argument("--model", default="llama-3-70b")
-    ap.add_argument("--tp", type=int, default=8)
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sessions", type=int, default=48, help="AgentX 256K sessions (extra_calls_mean=10) per seed")
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0], help="workload generator seeds (>= 0)")
+    ap.add_argument("--conc", type=int, nargs="+", default=[16, 24, 32, 40, 48],
+                    help="closed-loop concurrencies (sessions run at a time; 0 = each at its own start time)")
+    ap.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS),
+                    help="scheduler variants (module docstring); list 'off' first for the ratio table")
+    ap.add_argument("--model", default="llama-3-70b", help="catalog model (one H200 instance)")
+    ap.add_argument("--tp", type=int, default=8, help="tensor-parallel degree of the instance")
     ap.add_argument("--dram", action="store_true", help="give the prefix cache a host-DRAM tier")
     ap.add_argument("--gap-s", type=float, nargs=2, metavar=("MEDIAN", "P95"),
                     help="think-time median and p95 (s) instead of AgentX's 3.84 / 184.8")
-    a = ap.parse_args()
-    if a.gap_s:
+    a = ap.parse_args(argv)
+    try:  # bad input: one error line (exit 2), not a traceback from deep in the generator or simulator
         global PARAMS
-        PARAMS = dataclasses.replace(PARAMS, gap_median_s=a.gap_s[0], gap_p95_s=a.gap_s[1])
-    df = sweep(a.sessions, a.seeds, a.conc, a.variants, a.model, a.tp, a.dram)
+        if a.gap_s:
+            PARAMS = dataclasses.replace(PARAMS, gap_median_s=a.gap_s[0], gap_p95_s=a.gap_s[1])
+        if min(a.seeds) < 0:
+            raise ValueError(f"--seeds must be >= 0, got {min(a.seeds)}")
+        df = sweep(a.sessions, a.seeds, a.conc, a.variants, a.model, a.tp, a.dram)
+    except ValueError as exc:
+        ap.error(str(exc))
     pd.set_option("display.width", 220)
     print(df.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
     r = ratios(df)
     if not r.empty:
         print("\nratios to off:")
         print(r.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
-        best = df.loc[df.groupby(["seed", "variant"])["tpgs"].idxmax(), ["seed", "variant", "concurrency", "tpgs",
-                                                                         "p90_inter_tok_s"]]
-        print("\nbest TPGS point of the sweep per variant:")
-        print(best.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+    best = df.loc[df.groupby(["seed", "variant"])["tpgs"].idxmax(), ["seed", "variant", "concurrency", "tpgs",
+                                                                     "p90_inter_tok_s"]]
+    print("\nbest TPGS point of the sweep per variant:")
+    print(best.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
 
 
 if __name__ == "__main__":
