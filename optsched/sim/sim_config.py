@@ -177,10 +177,28 @@ def _build_all_but_workload(cfg: dict) -> dict:
         residency = build_policy("residency", pol.get("residency"), seed)
     except ValueError as exc:
         raise ValueError(f"{fname}: policies: {exc}") from None
+    admission = _interval_idle_budget(fname, pol.get("admission"), admission, sched)
     slo = cfg.get("slo")
     slo = _typed(fname, "slo", SLO, slo) if slo is not None else None
     return {"cluster": cluster, "router": router, "admission": admission, "residency": residency, "slo": slo,
             "seed": seed, "concurrency": conc}
+
+
+def _interval_idle_budget(fname: str, spec: Any, admission: Any, sched: SchedulerConfig) -> Any:
+    """`IntervalAdmission` admits on an idle engine only when the step budget is >= ``idle_budget_tokens``
+    (default 8192): with a smaller ``max_num_batched_tokens`` an idle instance waited forever for an aligned
+    step and the run ended in "unfinished calls". Unset: the scheduler's budget; set larger: ValueError."""
+    from optsched.policies.admission_interval import IntervalAdmission
+
+    if not isinstance(admission, IntervalAdmission):
+        return admission
+    budget = sched.max_num_batched_tokens
+    if isinstance(spec, dict) and "idle_budget_tokens" in spec:
+        if admission.idle_budget_tokens > budget:
+            raise ValueError(f"{fname}: policies.admission.idle_budget_tokens ({admission.idle_budget_tokens}) must "
+                             f"be <= scheduler.max_num_batched_tokens ({budget}), or an idle instance never admits")
+        return admission
+    return dataclasses.replace(admission, idle_budget_tokens=budget)
 
 
 def run_config(cfg: dict, progress: bool = False):

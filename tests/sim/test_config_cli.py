@@ -103,6 +103,23 @@ def test_cli_sweep_checks_every_value_before_the_first_run(tmp_path, capsys):
     assert not out.exists()
 
 
+def test_interval_admission_takes_the_scheduler_budget_as_its_idle_budget(tmp_path, capsys):
+    # IntervalAdmission's idle rule needs idle_budget_tokens <= the step budget; left at its 8192 default with
+    # max_num_batched_tokens 2048 an idle instance never admitted again: RuntimeError "unfinished calls"
+    cfg = dict(TINY, policies={"admission": "interval"})
+    r = build_run(load_config_dict(_write(tmp_path, cfg)))
+    assert r["admission"].idle_budget_tokens == 2048 and r["admission"].interval == 4
+    p = _write(tmp_path, cfg)
+    assert main(["simulate", str(p), "--json", "--no-progress"]) == 0
+    assert json.loads(capsys.readouterr().out)["num_calls"] == 30
+    bad = dict(TINY, policies={"admission": {"name": "interval", "idle_budget_tokens": 4096}})
+    with pytest.raises(ValueError, match=r"idle_budget_tokens \(4096\) must be <= scheduler.max_num_batched_tokens"):
+        build_run(load_config_dict(_write(tmp_path, bad, "bad.yaml")))
+    ok = build_run(load_config_dict(_write(tmp_path, dict(
+        TINY, policies={"admission": {"name": "interval", "idle_budget_tokens": 1024}}), "ok.yaml")))
+    assert ok["admission"].idle_budget_tokens == 1024  # an explicit value within the budget is kept
+
+
 def test_cli_bad_config_is_one_line(tmp_path, capsys):
     p = _write(tmp_path, dict(TINY, cluster={"instances": []}))
     assert main(["simulate", str(p)]) == 2
