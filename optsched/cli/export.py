@@ -27,6 +27,7 @@ def _run(args) -> int:
     from optsched.export import engine_settings, load_policy
 
     plan = load_policy(args.policy)
+    _check_parameters(plan, args.policy)
     s = engine_settings(plan, args.engine)
     if args.json:
         print(json.dumps({"engine": s.engine, "mapped": s.mapped, "flags": list(s.flags), "notes": list(s.notes)},
@@ -47,3 +48,20 @@ def _run(args) -> int:
     if not s.mapped:
         print(f"# no {s.engine} mapping exists for this policy")
     return 0
+
+
+def _check_parameters(plan, path: str) -> None:
+    """ValueError when the parameters do not build the policy the simulator runs (`Plan.to_policy`): a
+    hand-edited file with ``long_prefill_token_threshold: -5`` was printed as that flag, and an unknown key
+    (e.g. ``max_num_partial_prefills``, not a parameter of any admission plan) was silently dropped.
+    Types without a policy class are not checked."""
+    from optsched.policies.plan import _REGISTRY_KIND, POLICY_CLASSES
+    from optsched.sim.registry import policy_names
+
+    reg = _REGISTRY_KIND.get(plan.kind)
+    if (plan.kind, plan.type) not in POLICY_CLASSES and not (reg and plan.type in policy_names(reg)):
+        return
+    try:
+        plan.to_policy()
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{path}: parameters of {plan.kind}/{plan.type}: {exc}") from None
