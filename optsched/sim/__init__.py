@@ -54,7 +54,8 @@ def simulate(
         cluster: instances and scheduler.
         router: `Router` (default ``RoundRobinRouter()``).
         admission: `Admission` (default: the scheduler's built-in FCFS chunked prefill, identical to
-            ``FCFSAdmission`` but faster).
+            ``FCFSAdmission`` without a ``long_prefill_token_threshold`` and to ``ThresholdAdmission``
+            with one, but faster).
         residency: `Residency` (default None: paused sessions' KV stays in the LRU index).
         slo: TTFT/TPOT objective for goodput and attainment (None: not reported).
         seed: recorded in the result; the engine itself draws no random numbers (random policies

@@ -14,8 +14,10 @@ Order inside a step (SOURCE: vLLM v1 ``vllm/v1/core/sched/scheduler.py`` ``Sched
    only on steps whose index is a multiple of ``prefill_schedule_interval`` and only while fewer than
    ``max_num_seqs`` sequences run. A new prefill whose blocks do not fit stays waiting.
 
-The built-in FCFS path and ``FCFSAdmission`` produce identical schedules (tested); the built-in one
-skips building `WaitingPrefill` objects, which matters for long queues.
+The built-in FCFS path produces the schedules of ``FCFSAdmission`` when ``long_prefill_token_threshold``
+is 0 and of ``ThresholdAdmission(threshold)`` otherwise (tested); the built-in one skips building
+`WaitingPrefill` objects, which matters for long queues. An `Admission` that ignores the threshold
+(``FCFSAdmission``) has its chunks clipped to it here, and the clipped tokens stay unused that step.
 
 Partial prefills (``SchedulerConfig.max_num_partial_prefills`` N > 1; SOURCE: vLLM v0
 ``vllm/core/scheduler.py``, ``PartialPrefillMetadata.from_queues`` / ``can_schedule`` /
