@@ -17,7 +17,9 @@ step times reaches P90 TPOT <= 40 ms at ~25% lower rates (BENCHMARKS.md, "DistSe
 simulator"). ``StepScale`` lets a check model a slower serving engine than the kernel-level calibration:
 every step costs ``kernel_scale`` × the cost model's time + ``per_seq_s`` per sequence in the step
 (CPU-side per-request work: input preparation, sampling, output processing; Vidur models these CPU
-overheads as functions of batch size, Agrawal et al. MLSys 2024, §4).
+overheads as functions of batch size, Agrawal et al. MLSys 2024, §4); ``decode_kernel_scale``, when
+given, replaces ``kernel_scale`` on decode steps (per-phase calibration). ``PhaseScaledCostModel`` applies
+per-phase factors to a ``CostModel`` for the cluster simulator (mixed steps: see its docstring).
 """
 
 from __future__ import annotations
@@ -37,7 +39,8 @@ from optsched.cost.queueing import (
     poisson_quantile,
 )
 
-__all__ = ["DISTSERVE_FIG1", "DistServeGoodput", "StepScale", "distserve_goodputs", "fit_prefill_scale"]
+__all__ = ["DISTSERVE_FIG1", "DistServeGoodput", "PhaseScaledCostModel", "StepScale", "distserve_goodputs",
+           "fit_prefill_scale"]
 
 # published numbers (req/s and req/s/GPU) and setup, DistServe §1 / Figure 1
 DISTSERVE_FIG1 = {"input_tokens": 512, "output_tokens": 64, "ttft_slo_s": 0.4, "tpot_slo_s": 0.04,
@@ -47,16 +50,25 @@ DISTSERVE_FIG1 = {"input_tokens": 512, "output_tokens": 64, "ttft_slo_s": 0.4, "
 
 @dataclass(frozen=True, slots=True)
 class StepScale:
-    """Engine-level step cost: kernel_scale × cost-model step time + per_seq_s × sequences in the step."""
+    """Engine-level step cost: kernel_scale × cost-model step time + per_seq_s × sequences in the step;
+    decode steps use ``decode_kernel_scale`` instead when it is given (None: ``kernel_scale``)."""
 
     kernel_scale: float = 1.0
     per_seq_s: float = 0.0
+    decode_kernel_scale: float | None = None
 
     def __post_init__(self) -> None:
         if not self.kernel_scale > 0:
             raise ValueError(f"StepScale.kernel_scale must be > 0, got {self.kernel_scale!r}")
         if not self.per_seq_s >= 0:
             raise ValueError(f"StepScale.per_seq_s must be >= 0, got {self.per_seq_s!r}")
+        if self.decode_kernel_scale is not None and not self.decode_kernel_scale > 0:
+            raise ValueError(f"StepScale.decode_kernel_scale must be > 0 or None, got {self.decode_kernel_scale!r}")
+
+    @property
+    def decode_scale(self) -> float:
+        """The factor on decode steps: ``decode_kernel_scale``, or ``kernel_scale`` when that is None."""
+        return self.kernel_scale if self.decode_kernel_scale is None else self.decode_kernel_scale
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,7 +92,7 @@ def distserve_goodputs(cm: CostModel, scale: StepScale = StepScale(), input_toke
     max_batch = cm.kv_capacity_tokens() / (input_tokens + output_tokens)
 
     grid = np.arange(1.0, max(2.0, math.ceil(max_batch)) + 1.0)  # one vectorized cost-model call
-    t_grid = scale.kernel_scale * cm.decode_step_time(grid, grid * avg_ctx) + scale.per_seq_s * grid
+    t_grid = scale.decode_scale * cm.decode_step_time(grid, grid * avg_ctx) + scale.per_seq_s * grid
 
     def t_dec(b: float) -> float:
         return float(np.interp(b, grid, t_grid))
@@ -129,3 +141,104 @@ def fit_prefill_scale(cm: CostModel, target_prefill_rps: float = DISTSERVE_FIG1[
         mid = 0.5 * (lo + hi)
         lo, hi = (mid, hi) if rate(mid) > target_prefill_rps else (lo, mid)
     return StepScale(kernel_scale=0.5 * (lo + hi) / base)
+
+
+_TIME_KEYS = ("time_s", "linear_s", "attention_s", "communication_s", "overhead_s")
+
+
+class PhaseScaledCostModel:
+    """A `CostModel` whose step times carry an engine factor per phase: ``prefill_scale`` on the prefill
+    part of a step, ``decode_scale`` on the decode part. Capacities, transfers and every other attribute
+    are the wrapped model's. Models a serving engine slower than the kernel-level calibration whose
+    slowdown differs by phase (DistServe's Figure-1 system against its released OPT-13B/A100 profile:
+    ~1.7x on prefill, ~1.2-1.3x on decode; BENCHMARKS.md, "DistServe's example in the simulator").
+
+    Mixed steps (chunked prefill on a colocated instance): the cost model's step time T(p + d) is not a
+    sum of a prefill and a decode term (the GEMMs run over the step's prefill + decode rows at once and
+    the step overhead is paid once), so there is no exact per-phase split of it. The rule: the factor of
+    a step is the mean of the two phase factors weighted by the standalone cost-model times of the
+    step's two parts, T(p) = step_time(prefill part only) and T(d) = step_time(decode part only),
+
+        t = T(p + d) × (prefill_scale × T(p) + decode_scale × T(d)) / (T(p) + T(d)).
+
+    It keeps the cost model's batching gain (T(p + d) <= T(p) + T(d)) and only attributes the engine's
+    slowdown to the phases by their share of the work; it equals ``prefill_scale × T`` on a prefill-only
+    step, ``decode_scale × T`` on a decode-only step, ``s × T`` for any step when both factors equal s
+    (the single-factor model exactly), and is continuous as either part vanishes. Empty steps cost 0.
+    Inputs and outputs as ``CostModel.step_time`` (scalars or broadcast arrays, seconds).
+
+    Raises ValueError for a factor that is not > 0.
+    """
+
+    def __init__(self, cm: CostModel, prefill_scale: float, decode_scale: float | None = None) -> None:
+        decode_scale = prefill_scale if decode_scale is None else decode_scale
+        for name, v in (("prefill_scale", prefill_scale), ("decode_scale", decode_scale)):
+            try:
+                ok = float(v) > 0 and math.isfinite(float(v))
+            except (TypeError, ValueError):
+                ok = False
+            if not ok:
+                raise ValueError(f"PhaseScaledCostModel.{name} must be a finite number > 0, got {v!r}")
+        self._cm, self.prefill_scale, self.decode_scale = cm, float(prefill_scale), float(decode_scale)
+
+    def __getattr__(self, name: str):
+        if name == "_cm":  # not set yet (copy/unpickle): no recursion
+            raise AttributeError(name)
+        return getattr(self._cm, name)
+
+    def __repr__(self) -> str:
+        return f"PhaseScaledCostModel({self._cm!r}, prefill_scale={self.prefill_scale}, decode_scale={self.decode_scale})"
+
+    def step_factor(self, prefill_tokens=0, prefill_attn_pairs=0, prefill_kv_tokens=0, decode_seqs=0,
+                    decode_kv_tokens=0):
+        """The engine factor of a step (the weighted mean above; float for scalar inputs, else ndarray)."""
+        sp, sd = self.prefill_scale, self.decode_scale
+        if sp == sd:
+            return sp if np.ndim(prefill_tokens) == np.ndim(decode_seqs) == 0 else np.full(
+                np.broadcast(np.asarray(prefill_tokens), np.asarray(decode_seqs)).shape, sp)
+        tp = self._cm.step_time(prefill_tokens, prefill_attn_pairs, prefill_kv_tokens, 0, 0)
+        td = self._cm.step_time(0, 0, 0, decode_seqs, decode_kv_tokens)
+        if np.ndim(tp) == 0 and np.ndim(td) == 0:
+            w = tp + td
+            return (sp * tp + sd * td) / w if w > 0 else sp
+        tp, td = np.broadcast_arrays(np.asarray(tp, dtype=float), np.asarray(td, dtype=float))
+        w = tp + td
+        return np.divide(sp * tp + sd * td, w, out=np.full(w.shape, sp), where=w > 0)
+
+    def step_time(self, prefill_tokens=0, prefill_attn_pairs=0, prefill_kv_tokens=0, decode_seqs=0,
+                  decode_kv_tokens=0):
+        """Seconds of one engine step: the cost model's time × ``step_factor`` (see class docstring)."""
+        args = (prefill_tokens, prefill_attn_pairs, prefill_kv_tokens, decode_seqs, decode_kv_tokens)
+        t = self._cm.step_time(*args)
+        sp, sd = self.prefill_scale, self.decode_scale
+        if sp == sd:
+            return sp * t
+        # fast paths: every step prefill-only or every step decode-only (P/D instances, fast-forward runs)
+        if not np.any(decode_seqs) and not np.any(decode_kv_tokens):
+            return sp * t
+        if not np.any(prefill_tokens) and not np.any(prefill_kv_tokens):
+            return sd * t
+        return self.step_factor(*args) * t
+
+    def step_breakdown(self, prefill_tokens=0, prefill_attn_pairs=0, prefill_kv_tokens=0, decode_seqs=0,
+                       decode_kv_tokens=0) -> dict:
+        """The cost model's ``step_breakdown`` with every time component (time_s, linear_s, attention_s,
+        communication_s, overhead_s) × ``step_factor``; FLOPs, bytes and labels unchanged."""
+        args = (prefill_tokens, prefill_attn_pairs, prefill_kv_tokens, decode_seqs, decode_kv_tokens)
+        out = dict(self._cm.step_breakdown(*args))
+        f = self.step_factor(*args)
+        for k in _TIME_KEYS:
+            out[k] = float(f * out[k]) if np.ndim(out[k]) == 0 and np.ndim(f) == 0 else f * out[k]
+        return out
+
+    def prefill_time(self, new_tokens, cached_tokens=0):
+        """One prefill alone on the instance (s): ``prefill_scale`` × the cost model's."""
+        return self.prefill_scale * self._cm.prefill_time(new_tokens, cached_tokens)
+
+    def decode_step_time(self, batch, kv_tokens_total):
+        """One decode step (s): ``decode_scale`` × the cost model's."""
+        return self.decode_scale * self._cm.decode_step_time(batch, kv_tokens_total)
+
+    def recompute_time(self, tokens):
+        """Recompute a prefix (one prefill step, s): ``prefill_scale`` × the cost model's."""
+        return self.prefill_scale * self._cm.recompute_time(tokens)
