@@ -39,7 +39,7 @@ median TPOT (instead of the P90) must meet the SLO (what the analytic check's me
 constrains), and with the KV transfer over NVLink; and, per phase, the colocated goodput with the TTFT
 or the TPOT constraint alone and with mixed steps all at the prefill / all at the decode factor
 (`MixedAtCostModel`, bounds on the mixed-step rule). ``--fit-decode-scale`` refits ``DECODE_SCALE_FIT``
-(prints it; ~10 min on 2 shared vCPUs).
+(prints it; 14.6 min on 2 shared vCPUs at 3,000 requests).
 
 Usage: .venv/bin/python experiments/distserve_sim.py [--requests 1000] [--iters 12] [--seed 0]
            [--decode-scale 1.408] [--calibrations single per_phase] [--decode-scales 1.0 1.3]
