@@ -96,6 +96,15 @@ class SchedulerConfig:
             ``request.num_tokens - num_computed_tokens`` after the prefix lookup, the count used by the
             V1 enforcement proposed in vllm-project/vllm#49075). Started prefills always count their
             remaining tokens.
+        chunked_prefill: True (default) = vLLM v1 steps: running decodes and prefill chunks share every
+            step. False = vLLM v0's default scheduler without chunked prefill (SOURCE:
+            ``vllm/core/scheduler.py`` ``Scheduler._schedule_default``: waiting prompts are scheduled
+            first, whole, up to ``max_num_batched_tokens`` and ``max_num_seqs``; only when none is
+            scheduled does the step run the decodes; the two never mix, so running decodes pause for
+            every prefill step). Needs ``long_prefill_token_threshold == 0``, ``max_num_partial_prefills
+            == 1`` and the built-in FCFS admission (no `Admission` policy); a prompt longer than
+            ``max_num_batched_tokens`` raises ValueError when it reaches the queue head (v0 ignores it).
+            This is the "existing systems" colocated baseline of DistServe (Zhong et al., OSDI'24, Fig. 1).
     """
 
     max_num_batched_tokens: int = 8192
@@ -107,6 +116,7 @@ class SchedulerConfig:
     max_num_partial_prefills: int = 1
     max_long_partial_prefills: int = 1
     long_prefill_basis: str = "uncomputed"
+    chunked_prefill: bool = True
 
     def __post_init__(self) -> None:
         _pos_int(self, "max_num_batched_tokens", self.max_num_batched_tokens)
@@ -145,6 +155,14 @@ class SchedulerConfig:
         if self.long_prefill_basis not in LONG_PREFILL_BASES:
             raise ValueError(
                 f"SchedulerConfig.long_prefill_basis must be one of {LONG_PREFILL_BASES}, got {self.long_prefill_basis!r}"
+            )
+        if not isinstance(self.chunked_prefill, bool):
+            raise ValueError(f"SchedulerConfig.chunked_prefill must be a bool, got {self.chunked_prefill!r}")
+        if not self.chunked_prefill and (self.long_prefill_token_threshold or self.max_num_partial_prefills > 1):
+            raise ValueError(
+                "SchedulerConfig.chunked_prefill=False schedules whole prompts: it needs "
+                f"long_prefill_token_threshold == 0 (got {self.long_prefill_token_threshold}) and "
+                f"max_num_partial_prefills == 1 (got {self.max_num_partial_prefills})"
             )
 
 

@@ -79,6 +79,7 @@ class Simulator(PDMixin):
         self._start_load = self._start_load_cb
         self.fast_forward = True  # decode runs (optsched.sim.fastforward); False = one event per step
         self.debug = False  # tests: check cache invariants and capacities after every step
+        self._paused: set[int] = set()  # instances whose decodes paused for a v0 prefill-only step
 
     @property
     def now_s(self) -> float:
@@ -287,6 +288,8 @@ class Simulator(PDMixin):
             raise RuntimeError(f"instance {inst.iid}: negative counter")
 
     def _complete(self, inst: Instance, b: Batch, t: float) -> None:
+        if not b.n_dec and inst.dec and not inst.sched.chunked_prefill:
+            self._paused.add(inst.iid)  # v0 prefill-only step: the running decodes waited through it
         if b.n_dec:
             h = inst.itl
             d = inst.dstep
@@ -303,6 +306,8 @@ class Simulator(PDMixin):
                         prev = ends[j]
                 else:
                     h.add_run(d, np.diff(np.asarray([b.t0, *ends[: b.steps]])), b.n_dec)
+            if self._paused and inst.iid in self._paused:
+                self._fix_paused(inst, d, dur, b.t0)
             if inst.fresh:
                 self._fix_joins(inst, d, dur, b.t0)
             inst.last_dec_end_s = t
@@ -345,6 +350,19 @@ class Simulator(PDMixin):
                     self._start_transfer(inst, seq, t)
                 else:
                     inst.join_decode(seq, left)
+
+    def _fix_paused(self, inst: Instance, d: int, dur: float, t0: float) -> None:
+        """``chunked_prefill=False``: decodes that ran in the previous decode step waited through the
+        prefill-only steps since; their token of step ``d`` has ITL ``step end - previous decode step end``."""
+        self._paused.discard(inst.iid)
+        gap = dur + (t0 - inst.last_dec_end_s)
+        if gap <= dur:
+            return
+        h = inst.itl
+        for seq in inst.dec.values():
+            if seq.d0 < d:
+                h.move(dur, gap)
+                seq.itl_max_s = max(seq.itl_max_s, gap)
 
     @staticmethod
     def _fix_joins(inst: Instance, d: int, dur: float, t0: float) -> None:

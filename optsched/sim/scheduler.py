@@ -33,6 +33,13 @@ prompts behind it are tried; a prompt whose blocks do not fit still ends admissi
 Prompts still loading their prefix (DRAM/SSD promotion, swap-in) are not counted until they prefill. Not
 modelled: v0's rounding of chunks down to a block multiple under prefix caching. The v1 per-request cap
 ``long_prefill_token_threshold`` still applies to every chunk (v0 has no such cap).
+
+No chunked prefill (``SchedulerConfig.chunked_prefill=False``; SOURCE: vLLM v0 ``vllm/core/scheduler.py``
+``Scheduler._schedule_default``): swapped sequences at the queue head are swapped in as above, then
+waiting prompts are scheduled whole, in arrival order, while they fit ``max_num_batched_tokens``
+(decodes not counted), ``max_num_seqs`` and the KV cache; if any is, the step is prefill-only and the
+running decodes do not advance (no token, no KV growth; their next token's ITL includes the pause,
+`optsched.sim.engine`). Otherwise the step runs every decode and no prefill.
 """
 
 from __future__ import annotations
@@ -225,6 +232,8 @@ def plan_step(
     sched = inst.sched
     batch = Batch()
     inst.preempted_in_step = False
+    if not sched.chunked_prefill:
+        return _plan_v0(inst, batch, now_s, admission, start_load)
     if inst.dec:
         _grow_decodes(inst, now_s)
     batch.n_dec = len(inst.dec)
@@ -245,6 +254,66 @@ def plan_step(
         batch.n_dec = len(inst.dec)
         batch.dec_kv = inst.decode_kv_tokens
     return batch
+
+
+def _plan_v0(inst: Instance, batch: Batch, now_s: float, admission: Any, start_load: Callable) -> Batch:
+    """``chunked_prefill=False`` (module docstring, "No chunked prefill"): a prefill-only step of whole
+    prompts if any can be scheduled, else a decode-only step."""
+    if admission is not None:
+        raise ValueError(
+            f"admission {getattr(admission, 'name', type(admission).__name__)!r} cannot run with "
+            "SchedulerConfig.chunked_prefill=False (whole prompts, built-in FCFS only)"
+        )
+    sched = inst.sched
+    if inst.waiting and inst.waiting[0].swapped_tokens:
+        _swap_in_head(inst, now_s, start_load)
+    admit_new = inst.step_index % sched.prefill_schedule_interval == 0 and not inst.preempted_in_step
+    _whole_prompts(inst, batch, admit_new, now_s, start_load)
+    if batch.chunks:
+        return batch  # prefill-only: running decodes pause (n_dec = 0, no growth, dstep unchanged)
+    if inst.dec:
+        _grow_decodes(inst, now_s)
+    batch.n_dec = len(inst.dec)
+    batch.dec_kv = inst.decode_kv_tokens
+    return batch
+
+
+def _whole_prompts(inst: Instance, batch: Batch, admit_new: bool, now_s: float, start_load: Callable) -> None:
+    """Whole remaining prompts in FCFS order while they fit ``max_num_batched_tokens`` (decodes do not
+    count: they do not run in this step), ``max_num_seqs`` and the KV cache (vLLM v0
+    ``Scheduler._schedule_prefills`` without chunking: a prompt that does not fit ends the step's list)."""
+    sched = inst.sched
+    budget = sched.max_num_batched_tokens
+    for seq in list(inst.prefilling):  # prompts whose prefix load just finished
+        if seq.state != PREFILL:
+            continue
+        n = seq.target_tokens - seq.computed
+        if n > budget:
+            return
+        if _take_chunk(inst, seq, n, batch, now_s, True):
+            budget -= n
+    if not admit_new or inst.preempted_in_step:
+        return
+    waiting = inst.waiting
+    while budget > 0 and waiting and inst.num_running < sched.max_num_seqs:
+        seq = waiting[0]
+        if seq.swapped_tokens:
+            return
+        if seq.target_tokens > sched.max_num_batched_tokens:
+            raise ValueError(
+                f"call {seq.call.call_id}: prompt of {seq.target_tokens} tokens > max_num_batched_tokens "
+                f"{sched.max_num_batched_tokens}; with chunked_prefill=False a prompt must fit one step "
+                "(vLLM v0 ignores such prompts); raise max_num_batched_tokens"
+            )
+        waiting.popleft()
+        snap = (seq.hit_hbm, seq.hit_dram, seq.hit_ssd)
+        if not _start(inst, seq, now_s, start_load):
+            continue
+        n = seq.target_tokens - seq.computed
+        if n > budget or not _take_chunk(inst, seq, n, batch, now_s, False):
+            _unstart(inst, seq, now_s, snap)
+            return
+        budget -= n
 
 
 def _fcfs(inst: Instance, batch: Batch, budget: int, admit_new: bool, now_s: float, start_load: Callable) -> None:

@@ -47,12 +47,40 @@ _CM = CostModel.from_names(GPU, MODEL, tp=1)
     basis=st.sampled_from(["uncomputed", "uncached"]),
 )
 def test_invariants(seed, n, pd, budget, seqs, thr, interval, preemption, hbm, dram, policy, res, loop, pp, basis):
-    rng = np.random.default_rng(seed)
-    w = random_workload(rng, n_sessions=5, max_calls=4, models=2, open_loop=loop == "open")
     sched = SchedulerConfig(max_num_batched_tokens=budget, max_num_seqs=min(seqs, budget), block_size=16,
                             long_prefill_token_threshold=thr, prefill_schedule_interval=interval,
                             preemption=preemption, max_num_partial_prefills=pp if thr else 1,
                             long_prefill_basis=basis)
+    _run_and_check(seed, n, pd, sched, hbm, dram, policy, res, loop)
+
+
+# vLLM v0 steps without chunked prefill (prefill-only steps of whole prompts; decodes pause): the same
+# invariants, incl. the exact per-token ITL accounting through the pauses. Whole prompts must fit one
+# step, so the budget is 8192 (> any prompt of `random_workload`); no chunk cap, no admission policy.
+@settings(max_examples=15, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(
+    seed=st.integers(0, 10_000),
+    n=st.integers(1, 3),
+    pd=st.booleans(),
+    seqs=st.sampled_from([2, 8, 64]),
+    interval=st.sampled_from([1, 2]),
+    preemption=st.sampled_from(["recompute", "swap"]),
+    hbm=st.integers(170, 500),
+    dram=st.sampled_from([0, 400]),
+    policy=st.sampled_from(["rr", "random", "cache_aware"]),
+    res=st.sampled_from([None, "keep_ttl", "drop", "offload_dram"]),
+    loop=st.sampled_from(["closed", "open", "users2"]),
+)
+def test_invariants_no_chunked_prefill(seed, n, pd, seqs, interval, preemption, hbm, dram, policy, res, loop):
+    sched = SchedulerConfig(max_num_batched_tokens=8192, max_num_seqs=seqs, block_size=16,
+                            prefill_schedule_interval=interval, preemption=preemption, chunked_prefill=False)
+    _run_and_check(seed, n, pd, sched, hbm, dram, policy, res, loop)
+
+
+def _run_and_check(seed, n, pd, sched, hbm, dram, policy, res, loop):
+    rng = np.random.default_rng(seed)
+    w = random_workload(rng, n_sessions=5, max_calls=4, models=2, open_loop=loop == "open")
     if pd:
         inst = (InstanceConfig("prefill", GPU, MODEL, 1, count=n), InstanceConfig("decode", GPU, MODEL, 1, count=1))
     else:
