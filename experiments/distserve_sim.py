@@ -29,6 +29,15 @@ both through `optsched.cost.distserve.PhaseScaledCostModel`:
   `PhaseScaledCostModel`. Prefill-only and decode-only are then fitted; colocated (a measurement of the
   paper) and 2P1D (the paper's composition) are predictions.
 
+Two colocated schedulers (``--colocated-schedulers``): ``chunked`` (vLLM v1 steps, the simulator's
+default: running decodes and prefill chunks share every step) and ``v0`` (vLLM v0's default scheduler
+without chunked prefill, ``SchedulerConfig(chunked_prefill=False)``: a step is either a prefill-only batch
+of whole prompts, scheduled first whenever one can be admitted, or a decode-only step, so every arrival
+pauses the running decodes for one prefill step; ``max_num_batched_tokens`` = 2048, v0's non-chunked
+default max(max_model_len, 2048) with OPT-13B's 2048-token context). ``v0`` is the paper's baseline: the
+"existing systems" of Figure 1 are vLLM of 2023, which had no chunked prefill. Its steps are pure, so
+the per-phase factors apply without the mixed-step rule.
+
 Per-phase capacities are measured on P/D clusters where the other phase has spare capacity:
 prefill-only on 1P1D (TTFT only), decode-only on 4P1D (TPOT only; arrivals pass through the prefill
 instances and the TPOT includes the KV transfer and the wait for the next decode-step boundary, as in
@@ -42,7 +51,8 @@ or the TPOT constraint alone and with mixed steps all at the prefill / all at th
 (prints it; 14.6 min on 2 shared vCPUs at 3,000 requests).
 
 Usage: .venv/bin/python experiments/distserve_sim.py [--requests 1000] [--iters 12] [--seed 0]
-           [--decode-scale 1.408] [--calibrations single per_phase] [--decode-scales 1.0 1.3]
+           [--decode-scale 1.408] [--calibrations single per_phase] [--colocated-schedulers chunked v0]
+           [--decode-scales 1.0 1.3]
            [--diagnostics] [--out runs/distserve_sim]
        .venv/bin/python experiments/distserve_sim.py --fit-decode-scale [--requests 3000] [--iters 12]
 """
@@ -70,6 +80,8 @@ from optsched.policies import LeastOutstandingRouter
 from optsched.sim import SLO, ClusterConfig, InstanceConfig, SchedulerConfig, simulate
 from optsched.workload.types import Call, Session, Workload
 
+COLOCATED_SCHEDULERS = ("chunked", "v0")
+V0_MAX_NUM_BATCHED_TOKENS = 2048  # vLLM v0 SchedulerConfig, chunked prefill off: max(max_model_len, 2048)
 SLO_DISTSERVE = SLO(ttft_s=DISTSERVE_FIG1["ttft_slo_s"], tpot_s=DISTSERVE_FIG1["tpot_slo_s"])
 ATTAINMENT = DISTSERVE_FIG1["attainment"]
 logger = logging.getLogger(__name__)
@@ -148,7 +160,9 @@ def _clusters() -> dict[str, ClusterConfig]:
         return ClusterConfig(instances=(InstanceConfig(role="prefill", count=n_p, **inst),
                                         InstanceConfig(role="decode", count=n_d, **inst)), scheduler=sched, pd_link=link)
 
+    v0 = SchedulerConfig(block_size=16, chunked_prefill=False, max_num_batched_tokens=V0_MAX_NUM_BATCHED_TOKENS)
     return {"colocated": ClusterConfig(instances=(InstanceConfig(role="colocated", **inst),), scheduler=sched),
+            "colocated_v0": ClusterConfig(instances=(InstanceConfig(role="colocated", **inst),), scheduler=v0),
             "p1d1": pd(1, 1), "p4d1": pd(4, 1), "p2d1": pd(2, 1), "p4d1_nvlink": pd(4, 1, "nvlink")}
 
 
@@ -184,10 +198,11 @@ def fit_decode_scale(cm: CostModel | None = None, prefill_scale: float | None = 
 
 
 def goodputs(cm: CostModel, prefill_scale: float, decode_scale: float, n: int, iters: int, seed: int,
-             joint: bool = True) -> dict:
-    """One calibration's rows: per-phase capacities (req/s per instance), colocated and 2P1D (req/s/GPU)
-    under the paper's definition (and per-call joint attainment when ``joint``), and the paper's
-    composition min(2 x prefill-only, decode-only) / 3 of the simulated phase rows."""
+             joint: bool = True, colocated: tuple[str, ...] = COLOCATED_SCHEDULERS) -> dict:
+    """One calibration's rows: per-phase capacities (req/s per instance), colocated (one row per scheduler
+    in ``colocated``: ``colocated_per_gpu_*`` chunked, ``colocated_v0_per_gpu_*`` vLLM v0) and 2P1D
+    (req/s/GPU) under the paper's definition (and per-call joint attainment when ``joint``), and the
+    paper's composition min(2 x prefill-only, decode-only) / 3 of the simulated phase rows."""
     cl = _clusters()
     # every instance gets the same per-phase model: P/D prefill instances run prefill steps (prefill
     # factor), decode instances decode steps (decode factor; a recompute after preemption would be a
@@ -197,10 +212,14 @@ def goodputs(cm: CostModel, prefill_scale: float, decode_scale: float, n: int, i
     out: dict = {"prefill_scale": prefill_scale, "decode_scale": decode_scale}
     out["prefill_only_p90"] = max_goodput(cl["p1d1"], pair, _ok_ttft_p90, 12.0, n, iters, seed)
     out["decode_only_p90"] = decode_only_goodput(cm, prefill_scale, decode_scale, n, iters, seed)
-    out["colocated_per_gpu_p90"] = max_goodput(cl["colocated"], (scm,), _ok_p90, 5.0, n, iters, seed)
+    rows = {"chunked": ("colocated", "colocated"), "v0": ("colocated_v0", "colocated_v0")}
+    for name in colocated:
+        key, cl_name = rows[name]
+        out[f"{key}_per_gpu_p90"] = max_goodput(cl[cl_name], (scm,), _ok_p90, 5.0, n, iters, seed)
+        if joint:
+            out[f"{key}_per_gpu_joint"] = max_goodput(cl[cl_name], (scm,), _ok_joint, 5.0, n, iters, seed)
     out["p2d1_per_gpu_p90"] = max_goodput(cl["p2d1"], pair, _ok_p90, 24.0, n, iters, seed) / 3
     if joint:
-        out["colocated_per_gpu_joint"] = max_goodput(cl["colocated"], (scm,), _ok_joint, 5.0, n, iters, seed)
         out["p2d1_per_gpu_joint"] = max_goodput(cl["p2d1"], pair, _ok_joint, 24.0, n, iters, seed) / 3
     # the paper's arithmetic (Figure 1) applied to the simulated per-phase capacities
     out["p2d1_per_gpu_composed"] = min(2 * out["prefill_only_p90"], out["decode_only_p90"]) / 3
@@ -212,20 +231,26 @@ def goodputs(cm: CostModel, prefill_scale: float, decode_scale: float, n: int, i
 
 def run(n: int = 1000, iters: int = 12, seed: int = 0, decode_scale: float = DECODE_SCALE_FIT,
         decode_scales: tuple[float, ...] = (), diagnostics: bool = False, joint: bool = True,
-        calibrations: tuple[str, ...] = ("single", "per_phase")) -> dict:
+        calibrations: tuple[str, ...] = ("single", "per_phase"),
+        colocated: tuple[str, ...] = COLOCATED_SCHEDULERS) -> dict:
     """Goodputs under both calibrations (``single``: the prefill-fitted factor on every step;
     ``per_phase``: ``decode_scale`` on decode steps), with the paper's numbers alongside; ``joint``
-    also measures the per-call joint-attainment rows; ``calibrations`` selects which are run."""
+    also measures the per-call joint-attainment rows; ``calibrations`` selects which are run,
+    ``colocated`` which colocated schedulers (module docstring). Raises ValueError on unknown names."""
     cm = CostModel.from_names("a100-80gb", "opt-13b", 1)
     sp = fit_prefill_scale(cm).kernel_scale
     out: dict = {"prefill_scale": sp, "decode_scale": decode_scale, "requests": n, "iters": iters, "seed": seed}
     bad = set(calibrations) - {"single", "per_phase"}
     if bad:
         raise ValueError(f"calibrations must be among ('single', 'per_phase'), got {sorted(bad)}")
+    bad = set(colocated) - set(COLOCATED_SCHEDULERS)
+    if bad:
+        raise ValueError(f"colocated schedulers must be among {COLOCATED_SCHEDULERS}, got {sorted(bad)}")
+    out["colocated_schedulers"] = list(colocated)
     if "single" in calibrations:
-        out["single"] = goodputs(cm, sp, sp, n, iters, seed, joint)
+        out["single"] = goodputs(cm, sp, sp, n, iters, seed, joint, colocated)
     if "per_phase" in calibrations:
-        out["per_phase"] = goodputs(cm, sp, decode_scale, n, iters, seed, joint)
+        out["per_phase"] = goodputs(cm, sp, decode_scale, n, iters, seed, joint, colocated)
     for s in decode_scales:
         out[f"decode_only_p90_at_decode_scale_{s:g}"] = decode_only_goodput(cm, sp, s, n, iters, seed)
     if diagnostics:
@@ -243,19 +268,43 @@ def run(n: int = 1000, iters: int = 12, seed: int = 0, decode_scale: float = DEC
         for name, f in (("prefill", sp), ("decode", decode_scale)):
             m = MixedAtCostModel(cm, sp, decode_scale, f)
             out[f"per_phase_colocated_p90_mixed_at_{name}_scale"] = max_goodput(coloc, (m,), _ok_p90, 5.0, n, iters, seed)
+        if "v0" in colocated:  # no mixed steps under v0; TTFT-only can exceed the 5 req/s bracket
+            v0 = _clusters()["colocated_v0"]
+            out["per_phase_colocated_v0_ttft_only"] = max_goodput(v0, (scm,), _ok_ttft_p90, 10.0, n, iters, seed)
+            out["per_phase_colocated_v0_tpot_only"] = max_goodput(v0, (scm,), _ok_tpot_p90, 5.0, n, iters, seed)
     out["paper"] = {k: DISTSERVE_FIG1[k] for k in ("prefill_only", "decode_only", "colocated_per_gpu", "p2d1_per_gpu")}
     return out
 
 
+def _check_args(a: argparse.Namespace) -> str:
+    """The first problem with the parsed arguments ('' if none): counts and factors out of range."""
+    if a.requests < 1:
+        return f"--requests must be >= 1, got {a.requests}"
+    if a.iters < 1:
+        return f"--iters must be >= 1, got {a.iters}"
+    if a.seed < 0:
+        return f"--seed must be >= 0, got {a.seed}"
+    for s in (a.decode_scale, *a.decode_scales):
+        if not (s > 0 and np.isfinite(s)):
+            return f"--decode-scale/--decode-scales must be finite and > 0, got {s}"
+    return ""
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--requests", type=int, default=1000)
-    ap.add_argument("--iters", type=int, default=12)
-    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--requests", type=int, default=1000,
+                    help="Poisson requests per simulated run (>= 1; default 1000, BENCHMARKS.md uses 3000)")
+    ap.add_argument("--iters", type=int, default=12,
+                    help="bisection steps on the arrival rate per goodput (>= 1; default 12)")
+    ap.add_argument("--seed", type=int, default=0, help="arrival-process seed (>= 0; default 0)")
     ap.add_argument("--decode-scale", type=float, default=DECODE_SCALE_FIT,
                     help=f"engine factor on decode steps of the per-phase calibration (default: fitted {DECODE_SCALE_FIT})")
     ap.add_argument("--calibrations", nargs="+", default=["single", "per_phase"], choices=["single", "per_phase"],
                     help="which calibrations to measure (default both)")
+    ap.add_argument("--colocated-schedulers", nargs="+", default=list(COLOCATED_SCHEDULERS),
+                    choices=list(COLOCATED_SCHEDULERS),
+                    help="colocated rows: 'chunked' (vLLM v1 chunked prefill) and/or 'v0' (vLLM v0 without "
+                         "chunked prefill, the paper's baseline); default both")
     ap.add_argument("--fit-decode-scale", action="store_true",
                     help="refit the decode factor on decode-only = 10 req/s (seeds 0-2) and print it; nothing else")
     ap.add_argument("--decode-scales", type=float, nargs="*", default=[],
@@ -264,13 +313,17 @@ def main(argv: list[str] | None = None) -> None:
                     help="also decode-only at median TPOT <= SLO and with the KV transfer over NVLink")
     ap.add_argument("--out", default="", help="directory for results.json + provenance.json (optional)")
     a = ap.parse_args(argv)
+    err = _check_args(a)
+    if err:
+        print(f"{ap.prog}: error: {err}", file=sys.stderr)
+        raise SystemExit(2)
     if a.fit_decode_scale:
         logging.basicConfig(level=logging.INFO, format="%(message)s")
         print(json.dumps({"decode_scale_fit": fit_decode_scale(n=a.requests, iters=a.iters),
                           "requests": a.requests, "iters": a.iters, "seeds": [0, 1, 2]}))
         return
     res = run(a.requests, a.iters, a.seed, a.decode_scale, tuple(a.decode_scales), a.diagnostics,
-              calibrations=tuple(a.calibrations))
+              calibrations=tuple(a.calibrations), colocated=tuple(dict.fromkeys(a.colocated_schedulers)))
     print(json.dumps(res, indent=1))
     if a.out:
         out = Path(a.out)

@@ -39,7 +39,8 @@ No chunked prefill (``SchedulerConfig.chunked_prefill=False``; SOURCE: vLLM v0 `
 waiting prompts are scheduled whole, in arrival order, while they fit ``max_num_batched_tokens``
 (decodes not counted), ``max_num_seqs`` and the KV cache; if any is, the step is prefill-only and the
 running decodes do not advance (no token, no KV growth; their next token's ITL includes the pause,
-`optsched.sim.engine`). Otherwise the step runs every decode and no prefill.
+`optsched.sim.engine`). Otherwise the step runs every decode and no prefill. Not modelled: v0 schedules no
+prompt at all while any sequence is swapped out (here swap-in at the queue head comes first, then prompts).
 """
 
 from __future__ import annotations

@@ -13,7 +13,14 @@ within ±20% (3,000 requests: 3.35, +2%), but by construction once both phase ro
 simulated 2P1D equals the same composition of its own phase rows (the P/D path: KV transfer, decode-step
 boundaries, queueing, costs nothing measurable). The independent check, colocated, overshoots: 1.94
 req/s/GPU at 3,000 requests (+21%; seeds 0 / 1 / 2: +25% / +22% / +17%), and the analytic check at the
-same two factors agrees (1.95). The ±20% claim for colocated is therefore NOT met (strict xfail below).
+same two factors agrees (1.95). That colocated instance, though, runs vLLM-v1 chunked prefill (decodes
+and prefill chunks share every step), while the paper's "existing systems" baseline was vLLM of 2023:
+vLLM v0's default scheduler without chunked prefill, where a step is either a prefill-only batch of
+whole prompts (scheduled first) or a decode-only step, so every arrival pauses the running decodes for
+one prefill step (``SchedulerConfig(chunked_prefill=False)``, max_num_batched_tokens 2048). With that
+scheduler (the ``v0`` row) colocated lands at 1.51 req/s/GPU at 3,000 requests, seeds 0-2 (-5%; 1.76,
++10%, at this test's 400 requests): the ±20% claim holds for the paper's baseline. The chunked row stays
+pinned as measured (+21%): chunked prefill serves this workload better than the paper's baseline did.
 
 Single factor (the prefill factor on every step; kept so the regression stays visible): colocated
 (-14%) and prefill-only (-6%) reproduce, decode-only (6.4 req/s, -36%) and hence 2P1D (2.15, -35%) do
@@ -58,14 +65,21 @@ def test_per_phase_2p1d_within_20_percent_of_paper(measured):
     assert pp["p2d1_per_gpu_joint"] == pytest.approx(3.3, rel=0.20)
 
 
-@pytest.mark.xfail(strict=True, reason="per-phase colocated overshoots the paper's 1.6: +21% at 3,000 requests "
-                                       "(seeds 0-2), +36% at this test's 400 (BENCHMARKS.md)")
-def test_per_phase_colocated_within_20_percent_of_paper(measured):
-    assert measured["per_phase"]["colocated_per_gpu_p90"] == pytest.approx(1.6, rel=0.20)
+def test_per_phase_v0_colocated_within_20_percent_of_paper(measured):
+    # the paper's baseline (vLLM v0, no chunked prefill): measured at 400 requests 1.76 (P90 and joint);
+    # 3,000 requests, seeds 0-2: 1.54 / 1.54 / 1.46, mean 1.51 (BENCHMARKS.md)
+    pp = measured["per_phase"]
+    assert pp["colocated_v0_per_gpu_p90"] == pytest.approx(1.6, rel=0.20)
+    assert pp["colocated_v0_per_gpu_joint"] == pytest.approx(1.6, rel=0.20)
+    # disaggregation's per-GPU gain over the paper's baseline, as published (3.3 / 1.6 = 2.06x)
+    assert pp["p2d1_per_gpu_p90"] / pp["colocated_v0_per_gpu_p90"] == pytest.approx(3.3 / 1.6, rel=0.20)
+    # the prefill pauses cost goodput against chunked prefill's mixed steps
+    assert pp["colocated_v0_per_gpu_p90"] < 0.9 * pp["colocated_per_gpu_p90"]
 
 
-def test_per_phase_colocated_overshoots_as_measured(measured):
-    # measured at 400 requests: 2.17 (P90) / 2.19 (joint); 3,000 requests, seeds 0-2: 1.94 / 1.93
+def test_per_phase_chunked_colocated_overshoots_as_measured(measured):
+    # chunked-prefill colocated (not the paper's baseline): measured at 400 requests 2.17 (P90) / 2.19
+    # (joint); 3,000 requests, seeds 0-2: 1.94 / 1.93
     pp = measured["per_phase"]
     for defn in ("p90", "joint"):
         assert 1.25 * 1.6 < pp[f"colocated_per_gpu_{defn}"] < 1.5 * 1.6
@@ -106,6 +120,9 @@ def test_single_factor_decode_only_and_2p1d_fall_short_of_paper(measured):
     assert s["colocated_per_gpu_p90"] == pytest.approx(1.6, rel=0.20)
     assert s["prefill_only_p90"] == measured["per_phase"]["prefill_only_p90"]  # the prefill factor is shared
     assert s["p2d1_per_gpu_p90"] > 1.3 * s["colocated_per_gpu_p90"]  # direction holds under both
+    # the paper's baseline under the single factor falls short too (decode steps too slow): 1.21 at 400
+    # requests (-24%); 3,000 requests, seeds 0-2: 1.09 / 1.06 / 1.04, mean 1.06 (-34%)
+    assert 0.55 * 1.6 < s["colocated_v0_per_gpu_p90"] < 0.85 * 1.6
 
 
 def test_fit_decode_scale_refuses_an_unbracketed_target():
@@ -122,3 +139,18 @@ def test_cli_smoke_writes_results_and_provenance(tmp_path):
     assert res["requests"] == 40 and "decode_only_p90_at_decode_scale_1.2" in res and "decode_only_p50" in res
     assert set(res) >= {"single", "per_phase", "paper"} and res["per_phase"]["decode_scale"] == 1.408
     assert json.loads((tmp_path / "provenance.json").read_text())["seed"] == 0
+    assert {"colocated_per_gpu_p90", "colocated_v0_per_gpu_p90"} <= set(res["per_phase"])
+    assert "per_phase_colocated_v0_tpot_only" in res and res["colocated_schedulers"] == ["chunked", "v0"]
+
+
+@pytest.mark.parametrize("args, msg", [(["--requests", "0"], "--requests must be >= 1, got 0"),
+                                       (["--iters", "0"], "--iters must be >= 1, got 0"),
+                                       (["--seed", "-1"], "--seed must be >= 0, got -1"),
+                                       (["--decode-scales", "0"], "must be finite and > 0, got 0.0"),
+                                       (["--decode-scale", "-1"], "must be finite and > 0, got -1.0")])
+def test_cli_rejects_bad_arguments_with_one_line(capsys, args, msg):
+    with pytest.raises(SystemExit) as e:
+        _module().main(args)
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and msg in err and "Traceback" not in err
