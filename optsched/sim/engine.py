@@ -79,7 +79,6 @@ class Simulator(PDMixin):
         self._start_load = self._start_load_cb
         self.fast_forward = True  # decode runs (optsched.sim.fastforward); False = one event per step
         self.debug = False  # tests: check cache invariants and capacities after every step
-        self._paused: set[int] = set()  # instances whose decodes paused for a v0 prefill-only step
 
     @property
     def now_s(self) -> float:
@@ -289,7 +288,7 @@ class Simulator(PDMixin):
 
     def _complete(self, inst: Instance, b: Batch, t: float) -> None:
         if not b.n_dec and inst.dec and not inst.sched.chunked_prefill:
-            self._paused.add(inst.iid)  # v0 prefill-only step: the running decodes waited through it
+            inst.decodes_paused = True  # v0 prefill-only step: the running decodes waited through it
         if b.n_dec:
             h = inst.itl
             d = inst.dstep
@@ -306,7 +305,7 @@ class Simulator(PDMixin):
                         prev = ends[j]
                 else:
                     h.add_run(d, np.diff(np.asarray([b.t0, *ends[: b.steps]])), b.n_dec)
-            if self._paused and inst.iid in self._paused:
+            if inst.decodes_paused:
                 self._fix_paused(inst, d, dur, b.t0)
             if inst.fresh:
                 self._fix_joins(inst, d, dur, b.t0)
@@ -354,7 +353,7 @@ class Simulator(PDMixin):
     def _fix_paused(self, inst: Instance, d: int, dur: float, t0: float) -> None:
         """``chunked_prefill=False``: decodes that ran in the previous decode step waited through the
         prefill-only steps since; their token of step ``d`` has ITL ``step end - previous decode step end``."""
-        self._paused.discard(inst.iid)
+        inst.decodes_paused = False
         gap = dur + (t0 - inst.last_dec_end_s)
         if gap <= dur:
             return

@@ -58,9 +58,11 @@ class Instance:
         self.pending_kv: deque[Seq] = deque()  # P/D: decodes waiting for blocks to receive KV
         self.joining: list[Seq] = []  # KV arrived during a step: join the decode batch at its end
         # P/D: remaining output tokens of calls routed here whose KV has not joined the decode batch
-        # yet (in transfer, waiting for blocks, or joining at the step end), by call index
-        self.incoming: dict[int, int] = {}
+        # yet (in transfer, waiting for blocks, or joining at the step end): call index -> (seq, tokens)
+        self.incoming: dict[int, tuple[Seq, int]] = {}
         self.incoming_tokens = 0
+        # chunked_prefill=False: a prefill-only step ran while decodes were running (their next token waited)
+        self.decodes_paused = False
         # decode aggregates (see module docstring)
         self.dstep = 0
         self.dec: dict[int, Seq] = {}
@@ -136,13 +138,15 @@ class Instance:
     # ---- decode membership -------------------------------------------------------------------
     def expect_decode(self, seq: Seq, tokens: int) -> None:
         """P/D: ``seq`` was routed here for ``tokens`` more decode tokens; its KV is not here yet."""
-        self.incoming[seq.idx] = tokens
+        self.incoming[seq.idx] = (seq, tokens)
         self.incoming_tokens += tokens
 
     def join_decode(self, seq: Seq, steps: int) -> None:
         """Add ``seq`` (context ``seq.target_tokens``) for ``steps`` >= 1 more decode steps."""
         if self.incoming:
-            self.incoming_tokens -= self.incoming.pop(seq.idx, 0)
+            entry = self.incoming.pop(seq.idx, None)
+            if entry is not None:
+                self.incoming_tokens -= entry[1]
         c0 = seq.target_tokens
         d0 = self.dstep
         seq.c0 = c0

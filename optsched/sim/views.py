@@ -19,11 +19,10 @@ _TIERS = ("hbm", "dram", "ssd", "any")
 class InstanceViewImpl:
     """`InstanceView` of one instance (see the protocol for the meaning of each attribute)."""
 
-    __slots__ = ("_inst", "_sim")
+    __slots__ = ("_inst",)
 
-    def __init__(self, inst: Instance, sim=None) -> None:
+    def __init__(self, inst: Instance) -> None:
         self._inst = inst
-        self._sim = sim  # the Simulator (its ``seqs``): P/D calls on their way here; None in bare views
 
     @property
     def instance_id(self) -> int:
@@ -85,9 +84,7 @@ class InstanceViewImpl:
         if inst.run is not None and inst.run.ends is not None:
             done = bisect_right(inst.run.ends, inst.clock.now_s)
         n += sum(-(-(inst.context_tokens(s) + done) // bs) for s in inst.dec.values())
-        if inst.incoming and self._sim is not None:
-            seqs = self._sim.seqs
-            n += sum(-(-seqs[i].target_tokens // bs) for i in inst.incoming)
+        n += sum(-(-s.target_tokens // bs) for s, _ in inst.incoming.values())
         return n
 
     @property
@@ -113,7 +110,7 @@ class ClusterViewImpl:
 
     def __init__(self, sim, instances: list[Instance], block_size: int) -> None:
         self._sim = sim
-        self.instances = tuple(InstanceViewImpl(i, sim) for i in instances)
+        self.instances = tuple(InstanceViewImpl(i) for i in instances)
         self.block_size = block_size
 
     @property
