@@ -54,7 +54,7 @@ def draw(rng: np.random.Generator, n: int):
 def pin_one_core() -> None:
     """Pin this process to its first allowed CPU (Linux); no-op elsewhere."""
     if hasattr(os, "sched_setaffinity"):
-        os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})
+        os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
 
 
 def run(cfg: Config) -> dict:

@@ -90,7 +90,7 @@ class ResidencyInstance:
     def slots(self, j: int) -> range:
         """Global slot indices of pause j."""
         p = self.pauses[j]
-        first = int(math.floor(p.start_s / self.slot_s + 1e-9))
+        first = math.floor(p.start_s / self.slot_s + 1e-9)
         return range(first, first + max(1, math.ceil(p.duration_s / self.slot_s - 1e-9)))
 
     def resume_cost(self, j: int, tier: int) -> float:

@@ -39,7 +39,7 @@ def kv_bytes_per_token_layer_rank(model: ModelSpec, tp: int) -> float:
 
 def kv_bytes_per_token(model: ModelSpec, tp: int = 1) -> int:
     """Whole-instance KV bytes per cached token (all layers, summed over the tp ranks), int."""
-    return int(round(model.num_layers * kv_bytes_per_token_layer_rank(model, tp) * tp))
+    return round(model.num_layers * kv_bytes_per_token_layer_rank(model, tp) * tp)
 
 
 def activation_reserve_bytes(model: ModelSpec, tp: int, max_batched_tokens: int = 8192, max_seqs: int = 256) -> float:
@@ -62,4 +62,4 @@ def kv_capacity_tokens(gpu: GPUSpec, model: ModelSpec, tp: int, mem_utilization:
                - activation_reserve_bytes(model, tp, max_batched_tokens)
                - NCCL_BUFFER_BYTES.get(tp, 411_041_792))
     per_tok_rank = model.num_layers * kv_bytes_per_token_layer_rank(model, tp)
-    return max(0, int(math.floor(per_gpu / per_tok_rank)))
+    return max(0, math.floor(per_gpu / per_tok_rank))

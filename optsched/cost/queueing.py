@@ -51,7 +51,7 @@ def md1_wait_cdf(x: float, lam: float, d: float) -> float:
         c = (1.0 - rho) / (lam * d * math.exp(theta * d) - 1.0)
         return float(min(1.0, max(0.0, 1.0 - c * math.exp(-theta * x))))
     total = 0.0
-    for k in range(int(math.floor(x / d)) + 1):
+    for k in range(math.floor(x / d) + 1):
         u = lam * (k * d - x)  # <= 0
         if u == 0.0:
             total += 1.0 if k == 0 else 0.0
