@@ -43,6 +43,7 @@ __all__ = [
     "aic_attention_samples",
     "aic_gemm_samples",
     "all_samples",
+    "mlp_dir_samples",
     "read_samples",
     "subsample",
     "vidur_allreduce_samples",
@@ -71,8 +72,14 @@ def _vidur_spec(r, model: str) -> ModelSpec:
 @cache
 def vidur_mlp_samples(data_dir: str) -> pd.DataFrame:
     """GEMM and elementwise samples from every Vidur A100 mlp.csv under ``data_dir``/vidur."""
+    return mlp_dir_samples(str(Path(data_dir, "vidur/profiling/compute/a100")), "a100-80gb")
+
+
+def mlp_dir_samples(profile_dir: str, gpu: str) -> pd.DataFrame:
+    """GEMM and elementwise samples from every Vidur-format ``<org>/<model>/mlp.csv`` under ``profile_dir``
+    (e.g. Vidur's ``data/profiling/compute/h100``), labelled with catalog GPU name ``gpu``."""
     parts = []
-    for f in sorted(Path(data_dir, "vidur/profiling/compute/a100").glob("*/*/mlp.csv")):
+    for f in sorted(Path(profile_dir).glob("*/*/mlp.csv")):
         model = f.parent.name
         d = pd.read_csv(f)
         for (cfg, tp), g in d.groupby(["n_embd", "num_tensor_parallel_workers"]):
@@ -82,7 +89,7 @@ def vidur_mlp_samples(data_dir: str) -> pd.DataFrame:
             for op in VIDUR_GEMM_OPS:
                 n, k = shapes[op]
                 fl, by = gemm_flops_bytes(m, n, k, WB)
-                parts.append(_frame({"source": "vidur", "gpu": "a100-80gb", "family": "gemm", "group": model,
+                parts.append(_frame({"source": "vidur", "gpu": gpu, "family": "gemm", "group": model,
                                      "op": op, "m": m, "flops": fl, "bytes": by, "ranks": int(tp),
                                      "time_s": g[f"time_stats.{op}.median"].to_numpy() * 1e-3}))
             ob = elementwise_op_bytes(spec, int(tp))
@@ -90,7 +97,7 @@ def vidur_mlp_samples(data_dir: str) -> pd.DataFrame:
                 col = f"time_stats.{op}.median"
                 if col not in g:
                     continue  # phi-2 (parallel block) has no post_attention_layernorm
-                parts.append(_frame({"source": "vidur", "gpu": "a100-80gb", "family": "elementwise",
+                parts.append(_frame({"source": "vidur", "gpu": gpu, "family": "elementwise",
                                      "group": model, "op": op, "m": m, "flops": 0.0, "bytes": m * ob[op],
                                      "ranks": int(tp), "time_s": g[col].to_numpy() * 1e-3}))
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=SAMPLE_COLUMNS)

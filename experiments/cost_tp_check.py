@@ -1,0 +1,47 @@
+"""Per-TP accuracy of the linear-layer cost model (issue 11 item 2): Vidur mlp.csv profiles at TP 1/2/4/8.
+
+Splits (``optsched.cost.validate_tp``): ``held-out`` (leave one model out, calibrated at every TP, the shipped
+pipeline) and ``tp1-transfer`` (calibrated on TP-1 samples only). Default: the shipped A100 profiles in
+``--data`` (../shared/data). ``--profiles DIR GPU`` adds another GPU's Vidur-format profiles (e.g. Vidur's
+``data/profiling/compute/h100`` with ``h100-sxm``), which are not shipped here.
+
+Usage: .venv/bin/python experiments/cost_tp_check.py [--profiles DIR GPU ...] [--out runs/cost_tp_check]
+Writes ``tp_accuracy.json`` and prints one table. Deterministic (fits subsample with seed 0).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from pathlib import Path
+
+from optsched.cost.validate import default_data_dir
+from optsched.cost.validate_tp import layer_times, mlp_samples, tp_rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--data", default=str(default_data_dir()))
+    ap.add_argument("--profiles", nargs=2, action="append", default=[], metavar=("DIR", "GPU"))
+    ap.add_argument("--max-samples", type=int, default=20000)
+    ap.add_argument("--out", default="runs/cost_tp_check")
+    a = ap.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING)
+    sets = [(str(Path(a.data, "vidur/profiling/compute/a100")), "a100-80gb"), *map(tuple, a.profiles)]
+    rows = []
+    for d, gpu in sets:
+        rows += tp_rows(mlp_samples(d, gpu), layer_times(d), gpu, a.max_samples)
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "tp_accuracy.json").write_text(json.dumps({"sets": sets, "rows": rows}, indent=1) + "\n")
+    print(f"{'gpu':<28}{'split':<14}{'tp':>3}{'n':>6}{'bias':>8}{'median APE':>12}{'p90 APE':>9}")
+    for r in rows:
+        print(f"{r['gpu']:<28}{r['split']:<14}{r['tp']:>3}{r['n']:>6}{100 * r['bias']:>+7.1f}%"
+              f"{100 * r['median_ape']:>11.1f}%{100 * r['p90_ape']:>8.1f}%")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
