@@ -25,8 +25,9 @@ __all__ = ["RunCache", "atomic_write_bytes", "atomic_write_text", "canonical_jso
 
 log = logging.getLogger(__name__)
 
-# source trees whose code changes invalidate cached stage results (relative to the repo root)
-_CODE_DIRS = ("optsched", "models", "solvers")
+# packages whose code changes invalidate cached stage results (found where they are installed, so an
+# editable checkout and a wheel install both work)
+_CODE_PACKAGES = ("optsched", "optsched.models", "optsched.solvers", "optsched.pipelines", "optsched.reproduce")
 _CODE_SUFFIXES = (".py", ".json", ".yaml", ".yml", ".csv")
 
 
@@ -77,31 +78,43 @@ def atomic_write_text(path: Path, text: str) -> None:
     atomic_write_bytes(path, text.encode("utf-8"))
 
 
-_CODE_DIGEST: dict[Path, str] = {}
+_CODE_DIGEST: dict[tuple[str, ...], str] = {}
 
 
-def code_digest(repo_root: Path | None = None) -> str:
-    """SHA-256 over the relative paths and contents of the optsched source files.
+def _package_dirs() -> list[tuple[str, Path]]:
+    import importlib
 
-    Covers ``optsched/``, ``models/`` and ``solvers/`` (``.py`` and data files), so a cached
-    stage result is reused only with the exact code that produced it. Computed once per process.
+    out = []
+    for name in _CODE_PACKAGES:
+        for d in importlib.import_module(name).__path__:
+            out.append((name, Path(d)))
+    return out
+
+
+def code_digest(roots: list[tuple[str, Path]] | None = None) -> str:
+    """SHA-256 over the package-relative paths and contents of the optsched source files.
+
+    Covers the packages ``optsched`` (with its data), ``optsched.models``, ``optsched.solvers``,
+    ``optsched.pipelines`` and ``optsched.reproduce`` (``.py`` and data files; ``roots`` = (label,
+    folder) pairs replaces them), so a cached stage result is reused only with the exact code that
+    produced it. Computed once per process.
     """
-    root = Path(repo_root) if repo_root else Path(__file__).resolve().parents[2]
-    if root in _CODE_DIGEST:
-        return _CODE_DIGEST[root]
+    roots = _package_dirs() if roots is None else [(str(n), Path(d)) for n, d in roots]
+    key = tuple(f"{n}={d}" for n, d in roots)
+    if key in _CODE_DIGEST:
+        return _CODE_DIGEST[key]
     h = hashlib.sha256()
-    for sub in _CODE_DIRS:
-        base = root / sub
+    for name, base in roots:
         if not base.is_dir():
             continue
         for p in sorted(base.rglob("*")):
             if p.is_file() and p.suffix in _CODE_SUFFIXES and "__pycache__" not in p.parts:
-                h.update(str(p.relative_to(root)).encode())
+                h.update(f"{name}/{p.relative_to(base).as_posix()}".encode())
                 h.update(b"\0")
                 h.update(p.read_bytes())
                 h.update(b"\0")
-    _CODE_DIGEST[root] = h.hexdigest()
-    return _CODE_DIGEST[root]
+    _CODE_DIGEST[key] = h.hexdigest()
+    return _CODE_DIGEST[key]
 
 
 class RunCache:
