@@ -7,7 +7,7 @@ chunked-prefill colocation), SLOs scale with the request (DistServe §6.1 style)
 Disaggregated: best goodput/GPU over prefill+decode counts (P/D MILP, Dinkelbach, colocation off,
 ``--budget`` GPUs); colocated: best over colocated counts (same MILP, P/D off). Curves for
 ``--cached`` prefix-hit fractions (agentic calls are mostly cached) and both colocated interference
-models (``--interference``: "mean" optimistic, "every_step" pessimistic; see `pd_capacity`).
+models (``--interference``: "mean" optimistic, "every_step" pessimistic; see `optsched.cost.capacity`).
 Advantages above 10x (colocation infeasible) are drawn at 10. Deterministic (no randomness).
 
 Writes to ``--out``: results.csv (ratio, cached, capacities, per-GPU goodputs, advantage),

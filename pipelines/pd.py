@@ -10,7 +10,7 @@ the replay is the best case for a prefix-affine router.
 
 Configurations: one `PDConfig` per TP degree in ``tps`` (plus the CLI's ``tp``) whose weights fit
 (``kv_capacity_tokens() > 0``) and that meets the SLO in at least one role, with capacities from
-`optsched.pipelines.pd_solve.config_from_cost_model` (queueing approximation in `pd_capacity`). The MILP
+`optsched.pipelines.pd_solve.config_from_cost_model` (queueing approximation in `optsched.cost.capacity`). The MILP
 (`optsched.models.pd`) picks integer counts per role and TP under ``gpu_budget`` maximizing
 ``objective`` (default goodput per GPU, by Dinkelbach in `optsched.pipelines.pd_solve.solve_pd`).
 """

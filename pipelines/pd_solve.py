@@ -47,9 +47,9 @@ DISTSERVE_OPT13B_A100 = PDConfig("opt-13b/a100-80gb/tp1", "a100-80gb", 1, prefil
 def config_from_cost_model(gpu: str, model: str, tp: int, wl: PDWorkload, slo: PDSLO,
                            price_per_gpu_hour: float = 1.0, link: str = "rdma",
                            calibrated: bool = True, interference: str = "mean") -> PDConfig:
-    """Capacities of one (gpu, model, tp) config from `optsched.cost` (see `pd_capacity`).
+    """Capacities of one (gpu, model, tp) config from `optsched.cost` (see `optsched.cost.capacity`).
 
-    ``interference`` selects the colocated model ("mean" or "every_step", see `pd_capacity`).
+    ``interference`` selects the colocated model ("mean" or "every_step", see `optsched.cost.capacity`).
     The prefill's TTFT budget includes the KV transfer of the prompt over ``link``; the prefill
     instance's link bandwidth is ``kv_bytes(prompt) / kv_transfer_time(prompt)``.
     """
