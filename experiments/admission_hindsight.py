@@ -35,7 +35,7 @@ from optsched.models.admission_online import (
 from optsched.solvers import SolverOptions
 
 from optsched.pipelines.admission import compare_rules_to_optimum, jaillet_instance
-from optsched.pipelines.provenance import collect_provenance, stream_seed
+from optsched.reproduce.provenance import collect_provenance, stream_seed
 
 logger = logging.getLogger("admission_hindsight")
 

@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 
 from optsched.kvcache import PrefixCache
-from optsched.pipelines.provenance import collect_provenance
+from optsched.reproduce.provenance import collect_provenance
 
 
 def _extend(calls: int, start_blocks: int) -> dict:

@@ -131,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{best['requests_per_wall_s']:8.0f} req/s  {best['requests_per_cpu_s']:8.0f} req/cpu-s  "
               f"{best['sim_speedup_x_realtime_per_cpu_s']:8.0f}x real time per CPU-s  "
               f"peak RSS {best['peak_rss_mib']:.0f} MiB")
-    from optsched.pipelines.provenance import git_revision
+    from optsched.revision import git_revision
 
     rev = git_revision()["commit"]
     import numpy

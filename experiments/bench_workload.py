@@ -108,7 +108,7 @@ def main() -> int:
               f"peak RSS {r['peak_rss_mib']:>6,.0f} MiB", flush=True)
     import numpy
 
-    from optsched.pipelines.provenance import git_revision
+    from optsched.revision import git_revision
 
     rev = git_revision(REPO)["commit"][:7]
     meta = {"argv": sys.argv, "git_revision": rev, "python": platform.python_version(), "numpy": numpy.__version__,

@@ -29,7 +29,7 @@ import numpy as np
 from optsched.cost.calibration import CALIBRATION_DIR
 from optsched.cost.measured import all_samples, subsample, vidur_layer_times
 from optsched.cost.validate import accuracy_rows, default_data_dir, fit_shipped, format_report
-from optsched.pipelines.provenance import collect_provenance
+from optsched.reproduce.provenance import collect_provenance
 
 logger = logging.getLogger("calibrate_cost")
 

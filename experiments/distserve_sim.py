@@ -75,7 +75,7 @@ from optsched.cost.distserve import (
     distserve_goodputs,
     fit_prefill_scale,
 )
-from optsched.pipelines.provenance import collect_provenance
+from optsched.reproduce.provenance import collect_provenance
 from optsched.policies import LeastOutstandingRouter
 from optsched.sim import SLO, ClusterConfig, InstanceConfig, SchedulerConfig, simulate
 from optsched.workload.types import Call, Session, Workload

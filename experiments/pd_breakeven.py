@@ -1,13 +1,13 @@
 """Break-even input/output ratio: where does P/D disaggregation beat colocation (goodput per GPU)?
 
 For each I/O ratio r (input = r · output tokens, output fixed), capacities come from `optsched.cost`
-through `optsched.pipelines.pd_capacity` (M/D/1 prefill queue, decode batch at the TPOT SLO,
+through `optsched.cost.capacity` (M/D/1 prefill queue, decode batch at the TPOT SLO,
 chunked-prefill colocation), SLOs scale with the request (DistServe §6.1 style): P90 TTFT =
 ``--ttft-scale`` × prefill time of one request alone, TPOT = ``--tpot-scale`` × decode step at batch 1.
 Disaggregated: best goodput/GPU over prefill+decode counts (P/D MILP, Dinkelbach, colocation off,
 ``--budget`` GPUs); colocated: best over colocated counts (same MILP, P/D off). Curves for
 ``--cached`` prefix-hit fractions (agentic calls are mostly cached) and both colocated interference
-models (``--interference``: "mean" optimistic, "every_step" pessimistic; see `pd_capacity`).
+models (``--interference``: "mean" optimistic, "every_step" pessimistic; see `optsched.cost.capacity`).
 Advantages above 10x (colocation infeasible) are drawn at 10. Deterministic (no randomness).
 
 Writes to ``--out``: results.csv (ratio, cached, capacities, per-GPU goodputs, advantage),
@@ -30,9 +30,9 @@ import pandas as pd
 from optsched.models.pd_data import PDInstance
 
 from optsched.cost import CostModel
-from optsched.pipelines.pd import config_from_cost_model, solve_pd
-from optsched.pipelines.pd_capacity import PDSLO, PDWorkload
-from optsched.pipelines.provenance import collect_provenance
+from optsched.pipelines.pd_solve import config_from_cost_model, solve_pd
+from optsched.cost.capacity import PDSLO, PDWorkload
+from optsched.reproduce.provenance import collect_provenance
 
 logger = logging.getLogger("pd_breakeven")
 

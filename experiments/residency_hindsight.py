@@ -24,16 +24,11 @@ from pathlib import Path
 
 import numpy as np
 from optsched.models.residency_slots import path_cost
+from optsched.pipelines.residency import solve_workload, ttl_opt_policy
+from optsched.reproduce.provenance import collect_provenance, stream_seed
 from optsched.solvers import SolverOptions
 
 from optsched.cost import CostModel
-from optsched.pipelines.provenance import collect_provenance, stream_seed
-from optsched.pipelines.residency import (
-    compare_residency,
-    pauses_from_workload,
-    residency_instance,
-    ttl_opt_policy,
-)
 from optsched.policies.base import ResidencyDecision
 from optsched.policies.residency_infercept import InferceptResidency
 from optsched.policies.residency_lru import LRUResidency
@@ -62,7 +57,6 @@ class Config:
     gpu: str = "h200-sxm"
     model: str = "llama-3-70b"
     tp: int = 4
-    block_size: int = 16
     time_limit_s: float = 600.0
     out: str = "runs/residency_hindsight"
 
@@ -83,10 +77,8 @@ def run(cfg: Config) -> dict:
     cm = CostModel.from_names(cfg.gpu, cfg.model, tp=cfg.tp)
     test = generate_agentx(cfg.sessions, np.random.default_rng(stream_seed(cfg.seed, "residency_test")))
     train = generate_agentx(cfg.train_sessions, np.random.default_rng(stream_seed(cfg.seed, "residency_train")))
-    pauses, calls = pauses_from_workload(test, cm)
-    inst = residency_instance(pauses, cm, slot_s=cfg.slot_s, hbm_share=cfg.hbm_share, block_size=cfg.block_size)
     durations = tool_durations_from_calls(train.calls())
-    bs = cfg.block_size
+    bs = test.block_size  # the workload's own block (AgentX-like: 512 tokens), as the door uses
     pcie_block = 2.0 * float(cm.kv_transfer_time(bs, "pcie"))
     policies = {
         "lru": LRUResidency(),
@@ -96,13 +88,15 @@ def run(cfg: Config) -> dict:
         "infercept": InferceptResidency.from_cost_model(cm, bs),
         "ski_break_even": ttl_opt_policy(durations, cm, bs, mode="break_even"),
         "ski_randomized": ttl_opt_policy(durations, cm, bs, mode="randomized", seed=cfg.seed),
-        "ttl_opt": ttl_opt_policy(durations, cm, bs, mode="optimized"),
         "ttl_opt_slotted": ttl_opt_policy(durations, cm, bs, mode="optimized", slot_s=cfg.slot_s),
     }
-    logger.info("%d pauses, %d pause-slots", len(pauses), sum(len(inst.slots(j)) for j in range(len(pauses))))
-    cmp_ = compare_residency(inst, calls, policies, SolverOptions(time_limit_s=cfg.time_limit_s, mip_gap=1e-6), bs)
+    # the door adds the optimized rule ("ttl_opt") to these and solves the hindsight MILP on the same pauses
+    out_ = solve_workload(test, cm, SolverOptions(time_limit_s=cfg.time_limit_s, mip_gap=1e-6),
+                          cost_model_id=f"{cfg.gpu}/{cfg.model}/tp{cfg.tp}", seed=cfg.seed, slot_s=cfg.slot_s,
+                          hbm_share=cfg.hbm_share, durations=durations, rules=policies, ttl_opt_name="ttl_opt")
+    cmp_, inst = out_.comparison, out_.instance
     r = cmp_.result
-    summary = {"pauses": len(pauses), "status": r.status, "optimum_s": r.objective, "bound_s": r.bound, "gap": r.gap,
+    summary = {"pauses": len(out_.pauses), "block_size": bs, "status": r.status, "optimum_s": r.objective, "bound_s": r.bound, "gap": r.gap,
                "solve_s": r.wall_time_s, "clairvoyant_uncapacitated_s": clairvoyant_uncapacitated(inst),
                "capacity_tokens": list(inst.capacity_tokens), "policies": {}}
     for name, cost in cmp_.policy_cost_s.items():

@@ -36,7 +36,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from optsched.pipelines.provenance import git_revision
+from optsched.revision import git_revision
 from optsched.policies import (
     CacheAwareRouter,
     ConsistentHashRouter,

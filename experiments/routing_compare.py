@@ -35,7 +35,7 @@ import pandas as pd
 from optsched.solvers import SolverOptions
 
 from optsched.cost import CostModel
-from optsched.pipelines.provenance import collect_provenance, stream_seed
+from optsched.reproduce.provenance import collect_provenance, stream_seed
 from optsched.pipelines.router_price import (
     WINDOW_RULES,
     derive_price_weights,
@@ -44,7 +44,7 @@ from optsched.pipelines.router_price import (
     window_objective,
     window_rule_choice,
 )
-from optsched.pipelines.routing import solve_routing, synthetic_routing_window
+from optsched.pipelines.routing_window import solve_routing, synthetic_routing_window
 from optsched.pipelines.routing_rolling import RollingHorizonRouter
 from optsched.policies import CacheAwareRouter, LeastOutstandingRouter, OverlapCostRouter, RoundRobinRouter
 from optsched.policies.router_price import PriceRouter

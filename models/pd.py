@@ -3,12 +3,12 @@
 Sets: K configs, roles R = {P, D, C}.
 Parameters (`PDInstance`): cap_P[k], cap_D[k], cap_C[k] requests/s one instance of k serves within the
 P90 TTFT / TPOT SLOs (precomputed from the cost model and a queueing approximation, see
-`optsched.pipelines.pd`), tp[k] GPUs per instance, price[k] $/GPU-hour, B GPU budget, B_g per-type
+`optsched.pipelines.pd_solve`), tp[k] GPUs per instance, price[k] $/GPU-hour, B GPU budget, B_g per-type
 limits, $ budget, KV bytes per request b and prefill link bandwidth bw[k] (bytes/s).
 Variables: n[k,r] ∈ Z≥0 instances; f[k,r] ≥ 0 requests/s served by role r of config k; G goodput.
 
 Objective: max  G − q·Den − ε·GPUs, with Den = GPUs (goodput_per_gpu) or $/h (goodput_per_dollar) and
-q a mutable Param updated by Dinkelbach's method (`optsched.pipelines.pd.solve_pd`), q = 0 for
+q a mutable Param updated by Dinkelbach's method (`optsched.pipelines.pd_solve.solve_pd`), q = 0 for
 "goodput"; ε = 1e-6 breaks ties toward fewer GPUs.
 
 SOURCE: DistServe (Zhong et al., OSDI 2024) §3-4: prefill and decode instances sized separately,

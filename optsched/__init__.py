@@ -3,7 +3,8 @@
 Core packages (numpy-level, no solver / gym / torch imports): ``optsched.workload``, ``optsched.cost``,
 ``optsched.kvcache``, ``optsched.sim``, ``optsched.policies``, ``optsched.export``.
 Formulations: ``optsched.models``; solvers: ``optsched.solvers``; Gymnasium envs: ``optsched.envs``;
-glue that wires them to the simulator: ``optsched.pipelines``. See DESIGN.md for the layering (the torch
+one door per problem from a workload to a solved `Plan`: ``optsched.pipelines``; the ``optsched reproduce``
+application: ``optsched.reproduce``. See DESIGN.md for the layering (the torch
 executor of DESIGN.md is not built yet).
 """
 

@@ -1,6 +1,6 @@
 """``optsched reproduce [--quick] [--config FILE] [--name NAME] [--seed S] [--out DIR] [--force]``.
 
-Runs the whole pipeline (``optsched.pipelines.reproduce``), then prints the report path and the
+Runs the whole pipeline (``optsched.reproduce.run``), then prints the report path and the
 headline comparison table. Exit code 0 when every stage ran, 1 when some stage was unavailable (the
 report is written either way and names the reason), 2 on bad input.
 """
@@ -21,7 +21,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--quick", action="store_true",
-                      help="quick budget (experiments/configs/reproduce_quick.yaml; < 10 min on 2 cores)")
+                      help="quick budget (reproduce/configs/quick.yaml; < 10 min on 2 cores)")
     mode.add_argument("--config", type=Path, default=None, help="a reproduce config YAML (default: the full budget)")
     p.add_argument("--name", default=None, help="run name: output goes to OUT/NAME (default: the config's name)")
     p.add_argument("--seed", type=int, default=None, help="root seed (default: the config's)")
@@ -43,9 +43,9 @@ def _argv(args: argparse.Namespace) -> list[str]:
 
 def main(args: argparse.Namespace) -> int:
     # lazy: the pipelines layer imports models/solvers; keep `optsched --help` light
-    from optsched.pipelines.report import markdown_table
-    from optsched.pipelines.reproduce import run_reproduce
-    from optsched.pipelines.reproduce_config import config_path, load_config
+    from optsched.reproduce.config import config_path, load_config
+    from optsched.reproduce.report import markdown_table
+    from optsched.reproduce.run import run_reproduce
 
     path = args.config if args.config else config_path("quick" if args.quick else "full")
     cfg = load_config(path)

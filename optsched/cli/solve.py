@@ -1,10 +1,14 @@
 """`optsched solve routing|pd|admission|residency`: solve a formulation, print a summary, write a policy.
 
+Every problem goes through its door in ``optsched.pipelines.<problem>`` (the same code the reproduce
+stages and the experiments call), imported only when this verb runs, so ``import optsched.cli`` loads
+no solver package.
 admission: ``--workload jaillet:N`` solves one Jaillet-style unit-round instance of N requests
-(`optsched.pipelines.admission.jaillet_instance`, seed ``--seed``); a trace or ``agentx:N`` is
-quantized to the unit-round model (module `optsched.pipelines.admission`, ``workload_rounds``).
+(`optsched.pipelines.admission.jaillet_instance`, seed ``--seed``, `solve_requests`); a trace or
+``agentx:N`` is quantized to the unit-round model (`optsched.pipelines.admission.solve_workload`).
 residency: ``--workload`` (a trace path or ``agentx:N``) -> tool pauses -> hindsight slot MILP vs the
-online rules, and the optimized TTL rule as the policy.
+online rules, and the optimized TTL rule as the policy (`optsched.pipelines.residency.solve_workload`;
+block-denominated prices and the policy's ``block_size`` are the workload's block size).
 routing: ``optsched.pipelines.routing.plan_from_workload``: a window of ``--window`` calls after
 ``--warmup`` calls replayed through per-instance prefix caches, on ``--instances`` instances; the
 window MILP + LP bound; the price router's weights (policy routing/price).
@@ -16,7 +20,6 @@ Solver progress: INFO log lines; the HiGHS log itself with ``--solver-log``.
 
 from __future__ import annotations
 
-import importlib
 import logging
 
 __all__ = ["register"]
@@ -98,11 +101,10 @@ def _run(args) -> int:
                          warm_start=True)
     if not args.solver_log:  # pyomo's HiGHS wrapper logs the solver log at INFO; keep it for --solver-log
         logging.getLogger("pyomo").setLevel(logging.WARNING)
-    handler = {"admission": _admission, "residency": _residency}.get(args.problem)
-    if handler is None:
-        return _delegated(args, opts)
+    handler = {"routing": _routing, "pd": _pd, "admission": _admission, "residency": _residency}[args.problem]
     plan = handler(args, opts)
     if plan is None:
+        print("no incumbent: no policy written")
         return 1
     dump_policy(plan, args.output)
     print(f"wrote {args.output} ({plan.kind}/{plan.type})")
@@ -112,118 +114,81 @@ def _run(args) -> int:
 def _admission(args, opts):
     import numpy as np
 
-    from optsched.pipelines.admission import (
-        admission_plan,
-        compare_rules_to_optimum,
-        instance_digest,
-        jaillet_instance,
-        workload_rounds,
-    )
+    from optsched.pipelines import admission
 
     if args.workload.startswith("jaillet:"):
-        reqs, memory = jaillet_instance(np.random.default_rng(args.seed), _count(args.workload))
-        out_est = 256
+        reqs, memory = admission.jaillet_instance(np.random.default_rng(args.seed), _count(args.workload))
+        out = admission.solve_requests(reqs, memory, opts, seed=args.seed)
     else:
-        wl = _workload(args.workload, args.seed)
         from optsched.cost import CostModel
 
-        reqs, memory = workload_rounds(wl, CostModel.from_names(args.gpu, args.model, tp=args.tp), args.calls)
-        out_est = int(np.median([c.output_tokens for c in wl.calls()]))
-    logger.info("admission: %d requests, memory %d units; simulating rules and solving the hindsight MILP",
-                len(reqs), memory)
-    cmp_ = compare_rules_to_optimum(reqs, memory, opts)
+        out = admission.solve_workload(_workload(args.workload, args.seed),
+                                       CostModel.from_names(args.gpu, args.model, tp=args.tp), opts,
+                                       seed=args.seed, n_calls=args.calls)
+    cmp_ = out.comparison
     _summary("admission hindsight MILP", cmp_.result)
     if cmp_.result.objective:
         width = max(map(len, cmp_.rule_latency))  # rule names up to "scenario_lookahead" stay in columns
         for name, lat in cmp_.rule_latency.items():
             print(f"  {name:{width}s} total latency {lat:6d} rounds  ratio to MILP {lat / cmp_.result.objective:.4f}")
-    if not cmp_.result.has_solution:
-        print("no incumbent: no policy written")
-        return None
-    print("  exported policy: mcsf_rollout, the engine-side reduction of these rules (rollout and scenario_* "
-          "need output lengths and arrival history the Admission protocol does not expose)")
-    return admission_plan(cmp_, instance_digest(reqs, memory), args.seed, output_tokens_estimate=out_est)
+    if out.plan is not None:
+        print("  exported policy: mcsf_rollout, the engine-side reduction of these rules (rollout and scenario_* "
+              "need output lengths and arrival history the Admission protocol does not expose)")
+    return out.plan
 
 
 def _residency(args, opts):
+    from dataclasses import replace
+
     from optsched.cost import CostModel
-    from optsched.pipelines.residency import (
-        compare_residency,
-        pauses_from_workload,
-        residency_instance,
-        residency_plan,
-        ttl_opt_policy,
-        workload_digest_residency,
-    )
-    from optsched.policies.residency_lru import LRUResidency
-    from optsched.policies.residency_ttl import tool_durations_from_calls
+    from optsched.pipelines.residency import solve_workload
 
     wl = _workload(args.workload, args.seed)
     if args.sessions:
-        from optsched.workload.types import Workload
-
-        wl = Workload(wl.name, wl.sessions[: args.sessions], wl.block_size, wl.closed_loop, wl.source)
+        wl = replace(wl, sessions=wl.sessions[: args.sessions])
     cm = CostModel.from_names(args.gpu, args.model, tp=args.tp)
-    pauses, calls = pauses_from_workload(wl, cm)
-    if not pauses:
-        raise ValueError(f"workload {args.workload!r} has no tool pauses (no call with children and think time)")
-    inst = residency_instance(pauses, cm, slot_s=args.slot)
-    durations = tool_durations_from_calls(calls)
-    rule = ttl_opt_policy(durations, cm)
-    logger.info("residency: %d pauses, %d pause-slots; solving the hindsight MILP", len(pauses),
-                sum(len(inst.slots(j)) for j in range(len(pauses))))
-    cmp_ = compare_residency(inst, calls, {"lru": LRUResidency(), "ttl_opt": rule}, opts)
+    out = solve_workload(wl, cm, opts, cost_model_id=f"{args.gpu}/{args.model}/tp{args.tp}", seed=args.seed,
+                         slot_s=args.slot)
+    cmp_ = out.comparison
     _summary("residency hindsight MILP", cmp_.result)
+    width = max(map(len, cmp_.policy_cost_s))
     for name, cost in cmp_.policy_cost_s.items():
         ratio = f"  ratio {cost / cmp_.optimum_s:.4f}" if cmp_.optimum_s else ""
-        print(f"  {name:10s} cost {cost:12.3f} s{ratio}")
-    if not cmp_.result.has_solution:
-        print("no incumbent: no policy written")
-        return None
-    cal = getattr(getattr(cm, "calibration", None), "name", "uncalibrated")
-    return residency_plan(rule, cmp_, workload_digest_residency(pauses), f"{args.gpu}/{args.model}/tp{args.tp}",
-                          str(cal), args.seed)
+        print(f"  {name:{width}s} cost {cost:12.3f} s{ratio}")
+    return out.plan
 
 
-def _delegated(args, opts) -> int:
-    mod_name = {"routing": "optsched.pipelines.routing", "pd": "optsched.pipelines.pd"}[args.problem]
-    try:
-        mod = importlib.import_module(mod_name)
-    except ModuleNotFoundError:
-        print(f"optsched solve {args.problem}: {mod_name} is not available in this build")
-        return 2
-    entry = getattr(mod, "plan_from_workload", None)
-    if entry is None:
-        print(f"optsched solve {args.problem}: {mod_name} does not provide plan_from_workload(workload, gpu, "
-              "model, tp, options, seed) yet, so this subcommand cannot run; use the pipeline's Python API.")
-        return 2
-    from optsched.export import dump_policy
+def _routing(args, opts):
+    from optsched.pipelines.routing import plan_from_workload
 
-    if args.problem == "routing":
-        extra = {"n_instances": args.instances, "window_calls": args.window, "warmup_calls": args.warmup}
-    else:
-        extra = {"gpu_budget": args.gpu_budget, "ttft_p90_s": args.ttft, "tpot_s": args.tpot}
-    plan, result = entry(_workload(args.workload, args.seed), args.gpu, args.model, args.tp, opts, args.seed,
-                         **extra)
-    _summary(f"{args.problem} MILP", result)
+    plan, result = plan_from_workload(_workload(args.workload, args.seed), args.gpu, args.model, args.tp, opts,
+                                      args.seed, n_instances=args.instances, window_calls=args.window,
+                                      warmup_calls=args.warmup)
+    _summary("routing MILP", result)
     if not result.has_solution:
         print("  no MILP incumbent: the window plan is the greedy fallback and the price weights come from "
               "the cost model alone")
     p = plan.parameters
-    if args.problem == "routing":
-        w = p["window"]
-        lp = "n/a" if w["lp_bound_s"] is None else f"{w['lp_bound_s']:.6g}"
-        print(f"  window {w['first_call']}..{w['last_call']} ({w['calls']} calls after {w['warmup_calls']} "
-              f"replayed): makespan {w['makespan_s']:.3f} s, recomputed {w['recomputed_tokens']:.0f} tokens, "
-              f"{w['migrations']} migrations, calls per instance {w['calls_per_instance']}, LP bound {lp}")
-        print(f"  price router: s_p={p['prefill_s_per_token']:.4g} s/token, s_d={p['decode_s_per_token']:.4g} "
-              f"s/token, rho={p['recompute_s_per_token']:.4g} s/token ({p['provenance']})")
-    else:
-        pr = p["profile"]
-        rows = ", ".join(f"{c['instances']}x {c['role']} tp{c['tp']}" for c in p["counts"])
-        print(f"  profile {pr['input_tokens']} in / {pr['output_tokens']} out / {pr['cached_fraction']:.1%} cached: "
-              f"{rows}; {p['gpus']}/{p['gpu_budget']} GPUs, goodput {p['goodput_rps']:.4g} req/s "
-              f"({p['goodput_per_gpu']:.4g} per GPU)")
-    dump_policy(plan, args.output)
-    print(f"wrote {args.output} ({plan.kind}/{plan.type})")
-    return 0
+    w = p["window"]
+    lp = "n/a" if w["lp_bound_s"] is None else f"{w['lp_bound_s']:.6g}"
+    print(f"  window {w['first_call']}..{w['last_call']} ({w['calls']} calls after {w['warmup_calls']} "
+          f"replayed): makespan {w['makespan_s']:.3f} s, recomputed {w['recomputed_tokens']:.0f} tokens, "
+          f"{w['migrations']} migrations, calls per instance {w['calls_per_instance']}, LP bound {lp}")
+    print(f"  price router: s_p={p['prefill_s_per_token']:.4g} s/token, s_d={p['decode_s_per_token']:.4g} "
+          f"s/token, rho={p['recompute_s_per_token']:.4g} s/token ({p['provenance']})")
+    return plan
+
+
+def _pd(args, opts):
+    from optsched.pipelines.pd import plan_from_workload
+
+    plan, result = plan_from_workload(_workload(args.workload, args.seed), args.gpu, args.model, args.tp, opts,
+                                      args.seed, gpu_budget=args.gpu_budget, ttft_p90_s=args.ttft, tpot_s=args.tpot)
+    _summary("pd MILP", result)
+    p = plan.parameters
+    pr = p["profile"]
+    rows = ", ".join(f"{c['instances']}x {c['role']} tp{c['tp']}" for c in p["counts"])
+    print(f"  profile {pr['input_tokens']} in / {pr['output_tokens']} out / {pr['cached_fraction']:.1%} cached: "
+          f"{rows}; {p['gpus']}/{p['gpu_budget']} GPUs, goodput {p['goodput_rps']:.4g} req/s "
+          f"({p['goodput_per_gpu']:.4g} per GPU)")
+    return plan

@@ -114,7 +114,7 @@ def test_time_limited_200x8_returns_incumbent_with_gap():
     from optsched.solvers import SolverOptions
 
     from optsched.cost import CostModel
-    from optsched.pipelines.routing import greedy_routing, solve_routing, synthetic_routing_window
+    from optsched.pipelines.routing_window import greedy_routing, solve_routing, synthetic_routing_window
 
     cm = CostModel.from_names("h200-sxm", "llama-3-70b", tp=4)
     w = synthetic_routing_window(200, 8, np.random.default_rng(0), cm)
@@ -136,7 +136,7 @@ def test_window_from_prefix_cache_snapshot_routes_to_cached_instance():
     sends x to instance 1 and y (no prefix anywhere) to instance 0."""
     from optsched.cost import CostModel
     from optsched.kvcache import PrefixCache
-    from optsched.pipelines.routing import resident_tokens_from_caches, routing_instance_from_calls
+    from optsched.pipelines.routing_window import resident_tokens_from_caches, routing_instance_from_calls
     from optsched.workload.types import Call
 
     caches = [PrefixCache({"hbm": 4096}, 16) for _ in range(2)]

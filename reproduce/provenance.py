@@ -1,0 +1,73 @@
+"""Provenance of a run: config, argv, git revision, package versions, seeds (STYLE.md habit 12).
+
+Written next to the results as ``runs/<name>/provenance.json`` and rendered into the report.
+Nothing here reads the wall clock: the same run repeated gives the same provenance unless the code
+or the environment changed (which is what provenance is for).
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import platform
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from optsched.revision import git_revision
+
+__all__ = ["collect_provenance", "git_revision", "package_versions", "seed_streams", "stream_seed"]
+
+PACKAGES = (
+    "optsched", "numpy", "scipy", "pandas", "matplotlib", "pyomo", "highspy", "cvxpy", "pyyaml", "tqdm",
+)
+
+
+def package_versions(names: Sequence[str] = PACKAGES) -> dict[str, str]:
+    """Installed version of each distribution name ("not installed" when absent)."""
+    out = {"python": platform.python_version()}
+    for n in names:
+        try:
+            out[n] = importlib.metadata.version(n)
+        except importlib.metadata.PackageNotFoundError:
+            out[n] = "not installed"
+    return out
+
+
+def _stream_key(name: str) -> int:
+    # stable across processes and Python versions (unlike hash()): first 4 bytes of sha256
+    import hashlib
+
+    return int.from_bytes(hashlib.sha256(name.encode()).digest()[:4], "big")
+
+
+def stream_seed(seed: int, name: str) -> np.random.SeedSequence:
+    """The named random stream of a run: ``SeedSequence(seed, spawn_key=(key(name),))``.
+
+    Streams are independent of each other and of the order in which they are requested, so adding a
+    workload or a stage never changes the numbers of another (STYLE.md habit 5).
+    """
+    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
+        raise ValueError(f"seed must be a non-negative int, got {seed!r}")
+    return np.random.SeedSequence(entropy=seed, spawn_key=(_stream_key(name),))
+
+
+def seed_streams(seed: int, names: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """``{name: {"entropy": seed, "spawn_key": [...]}}`` for the provenance record."""
+    return {n: {"entropy": seed, "spawn_key": list(stream_seed(seed, n).spawn_key)} for n in names}
+
+
+def collect_provenance(
+    config: dict[str, Any], argv: Sequence[str], seed: int, streams: Sequence[str]
+) -> dict[str, Any]:
+    """Everything needed to rerun and audit a run (JSON-encodable)."""
+    return {
+        "argv": list(argv),
+        "config": config,
+        "git": git_revision(),
+        "packages": package_versions(),
+        "platform": {"system": platform.system(), "machine": platform.machine(), "python": sys.version.split()[0]},
+        "seed": seed,
+        "seed_streams": seed_streams(seed, streams),
+    }
