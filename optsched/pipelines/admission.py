@@ -17,15 +17,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from optsched.models.admission_data import HindsightInstance, KVRequest
 from optsched.models.admission_hindsight import (
-    HindsightInstance,
-    KVRequest,
     build_admission_hindsight,
     extract_admission_hindsight,
 )
 from optsched.models.admission_online import RULES, RuleConfig, memory_profile, simulate_rounds, total_latency
 from optsched.pipelines.provenance import git_revision
-from optsched.policies.plan import Plan, Provenance
+from optsched.plan import Plan, Provenance
 from optsched.solvers import SolveResult, SolverOptions, solve
 
 __all__ = [

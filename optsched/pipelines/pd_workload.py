@@ -30,7 +30,7 @@ from optsched.pipelines.pd_capacity import PDSLO, PDWorkload
 from optsched.pipelines.provenance import git_revision
 from optsched.pipelines.residency import uncontended_timeline
 from optsched.pipelines.routing_workload import workload_digest
-from optsched.policies.plan import Plan, Provenance
+from optsched.plan import Plan, Provenance
 from optsched.solvers import SolveResult, SolverOptions
 from optsched.workload.types import Workload
 

@@ -25,7 +25,7 @@ from optsched.cost import CostModel
 from optsched.models.residency import Pause, ResidencyInstance, build_residency, extract_residency
 from optsched.models.residency_slots import simulate_residency_policy
 from optsched.pipelines.provenance import git_revision
-from optsched.policies.plan import Plan, Provenance
+from optsched.plan import Plan, Provenance
 from optsched.policies.residency_ttl_opt import OptimizedTTLResidency
 from optsched.solvers import SolveResult, SolverOptions, solve
 from optsched.workload.types import Call, Workload

@@ -46,7 +46,7 @@ from optsched.pipelines.routing import (
     routing_instance_from_calls,
     solve_routing,
 )
-from optsched.policies.plan import Plan, Provenance
+from optsched.plan import Plan, Provenance
 from optsched.solvers import SolveResult, SolverOptions
 from optsched.workload.types import Call, Workload
 

@@ -71,7 +71,7 @@ def _run(ctx: StageContext) -> StageResult:
     try:
         from optsched.export import ENGINES, dump_policy, engine_settings, load_policy
         from optsched.pipelines.provenance import git_revision
-        from optsched.policies.plan import Plan, Provenance
+        from optsched.plan import Plan, Provenance
     except ImportError as exc:
         raise StageUnavailable(f"optsched.export has not landed ({exc})") from None
     cfg = ctx.config

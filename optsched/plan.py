@@ -31,9 +31,9 @@ POLICY_CLASSES: dict[tuple[str, str], str] = {
     ("admission", "shortest_first"): "optsched.policies.admission_shortest_first:ShortestFirstAdmission",
     ("admission", "mcsf_rollout"): "optsched.policies.admission_derived:DerivedAdmission",
     ("residency", "ttl_opt"): "optsched.policies.residency_ttl_opt:OptimizedTTLResidency",
-    ("routing", "price"): "optsched.policies.plan:build_price_router",
-    ("routing", "assignment"): "optsched.policies.plan:build_assignment_router",
-    ("pd_ratio", "counts"): "optsched.policies.plan:build_pd_cluster",
+    ("routing", "price"): "optsched.plan:build_price_router",
+    ("routing", "assignment"): "optsched.plan:build_assignment_router",
+    ("pd_ratio", "counts"): "optsched.plan:build_pd_cluster",
 }
 
 
