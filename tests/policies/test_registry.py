@@ -37,10 +37,11 @@ def test_registry_is_exactly_the_classes_that_declare_a_kind():
         assert policy_names(kind) == sorted(declared[kind])
         for name, cls in registered(kind).items():
             assert cls.kind == kind and cls.name == name
-    assert policy_names("router") == ["cache_aware", "consistent_hash", "kv_balanced", "least_outstanding",
-                                      "overlap_cost", "power_of_two", "random", "round_robin"]
-    assert policy_names("admission") == ["fcfs", "interval", "shortest_first", "vllm_threshold"]
-    assert policy_names("residency") == ["infercept", "lru", "ttl", "ttl_opt"]
+    # the baselines that existed when discovery replaced the retyped table (a new file only adds names)
+    assert {"cache_aware", "consistent_hash", "kv_balanced", "least_outstanding", "overlap_cost",
+            "power_of_two", "random", "round_robin"} <= set(policy_names("router"))
+    assert {"fcfs", "interval", "shortest_first", "vllm_threshold"} <= set(policy_names("admission"))
+    assert {"infercept", "lru", "ttl", "ttl_opt"} <= set(policy_names("residency"))
 
 
 def test_plan_only_policies_are_not_baselines():
