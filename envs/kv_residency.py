@@ -9,14 +9,13 @@ import gymnasium as gym
 import numpy as np
 import pandas as pd
 from gymnasium import spaces
-from optsched.envs._stepper import ActionRouter, SimStepper, collect_ttft
+from optsched.envs._stepper import collect_ttft
 from optsched.envs.routing import default_cluster
 
 from optsched.policies.base import ClusterView, ResidencyDecision
 from optsched.policies.router_cache_aware import CacheAwareRouter
-from optsched.sim import ClusterConfig, Simulator
+from optsched.sim import ClusterConfig, Decision, Simulator
 from optsched.sim.cluster import default_cost_model
-from optsched.sim.result import calls_frame
 from optsched.workload import generate_agentx
 from optsched.workload.gen_agentx import AGENTX_VARIANTS
 from optsched.workload.types import Call, Workload
@@ -126,8 +125,7 @@ class KVResidencyEnv(gym.Env):
             "call": spaces.Box(0.0, np.inf, (3,), np.float32),
         })
         self._sim: Simulator | None = None
-        self._stepper: SimStepper | None = None
-        self._idx: int | None = None
+        self._dec: Decision | None = None  # the released call whose pause this step decides
         self._home = -1
         self._unstarted: list[int] = []
 
@@ -138,57 +136,59 @@ class KVResidencyEnv(gym.Env):
             wl = generate_agentx(self.n_sessions, self.np_random, variant=self.variant)
         self._residency = _ChosenResidency()
         self._router = self.router_factory()
-        self._sim = Simulator(wl, self.cluster, ActionRouter(), None, self._residency, None, self._cost_models,
-                              False, self.concurrency)
-        self._stepper = SimStepper(self._sim)
+        self._sim = Simulator(wl, self.cluster, residency=self._residency, cost_models=self._cost_models,
+                              concurrency=self.concurrency)
         self._unstarted = []
-        self._idx = self._next_pausable(self._stepper.start())
+        self._dec = self._next_pausable()
         return self._obs(), {}
 
     def step(self, action):
-        if self._stepper is None or self._idx is None:
+        if self._dec is None:
             raise RuntimeError("episode is over (or not started): call reset()")
         if not self.action_space.contains(action):
             raise ValueError(f"action must be an int in [0, {len(self.decisions)}), got {action!r}")
-        c = self._sim.driver.calls[self._idx]
+        c = self._dec.call
         self._residency.chosen[(c.session_id, c.call_id)] = self.decisions[int(action)]
-        self._unstarted.append(self._idx)
-        self._idx = self._next_pausable(self._stepper.route(self._home))
-        ttft_s, self._unstarted = collect_ttft(self._sim.seqs, self._unstarted)
-        return self._obs(), -ttft_s, self._idx is None, False, {}
+        self._unstarted.append(self._dec.call_index)
+        self._sim.apply(self._home)
+        self._dec = self._next_pausable()
+        ttft_s, self._unstarted = collect_ttft(self._sim, self._unstarted)
+        return self._obs(), -ttft_s, self._dec is None, False, {}
 
     @property
     def current_call(self) -> Call | None:
         """The released call whose pause decision this step takes (None after the episode ended)."""
-        return None if self._idx is None else self._sim.driver.calls[self._idx]
+        return None if self._dec is None else self._dec.call
 
     def calls_frame(self) -> pd.DataFrame:
         """Per-call table of the finished episode. Raises RuntimeError before termination."""
-        if self._stepper is None or not self._stepper.done:
+        if self._sim is None or not self._sim.done:
             raise RuntimeError("calls_frame() needs a finished episode")
-        return calls_frame(self._sim.seqs, self._sim.driver.calls)
+        return self._sim.calls_frame()
 
-    def _next_pausable(self, idx: int | None) -> int | None:
+    def _next_pausable(self) -> Decision | None:
         """Route released calls with the baseline; stop at one that can pause its session."""
-        sim, drv = self._sim, self._sim.driver
-        while idx is not None:
-            self._home = self._router.route(drv.calls[idx], sim.view)
-            if drv.session_left[drv.session_of[idx]] > 1:
-                return idx
-            self._unstarted.append(idx)
-            idx = self._stepper.route(self._home)
+        sim = self._sim
+        d = sim.run_until_decision()
+        while d is not None:
+            self._home = self._router.route(d.call, sim.view)
+            if d.pauses_session:
+                return d
+            self._unstarted.append(d.call_index)
+            sim.apply(self._home)
+            d = sim.run_until_decision()
         return None
 
     def _obs(self) -> dict[str, np.ndarray]:
         table = np.zeros((self.n_instances, 5), np.float32)
         feats = np.zeros(3, np.float32)
-        if self._idx is None:
+        if self._dec is None:
             return {"instances": table, "call": feats}
         T = self._T
         for i, v in enumerate(self._sim.view.instances):
             table[i] = (float(i == self._home), v.kv_used_blocks / v.kv_capacity_blocks,
                         v.queued_prefill_tokens / T, v.running_decodes / self._S, max(0, v.outstanding_tokens) / T)
-        c = self._sim.driver.calls[self._idx]
+        c = self._dec.call
         blocks = -(-(c.input_tokens + c.output_tokens) // self._sim.block_size)
         feats[:] = (c.input_tokens / T, c.output_tokens / T,
                     blocks / self._sim.view.instances[self._home].kv_capacity_blocks)

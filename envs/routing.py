@@ -8,12 +8,11 @@ import gymnasium as gym
 import numpy as np
 import pandas as pd
 from gymnasium import spaces
-from optsched.envs._stepper import ActionRouter, SimStepper, collect_ttft
+from optsched.envs._stepper import collect_ttft
 
 from optsched.policies.base import ClusterView
-from optsched.sim import ClusterConfig, InstanceConfig, SchedulerConfig, Simulator
+from optsched.sim import ClusterConfig, Decision, InstanceConfig, SchedulerConfig, Simulator
 from optsched.sim.cluster import default_cost_model
-from optsched.sim.result import calls_frame
 from optsched.workload import generate_agentx
 from optsched.workload.gen_agentx import AGENTX_VARIANTS
 from optsched.workload.types import Call, Workload
@@ -125,8 +124,7 @@ class RoutingEnv(gym.Env):
             "call": spaces.Box(0.0, np.inf, (2,), np.float32),
         })
         self._sim: Simulator | None = None
-        self._stepper: SimStepper | None = None
-        self._idx: int | None = None
+        self._dec: Decision | None = None  # the released call awaiting this step's action
         self._unstarted: list[int] = []  # routed calls without a first token yet
 
     # ---- gymnasium API -----------------------------------------------------------------------
@@ -135,36 +133,35 @@ class RoutingEnv(gym.Env):
         wl = self.fixed_workload
         if wl is None:
             wl = generate_agentx(self.n_sessions, self.np_random, variant=self.variant)
-        self._sim = Simulator(wl, self.cluster, ActionRouter(), None, None, None, self._cost_models,
-                              False, self.concurrency)
-        self._stepper = SimStepper(self._sim)
+        self._sim = Simulator(wl, self.cluster, cost_models=self._cost_models, concurrency=self.concurrency)
         self._unstarted = []
-        self._idx = self._stepper.start()
+        self._dec = self._sim.run_until_decision()
         return self._obs(), self._info()
 
     def step(self, action):
-        if self._stepper is None or self._idx is None:
+        if self._dec is None:
             raise RuntimeError("episode is over (or not started): call reset()")
         if not self.action_space.contains(action):
             raise ValueError(f"action must be an int in [0, {self.n_instances}), got {action!r}")
         a = int(action)
-        idx = self._idx
+        idx = self._dec.call_index
         reward = 0.0
         if self.reward_mode == "prefill_estimate":
             reward = -self._estimate_s(idx, a)
         self._unstarted.append(idx)
-        self._idx = self._stepper.route(a)
+        self._sim.apply(a)
+        self._dec = self._sim.run_until_decision()
         if self.reward_mode == "ttft":
-            ttft_s, self._unstarted = collect_ttft(self._sim.seqs, self._unstarted)
+            ttft_s, self._unstarted = collect_ttft(self._sim, self._unstarted)
             reward = -ttft_s
-        terminated = self._idx is None
+        terminated = self._dec is None
         return self._obs(), float(reward), terminated, False, self._info()
 
     # ---- baseline policies as experts --------------------------------------------------------
     @property
     def current_call(self) -> Call | None:
         """The released call awaiting this step's action (None after the episode ended)."""
-        return None if self._idx is None else self._sim.driver.calls[self._idx]
+        return None if self._dec is None else self._dec.call
 
     @property
     def cluster_view(self) -> ClusterView:
@@ -179,13 +176,13 @@ class RoutingEnv(gym.Env):
         """Per-call table of the finished episode (``optsched.sim.result.CALL_COLUMNS``).
 
         Raises RuntimeError before the episode terminated."""
-        if self._stepper is None or not self._stepper.done:
+        if self._sim is None or not self._sim.done:
             raise RuntimeError("calls_frame() needs a finished episode")
-        return calls_frame(self._sim.seqs, self._sim.driver.calls)
+        return self._sim.calls_frame()
 
     # ---- internals ---------------------------------------------------------------------------
     def _estimate_s(self, idx: int, a: int) -> float:
-        call = self._sim.driver.calls[idx]
+        call = self._sim.calls[idx]
         v = self._sim.view.instances[a]
         hit = v.prefix_hit_blocks(call.block_hashes, "hbm") * self._sim.block_size
         miss = max(0, call.input_tokens - hit)
@@ -194,9 +191,9 @@ class RoutingEnv(gym.Env):
     def _obs(self) -> dict[str, np.ndarray]:
         table = np.zeros((self.n_instances, len(INSTANCE_FEATURES)), np.float32)
         feats = np.zeros(2, np.float32)
-        if self._idx is None:
+        if self._dec is None:
             return {"instances": table, "call": feats}
-        call = self._sim.driver.calls[self._idx]
+        call = self._dec.call
         nb = len(call.block_hashes)
         T = self._token_scale
         for i, v in enumerate(self._sim.view.instances):
@@ -209,8 +206,8 @@ class RoutingEnv(gym.Env):
     def _info(self) -> dict[str, Any]:
         sim = self._sim
         info: dict[str, Any] = {"now_s": float(sim.now_s), "finished_calls": int(sim.finished),
-                                "total_calls": len(sim.seqs)}
-        if self._idx is not None:
-            c = sim.driver.calls[self._idx]
+                                "total_calls": len(sim.calls)}
+        if self._dec is not None:
+            c = self._dec.call
             info["call_id"], info["session_id"] = c.call_id, c.session_id
         return info

@@ -11,7 +11,8 @@ Workloads (``--workloads``):
   (skipped with a warning when the data folder is absent), re-based the same way.
 Cluster: ``--instances`` colocated instances of ``--model`` on ``--gpu`` with tensor parallelism
 ``--tp``, HBM-only prefix cache by default (``--dram-tier`` adds host DRAM), vLLM v1 scheduler defaults.
-Random routers draw from ``numpy.random.default_rng(--seed)``.
+Routers are every registered one (``optsched.sim.registry.policy_names("router")``), built by
+``build_policy``: random routers draw from the registry's named stream of ``--seed``.
 
 Usage:
     .venv/bin/python experiments/router_table.py --out runs/router_table
@@ -29,7 +30,6 @@ import platform
 import sys
 import time
 import warnings
-from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 
@@ -37,33 +37,14 @@ import numpy as np
 import pandas as pd
 
 from optsched.revision import git_revision
-from optsched.policies import (
-    CacheAwareRouter,
-    ConsistentHashRouter,
-    KVBalancedRouter,
-    LeastOutstandingRouter,
-    OverlapCostRouter,
-    PowerOfTwoRouter,
-    RandomRouter,
-    RoundRobinRouter,
-)
 from optsched.sim import ClusterConfig, InstanceConfig, SchedulerConfig, simulate
+from optsched.sim.registry import build_policy, policy_names
 from optsched.workload.lmcache import load_lmcache_agent
 from optsched.workload.samples import lmcache_sample, mooncake_sample
 from optsched.workload.types import Workload
 
 log = logging.getLogger("router_table")
 
-ROUTERS: dict[str, Callable[[np.random.Generator], object]] = {
-    "round_robin": lambda rng: RoundRobinRouter(),
-    "random": lambda rng: RandomRouter(rng),
-    "power_of_two": lambda rng: PowerOfTwoRouter(rng),
-    "least_outstanding": lambda rng: LeastOutstandingRouter(),
-    "consistent_hash": lambda rng: ConsistentHashRouter(),
-    "kv_balanced": lambda rng: KVBalancedRouter(),
-    "cache_aware": lambda rng: CacheAwareRouter(),
-    "overlap_cost": lambda rng: OverlapCostRouter(),
-}
 CACHE_AWARE = ("cache_aware", "overlap_cost")
 
 # column -> SimResult.summary key
@@ -89,7 +70,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="comma list of mooncake, lmcache, lmcache-full")
     p.add_argument("--stagger-s", type=float, default=1.0, help="LMCache session k starts at k * this (s)")
     p.add_argument("--max-calls", type=int, default=0, help="Mooncake: keep the first N requests (0 = all)")
-    p.add_argument("--routers", default=",".join(ROUTERS), help="comma list of router names")
+    p.add_argument("--routers", default=",".join(policy_names("router")),
+                   help="comma list of registered router names (default: all, sorted)")
     return p.parse_args(argv)
 
 
@@ -136,14 +118,15 @@ def cluster_config(args: argparse.Namespace) -> ClusterConfig:
 def run_table(args: argparse.Namespace) -> pd.DataFrame:
     workloads = load_workloads([w for w in args.workloads.split(",") if w], args.stagger_s, args.max_calls)
     routers = [r for r in args.routers.split(",") if r]
-    bad = [r for r in routers if r not in ROUTERS]
+    known = policy_names("router")
+    bad = [r for r in routers if r not in known]
     if bad:
-        raise ValueError(f"--routers: unknown {bad}, expected some of {list(ROUTERS)}")
+        raise ValueError(f"--routers: unknown {bad}, expected some of {known}")
     cluster = cluster_config(args)
     rows = []
     for wname, wl in workloads.items():
         for rname in routers:
-            router = ROUTERS[rname](np.random.default_rng(args.seed))
+            router = build_policy("router", rname, seed=args.seed)
             t0 = time.perf_counter()
             res = simulate(wl, cluster, router=router, seed=args.seed)
             wall = time.perf_counter() - t0

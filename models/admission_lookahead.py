@@ -37,7 +37,7 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
-from optsched.models.admission_hindsight import KVRequest
+from optsched.models.admission_data import KVRequest
 
 __all__ = ["candidate_starts", "continuation_probability", "sample_stream", "scenario_lookahead_step"]
 

@@ -35,7 +35,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-from optsched.models.admission_hindsight import KVRequest
+from optsched.models.admission_data import KVRequest
 
 __all__ = ["sample_arrivals", "scenario_rollout_step"]
 

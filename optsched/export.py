@@ -28,7 +28,7 @@ from typing import Any
 
 import jsonschema
 
-from optsched.policies.plan import Plan, Provenance
+from optsched.plan import Plan, Provenance
 
 __all__ = [
     "ENGINES",

@@ -16,9 +16,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from optsched.models.admission_data import HindsightInstance, KVRequest
 from optsched.models.admission_hindsight import (
-    HindsightInstance,
-    KVRequest,
     build_admission_hindsight,
     extract_admission_hindsight,
 )
@@ -26,7 +25,7 @@ from optsched.models.admission_online import RULES, RuleConfig, memory_profile, 
 from optsched.solvers import SolveResult, SolverOptions, solve
 
 from optsched.cost import CostModel
-from optsched.policies.plan import Plan, Provenance
+from optsched.plan import Plan, Provenance
 from optsched.revision import git_revision
 from optsched.workload.digest import workload_digest
 from optsched.workload.timeline import calls_in_release_order, uncontended_timeline

@@ -28,7 +28,7 @@ from optsched.solvers import SolveResult, SolverOptions
 from optsched.cost import CostModel
 from optsched.cost.capacity import PDSLO, PDWorkload
 from optsched.kvcache import PrefixCache
-from optsched.policies.plan import Plan, Provenance
+from optsched.plan import Plan, Provenance
 from optsched.revision import git_revision
 from optsched.workload.digest import workload_digest
 from optsched.workload.timeline import calls_in_release_order, uncontended_timeline

@@ -26,7 +26,7 @@ from optsched.models.residency_slots import simulate_residency_policy
 from optsched.solvers import SolveResult, SolverOptions, solve
 
 from optsched.cost import CostModel
-from optsched.policies.plan import Plan, Provenance
+from optsched.plan import Plan, Provenance
 from optsched.policies.residency_infercept import InferceptResidency
 from optsched.policies.residency_lru import LRUResidency
 from optsched.policies.residency_ttl import TTLResidency, tool_durations_from_calls

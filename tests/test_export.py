@@ -12,7 +12,7 @@ import pytest
 from optsched.export import dump_policy, engine_settings, load_policy, plan_to_json, policy_schema
 from optsched.policies.admission_derived import DerivedAdmission
 from optsched.policies.base import WaitingPrefill
-from optsched.policies.plan import Plan, Provenance
+from optsched.plan import Plan, Provenance
 from optsched.policies.residency_ttl_opt import OptimizedTTLResidency
 from optsched.workload.types import Call
 
@@ -107,7 +107,7 @@ def test_engine_settings_known_flags_and_plain_statements():
 
 
 def test_export_module_imports_nothing_heavy():
-    code = ("import sys, optsched.export, optsched.policies.plan\n"
+    code = ("import sys, optsched.export, optsched.plan\n"
             "print(','.join(m for m in ('pyomo','cvxpy','highspy','gymnasium','torch') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""

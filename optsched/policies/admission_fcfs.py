@@ -50,6 +50,7 @@ class FCFSAdmission:
     """
 
     name: ClassVar[str] = "fcfs"
+    kind: ClassVar[str] = "admission"
 
     def select(
         self, waiting: Sequence[WaitingPrefill], token_budget: int, step_index: int, now_s: float

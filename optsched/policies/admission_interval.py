@@ -49,6 +49,7 @@ class IntervalAdmission:
     """
 
     name: ClassVar[str] = "interval"
+    kind: ClassVar[str] = "admission"
     interval: int = 4
     idle_budget_tokens: int = 8192
     _started: set = field(default_factory=set, init=False, repr=False, compare=False)

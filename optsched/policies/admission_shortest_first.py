@@ -28,6 +28,7 @@ class ShortestFirstAdmission:
     """
 
     name: ClassVar[str] = "shortest_first"
+    kind: ClassVar[str] = "admission"
 
     def select(
         self, waiting: Sequence[WaitingPrefill], token_budget: int, step_index: int, now_s: float

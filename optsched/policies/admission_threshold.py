@@ -38,6 +38,7 @@ class ThresholdAdmission:
     """
 
     name: ClassVar[str] = "vllm_threshold"
+    kind: ClassVar[str] = "admission"
     long_prefill_token_threshold: int = 512
 
     def __post_init__(self) -> None:

@@ -66,6 +66,7 @@ class InferceptResidency:
     """
 
     name: ClassVar[str] = "infercept"
+    kind: ClassVar[str] = "residency"
     block_size: int
     fwd_coef_s: tuple[float, float, float]
     swap_coef_s: tuple[float, float]

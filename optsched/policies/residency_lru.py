@@ -20,6 +20,7 @@ class LRUResidency:
     """Always ``keep`` (TTL infinite): plain LRU caching across tool waits. Stateless."""
 
     name = "lru"
+    kind = "residency"
 
     __slots__ = ()
 

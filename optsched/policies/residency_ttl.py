@@ -61,6 +61,7 @@ class TTLResidency:
     """
 
     name: ClassVar[str] = "ttl"
+    kind: ClassVar[str] = "residency"
     tool_durations_s: Mapping[str, Sequence[float]]
     reload_s_per_block: float
     queue_delay_s: float = 0.0

@@ -77,6 +77,7 @@ class OptimizedTTLResidency:
     """
 
     name: ClassVar[str] = "ttl_opt"
+    kind: ClassVar[str] = "residency"
     tool_durations_s: Mapping[str, Sequence[float]]
     hold_price_s_per_token_s: tuple[float, float, float]
     pcie_coef_s: tuple[float, float]

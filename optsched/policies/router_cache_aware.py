@@ -68,6 +68,7 @@ class CacheAwareRouter:
     """SGLang-style cache-aware routing (see module docstring for the exact rule). Deterministic."""
 
     name = "cache_aware"
+    kind = "router"
 
     __slots__ = ("config",)
 

@@ -56,6 +56,7 @@ class ConsistentHashRouter:
     """
 
     name = "consistent_hash"
+    kind = "router"
 
     __slots__ = ("_rings", "config")
 

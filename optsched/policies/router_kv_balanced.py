@@ -35,6 +35,7 @@ class KVBalancedRouter:
     """Least KV utilization within the call's lockstep group (see module docstring). Deterministic."""
 
     name = "kv_balanced"
+    kind = "router"
 
     __slots__ = ()
 

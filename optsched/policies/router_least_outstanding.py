@@ -22,6 +22,7 @@ class LeastOutstandingRouter:
     """
 
     name = "least_outstanding"
+    kind = "router"
 
     __slots__ = ()
 

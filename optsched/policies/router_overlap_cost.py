@@ -63,6 +63,7 @@ class OverlapCostRouter:
     """
 
     name = "overlap_cost"
+    kind = "router"
 
     __slots__ = ("_rng", "config")
 

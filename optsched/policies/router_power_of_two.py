@@ -46,6 +46,7 @@ class PowerOfTwoRouter:
     """
 
     name = "power_of_two"
+    kind = "router"
 
     __slots__ = ("_rng", "config")
 

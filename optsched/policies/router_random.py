@@ -26,6 +26,7 @@ class RandomRouter:
     """
 
     name = "random"
+    kind = "router"
 
     __slots__ = ("_rng",)
 

@@ -24,6 +24,7 @@ class RoundRobinRouter:
     """
 
     name = "round_robin"
+    kind = "router"
 
     __slots__ = ("_next_decode", "_next_prefill")
 

@@ -16,13 +16,15 @@ from optsched.sim.config import SLO, ClusterConfig, InstanceConfig, SchedulerCon
 from optsched.sim.engine import Simulator
 from optsched.sim.metrics import summarize
 from optsched.sim.registry import build_policy
-from optsched.sim.result import SimResult, calls_frame
+from optsched.sim.result import SimResult
 from optsched.sim.sim_config import load_config_dict, run_config
+from optsched.sim.stepping import Decision
 from optsched.workload.types import Workload
 
 __all__ = [
     "SLO",
     "ClusterConfig",
+    "Decision",
     "InstanceConfig",
     "SchedulerConfig",
     "SimResult",
@@ -76,10 +78,11 @@ def simulate(
         from optsched.policies.router_round_robin import RoundRobinRouter
 
         router = RoundRobinRouter()
-    sim = Simulator(workload, cluster, router, admission, residency, slo, cost_models, progress, concurrency)
+    sim = Simulator(workload, cluster, router=router, admission=admission, residency=residency, slo=slo,
+                    cost_models=cost_models, progress=progress, concurrency=concurrency)
     sim.fast_forward = fast_forward
     sim.run()
-    df = calls_frame(sim.seqs, sim.driver.calls)
+    df = sim.calls_frame()
     extra = {"residency_actions": dict(sorted(sim.residency.actions.items())),
              "seed": int(seed), "block_size": int(sim.block_size), "concurrency": int(concurrency)}
     summary = summarize(df, sim.instances, cluster.num_gpus, slo, extra)

@@ -26,6 +26,7 @@ from optsched.sim.pd_transfer import PDMixin
 from optsched.sim.residency_exec import ResidencyExecutor
 from optsched.sim.scheduler import Batch, plan_step
 from optsched.sim.seq import DECODE, DONE, Seq
+from optsched.sim.stepping import Decision, SteppingMixin
 from optsched.sim.views import ClusterViewImpl
 from optsched.workload.types import Workload
 
@@ -34,16 +35,29 @@ __all__ = ["Simulator"]
 log = logging.getLogger(__name__)
 
 _INF = float("inf")
+
 _RUN_VECTOR_MIN = 64  # decode runs at least this long go to the histogram vectorized
 _STACK_PRUNE = 4096  # prune an instance's ITL step stack past this many entries
 
 
-class Simulator(PDMixin):
-    """One simulation run. Use `optsched.sim.simulate`; this class is the engine behind it."""
+class Simulator(PDMixin, SteppingMixin):
+    """One simulation run. Use `optsched.sim.simulate`; this class is the engine behind it.
+
+    Stepping API (Gymnasium envs, interactive use): build it with ``router=None``, then
+    ``d = sim.run_until_decision()``; while ``d is not None``: observe ``sim.view`` /
+    ``sim.instances``, ``sim.apply(instance_index)``, ``d = sim.run_until_decision()``. Both run the
+    same event-loop body (`dispatch`) as `run`, so choosing at every decision what a router would
+    return reproduces ``simulate(...)`` with that router exactly (tested in ``tests/envs``).
+
+    Arguments after ``cluster`` are keyword-only: ``router`` (None: the stepping API routes),
+    ``admission``, ``residency``, ``slo``, ``cost_models``, ``progress``, ``concurrency`` (as
+    `optsched.sim.simulate`).
+    """
 
     def __init__(
-        self, workload: Workload, cluster: ClusterConfig, router: Any, admission: Any, residency: Any,
-        slo: SLO | None, cost_models: Any = None, progress: bool = False, concurrency: int = 0,
+        self, workload: Workload, cluster: ClusterConfig, *, router: Any = None, admission: Any = None,
+        residency: Any = None, slo: SLO | None = None, cost_models: Any = None, progress: bool = False,
+        concurrency: int = 0,
     ) -> None:
         bs = cluster.scheduler.block_size
         if bs is None:
@@ -62,14 +76,14 @@ class Simulator(PDMixin):
         self.ttft_slo_s = slo.ttft_s if slo is not None else float("inf")
         self.instances: list[Instance] = build_instances(cluster, bs, cost_models)
         self.units, self.unit_of = build_units(self.instances)
-        self.q = EventQueue()
+        self._q = EventQueue()
         for inst in self.instances:
-            inst.clock = self.q
+            inst.clock = self._q
         self._release_times: list[float] = []  # heap of pending RELEASE times (fast-forward horizon)
-        self.driver = SessionDriver(workload, concurrency)
+        self._driver = SessionDriver(workload, concurrency)
         self.view = ClusterViewImpl(self, self.instances, bs)
         self.session_home: dict[str, int] = {}
-        self.seqs: list[Seq | None] = [None] * len(self.driver.calls)
+        self._seqs: list[Seq | None] = [None] * len(self._driver.calls)
         self.decode_ids = [i.iid for i in self.instances if i.role == "decode"]
         self.route_decode = getattr(router, "route_decode", None) if self.decode_ids else None
         self.residency = ResidencyExecutor(self, residency)
@@ -79,21 +93,27 @@ class Simulator(PDMixin):
         self._start_load = self._start_load_cb
         self.fast_forward = True  # decode runs (optsched.sim.fastforward); False = one event per step
         self.debug = False  # tests: check cache invariants and capacities after every step
+        self._started = False
+        self._pending: Decision | None = None
+        self._done = False
 
     @property
     def now_s(self) -> float:
-        return self.q.now_s
+        """Simulated clock (s): the time of the last event handled."""
+        return self._q.now_s
+
 
     # ---- main loop ---------------------------------------------------------------------------
     def run(self) -> None:
         """Run until every call finished. Raises RuntimeError if work is stuck (a bug or a call too big)."""
-        q = self.q
-        for t, idx in self.driver.initial_releases():
-            self._push_release(t, idx)
+        if self.router is None:
+            raise ValueError("Simulator(router=None) is driven by run_until_decision() / apply(); run() needs a router")
+        q = self._q
+        self.start()
         if self.progress:
             from tqdm import tqdm
 
-            self._bar = tqdm(total=len(self.seqs), desc="calls released", unit="call")
+            self._bar = tqdm(total=len(self._seqs), desc="calls released", unit="call")
         try:
             dispatch = self.dispatch
             while q._heap:
@@ -103,8 +123,17 @@ class Simulator(PDMixin):
                 self._bar.close()
         self.check_all_finished()
 
+    def start(self) -> None:
+        """Schedule the calls released without waiting for another call (once; `run` calls it)."""
+        if self._started:
+            return
+        self._started = True
+        for t, idx in self._driver.initial_releases():
+            self._push_release(t, idx)
+
     def dispatch(self, t: float, p: int, payload: Any) -> None:
-        """Handle one event popped from the queue (the event loop's body; `optsched.envs` steps it too)."""
+        """Handle one event popped from the queue (the event loop's body, shared by `run` and
+        `run_until_decision`)."""
         if p == STEP_END:
             unit, token = payload
             if token == unit.token:
@@ -122,13 +151,13 @@ class Simulator(PDMixin):
 
     def check_all_finished(self) -> None:
         """Raise RuntimeError naming up to 5 calls if the event queue emptied with calls unfinished."""
-        if self.finished != len(self.seqs):
-            stuck = [c.call_id for c, s in zip(self.driver.calls, self.seqs) if s is None or s.state != DONE][:5]
-            raise RuntimeError(f"simulation ended with {len(self.seqs) - self.finished} unfinished calls, e.g. {stuck}")
+        if self.finished != len(self._seqs):
+            stuck = [c.call_id for c, s in zip(self._driver.calls, self._seqs) if s is None or s.state != DONE][:5]
+            raise RuntimeError(f"simulation ended with {len(self._seqs) - self.finished} unfinished calls, e.g. {stuck}")
 
     # ---- releases and routing ----------------------------------------------------------------
     def _push_release(self, t: float, idx: int) -> None:
-        self.q.push(t, RELEASE, idx)
+        self._q.push(t, RELEASE, idx)
         heapq.heappush(self._release_times, t)
 
     def _touch(self, inst: Instance, t: float) -> None:
@@ -139,21 +168,25 @@ class Simulator(PDMixin):
             if end is not None:
                 unit = self.unit_of[inst.iid]
                 unit.token += 1
-                self.q.push(end, STEP_END, (unit, unit.token))
+                self._q.push(end, STEP_END, (unit, unit.token))
 
     def _on_release(self, idx: int, t: float) -> None:
-        heapq.heappop(self._release_times)
-        call = self.driver.calls[idx]
-        seq = Seq(idx, call, t)
-        self.seqs[idx] = seq
-        if self._bar is not None:
-            self._bar.update(1)
-        i = self.router.route(call, self.view)
+        self._admit(idx, t, self.router.route(self._driver.calls[idx], self.view))
+
+    def _admit(self, idx: int, t: float, i: Any) -> None:
+        """Call ``idx`` released at ``t`` goes to instance ``i`` (the router's or the stepping caller's)."""
+        call = self._driver.calls[idx]
         if not isinstance(i, int) or not (0 <= i < len(self.instances)) or self.instances[i].role == "decode":
+            who = getattr(self.router, "name", self.router) if self.router is not None else "apply()"
             raise ValueError(
-                f"router {getattr(self.router, 'name', self.router)!r} returned {i!r} for call {call.call_id}: "
+                f"router {who!r} returned {i!r} for call {call.call_id}: "
                 f"expected the index of a colocated or prefill instance (0..{len(self.instances) - 1})"
             )
+        heapq.heappop(self._release_times)
+        seq = Seq(idx, call, t)
+        self._seqs[idx] = seq
+        if self._bar is not None:
+            self._bar.update(1)
         self.residency.on_next_call(call, i, t)
         self._enqueue(self.instances[i], seq, t)
 
@@ -177,11 +210,11 @@ class Simulator(PDMixin):
     def _wake(self, unit: StepUnit, t: float) -> None:
         if not unit.busy and not unit.wake_pending:
             unit.wake_pending = True
-            self.q.push(t, STEP, unit)
+            self._q.push(t, STEP, unit)
 
     # ---- steps -------------------------------------------------------------------------------
     def _start_load_cb(self, inst: Instance, seq: Seq, delay_s: float, kind: str) -> None:
-        self.q.push(self.q.now_s + delay_s, KV_READY, (kind, seq, inst, None))
+        self._q.push(self._q.now_s + delay_s, KV_READY, (kind, seq, inst, None))
 
     def _start_step(self, unit: StepUnit, t: float) -> None:
         if unit.lockstep:
@@ -206,7 +239,7 @@ class Simulator(PDMixin):
         unit.batches = [b]
         unit.busy = True
         unit.token += 1
-        self.q.push(end, STEP_END, (unit, unit.token))
+        self._q.push(end, STEP_END, (unit, unit.token))
 
     def _idle(self, unit: StepUnit, t: float) -> None:
         n = self.cluster.scheduler.prefill_schedule_interval
@@ -237,7 +270,7 @@ class Simulator(PDMixin):
         unit.batches = batches
         unit.busy = True
         unit.token += 1
-        self.q.push(t + longest, STEP_END, (unit, unit.token))
+        self._q.push(t + longest, STEP_END, (unit, unit.token))
 
     def _on_step_end(self, unit: StepUnit, t: float) -> None:
         unit.busy = False
@@ -253,7 +286,7 @@ class Simulator(PDMixin):
             if self.debug:
                 self._check(inst)
             if inst.dec or inst.prefilling or inst.waiting:
-                if self.q.peek_key() < (t, STEP):
+                if self._q.peek_key() < (t, STEP):
                     self._wake(unit, t)
                 else:
                     self._start_step(unit, t)
@@ -273,7 +306,7 @@ class Simulator(PDMixin):
                 work = True
         unit.batches = []
         if work:
-            if self.q.peek_key() < (t, STEP):
+            if self._q.peek_key() < (t, STEP):
                 self._wake(unit, t)
             else:
                 self._start_step(unit, t)
@@ -385,10 +418,10 @@ class Simulator(PDMixin):
         inst.inflight -= 1
         self.finished += 1
         idx = seq.idx
-        paused = self.driver.has_successor(idx)
+        paused = self._driver.has_successor(idx)
         if paused and self.residency.active:
             self.residency.on_pause(inst, seq, t)
         else:
             kv.free(inst, seq, t)
-        for rt, ch in self.driver.on_finish(idx, t):
+        for rt, ch in self._driver.on_finish(idx, t):
             self._push_release(rt, ch)

@@ -41,7 +41,7 @@ class PDMixin:
         best = None
         for i in self.decode_ids:
             inst = self.instances[i]
-            load = inst.queued_prefill_tokens + inst.remaining_decode_tokens_at(self.q.now_s)
+            load = inst.queued_prefill_tokens + inst.remaining_decode_tokens_at(self._q.now_s)
             if best is None or load < best[0]:
                 best = (load, inst)
         return best[1]
@@ -61,7 +61,7 @@ class PDMixin:
         dur = float(src.cm.kv_transfer_time(seq.target_tokens, self.cluster.pd_link))
         seq.transfer_s += dur
         heapq.heappush(dst.kv_in, t + dur)
-        self.q.push(t + dur, KV_READY, ("transfer", seq, dst, src))
+        self._q.push(t + dur, KV_READY, ("transfer", seq, dst, src))
         return True
 
     def _join_at_boundary(self, inst: Instance, seq: Seq) -> None:

@@ -69,7 +69,7 @@ def _inputs(cfg: ReproduceConfig) -> dict[str, Any]:
 
 def _run(ctx: StageContext) -> StageResult:
     from optsched.export import ENGINES, dump_policy, engine_settings, load_policy
-    from optsched.policies.plan import Plan, Provenance
+    from optsched.plan import Plan, Provenance
     from optsched.revision import git_revision
 
     cfg = ctx.config

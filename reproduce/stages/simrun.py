@@ -119,7 +119,7 @@ def _residency(name: str, params: dict, wl: Any, cfg: ReproduceConfig) -> Any:
 
 def _from_plan(doc: dict) -> Any:
     """The online policy a solved `Plan` stands for (``Plan.to_policy``)."""
-    from optsched.policies.plan import Plan
+    from optsched.plan import Plan
 
     return Plan(doc["kind"], doc["type"], doc.get("parameters", {})).to_policy()
 

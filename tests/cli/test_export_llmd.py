@@ -4,7 +4,7 @@ import yaml
 
 from optsched.cli import main
 from optsched.export import dump_policy
-from optsched.policies.plan import Plan, Provenance
+from optsched.plan import Plan, Provenance
 
 PROV = Provenance(workload_digest="ab" * 32, cost_model="h200-sxm/llama-3-70b/tp4", calibration_id="h200-sxm",
                   seed=0)

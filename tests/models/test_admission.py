@@ -5,9 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pyomo.environ as pyo
 import pytest
+from optsched.models.admission_data import HindsightInstance, KVRequest
 from optsched.models.admission_hindsight import (
-    HindsightInstance,
-    KVRequest,
     build_admission_hindsight,
     extract_admission_hindsight,
 )

@@ -16,7 +16,6 @@ from optsched.policies.router_round_robin import RoundRobinRouter
 from optsched.sim import ClusterConfig, InstanceConfig, SchedulerConfig, simulate
 from optsched.sim.engine import Simulator
 from optsched.sim.itl import BINS_PER_DECADE, ItlHistogram, hist_percentiles
-from optsched.sim.result import calls_frame
 from optsched.workload.types import Call, Session, Workload
 from tests.sim.helpers import GPU, MODEL, SmallKV, random_workload
 
@@ -26,9 +25,9 @@ _CM = CostModel.from_names(GPU, MODEL, tp=1)
 def _run(w, hbm: int, preemption: str = "recompute"):
     sched = SchedulerConfig(max_num_batched_tokens=256, max_num_seqs=64, block_size=16, preemption=preemption)
     cl = ClusterConfig((InstanceConfig("colocated", GPU, MODEL, 1, count=1),), sched, dram_tier=False)
-    sim = Simulator(w, cl, RoundRobinRouter(), None, None, None, [SmallKV(_CM, hbm, 0)])
+    sim = Simulator(w, cl, router=RoundRobinRouter(), cost_models=[SmallKV(_CM, hbm, 0)])
     sim.run()
-    return sim, calls_frame(sim.seqs, sim.driver.calls)
+    return sim, sim.calls_frame()
 
 
 @pytest.mark.parametrize("seed", [3, 7, 11])

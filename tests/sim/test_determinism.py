@@ -71,16 +71,15 @@ def test_fcfs_policy_under_an_engine_threshold_leaves_the_clipped_budget_unused(
 def test_fast_forward_equals_step_by_step(router, roles):
     from optsched.sim.engine import Simulator
     from optsched.sim.registry import build_policy
-    from optsched.sim.result import calls_frame
 
     w = random_workload(np.random.default_rng(5), n_sessions=10, max_out=300)
     cl = cluster(3, role_counts=roles, max_num_batched_tokens=512, max_num_seqs=8)
     frames, steps, runs = [], [], []
     for ff in (False, True):
-        sim = Simulator(w, cl, build_policy("router", router), None, None, None)
+        sim = Simulator(w, cl, router=build_policy("router", router))
         sim.fast_forward = ff
         sim.run()
-        frames.append(calls_frame(sim.seqs, sim.driver.calls))
+        frames.append(sim.calls_frame())
         steps.append([(i.num_steps, i.dstep) for i in sim.instances])
         runs.append(sum(len(i.samples) for i in sim.instances))
     assert steps[0] == steps[1]

@@ -19,7 +19,6 @@ from optsched.policies.router_cache_aware import CacheAwareRouter
 from optsched.policies.router_random import RandomRouter
 from optsched.sim import ClusterConfig, InstanceConfig, SchedulerConfig
 from optsched.sim.engine import Simulator
-from optsched.sim.result import calls_frame
 from tests.sim.helpers import GPU, MODEL, Fixed, SmallKV, random_workload
 
 _CM = CostModel.from_names(GPU, MODEL, tp=1)
@@ -99,10 +98,11 @@ def _run_and_check(seed, n, pd, sched, hbm, dram, policy, res, loop):
         residency = Fixed("drop" if res == "offload_dram" and not dram else res.replace("keep_ttl", "keep"))
         if res == "keep_ttl":
             residency.d = ResidencyDecision("keep", ttl_s=0.3, then="offload_dram" if dram else "drop")
-    sim = Simulator(w, cl, router, adm, residency, None, cms, concurrency=2 if loop == "users2" else 0)
+    sim = Simulator(w, cl, router=router, admission=adm, residency=residency, cost_models=cms,
+                    concurrency=2 if loop == "users2" else 0)
     sim.debug = True  # cache invariants + every tier within capacity after every step
     sim.run()  # raises if any call is left unfinished
-    df = calls_frame(sim.seqs, sim.driver.calls)
+    df = sim.calls_frame()
     # every call finished, in causal order
     assert np.isfinite(df[["release_s", "first_sched_s", "first_token_s", "finish_s"]].to_numpy()).all()
     assert (df.first_sched_s >= df.release_s).all()

@@ -43,8 +43,7 @@ def test_simultaneous_handoffs_spread_over_decode_instances(router):
 
 def test_incoming_tokens_return_to_zero_and_single_decode_unchanged():
     # with one decode instance the pick cannot change; after the run nothing is left "on its way"
-    sim = Simulator(_burst(3, 5), cluster(role_counts={"prefill": 1, "decode": 1}), LeastOutstandingRouter(),
-                    None, None, None)
+    sim = Simulator(_burst(3, 5), cluster(role_counts={"prefill": 1, "decode": 1}), router=LeastOutstandingRouter())
     sim.run()
-    assert all(s.decode_inst == 1 for s in sim.seqs)
+    assert all(s.decode_inst == 1 for s in sim._seqs)
     assert [(i.incoming, i.incoming_tokens) for i in sim.instances] == [({}, 0), ({}, 0)]

@@ -68,7 +68,7 @@ class Checker:
     def route_decode(self, call, view) -> int:
         for i in (2, 3):
             inst = self.sim.instances[i]
-            mine = [s for s in self.sim.seqs if s is not None and s.decode_inst == i and s.state != DONE]
+            mine = [s for s in self.sim._seqs if s is not None and s.decode_inst == i and s.state != DONE]
             assert view.instances[i].running_requests == len(mine)  # each routed, unfinished call once
             self.with_joining += bool(inst.joining)
         self.picks += 1
@@ -83,7 +83,7 @@ def test_running_requests_is_calls_routed_and_unfinished_also_while_joining():
     wl = Workload("poisson", tuple(Session(f"s{k}", (Call(f"c{k}", f"s{k}", 512, 64, arrival_s=float(t[k])),))
                                    for k in range(60)), closed_loop=False)
     chk = Checker()
-    sim = Simulator(wl, cluster(role_counts={"prefill": 2, "decode": 2}), chk, None, None, None)
+    sim = Simulator(wl, cluster(role_counts={"prefill": 2, "decode": 2}), router=chk)
     chk.sim = sim
     sim.run()
     assert chk.picks == 60 and chk.with_joining > 0  # the joining window was exercised

@@ -16,12 +16,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["KINDS", "POLICY_CLASSES", "Plan", "Provenance", "build_assignment_router", "build_pd_cluster",
+__all__ = ["KINDS", "POLICY_CLASSES", "REGISTRY_KIND", "Plan", "Provenance", "build_assignment_router", "build_pd_cluster",
            "build_price_router"]
 
 KINDS = ("routing", "pd_ratio", "admission", "residency")
 # plan kind -> policy kind of `optsched.sim.registry` (the baselines' name table)
-_REGISTRY_KIND = {"routing": "router", "admission": "admission", "residency": "residency"}
+REGISTRY_KIND = {"routing": "router", "admission": "admission", "residency": "residency"}
 
 # (kind, type) -> "module:Class"; one line per policy that a Plan can stand for
 POLICY_CLASSES: dict[tuple[str, str], str] = {
@@ -31,9 +31,9 @@ POLICY_CLASSES: dict[tuple[str, str], str] = {
     ("admission", "shortest_first"): "optsched.policies.admission_shortest_first:ShortestFirstAdmission",
     ("admission", "mcsf_rollout"): "optsched.policies.admission_derived:DerivedAdmission",
     ("residency", "ttl_opt"): "optsched.policies.residency_ttl_opt:OptimizedTTLResidency",
-    ("routing", "price"): "optsched.policies.plan:build_price_router",
-    ("routing", "assignment"): "optsched.policies.plan:build_assignment_router",
-    ("pd_ratio", "counts"): "optsched.policies.plan:build_pd_cluster",
+    ("routing", "price"): "optsched.plan:build_price_router",
+    ("routing", "assignment"): "optsched.plan:build_assignment_router",
+    ("pd_ratio", "counts"): "optsched.plan:build_pd_cluster",
 }
 
 
@@ -156,12 +156,12 @@ class Plan:
             ValueError: no policy class is registered for (kind, type), or its module is absent.
         """
         target = POLICY_CLASSES.get((self.kind, self.type))
-        if target is None and self.kind in _REGISTRY_KIND:
+        if target is None and self.kind in REGISTRY_KIND:
             # a baseline heuristic exported as a plan (e.g. the best router of a reproduce run): the
             # simulator's policy registry builds it by name, with its config fields as parameters
             from optsched.sim.registry import build_policy, policy_names
 
-            reg_kind = _REGISTRY_KIND[self.kind]
+            reg_kind = REGISTRY_KIND[self.kind]
             if self.type in policy_names(reg_kind):
                 return build_policy(reg_kind, {"name": self.type, **self.parameters}, seed=self.provenance.seed or 0)
         if target is None:

@@ -1,0 +1,115 @@
+"""The simulator's public stepping API: stop at every call release, let the caller route it.
+
+`SteppingMixin` is mixed into `optsched.sim.engine.Simulator` (which owns the event queue
+``_q``, the session driver ``_driver`` and the per-call sequences ``_seqs``). It runs the same
+loop body (``Simulator.dispatch``) as ``Simulator.run``, but returns at each RELEASE event instead
+of asking a router; `apply` then routes the call through the same code path (``Simulator._admit``)
+that a router's answer takes. A caller who applies what a router would have returned therefore
+reproduces ``simulate(..., router=that_router)`` event for event (``tests/envs``).
+
+Residency decisions are not a stopping point of their own: they happen inside a step's completion
+(``Simulator._finish``), so a stepping caller takes them at the release of the call that will
+pause (``Decision.pauses_session``) and hands them to a `Residency` policy object
+(``optsched.envs.kv_residency``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from optsched.sim.events import RELEASE
+from optsched.sim.result import calls_frame
+from optsched.workload.types import Call
+
+__all__ = ["Decision", "SteppingMixin"]
+
+
+def _as_index(x: Any) -> Any:
+    """numpy integers (a Gymnasium action) as int; anything else unchanged (validated by ``_admit``)."""
+    return int(x) if isinstance(x, np.integer) else x
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """A released call waiting for its instance (the stepping API's pending decision).
+
+    Attributes:
+        call_index: position of the call in `Simulator.calls` (workload order).
+        call: the call.
+        time_s: release time (s); the simulator clock stands here until `Simulator.apply`.
+        pauses_session: True when the call's session runs another call after it, i.e. when the call
+            finishes its session pauses (tool / think time) and a `Residency` policy decides its KV.
+    """
+
+    call_index: int
+    call: Call
+    time_s: float
+    pauses_session: bool
+
+
+class SteppingMixin:
+    """Public read accessors and the stepping API of `Simulator` (see the module docstring)."""
+
+    @property
+    def calls(self) -> list[Call]:
+        """Every call in workload order (index = ``Decision.call_index``). Do not mutate."""
+        return self._driver.calls
+
+    @property
+    def done(self) -> bool:
+        """True once the stepping API ran every event (every call finished)."""
+        return self._done
+
+    def ttft_s(self, call_index: int) -> float | None:
+        """TTFT (s, first token - release) of a call, None while it is unreleased or has no first token."""
+        s = self._seqs[call_index]
+        if s is None or s.first_token_s < 0:
+            return None
+        return s.first_token_s - s.release_s
+
+    def calls_frame(self) -> pd.DataFrame:
+        """Per-call table (`optsched.sim.result.CALL_COLUMNS`) of the calls released so far."""
+        return calls_frame(self._seqs, self._driver.calls)
+
+    # ---- stepping API ------------------------------------------------------------------------
+    def run_until_decision(self) -> Decision | None:
+        """Handle events until a call is released; return it as the pending `Decision` (the same one
+        again while it is not applied). None when every event ran (then `done` is True).
+
+        Raises:
+            ValueError: the simulator has a router (it routes by itself; use `run`).
+            RuntimeError: the queue emptied with unfinished calls (as `run`).
+        """
+        if self.router is not None:
+            raise ValueError("run_until_decision() needs Simulator(router=None): this simulator routes by itself")
+        if self._pending is not None:
+            return self._pending
+        self.start()
+        q, dispatch = self._q, self.dispatch
+        while q._heap:
+            t, p, payload = q.pop()
+            if p == RELEASE:
+                drv = self._driver
+                self._pending = Decision(payload, drv.calls[payload], t, drv.has_successor(payload))
+                return self._pending
+            dispatch(t, p, payload)
+        self._done = True
+        self.check_all_finished()
+        return None
+
+    def apply(self, instance: int) -> None:
+        """Route the pending call to ``instance`` (index into `instances`, a colocated or prefill one).
+
+        Raises:
+            RuntimeError: no decision is pending (call `run_until_decision` first).
+            ValueError: ``instance`` is not the index of a colocated or prefill instance.
+        """
+        d = self._pending
+        if d is None:
+            raise RuntimeError("no call is waiting for a routing decision: call run_until_decision() first")
+        self._admit(d.call_index, d.time_s, _as_index(instance))
+        self._pending = None
