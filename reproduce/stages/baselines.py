@@ -29,7 +29,7 @@ __all__ = ["STAGE", "baseline_specs"]
 def baseline_specs() -> list[dict[str, Any]]:
     """The baseline policy specs, defaults first."""
     specs = [policy_spec(f"router={r}", router=r) for r in BASELINE_ROUTERS]
-    specs += [policy_spec(f"admission={a}", admission=a) for a in BASELINE_ADMISSIONS[1:]]
+    specs += [policy_spec(f"admission={a}", admission=a) for a in BASELINE_ADMISSIONS if a != "fcfs"]
     specs += [policy_spec(f"residency={r}", residency=r) for r in BASELINE_RESIDENCIES[1:]]
     return specs
 

@@ -21,6 +21,7 @@ from optsched.reproduce.provenance import stream_seed
 from optsched.reproduce.stages.base import StageContext, StageUnavailable
 from optsched.reproduce.stages.workloads import get_workloads
 
+from optsched.sim.registry import policy_names
 from optsched.workload.digest import workload_digest
 
 __all__ = [
@@ -41,9 +42,11 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-BASELINE_ROUTERS = ("round_robin", "random", "power_of_two", "consistent_hash", "cache_aware",
-                    "least_outstanding", "kv_balanced", "overlap_cost")
-BASELINE_ADMISSIONS = ("fcfs", "vllm_threshold", "interval", "shortest_first")
+# Baselines are every registered policy of the kind (one list of names: the registry's); residency
+# runs "ttl_tool" (the TTL rule with per-tool-class timeouts, a label of this stage) instead of the
+# plain registry "ttl", and leaves out "ttl_opt", which is the derived (optimized) rule, not a baseline.
+BASELINE_ROUTERS = tuple(policy_names("router"))
+BASELINE_ADMISSIONS = tuple(policy_names("admission"))
 BASELINE_RESIDENCIES = ("lru", "ttl_tool", "infercept")
 
 
