@@ -64,8 +64,8 @@ def run_one(wl, variant: str, c: int, model: str, tp: int, dram: bool, t_win_s: 
     s = r.summary
     hit = float(r.calls["hit_hbm_tokens"].sum() / r.calls["input_tokens"].sum())
     t_win_s = t_win_s or 0.5 * float(r.calls["finish_s"].max())
-    return {"concurrency": c, "variant": variant, "tpgs": s["tpgs"], "p90_inter_tok_s": s["p90_interactivity_tok_s"],
-            "p90_inter_call_tok_s": s["p90_interactivity_call_tok_s"], "ttft_p50_s": s["ttft_p50_s"],
+    return {"concurrency": c, "variant": variant, "tpgs": s["tpgs"], "p90_inter_tok_s": s["p90_interactivity_token_tok_s"],
+            "p90_inter_call_tok_s": s["p90_interactivity_tok_s"], "ttft_p50_s": s["ttft_p50_s"],
             "ttft_top10_s": top_decile_ttft_s(r.calls), "hbm_hit": hit, "preemptions": s["preemptions"],
             "tpgs_win": windowed_tpgs(r.calls, tp, t_win_s), "t_win_s": t_win_s}
 

@@ -36,6 +36,7 @@ __all__ = [
     "EngineSettings",
     "dump_policy",
     "engine_settings",
+    "known_types",
     "load_policy",
     "plan_from_json",
     "plan_to_json",
@@ -109,10 +110,17 @@ def load_policy(path: str | Path) -> Plan:
 
     Raises:
         FileNotFoundError: no such file.
-        ValueError: not JSON (with line and column) or not a valid policy (with the field).
+        ValueError: naming the file: a directory, not UTF-8, not JSON (with line and column) or not a
+            valid policy (with the field).
     """
     p = Path(path)
-    text = p.read_text()
+    if p.is_dir():
+        raise ValueError(f"{p}: is a directory, expected an {SCHEMA_ID} JSON file")
+    try:
+        text = p.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{p}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start}); "
+                         f"expected an {SCHEMA_ID} JSON file") from None
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -267,13 +275,30 @@ def _pd(plan: Plan, engine: str) -> EngineSettings:
     return EngineSettings(engine, tuple(flags), tuple(notes), True)
 
 
+def known_types(kind: str) -> tuple[str, ...]:
+    """Policy types a plan of ``kind`` may name (sorted): those with a policy class
+    (`optsched.policies.plan.POLICY_CLASSES`) plus the simulator registry's baselines of that kind (what
+    `Plan.to_policy` can build)."""
+    from optsched.policies.plan import _REGISTRY_KIND, POLICY_CLASSES
+    from optsched.sim.registry import policy_names
+
+    names = {t for k, t in POLICY_CLASSES if k == kind}
+    if kind in _REGISTRY_KIND:
+        names.update(policy_names(_REGISTRY_KIND[kind]))
+    return tuple(sorted(names))
+
+
 def engine_settings(plan: Plan, engine: str) -> EngineSettings:
     """Engine settings for ``plan`` on ``engine`` (one of ENGINES).
 
     Raises:
-        ValueError: unknown engine.
+        ValueError: unknown engine, or a ``(kind, type)`` that names no policy (`known_types`): a policy
+            the simulator would reject is not exported either.
     """
     if engine not in ENGINES:
         raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")
+    known = known_types(plan.kind)
+    if plan.type not in known:
+        raise ValueError(f"unknown {plan.kind} policy type {plan.type!r}; known types: {list(known)}")
     return {"admission": _admission, "residency": _residency, "routing": _routing, "pd_ratio": _pd}[plan.kind](
         plan, engine)

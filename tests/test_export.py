@@ -97,7 +97,7 @@ def test_engine_settings_known_flags_and_plain_statements():
     r = Plan("routing", "cache_aware", {"cache_threshold": 0.5, "balance_abs_threshold": 32})
     assert engine_settings(r, "sglang-router").flags == (
         "--policy", "cache_aware", "--cache-threshold", "0.5", "--balance-abs-threshold", "32")
-    pd = Plan("pd_ratio", "milp", {"prefill_tp": 2, "decode_tp": 4, "prefill_instances": 2, "decode_instances": 1})
+    pd = Plan("pd_ratio", "counts", {"prefill_tp": 2, "decode_tp": 4, "prefill_instances": 2, "decode_instances": 1})
     d = engine_settings(pd, "dynamo-planner")
     assert d.flags == ("--prefill-engine-num-gpu", "2", "--decode-engine-num-gpu", "4")
     assert "prefill = 2, decode = 1" in d.notes[0]

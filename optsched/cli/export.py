@@ -28,7 +28,10 @@ def _run(args) -> int:
 
     plan = load_policy(args.policy)
     _check_parameters(plan, args.policy)
-    s = engine_settings(plan, args.engine)
+    try:
+        s = engine_settings(plan, args.engine)
+    except ValueError as exc:
+        raise ValueError(f"{args.policy}: {exc}") from None
     if args.json:
         print(json.dumps({"engine": s.engine, "mapped": s.mapped, "flags": list(s.flags), "notes": list(s.notes)},
                          indent=2))

@@ -290,6 +290,12 @@ class PrefixCache(ResidencyStore):
         self._seq_hbm += n_blocks
         return True
 
+    def make_room(self, n_blocks: int) -> bool:
+        """Evict/demote unpinned cached HBM blocks until ``n_blocks`` HBM blocks are free; False when
+        that is impossible (blocks evicted on the way stay evicted, as in ``allocate``). Used by
+        admission gates that need free blocks without allocating them."""
+        return self.free(HBM) >= n_blocks or self._make_room(HBM, n_blocks)
+
     def release(self, seq_id: object, block_hashes: Sequence[int], now_s: float) -> int:
         """End ``seq_id``: free its allocated blocks, insert ``block_hashes`` into HBM, unpin.
 

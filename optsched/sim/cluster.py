@@ -24,7 +24,7 @@ def default_cost_model(ic: InstanceConfig) -> Any:
     return CostModel.from_names(ic.gpu, ic.model, tp=ic.tp)
 
 
-def _make_cache(cm: Any, cluster: ClusterConfig, block_size: int) -> Any:
+def _make_cache(cm: Any, cluster: ClusterConfig, block_size: int, ic: InstanceConfig | None = None) -> Any:
     from optsched.kvcache import PrefixCache
 
     caps = {
@@ -33,7 +33,16 @@ def _make_cache(cm: Any, cluster: ClusterConfig, block_size: int) -> Any:
         "ssd": int(cm.tier_capacity_blocks("ssd", block_size)) if cluster.ssd_tier else 0,
     }
     if caps["hbm"] < 1:
-        raise ValueError(f"instance has no HBM left for KV ({caps['hbm']} blocks of {block_size} tokens)")
+        what = f"{ic.model} on {ic.tp}x {ic.gpu}" if ic is not None else "instance"
+        check = getattr(cm, "check_fits", None)
+        if check is not None:
+            try:
+                check()  # the model does not fit: weights + reserve vs usable HBM, per GPU (optsched.cost)
+            except ValueError as exc:
+                raise ValueError(f"out of memory: {exc}") from None
+        tokens = getattr(cm, "kv_capacity_tokens", lambda: None)()
+        raise ValueError(f"{what}: out of memory: the HBM left for KV after weights holds {tokens} tokens, "
+                         f"less than one KV block of {block_size} tokens")
     return PrefixCache(caps, block_size)
 
 
@@ -54,7 +63,7 @@ def build_instances(
     for k, ic in enumerate(cluster.instances):
         cm = cost_models[k] if cost_models is not None else default_cost_model(ic)
         for _ in range(ic.count):
-            out.append(Instance(len(out), ic, cluster.scheduler, block_size, cm, _make_cache(cm, cluster, block_size)))
+            out.append(Instance(len(out), ic, cluster.scheduler, block_size, cm, _make_cache(cm, cluster, block_size, ic)))
     return out
 
 

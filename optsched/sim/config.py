@@ -105,6 +105,16 @@ class SchedulerConfig:
             == 1`` and the built-in FCFS admission (no `Admission` policy); a prompt longer than
             ``max_num_batched_tokens`` raises ValueError when it reaches the queue head (v0 ignores it).
             This is the "existing systems" colocated baseline of DistServe (Zhong et al., OSDI'24, Fig. 1).
+        kv_watermark: fraction of HBM KV blocks that must stay free after admitting a waiting or
+            preempted request while others run (vLLM v1 ``KVCacheManager(watermark=...)``, default 0.0;
+            vLLM v0 ``BlockSpaceManager`` and Vidur use 0.01). Running requests ignore it.
+        admit_full_prompt: admit a waiting request only if the blocks of its whole remaining prompt are
+            free (vLLM v1 ``allocate_slots(full_sequence_must_fit=True)``; vLLM v0 ``can_allocate`` and
+            Vidur reserve the whole prompt at admission). False (vLLM v1's default) checks only the
+            first chunk. Both knobs only gate admission; blocks are still allocated chunk by chunk and
+            decode blocks on demand, one per block boundary crossed (vLLM v1 ``allocate_slots``).
+            With both at Vidur's values (0.01, True) Vidur's splitwise_conv setup preempts 3 times as
+            Vidur does; with vLLM v1's defaults it preempts 868 times (BENCHMARKS.md).
     """
 
     max_num_batched_tokens: int = 8192
@@ -117,6 +127,8 @@ class SchedulerConfig:
     max_long_partial_prefills: int = 1
     long_prefill_basis: str = "uncomputed"
     chunked_prefill: bool = True
+    kv_watermark: float = 0.0
+    admit_full_prompt: bool = False
 
     def __post_init__(self) -> None:
         _pos_int(self, "max_num_batched_tokens", self.max_num_batched_tokens)
@@ -156,6 +168,11 @@ class SchedulerConfig:
             raise ValueError(
                 f"SchedulerConfig.long_prefill_basis must be one of {LONG_PREFILL_BASES}, got {self.long_prefill_basis!r}"
             )
+        w = self.kv_watermark
+        if isinstance(w, bool) or not isinstance(w, (int, float)) or not (0.0 <= w < 1.0):
+            raise ValueError(f"SchedulerConfig.kv_watermark must be a number in [0, 1), got {w!r}")
+        if not isinstance(self.admit_full_prompt, bool):
+            raise ValueError(f"SchedulerConfig.admit_full_prompt must be a bool, got {self.admit_full_prompt!r}")
         if not isinstance(self.chunked_prefill, bool):
             raise ValueError(f"SchedulerConfig.chunked_prefill must be a bool, got {self.chunked_prefill!r}")
         if not self.chunked_prefill and (self.long_prefill_token_threshold or self.max_num_partial_prefills > 1):

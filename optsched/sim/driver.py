@@ -9,7 +9,8 @@ ignoring parents (trace replay).
 Concurrency (closed loop, ``concurrency = C > 0``): a benchmark client with C users; the first C
 sessions start at time 0 (their ``start_s`` is ignored) and each time a session's last call
 finishes, the next session in workload order starts at that instant (as the agentic benchmark
-methodology sweeps "concurrent users").
+methodology sweeps "concurrent users"). A non-root call of such a session is released at
+``max over parents p of (finish(p) + p.think_time_s)`` exactly, whatever the session's ``start_s``.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from __future__ import annotations
 from optsched.workload.types import Call, Workload
 
 __all__ = ["SessionDriver"]
+
+_INF = float("inf")
 
 
 class SessionDriver:
@@ -51,7 +54,9 @@ class SessionDriver:
                 self.calls.append(c)
                 self.session_of.append(si)
                 self.children.append([])
-                self.ready_s.append(s.start_s)
+                # closed loop: a non-root's release is the max over its parents only (the session's
+                # start_s must not floor it: with concurrency a session may start before start_s)
+                self.ready_s.append(-_INF if c.parents else s.start_s)
                 if self.closed_loop:
                     self.missing.append(len(c.parents))
                     for p in c.parents:

@@ -51,6 +51,9 @@ class Instance:
         self.cache = cache
         self.num_gpus = int(cm.num_gpus)
         self.kv_capacity_blocks = int(cache_capacity(cache))
+        # admission gate (SchedulerConfig.kv_watermark / admit_full_prompt; optsched.sim.scheduler)
+        self.watermark_blocks = int(sched.kv_watermark * self.kv_capacity_blocks)
+        self.admit_gate = sched.admit_full_prompt or self.watermark_blocks > 0
         # queues
         self.waiting: deque[Seq] = deque()  # not started (FCFS order), preempted ones at the front
         self.prefilling: list[Seq] = []  # started, prompt not fully computed (running in vLLM terms)

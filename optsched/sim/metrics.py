@@ -18,16 +18,24 @@ Definitions (per call):
 
 Summary:
 
-- percentiles P50/P90/P99 (``numpy.percentile``, linear interpolation) of ttft/tpot/e2e/queue and
-  of session completion time (last finish - first release of the session).
-- ``p90_interactivity_tok_s``: interactivity = output tokens/s a user sees, 1 / inter-token latency.
-  Taken at the user-facing tail over TOKENS: 1 / P90(ITL), the streaming rate that 90% of all
-  output tokens meet or beat (a decode that shares steps with long prefill chunks shows its stalls
-  here; a per-call mean would average them away). SOURCE: DESIGN.md "Simulator" (agentic benchmark
-  methodology: P90 interactivity = output tokens/s seen by a user; interactivity = 1/TPOT per user
-  as in the InferenceMAX-style throughput-vs-interactivity plots), with the per-token gap in place
-  of the per-call mean. ``p90_interactivity_call_tok_s`` keeps the former per-call definition
-  1 / P90 over calls of TPOT.
+- Percentile conventions (both exact, from per-call values; never from histogram bins):
+  * latencies (``ttft``/``tpot``/``e2e``/``queue``/``session_completion``/``itl_max`` ``_p50/_p90/_p99``):
+    ``numpy.percentile`` with its default "linear" method: for the n finite values sorted ascending
+    ``x[0] <= ... <= x[n-1]``, ``P_q = x[i] + f * (x[i+1] - x[i])`` with ``h = (n - 1) q / 100``,
+    ``i = floor(h)``, ``f = h - i``. E.g. TTFTs (1, 2, 3, 4) s: P50 = 2.5 s, P90 = 3.7 s.
+  * "meet or beat" (`meet_or_beat`, for rates where higher is better): ``P_q`` = the largest value that
+    at least q% of calls meet or beat = the k-th largest value, ``k = ceil(q n / 100)``. E.g. 10 calls
+    with interactivity 1..10 tok/s: P90 = 2 tok/s (9 of 10 calls get >= 2 tok/s).
+- ``interactivity_tok_s`` (per call, `optsched.sim.result`) = (output_tokens - 1) / (finish - first
+  token): the output tokens/s a user receives after the first token (= 1 / the call's TPOT); NaN for
+  single-token outputs. SOURCE: the agentic benchmark methodology (DESIGN.md "Simulator":
+  interactivity per user, P90 across users).
+- ``p90_interactivity_tok_s``: `meet_or_beat` at q = 90 of the per-call interactivity: 90% of calls
+  (users) see at least this many tokens/s. ``interactivity_p50_tok_s`` likewise at q = 50.
+- ``p90_interactivity_token_tok_s``: the token-weighted view, 1 / P90 of the per-token ITL (histogram,
+  2.3% bins, `optsched.sim.itl`): the streaming rate that 90% of all output tokens meet or beat (shows
+  decode stalls behind long prefill chunks that a per-call mean averages away). Before issue 11 this
+  was ``p90_interactivity_tok_s``.
 - ``tpgs``: tokens per GPU-second = Σ (input + output tokens) / (GPUs x makespan), where input counts
   cached (reused) tokens too: every token the service processed or served.
 - ``goodput_calls_s``: calls meeting the SLO (TTFT <= ttft_s and TPOT <= tpot_s; single-token calls
@@ -49,9 +57,17 @@ import pandas as pd
 
 from optsched.sim.itl import NUM_BINS, hist_percentiles
 
-__all__ = ["BOUNDARIES", "boundary_classes", "percentiles", "summarize"]
+__all__ = ["AGENTIC_KEYS", "BOUNDARIES", "agentic_summary", "boundary_classes", "meet_or_beat", "percentiles",
+           "summarize"]
 
 BOUNDARIES = ("first", "within_turn", "cross_turn", "model_switch")
+# the agentic set in one place (`agentic_summary`, `SimResult.agentic`): session completion, TTFT, TPOT,
+# interactivity, TPGS, goodput, hits by source, queue depth
+AGENTIC_KEYS = (
+    "session_completion_p50_s", "session_completion_p90_s", "ttft_p50_s", "ttft_p90_s", "tpot_p50_s", "tpot_p90_s",
+    "p90_interactivity_tok_s", "tpgs", "goodput_calls_s", "slo_attainment", "hit_rate_hbm", "hit_rate_dram",
+    "hit_rate_ssd", "hit_rate", "mean_queue_depth", "max_queue_depth",
+)
 
 
 def percentiles(x: np.ndarray, prefix: str, unit: str = "_s") -> dict[str, float]:
@@ -63,6 +79,26 @@ def percentiles(x: np.ndarray, prefix: str, unit: str = "_s") -> dict[str, float
         out[f"{prefix}_p{q}{unit}"] = float(np.percentile(x, q)) if x.size else math.nan
     out[f"{prefix}_mean{unit}"] = float(x.mean()) if x.size else math.nan
     return out
+
+
+def meet_or_beat(x: np.ndarray, q: int) -> float:
+    """The largest value that at least ``q``% of the finite values of ``x`` meet or beat (>=): the k-th
+    largest, ``k = ceil(q n / 100)`` (module docstring); NaN when there is none. ``q``: int in 1..100."""
+    if isinstance(q, bool) or not isinstance(q, int) or not 1 <= q <= 100:
+        raise ValueError(f"q must be an int in 1..100, got {q!r}")
+    x = np.asarray(x, dtype=float)
+    x = x[np.isfinite(x)]
+    n = x.size
+    if n == 0:
+        return math.nan
+    k = (q * n + 99) // 100  # ceil(q n / 100) in integers
+    return float(np.partition(x, n - k)[n - k])
+
+
+def agentic_summary(s: dict) -> dict[str, Any]:
+    """The agentic benchmark methodology's metric set (DESIGN.md "Simulator") picked from a `summarize`
+    dict, in `AGENTIC_KEYS` order; a key the run did not produce (goodput without an SLO) is NaN."""
+    return {k: s.get(k, math.nan) for k in AGENTIC_KEYS}
 
 
 def boundary_classes(calls: list) -> list[str]:
@@ -106,11 +142,11 @@ def summarize(df: pd.DataFrame, instances: list, num_gpus: int, slo: Any, extra:
     _itl_metrics(s, df, instances)
     sess = df.groupby("session_id", sort=True).agg(a=("release_s", "min"), b=("finish_s", "max"))
     s.update(percentiles((sess["b"] - sess["a"]).to_numpy(), "session_completion"))
-    tpot = df["tpot_s"].to_numpy(dtype=float)
-    tpot = tpot[np.isfinite(tpot) & (tpot > 0)]
-    s["p90_interactivity_call_tok_s"] = float(1.0 / np.percentile(tpot, 90)) if tpot.size else math.nan
+    inter = df["interactivity_tok_s"].to_numpy(dtype=float)
+    s["p90_interactivity_tok_s"] = meet_or_beat(inter, 90)
+    s["interactivity_p50_tok_s"] = meet_or_beat(inter, 50)
     itl90 = s["itl_p90_s"]
-    s["p90_interactivity_tok_s"] = 1.0 / itl90 if itl90 and math.isfinite(itl90) else math.nan
+    s["p90_interactivity_token_tok_s"] = 1.0 / itl90 if itl90 and math.isfinite(itl90) else math.nan
     tokens = float(df["input_tokens"].sum() + df["output_tokens"].sum())
     s["tpgs"] = tokens / (num_gpus * makespan) if makespan > 0 else math.nan
     s["throughput_calls_s"] = len(df) / makespan if makespan > 0 else math.nan

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from optsched.sim.metrics import boundary_classes
+from optsched.sim.metrics import agentic_summary, boundary_classes
 
 __all__ = ["CALL_COLUMNS", "FLOAT_FORMAT", "SimResult", "calls_frame"]
 
@@ -23,7 +23,7 @@ CALL_COLUMNS = (
     "ttft_s", "tpot_s", "e2e_s", "queue_s",
     "input_tokens", "output_tokens", "prefilled_tokens", "hit_hbm_tokens", "hit_dram_tokens",
     "hit_ssd_tokens", "recomputed_tokens", "preempted_recompute_tokens", "preemptions", "load_s", "transfer_s",
-    "itl_max_s",
+    "itl_max_s", "interactivity_tok_s",
 )
 
 
@@ -44,7 +44,8 @@ def calls_frame(seqs: list, calls: list) -> pd.DataFrame:
     because of preemption (partial prefills of abandoned admissions and the re-prefill of output
     tokens generated before a recompute preemption; 0 without preemption). ``recomputed_tokens`` is
     the same number under its older name. ``itl_max_s``: the call's longest gap between consecutive
-    output tokens (s; NaN for single-token outputs; `optsched.sim.itl`).
+    output tokens (s; NaN for single-token outputs; `optsched.sim.itl`). ``interactivity_tok_s`` =
+    (output_tokens - 1) / (finish - first token), output tokens/s after the first (NaN for one token).
     """
     raw = [
         (c.call_id, c.session_id, c.lane, c.turn, c.model, s.inst, s.decode_inst, s.release_s, s.enqueue_s,
@@ -60,6 +61,9 @@ def calls_frame(seqs: list, calls: list) -> pd.DataFrame:
     with np.errstate(divide="ignore", invalid="ignore"):
         tpot = (df["finish_s"] - df["first_token_s"]).to_numpy() / (out - 1)
     df["tpot_s"] = np.where(out > 1, tpot, np.nan)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        inter = (out - 1) / (df["finish_s"] - df["first_token_s"]).to_numpy()
+    df["interactivity_tok_s"] = np.where(out > 1, inter, np.nan)  # optsched.sim.metrics
     df["e2e_s"] = df["finish_s"] - df["release_s"]
     df["queue_s"] = df["first_sched_s"] - df["release_s"]
     hits = df["hit_hbm_tokens"] + df["hit_dram_tokens"] + df["hit_ssd_tokens"]
@@ -100,6 +104,11 @@ class SimResult:
     summary: dict
     timeseries: pd.DataFrame
     config: dict = field(default_factory=dict)
+
+    @property
+    def agentic(self) -> dict[str, Any]:
+        """The agentic benchmark metric set of this run (`optsched.sim.metrics.AGENTIC_KEYS`)."""
+        return agentic_summary(self.summary)
 
     def write(self, out_dir: str | Path) -> Path:
         """Write ``calls.csv`` (+ ``calls.parquet`` when pyarrow is installed), ``timeseries.csv``,

@@ -200,6 +200,8 @@ def _start(inst: Instance, seq: Seq, now_s: float, start_load: Callable[[Instanc
 def _take_chunk(inst: Instance, seq: Seq, n: int, batch: Batch, now_s: float, may_preempt: bool) -> bool:
     """Reserve blocks for ``n`` more tokens of ``seq`` and add the chunk; False if it does not fit."""
     need = -(-(seq.computed + n) // inst.bs) - seq.blocks
+    if not may_preempt and inst.admit_gate and not _admissible(inst, seq, need):
+        return False
     if need > 0:
         while not inst.cache.allocate(seq.idx, need, now_s):  # kv.allocate, inlined (hot path)
             if not may_preempt:
@@ -210,6 +212,18 @@ def _take_chunk(inst: Instance, seq: Seq, n: int, batch: Batch, now_s: float, ma
         seq.blocks += need
     batch.add_chunk(seq, n)
     return True
+
+
+def _admissible(inst: Instance, seq: Seq, need: int) -> bool:
+    """Admission gate of a new request (``SchedulerConfig.kv_watermark`` / ``admit_full_prompt``): the
+    blocks it needs now (its whole remaining prompt with ``admit_full_prompt``) plus the watermark
+    (applied only while another request runs, as vLLM v1 does) must be free in HBM; unpinned
+    cached blocks are evicted to make room (vLLM counts them as free)."""
+    sched = inst.sched
+    if sched.admit_full_prompt:
+        need = -(-seq.target_tokens // inst.bs) - seq.blocks
+    wm = inst.watermark_blocks if inst.num_running > 1 else 0
+    return inst.cache.make_room(max(need, 0) + wm)
 
 
 def _swap_in_head(inst: Instance, now_s: float, start_load: Callable) -> None:
@@ -431,6 +445,8 @@ def _unstart(inst: Instance, seq: Seq, now_s: float, snap: tuple[int, int, int],
     seq.computed = 0
     seq.blocks = 0
     seq.state = WAITING
+    if seq.first_sched_s == now_s and not seq.preemptions:
+        seq.first_sched_s = -1.0  # it was not scheduled after all (queue_s counts until it is)
     inst.queued_prefill_tokens += seq.est_remaining
     if at:
         inst.waiting.insert(at, seq)

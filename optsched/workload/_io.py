@@ -4,16 +4,21 @@ to the caller's code rather than to this package."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import logging
 import sys
 import warnings
+import zlib
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import BinaryIO
 
 from optsched.workload.errors import TraceFormatError, TraceOrderWarning
 
-__all__ = ["iter_jsonl_objects", "iter_text_lines", "json_hint", "resort", "sorted_order", "warn_caller"]
+__all__ = ["iter_jsonl_objects", "iter_text_lines", "json_hint", "open_trace", "resort", "sorted_order", "trace_stem",
+           "trace_suffix",
+           "warn_caller"]
 
 log = logging.getLogger(__name__)
 _PKG_DIR = str(Path(__file__).resolve().parent)
@@ -28,16 +33,75 @@ def warn_caller(warning: Warning) -> None:
     warnings.warn(warning, stacklevel=level)
 
 
+GZIP_MAGIC = b"\x1f\x8b"
+
+
+def trace_suffix(path: str | Path) -> str:
+    """The format suffix of a trace file, lower case, ignoring a trailing ``.gz`` (``a.jsonl.gz`` ->
+    ``.jsonl``)."""
+    p = Path(path)
+    if p.suffix.lower() == ".gz":
+        p = p.with_suffix("")
+    return p.suffix.lower()
+
+
+def trace_stem(path: str | Path) -> str:
+    """The file name without its format suffix and a trailing ``.gz`` (``a.jsonl.gz`` -> ``a``): the
+    default workload name."""
+    p = Path(path)
+    if p.suffix.lower() == ".gz":
+        p = p.with_suffix("")
+    return p.stem
+
+
+def open_trace(path: str | Path) -> BinaryIO:
+    """Open a trace file for binary reading; gzip-compressed files (recognised by their magic bytes
+    ``1f 8b``, whatever the name) are decompressed on the fly. The one opener of every loader.
+
+    Raises:
+        FileNotFoundError: the file does not exist.
+        TraceFormatError: a gzip file that is corrupt or truncated (raised while reading).
+    """
+    path = Path(path)
+    fh = path.open("rb")
+    if fh.read(2) == GZIP_MAGIC:
+        fh.close()
+        return _GzipLines(path)
+    fh.seek(0)
+    return fh
+
+
+class _GzipLines(gzip.GzipFile):
+    """``gzip.GzipFile`` whose read errors name the file (a truncated or corrupt ``.gz``)."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(filename=str(path), mode="rb")
+        self._path = path
+
+    def __iter__(self) -> Iterator[bytes]:
+        n = 0
+        while True:
+            try:
+                line = self.readline()
+            except (OSError, EOFError, zlib.error) as exc:
+                raise TraceFormatError(self._path, n + 1, "a complete gzip stream", str(exc)) from None
+            if not line:
+                return
+            n += 1
+            yield line
+
+
 def iter_text_lines(path: str | Path) -> Iterator[tuple[int, str]]:
-    """Yield ``(line_number, text)`` for each line of a UTF-8 file (1-based, line ending kept; a leading
-    UTF-8 byte-order mark is dropped). Decoding line by line, so a bad byte is reported at its line.
+    """Yield ``(line_number, text)`` for each line of a UTF-8 file, plain or gzip-compressed
+    (`open_trace`) (1-based, line ending kept; a leading UTF-8 byte-order mark is dropped). Decoding
+    line by line, so a bad byte is reported at its line.
 
     Raises:
         FileNotFoundError: the file does not exist.
         TraceFormatError: a line that is not valid UTF-8 (e.g. a binary file given as a trace).
     """
     path = Path(path)
-    with path.open("rb") as fh:
+    with open_trace(path) as fh:
         for n, raw in enumerate(fh, start=1):
             if n == 1 and raw.startswith(b"\xef\xbb\xbf"):
                 raw = raw[3:]
@@ -60,16 +124,26 @@ def json_hint(line: str, exc: json.JSONDecodeError) -> str:
 def iter_jsonl_objects(path: str | Path, allow_empty: bool = False) -> Iterator[tuple[int, dict]]:
     """Yield ``(line_number, object)`` for each line of a JSON-lines file (line numbers 1-based).
 
+    Blank lines at the end of the file (after the last record) are accepted, as editors and ``echo``
+    leave them; a blank line followed by a record is an error.
+
     Raises:
         FileNotFoundError: the file does not exist.
         TraceFormatError: a line that is not UTF-8 or not valid JSON, a line that is not a JSON object
-            (blank lines included: nothing is skipped silently), or an empty file unless ``allow_empty``.
+            (a blank line between records included: nothing is skipped silently), or an empty file
+            (no record) unless ``allow_empty``.
     """
     path = Path(path)
     n = 0
+    blank = 0  # first blank line since the last record
+    records = 0
     for n, line in iter_text_lines(path):
         if not line.strip():
-            raise TraceFormatError(path, n, "one JSON object per line, got a blank line")
+            blank = blank or n
+            continue
+        if blank:
+            raise TraceFormatError(path, blank, "one JSON object per line, got a blank line")
+        records += 1
         try:
             obj = json.loads(line)
         except json.JSONDecodeError as exc:
@@ -77,7 +151,7 @@ def iter_jsonl_objects(path: str | Path, allow_empty: bool = False) -> Iterator[
         if not isinstance(obj, dict):
             raise TraceFormatError(path, n, "a JSON object", obj)
         yield n, obj
-    if n == 0 and not allow_empty:
+    if records == 0 and not allow_empty:
         raise TraceFormatError(path, 0, "at least one record (the file is empty)")
 
 

@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 
 from optsched.workload._csv import int_cell, iter_csv_rows
-from optsched.workload._io import sorted_order
+from optsched.workload._io import sorted_order, trace_stem
 from optsched.workload.errors import TraceFormatError
 from optsched.workload.types import Call, Session, Workload
 
@@ -65,4 +65,4 @@ def load_azure(path: str | Path, name: str | None = None) -> Workload:
         cid = f"L{line}"
         t = (ticks - t0) / TICKS_PER_S
         sessions.append(Session(cid, (Call(cid, cid, inp, out, arrival_s=t),), start_s=t))
-    return Workload(name or path.stem, tuple(sessions), closed_loop=False, source=str(path))
+    return Workload(name or trace_stem(path), tuple(sessions), closed_loop=False, source=str(path))

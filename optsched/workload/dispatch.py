@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from optsched.workload._io import iter_text_lines, json_hint
+from optsched.workload._io import iter_text_lines, json_hint, trace_suffix
 from optsched.workload.errors import TraceFormatError
 from optsched.workload.types import Workload
 
@@ -18,9 +18,10 @@ _SUFFIXES = (".jsonl", ".json", ".csv")
 
 def _detect_file(path: Path) -> str:
     """Format of one existing file; ``"lmcache"`` for an empty ``.jsonl``/``.json`` (see detect_format)."""
-    suffix = path.suffix.lower()
+    suffix = trace_suffix(path)
     if suffix not in _SUFFIXES:
-        raise TraceFormatError(path, 0, f"a .jsonl, .json or .csv file or a directory ({_KNOWN})", suffix)
+        raise TraceFormatError(path, 0, f"a .jsonl, .json or .csv file (optionally .gz) or a directory ({_KNOWN})",
+                               path.suffix.lower())
     first = next((line for _, line in iter_text_lines(path)), "")
     if suffix in (".jsonl", ".json"):
         if not first.strip():
@@ -56,7 +57,7 @@ def _names(paths: list[Path], root: Path, limit: int = 4) -> str:
 
 
 def _resolve_dir(path: Path) -> tuple[str, Path]:
-    files = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in _SUFFIXES
+    files = sorted(p for p in path.rglob("*") if p.is_file() and trace_suffix(p) in _SUFFIXES
                    and not any(part.startswith(".") for part in p.relative_to(path).parts))
     if not files:
         others = sorted(p for p in path.rglob("*") if p.is_file())

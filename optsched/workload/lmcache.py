@@ -37,7 +37,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from optsched.workload._io import iter_jsonl_objects, resort, sorted_order, warn_caller
+from optsched.workload._io import iter_jsonl_objects, resort, sorted_order, trace_stem, warn_caller
 from optsched.workload.errors import TraceFormatError, TraceOrderWarning, require_int
 from optsched.workload.reconstruct import estimate_service_time_s
 from optsched.workload.tokenizer import ApproxBPETokenizer, Tokenizer, chained_block_hashes, common_prefix_len
@@ -89,9 +89,9 @@ def _parse(path: Path, allow_empty: bool) -> list[LMCacheRecord]:
 
 
 def _read_dir(path: Path) -> list[tuple[Path, list[LMCacheRecord]]]:
-    """Every non-empty ``*.jsonl`` under ``path`` (sorted by name) with its rows in timestamp order; one
+    """Every non-empty ``*.jsonl`` (or ``*.jsonl.gz``) under ``path`` (sorted by name) with its rows in timestamp order; one
     warning per empty file (skipped), and ONE ``TraceOrderWarning`` listing every re-sorted file."""
-    files = sorted(path.rglob("*.jsonl"))
+    files = sorted([*path.rglob("*.jsonl"), *path.rglob("*.jsonl.gz")])
     per_file, unsorted = [], []
     for f in files:
         recs = _parse(f, allow_empty=True)
@@ -192,4 +192,4 @@ def load_lmcache_agent(
     if empty_out:
         log.info("%s: %d empty outputs (in %d of %d sessions) counted as 1 token each", path, empty_out,
                  empty_sessions, len(sessions))
-    return Workload(name or path.stem, tuple(sessions), block_size=block_size, closed_loop=True, source=str(path))
+    return Workload(name or trace_stem(path), tuple(sessions), block_size=block_size, closed_loop=True, source=str(path))

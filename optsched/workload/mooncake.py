@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from optsched.workload._io import iter_jsonl_objects, sorted_order
+from optsched.workload._io import iter_jsonl_objects, sorted_order, trace_stem
 from optsched.workload.errors import TraceFormatError, require_int
 from optsched.workload.types import Call, Session, Workload
 
@@ -61,4 +61,4 @@ def load_mooncake(path: str | Path, block_size: int = MOONCAKE_BLOCK_SIZE, name:
         times.append(ts_ms)
     order = sorted_order(times, path)
     sessions = tuple(Session(calls[i].session_id, (calls[i],), start_s=calls[i].arrival_s) for i in order)
-    return Workload(name or path.stem, sessions, block_size=block_size, closed_loop=False, source=str(path))
+    return Workload(name or trace_stem(path), sessions, block_size=block_size, closed_loop=False, source=str(path))

@@ -15,6 +15,7 @@ Output is deterministic: fixed key order, ``json.dumps`` float repr (exact round
 from __future__ import annotations
 
 import json
+import math
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
@@ -105,9 +106,16 @@ def dumps_workload(workload: Workload) -> str:
 _FAST = {"header": check_header, "session": check_session, "call": check_call}
 
 
+_TIMES = {"header": (), "session": ("start_s",), "call": ("think_time_s", "arrival_s")}
+
+
 def _check(kind: str, obj: dict, path: Path, n: int, strict: bool) -> None:
     if not strict and _FAST[kind](obj):
         return
+    for f in _TIMES[kind]:  # Python's json reads NaN / Infinity, which the schema's "number" lets through
+        v = obj.get(f)
+        if isinstance(v, float) and not math.isfinite(v):
+            raise TraceFormatError(path, n, f"field {f!r} to be a finite number of seconds >= 0", v)
     v = _validators()[kind]
     err = min(v.iter_errors(obj), key=lambda e: len(e.path), default=None)
     if err is not None:

@@ -27,8 +27,11 @@ def _int(v: object, lo: int) -> bool:
     return type(v) is float and v.is_integer() and v >= lo
 
 
+_INF = float("inf")
+
+
 def _num(v: object) -> bool:
-    return (type(v) is int or type(v) is float) and v >= 0  # NaN fails >= 0; json has no inf
+    return (type(v) is int or type(v) is float) and 0 <= v < _INF  # NaN fails; Python's json parses Infinity
 
 
 def _str(v: object, min_len: int = 0) -> bool:

@@ -139,8 +139,8 @@ class Session:
     def __post_init__(self) -> None:
         if not self.calls:
             raise ValueError(f"session {self.session_id} has no calls")
-        if not (self.start_s >= 0.0):
-            raise ValueError(f"session {self.session_id}: start_s must be >= 0, got {self.start_s!r}")
+        if not (0.0 <= self.start_s < float("inf")):
+            raise ValueError(f"session {self.session_id}: start_s must be finite and >= 0, got {self.start_s!r}")
         index: dict[str, int] = {}
         for i, c in enumerate(self.calls):
             if c.session_id != self.session_id:

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from optsched.workload._csv import float_cell, int_cell, iter_csv_rows
-from optsched.workload._io import sorted_order
+from optsched.workload._io import sorted_order, trace_stem
 from optsched.workload.errors import TraceFormatError
 from optsched.workload.types import Call, Session, Workload
 
@@ -72,4 +72,4 @@ def load_vidur_trace(
         line, t, p, d = rows[i]
         cid = f"L{line}"
         sessions.append(Session(cid, (Call(cid, cid, p, d, arrival_s=t),), start_s=t if t is not None else 0.0))
-    return Workload(name or path.stem, tuple(sessions), closed_loop=False, source=str(path))
+    return Workload(name or trace_stem(path), tuple(sessions), closed_loop=False, source=str(path))

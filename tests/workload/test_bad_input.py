@@ -149,7 +149,7 @@ def test_binary_or_non_utf8_input_names_file_and_line(tmp_path):
 
 def test_blank_lines_and_byte_order_mark(tmp_path):
     f = tmp_path / "m.jsonl"
-    f.write_text(MC_OK + "\n")
+    f.write_text(MC_OK + "\n" + MC_OK)  # a blank line between records (trailing ones are accepted)
     _raises(load_mooncake, f, 2, "one JSON object per line, got a blank line")
     g = tmp_path / "a.csv"
     g.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:17:03.9799600,10,5\n\n")
