@@ -17,10 +17,13 @@ timestamp order, each the parent of the next):
   per file at DEBUG.
 - ``block_hashes``: chained hashes over token blocks of ``block_size`` (default 512, as Mooncake), so
   prefix reuse is measurable.
-- Agents: calls of one ``session_id`` are split into an orchestrator lane and sub-agent lanes by
-  :func:`~optsched.workload.lanes.reconstruct_lanes` (lane key: an optional ``agent_id`` or
-  ``system_prompt`` field of the row, else the prompt's first tokens; fork at the orchestrator call before
-  a sub-agent's first call, join at the one after its last; heuristics and failure modes there);
+- Agents (``lanes``): ``"auto"`` (default) splits the calls of one ``session_id`` into an orchestrator
+  lane and sub-agent lanes with :func:`~optsched.workload.lanes.reconstruct_lanes` when the rows carry an
+  ``agent_id`` or ``system_prompt`` field, and keeps one chain otherwise; ``"prefix"`` applies the
+  prompt-prefix heuristic to raw text (measured on the 44 shipped LMCache sessions, which have no agent
+  field: it opened extra lanes in 24, the tau-bench ones whose first short call is not extended by the
+  next, so it is not the default); ``"off"`` keeps one chain. Fork at the orchestrator call before a
+  sub-agent's first call, join at the one after its last (heuristics and failure modes there);
   ``new_tokens`` = input tokens minus the common token prefix with the call's first parent (its own
   lane's previous call; first call: all input). A single-agent session is one chain, as before.
 - Empty ``input`` rows load as 0-token prompts with ONE warning per load naming how many.
@@ -46,9 +49,9 @@ from pathlib import Path
 
 from optsched.workload._io import iter_jsonl_objects, resort, sorted_order, warn_caller
 from optsched.workload.errors import TraceFormatError, TraceOrderWarning, require_int
-from optsched.workload.lanes import reconstruct_lanes
+from optsched.workload.lanes import LaneCall, reconstruct_lanes
 from optsched.workload.reconstruct import estimate_service_time_s
-from optsched.workload.tokenizer import ApproxBPETokenizer, Tokenizer, chained_block_hashes
+from optsched.workload.tokenizer import ApproxBPETokenizer, Tokenizer, chained_block_hashes, common_prefix_len
 from optsched.workload.types import Call, Session, Workload
 
 __all__ = ["LMCacheRecord", "load_lmcache_agent", "read_lmcache_records"]
@@ -127,13 +130,17 @@ def _read_dir(path: Path) -> list[tuple[Path, list[LMCacheRecord]]]:
     return per_file
 
 
-def _session(recs, t0_us, tokenizer, block_size, service_time_fn, path) -> tuple[Session, int, int]:
+def _session(recs, t0_us, tokenizer, block_size, service_time_fn, path, lanes_mode) -> tuple[Session, int, int]:
     """One session from its time-ordered rows; its number of empty outputs (counted as 1 token) and of
     empty inputs."""
     sid = recs[0].session_id
     prompts = [tokenizer.encode(r.input) for r in recs]
     keys = [r.agent for r in recs] if any(r.agent is not None for r in recs) else None
-    lanes = reconstruct_lanes(prompts, keys)
+    if lanes_mode == "off" or (lanes_mode == "auto" and keys is None):
+        lanes = [LaneCall(0, (k - 1,) if k else (), len(p) - (common_prefix_len(p, prompts[k - 1]) if k else 0))
+                 for k, p in enumerate(prompts)]
+    else:
+        lanes = reconstruct_lanes(prompts, keys if lanes_mode == "auto" else None)
     n_out: list[int] = []
     empty_out = 0
     for r in recs:
@@ -181,6 +188,7 @@ def load_lmcache_agent(
     block_size: int = 512,
     service_time_fn: Callable[[Call], float] = estimate_service_time_s,
     name: str | None = None,
+    lanes: str = "auto",
 ) -> Workload:
     """Load one LMCache agent session file, or every ``*.jsonl`` in a directory (sorted by file name;
     a ``taubench/`` + ``miniswe/`` parent is loaded recursively), as a closed-loop workload.
@@ -188,8 +196,10 @@ def load_lmcache_agent(
     Raises:
         FileNotFoundError: missing path.
         TraceFormatError: see :func:`read_lmcache_records`; a directory with no non-empty file.
-        ValueError: two files holding the same ``session_id``.
+        ValueError: two files holding the same ``session_id``; ``lanes`` not auto / prefix / off.
     """
+    if lanes not in ("auto", "prefix", "off"):
+        raise ValueError(f"lanes must be 'auto', 'prefix' or 'off', got {lanes!r}")
     path = Path(path_or_dir)
     tokenizer = tokenizer or ApproxBPETokenizer()
     if path.is_dir():
@@ -212,7 +222,7 @@ def load_lmcache_agent(
             if sid in seen:
                 raise ValueError(f"{f}: session_id {sid!r} also appears in {seen[sid]}")
             seen[sid] = f
-            sess, n_empty, n_empty_in = _session(grp, t0, tokenizer, block_size, service_time_fn, f)
+            sess, n_empty, n_empty_in = _session(grp, t0, tokenizer, block_size, service_time_fn, f, lanes)
             empty_in += n_empty_in
             sessions.append(sess)
             empty_out += n_empty
