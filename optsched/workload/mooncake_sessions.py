@@ -104,7 +104,8 @@ def load_mooncake_sessions(path: str | Path, block_size: int = 512, name: str | 
 
 def write_mooncake_sessions(workload: Workload, path: str | Path) -> Path:
     """Write each session as multi-turn Mooncake rows: first row ``timestamp`` = ``start_s`` in ms, later
-    rows ``delay`` = the previous call's ``think_time_s`` in ms.
+    rows ``delay`` = the previous call's ``think_time_s`` in ms (and ``timestamp`` = ``arrival_s`` in ms when
+    known; the reader takes ``delay`` first).
 
     Raises:
         ValueError: a session that is not a single chain (a fork/join needs Agentic Mooncake; names it).
@@ -123,6 +124,8 @@ def write_mooncake_sessions(workload: Workload, path: str | Path) -> Path:
                 row["timestamp"] = s.start_s * 1000.0
             else:
                 row["delay"] = s.calls[k - 1].think_time_s * 1000.0
+                if c.arrival_s is not None:
+                    row["timestamp"] = c.arrival_s * 1000.0  # informational: delay decides the release
             lines.append(json.dumps(row) + "\n")
     path.write_text("".join(lines), encoding="utf-8", newline="\n")
     return path
