@@ -190,3 +190,19 @@ def test_lmcache_multi_agent_lanes_fork_join_new_tokens():
     assert workload_stats(w)["subagent_session_share"] == 1.0
     off = load_lmcache_agent(FIX / "lmcache_multiagent.jsonl", lanes="off")
     assert workload_stats(off)["subagent_session_share"] == 0.0
+
+
+def test_metrics_aiperf_json_written_with_aiperf_names(tmp_path):
+    w = load_agentic_mooncake(AM)
+    res = simulate(w, cluster(1, block_size=512))
+    d = res.write(tmp_path / "run")
+    m = json.loads((d / "metrics_aiperf.json").read_text())
+    df = res.calls
+    assert m["time_to_first_token"]["unit"] == "ms" and m["time_to_first_token"]["count"] == 6
+    assert m["time_to_first_token"]["max"] == df["ttft_s"].max() * 1e3
+    assert m["request_latency"]["sum"] == pytest.approx(df["e2e_s"].sum() * 1e3, rel=1e-12)
+    assert m["request_count"] == {"unit": "requests", "avg": 6.0}
+    dur = df["finish_s"].max() - df["release_s"].min()
+    assert m["request_throughput"]["avg"] == 6 / dur
+    assert m["output_sequence_length"]["sum"] == float(df["output_tokens"].sum())
+    assert len(m["records"]) == 6 and m["records"][0]["metrics"]["input_sequence_length"]["value"] == 1024.0
