@@ -277,9 +277,9 @@ def _pd(plan: Plan, engine: str) -> EngineSettings:
 
 def known_types(kind: str) -> tuple[str, ...]:
     """Policy types a plan of ``kind`` may name (sorted): those with a policy class
-    (`optsched.policies.plan.POLICY_CLASSES`) plus the simulator registry's baselines of that kind (what
+    (`optsched.plan.POLICY_CLASSES`) plus the simulator registry's baselines of that kind (what
     `Plan.to_policy` can build)."""
-    from optsched.policies.plan import _REGISTRY_KIND, POLICY_CLASSES
+    from optsched.plan import _REGISTRY_KIND, POLICY_CLASSES
     from optsched.sim.registry import policy_names
 
     names = {t for k, t in POLICY_CLASSES if k == kind}

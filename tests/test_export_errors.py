@@ -7,7 +7,7 @@ import pytest
 
 from optsched.cli import main
 from optsched.export import dump_policy, engine_settings, known_types, load_policy
-from optsched.policies.plan import Plan, Provenance
+from optsched.plan import Plan, Provenance
 
 PROV = Provenance(workload_digest="ab" * 32, cost_model="h200-sxm/llama-3-70b/tp4", seed=0)
 

@@ -14,11 +14,20 @@ __all__ = ["register"]
 
 
 def register(subparsers) -> None:
-    from optsched.export import ENGINES
+    from optsched.engine_configs import FILE_ENGINES
 
-    p = subparsers.add_parser("export", help="serving-engine settings of an optsched.policy/v1 file")
+    p = subparsers.add_parser(
+        "export", help="serving-engine settings of an optsched.policy/v1 file",
+        epilog="engines and file formats (-o FILE):\n  vllm            vllm serve launch script (shell)\n"
+               "  sglang          sglang.launch_server launch script (shell)\n"
+               "  sglang-router   sglang_router.launch_router script (shell)\n"
+               "  llm-d           EndpointPickerConfig YAML (plugins, schedulingProfiles, weights)\n"
+               "  dynamo-planner  Dynamo planner config YAML",
+        formatter_class=__import__("argparse").RawDescriptionHelpFormatter)
     p.add_argument("policy", help="policy JSON written by `optsched solve`")
-    p.add_argument("--engine", required=True, choices=ENGINES)
+    p.add_argument("--engine", required=True, choices=FILE_ENGINES)
+    p.add_argument("-o", "--output", help="write the complete engine file here (see below)")
+    p.add_argument("--model", default="MODEL", help="model id in launch commands (default MODEL)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=_run)
 
@@ -28,6 +37,22 @@ def _run(args) -> int:
 
     plan = load_policy(args.policy)
     _check_parameters(plan, args.policy)
+    if args.output or args.engine == "sglang":
+        from pathlib import Path
+
+        from optsched.engine_configs import NoEngineMapping, engine_file
+
+        try:
+            text = engine_file(plan, args.engine, args.model)
+        except NoEngineMapping as exc:
+            print(f"# no {args.engine} file: {exc}")
+            return 0
+        if args.output:
+            Path(args.output).write_text(text)
+            print(f"wrote {args.output}")
+        else:
+            print(text, end="")
+        return 0
     try:
         s = engine_settings(plan, args.engine)
     except ValueError as exc:

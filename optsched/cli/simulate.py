@@ -27,7 +27,7 @@ def register(subparsers) -> None:
     p = subparsers.add_parser("simulate", help="simulate a config (YAML) on the cluster simulator")
     p.add_argument("config", help="simulation config YAML (see experiments/configs/)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
-    p.add_argument("--out", help="write calls.csv, timeseries.csv, summary.json, config.json here")
+    p.add_argument("--out", help="write calls.csv, timeseries.csv, summary.json, config.json, metrics_aiperf.json here")
     p.add_argument("--sweep", help="KEY=V1,V2,... (dotted config key), e.g. concurrency=1,2,4,8")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=_run)

@@ -19,6 +19,10 @@ _ROWS = ("input_tokens", "output_tokens", "new_tokens", "gap_s", "calls_per_sess
 
 
 _STATS_EPILOG = """\
+trace formats (detected from the first line; a folder by its files): native, agentic-mooncake,
+  mooncake-sessions (multi-turn session_id rows), mooncake, weka, lmcache, azure, vidur
+  (details: optsched workload convert --help)
+
 generator specs (instead of a path; defaults in brackets):
   agentx:sessions=N[50],seed=S[0],variant=full|256k[full]
   copilot:sessions=N[50],seed=S[0],model_switch_prob=P[0.1],keep_fraction=F[1.0]
@@ -184,12 +188,12 @@ def _pipe_safe(handler):
 
 def register(subparsers) -> None:
     """Add ``workload stats`` and ``workload generate`` to the ``optsched`` parser."""
-    p = subparsers.add_parser("workload", help="workload traces and generators: stats, generate")
+    p = subparsers.add_parser("workload", help="workload traces and generators: stats, generate, convert")
     sub = p.add_subparsers(dest="workload_command", metavar="ACTION")
     p.set_defaults(func=lambda a: (p.print_help(), 2)[1])
     st = sub.add_parser("stats", help="figures of a trace file/folder or a generator spec",
                         epilog=_STATS_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    st.add_argument("source", help="trace file or folder (Mooncake/Azure/Vidur/LMCache/native) or a generator "
+    st.add_argument("source", help="trace file or folder (any format below) or a generator "
                                    "spec such as agentx:sessions=50,seed=0 (see below)")
     st.add_argument("--plot", metavar="PNG", help="write the three log-scale distribution panels to this .png")
     st.add_argument("--json", action="store_true", help="print the figures as JSON (keys below)")
@@ -208,3 +212,6 @@ def register(subparsers) -> None:
     g.add_argument("--variant", choices=("full", "256k"), default=None, help="agentx context variant (default full)")
     g.add_argument("-o", "--output", required=True, help="output .jsonl path (its folder must exist)")
     g.set_defaults(func=_pipe_safe(_generate))
+    from optsched.cli.convert import add_convert
+
+    add_convert(sub, _pipe_safe)

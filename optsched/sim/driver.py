@@ -1,7 +1,8 @@
 """Closed-loop session driver: when each call is released (DESIGN.md, "Workload").
 
 Closed loop (``workload.closed_loop``): a root call is released at its session's ``start_s``; any
-other call at ``max over parents p of (finish(p) + p.think_time_s)`` once all parents finished, so
+other call at ``max over parents p of (finish(p) + p.think_time_s) + call.wait_s`` once all parents
+finished (a root at ``start_s + wait_s``), so
 subagent lanes fork after their parent and a join gate waits for every lane.
 Open loop: every call is released at its ``arrival_s`` (``session.start_s`` when it has none),
 ignoring parents (trace replay).
@@ -63,7 +64,7 @@ class SessionDriver:
                         self.children[local[p]].append(idx)
                     if not c.parents:
                         self._roots[si].append(idx)
-                        self._initial.append((s.start_s, idx))
+                        self._initial.append((s.start_s + c.wait_s, idx))
                 else:
                     self.missing.append(0)
                     t = c.arrival_s if c.arrival_s is not None else s.start_s
@@ -73,7 +74,7 @@ class SessionDriver:
         """``(release_s, call index)`` of the calls released without waiting for another call."""
         if self.concurrency:
             self._next_session = min(self.concurrency, len(self._roots))
-            return [(0.0, i) for si in range(self._next_session) for i in self._roots[si]]
+            return [(self.calls[i].wait_s, i) for si in range(self._next_session) for i in self._roots[si]]
         return list(self._initial)
 
     def on_finish(self, idx: int, finish_s: float) -> list[tuple[float, int]]:
@@ -84,14 +85,14 @@ class SessionDriver:
             return []
         out = []
         if self.concurrency and self.session_left[si] == 0 and self._next_session < len(self._roots):
-            out.extend((finish_s, i) for i in self._roots[self._next_session])
+            out.extend((finish_s + self.calls[i].wait_s, i) for i in self._roots[self._next_session])
             self._next_session += 1
         t = finish_s + self.calls[idx].think_time_s
         for ch in self.children[idx]:
             self.ready_s[ch] = max(self.ready_s[ch], t)
             self.missing[ch] -= 1
             if self.missing[ch] == 0:
-                out.append((self.ready_s[ch], ch))
+                out.append((self.ready_s[ch] + self.calls[ch].wait_s, ch))
         return out
 
     def has_successor(self, idx: int) -> bool:

@@ -112,7 +112,8 @@ class SimResult:
 
     def write(self, out_dir: str | Path) -> Path:
         """Write ``calls.csv`` (+ ``calls.parquet`` when pyarrow is installed), ``timeseries.csv``,
-        ``summary.json`` (sorted keys) and ``config.json`` into ``out_dir`` (created). Same run -> same bytes."""
+        ``summary.json`` (sorted keys), ``config.json`` and ``metrics_aiperf.json`` (AIPerf names and units,
+        `optsched.sim.aiperf_metrics`) into ``out_dir`` (created). Same run -> same bytes."""
         d = Path(out_dir)
         d.mkdir(parents=True, exist_ok=True)
         self.calls.to_csv(d / "calls.csv", index=False, float_format=FLOAT_FORMAT, lineterminator="\n")
@@ -125,4 +126,7 @@ class SimResult:
             self.calls.to_parquet(d / "calls.parquet", index=False)
         (d / "summary.json").write_text(json.dumps(_clean(self.summary), sort_keys=True, indent=1) + "\n")
         (d / "config.json").write_text(json.dumps(_clean(self.config), sort_keys=True, indent=1, default=str) + "\n")
+        from optsched.sim.aiperf_metrics import write_aiperf_metrics
+
+        write_aiperf_metrics(self.calls, d / "metrics_aiperf.json")
         return d

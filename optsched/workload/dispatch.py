@@ -12,7 +12,8 @@ from optsched.workload.types import Workload
 
 __all__ = ["detect_format", "load_any", "resolve_trace"]
 
-_KNOWN = "native session JSONL, Mooncake JSONL, LMCache agent JSONL (file or directory), Azure 2023 CSV, Vidur CSV"
+_KNOWN = ("native session JSONL, Mooncake JSONL (open loop or multi-turn session_id rows), Agentic Mooncake JSONL, "
+          "Weka trace JSON (file or directory), LMCache agent JSONL (file or directory), Azure 2023 CSV, Vidur CSV")
 _SUFFIXES = (".jsonl", ".json", ".csv")
 
 
@@ -29,12 +30,18 @@ def _detect_file(path: Path) -> str:
         try:
             obj = json.loads(first)
         except json.JSONDecodeError as exc:
+            if suffix == ".json" and _is_weka_doc(path):
+                return "weka"
             raise TraceFormatError(path, 1, f"one JSON object per line ({json_hint(first, exc)})", first.strip()) from None
         if isinstance(obj, dict):
             if "format" in obj:
                 return "native"
+            if "request_id" in obj:
+                return "agentic-mooncake"
+            if "requests" in obj and "block_size" in obj:
+                return "weka"
             if "hash_ids" in obj or "input_length" in obj:
-                return "mooncake"
+                return "mooncake-sessions" if "session_id" in obj else "mooncake"
             if "input" in obj and "timestamp" in obj:
                 return "lmcache"
         raise TraceFormatError(path, 1, f"a record of a known format ({_KNOWN})", obj)
@@ -49,6 +56,16 @@ def _detect_file(path: Path) -> str:
             return "vidur"
         raise TraceFormatError(path, 1, "a CSV header with TIMESTAMP (Azure) or num_prefill_tokens (Vidur)", first.strip())
     raise TraceFormatError(path, 0, f"a .jsonl, .json or .csv file or a directory ({_KNOWN})", suffix)
+
+
+def _is_weka_doc(path: Path) -> bool:
+    """True when the whole file is one JSON object with ``requests`` and ``block_size`` (a pretty-printed
+    Weka trace)."""
+    try:
+        obj = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return False
+    return isinstance(obj, dict) and "requests" in obj and "block_size" in obj
 
 
 def _names(paths: list[Path], root: Path, limit: int = 4) -> str:
@@ -76,6 +93,8 @@ def _resolve_dir(path: Path) -> tuple[str, Path]:
     real = {k: v for k, v in by_kind.items() if k != "empty"}
     if set(real) == {"lmcache"}:
         return "lmcache", path  # the LMCache loader reads every *.jsonl and skips empty ones with a warning
+    if set(real) == {"weka"} and "empty" not in by_kind:
+        return "weka", path  # a corpus of Weka trace files
     if len(real) == 1 and "unrecognized" not in real and len(next(iter(real.values()))) == 1 and "empty" not in by_kind:
         kind, (only,) = next(iter(real.items()))
         return kind, only
@@ -110,10 +129,13 @@ def resolve_trace(path: str | Path) -> tuple[str, Path]:
 
 
 def detect_format(path: str | Path) -> str:
-    """One of ``"native"``, ``"mooncake"``, ``"lmcache"``, ``"azure"``, ``"vidur"``.
+    """One of ``"native"``, ``"mooncake"``, ``"mooncake-sessions"``, ``"agentic-mooncake"``, ``"weka"``,
+    ``"lmcache"``, ``"azure"``, ``"vidur"``.
 
     Rules: ``.jsonl``/``.json`` files are told apart by the keys of their first line (``format`` ->
-    native, ``hash_ids``/``input_length`` -> Mooncake, ``input``+``timestamp`` -> LMCache; an empty
+    native, ``request_id`` -> Agentic Mooncake, ``requests``+``block_size`` -> Weka (also a pretty-printed
+    ``.json`` document; a directory of them), ``hash_ids``/``input_length`` -> Mooncake, with
+    ``session_id`` -> multi-turn Mooncake sessions, ``input``+``timestamp`` -> LMCache; an empty
     ``.jsonl`` is taken as an LMCache session file); ``.csv`` files by their header (``TIMESTAMP`` ->
     Azure, ``num_prefill_tokens`` -> Vidur); a directory by the files inside (:func:`resolve_trace`).
 
@@ -135,6 +157,18 @@ def load_any(path: str | Path) -> Workload:
         from optsched.workload.mooncake import load_mooncake
 
         return load_mooncake(path)
+    if kind == "mooncake-sessions":
+        from optsched.workload.mooncake_sessions import load_mooncake_sessions
+
+        return load_mooncake_sessions(path)
+    if kind == "agentic-mooncake":
+        from optsched.workload.agentic_mooncake import load_agentic_mooncake
+
+        return load_agentic_mooncake(path)
+    if kind == "weka":
+        from optsched.workload.weka import load_weka
+
+        return load_weka(path)
     if kind == "lmcache":
         from optsched.workload.lmcache import load_lmcache_agent
 

@@ -16,12 +16,22 @@ timestamp order, each the parent of the next):
   counted as 1 token, since a call emits at least one token; the total is logged (INFO) once per load,
   per file at DEBUG.
 - ``block_hashes``: chained hashes over token blocks of ``block_size`` (default 512, as Mooncake), so
-  prefix reuse is measurable; ``new_tokens`` = input tokens minus the common token prefix with the
-  previous call's input (first call: all input).
+  prefix reuse is measurable.
+- Agents (``lanes``): ``"auto"`` (default) splits the calls of one ``session_id`` into an orchestrator
+  lane and sub-agent lanes with :func:`~optsched.workload.lanes.reconstruct_lanes` when the rows carry an
+  ``agent_id`` or ``system_prompt`` field, and keeps one chain otherwise; ``"prefix"`` applies the
+  prompt-prefix heuristic to raw text (measured on the 44 shipped LMCache sessions, which have no agent
+  field: it opened extra lanes in 24, the tau-bench ones whose first short call is not extended by the
+  next, so it is not the default); ``"off"`` keeps one chain. Fork at the orchestrator call before a
+  sub-agent's first call, join at the one after its last (heuristics and failure modes there);
+  ``new_tokens`` = input tokens minus the common token prefix with the call's first parent (its own
+  lane's previous call; first call: all input). A single-agent session is one chain, as before.
+- Empty ``input`` rows load as 0-token prompts with ONE warning per load naming how many.
 - ``arrival_s``: seconds since the earliest timestamp of everything loaded in this call; the session
   ``start_s`` is its first call's ``arrival_s`` (the source ran sessions one after another).
-- ``think_time_s`` of a call = next call's timestamp - this call's timestamp - ``service_time_fn(call)``,
-  clamped at 0 (the trace logs one time per call, not the service time; default estimate
+- ``think_time_s`` of a call = its earliest child's timestamp - this call's timestamp -
+  ``service_time_fn(call)``, clamped at 0; a later child (a second fork lane, a join) whose timestamp is
+  after that estimate gets the rest as its ``wait_s`` (the trace logs one time per call, not the service time; default estimate
   :func:`~optsched.workload.reconstruct.estimate_service_time_s`); the last call of a session gets 0.
   Measured consequence: with that default, 97% of mini-swe-agent think times clamp to 0 (its gaps, median
   1.08 s, are shorter than ~2.4 s estimated to decode a median 121-token output at 50 tokens/s; so the
@@ -39,6 +49,7 @@ from pathlib import Path
 
 from optsched.workload._io import iter_jsonl_objects, resort, sorted_order, trace_stem, warn_caller
 from optsched.workload.errors import TraceFormatError, TraceOrderWarning, require_int
+from optsched.workload.lanes import LaneCall, reconstruct_lanes
 from optsched.workload.reconstruct import estimate_service_time_s
 from optsched.workload.tokenizer import ApproxBPETokenizer, Tokenizer, chained_block_hashes, common_prefix_len
 from optsched.workload.types import Call, Session, Workload
@@ -50,13 +61,15 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True, slots=True)
 class LMCacheRecord:
-    """One raw row: ``line`` (1-based), ``timestamp_us``, ``input``/``output`` text, ``session_id``."""
+    """One raw row: ``line`` (1-based), ``timestamp_us``, ``input``/``output`` text, ``session_id``,
+    ``agent`` (the optional ``agent_id`` or ``system_prompt`` field, None when absent)."""
 
     line: int
     timestamp_us: int
     input: str
     output: str
     session_id: str
+    agent: str | None = None
 
 
 def read_lmcache_records(path: str | Path, allow_empty: bool = False) -> list[LMCacheRecord]:
@@ -84,7 +97,10 @@ def _parse(path: Path, allow_empty: bool) -> list[LMCacheRecord]:
                 raise TraceFormatError(path, n, f"field {key!r} to be a string", obj.get(key, "missing"))
         if not obj["session_id"]:
             raise TraceFormatError(path, n, "a non-empty 'session_id'", "")
-        recs.append(LMCacheRecord(n, ts, obj["input"], obj["output"], obj["session_id"]))
+        agent = obj.get("agent_id", obj.get("system_prompt"))
+        if agent is not None and not isinstance(agent, str):
+            raise TraceFormatError(path, n, "field 'agent_id' / 'system_prompt' to be a string", agent)
+        recs.append(LMCacheRecord(n, ts, obj["input"], obj["output"], obj["session_id"], agent))
     return recs
 
 
@@ -114,38 +130,56 @@ def _read_dir(path: Path) -> list[tuple[Path, list[LMCacheRecord]]]:
     return per_file
 
 
-def _session(recs, t0_us, tokenizer, block_size, service_time_fn, path) -> tuple[Session, int]:
-    """One session from its time-ordered rows, and its number of empty outputs (counted as 1 token)."""
+def _session(recs, t0_us, tokenizer, block_size, service_time_fn, path, lanes_mode) -> tuple[Session, int, int]:
+    """One session from its time-ordered rows; its number of empty outputs (counted as 1 token) and of
+    empty inputs."""
     sid = recs[0].session_id
-    calls: list[Call] = []
-    prev_ids = None
+    prompts = [tokenizer.encode(r.input) for r in recs]
+    keys = [r.agent for r in recs] if any(r.agent is not None for r in recs) else None
+    if lanes_mode == "off" or (lanes_mode == "auto" and keys is None):
+        lanes = [LaneCall(0, (k - 1,) if k else (), len(p) - (common_prefix_len(p, prompts[k - 1]) if k else 0))
+                 for k, p in enumerate(prompts)]
+    else:
+        lanes = reconstruct_lanes(prompts, keys if lanes_mode == "auto" else None)
+    n_out: list[int] = []
     empty_out = 0
-    for k, r in enumerate(recs):
-        ids = tokenizer.encode(r.input)
-        n_out = len(tokenizer.encode(r.output))
-        if n_out == 0:
-            empty_out += 1
-            n_out = 1
-        shared = common_prefix_len(ids, prev_ids) if prev_ids is not None else 0
-        calls.append(Call(
-            f"{sid}-{k}", sid, len(ids), n_out, new_tokens=len(ids) - shared, lane=0,
-            parents=(calls[-1].call_id,) if calls else (), block_hashes=chained_block_hashes(ids, block_size),
-            block_size=block_size, arrival_s=(r.timestamp_us - t0_us) / 1e6,
-        ))
-        prev_ids = ids
+    for r in recs:
+        k = len(tokenizer.encode(r.output))
+        empty_out += k == 0
+        n_out.append(max(k, 1))
     if empty_out:
         log.debug("%s: %d empty outputs counted as 1 token (session %s)", path, empty_out, sid)
+    ids = [f"{sid}-{k}" for k in range(len(recs))]
+    ts = [(r.timestamp_us - t0_us) / 1e6 for r in recs]
+    children: list[list[int]] = [[] for _ in recs]
+    for k, lc in enumerate(lanes):
+        for p in lc.parents:
+            children[p].append(k)
+    svc = [0.0] * len(recs)
+    think = [0.0] * len(recs)
+    calls: list[Call] = []
+    for k, (lc, ids_k) in enumerate(zip(lanes, prompts, strict=True)):
+        c = Call(ids[k], sid, len(ids_k), n_out[k], new_tokens=lc.new_tokens, lane=lc.lane,
+                 parents=tuple(ids[p] for p in lc.parents), block_hashes=chained_block_hashes(ids_k, block_size),
+                 block_size=block_size, arrival_s=ts[k])
+        svc[k] = float(service_time_fn(c))
+        calls.append(c)
+    for k in range(len(recs)):
+        if children[k]:
+            think[k] = max(0.0, ts[min(children[k])] - ts[k] - svc[k])
     fixed = []
     for k, c in enumerate(calls):
-        think = 0.0
-        if k + 1 < len(calls):
-            gap = (recs[k + 1].timestamp_us - recs[k].timestamp_us) / 1e6
-            think = max(0.0, gap - float(service_time_fn(c)))
+        wait = 0.0
+        if c.parents:
+            ready = max(ts[p] + svc[p] + think[p] for p in lanes[k].parents)
+            wait = max(0.0, ts[k] - ready)
         fixed.append(Call(
-            c.call_id, c.session_id, c.input_tokens, c.output_tokens, new_tokens=c.new_tokens, parents=c.parents,
-            block_hashes=c.block_hashes, block_size=block_size, think_time_s=think, arrival_s=c.arrival_s,
+            c.call_id, sid, c.input_tokens, c.output_tokens, new_tokens=c.new_tokens, lane=c.lane, parents=c.parents,
+            block_hashes=c.block_hashes, block_size=block_size, think_time_s=think[k], arrival_s=c.arrival_s,
+            wait_s=wait,
         ))
-    return Session(sid, tuple(fixed), start_s=fixed[0].arrival_s), empty_out
+    empty_in = sum(len(p) == 0 for p in prompts)
+    return Session(sid, tuple(fixed), start_s=fixed[0].arrival_s), empty_out, empty_in
 
 
 def load_lmcache_agent(
@@ -154,6 +188,7 @@ def load_lmcache_agent(
     block_size: int = 512,
     service_time_fn: Callable[[Call], float] = estimate_service_time_s,
     name: str | None = None,
+    lanes: str = "auto",
 ) -> Workload:
     """Load one LMCache agent session file, or every ``*.jsonl`` in a directory (sorted by file name;
     a ``taubench/`` + ``miniswe/`` parent is loaded recursively), as a closed-loop workload.
@@ -161,8 +196,10 @@ def load_lmcache_agent(
     Raises:
         FileNotFoundError: missing path.
         TraceFormatError: see :func:`read_lmcache_records`; a directory with no non-empty file.
-        ValueError: two files holding the same ``session_id``.
+        ValueError: two files holding the same ``session_id``; ``lanes`` not auto / prefix / off.
     """
+    if lanes not in ("auto", "prefix", "off"):
+        raise ValueError(f"lanes must be 'auto', 'prefix' or 'off', got {lanes!r}")
     path = Path(path_or_dir)
     tokenizer = tokenizer or ApproxBPETokenizer()
     if path.is_dir():
@@ -176,7 +213,7 @@ def load_lmcache_agent(
     t0 = min(r.timestamp_us for _, recs in per_file for r in recs)
     sessions: list[Session] = []
     seen: dict[str, Path] = {}
-    empty_out = empty_sessions = 0
+    empty_out = empty_sessions = empty_in = 0
     for f, recs in per_file:
         groups: dict[str, list[LMCacheRecord]] = {}
         for r in recs:
@@ -185,11 +222,14 @@ def load_lmcache_agent(
             if sid in seen:
                 raise ValueError(f"{f}: session_id {sid!r} also appears in {seen[sid]}")
             seen[sid] = f
-            sess, n_empty = _session(grp, t0, tokenizer, block_size, service_time_fn, f)
+            sess, n_empty, n_empty_in = _session(grp, t0, tokenizer, block_size, service_time_fn, f, lanes)
+            empty_in += n_empty_in
             sessions.append(sess)
             empty_out += n_empty
             empty_sessions += n_empty > 0
     if empty_out:
         log.info("%s: %d empty outputs (in %d of %d sessions) counted as 1 token each", path, empty_out,
                  empty_sessions, len(sessions))
+    if empty_in:
+        warn_caller(UserWarning(f"{path}: {empty_in} rows have empty input; loaded as 0-token prompts"))
     return Workload(name or trace_stem(path), tuple(sessions), block_size=block_size, closed_loop=True, source=str(path))

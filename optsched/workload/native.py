@@ -52,6 +52,8 @@ def _call_record(c: Call, default_block_size: int, known: dict[str, tuple[int, .
         "new_tokens": c.new_tokens, "lane": c.lane, "parents": list(c.parents), "model": c.model, "turn": c.turn,
         "think_time_s": c.think_time_s, "arrival_s": c.arrival_s, "tool": c.tool,
     }
+    if c.wait_s:
+        rec["wait_s"] = c.wait_s  # written only when set: files without delays stay byte-identical
     if c.block_size != default_block_size:
         rec["block_size"] = c.block_size
     h = c.block_hashes
@@ -188,6 +190,7 @@ def load_jsonl(path: str | Path, validate: str = "fast") -> Workload:
                 lane=obj["lane"], parents=parents, block_hashes=hashes, block_size=obj.get("block_size", bs_default),
                 model=obj["model"], turn=obj["turn"], think_time_s=float(obj["think_time_s"]),
                 arrival_s=None if obj["arrival_s"] is None else float(obj["arrival_s"]), tool=obj["tool"],
+                wait_s=float(obj.get("wait_s", 0.0)),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise TraceFormatError(path, n, f"a valid call ({exc})") from None

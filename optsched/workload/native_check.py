@@ -17,7 +17,7 @@ _HEADER = {"format", "name", "block_size", "closed_loop", "source"}
 _SESSION = {"session", "start_s", "calls"}
 _CALL_REQ = {"call_id", "input_tokens", "output_tokens", "new_tokens", "lane", "parents", "model", "turn",
              "think_time_s", "arrival_s", "tool"}
-_CALL_ALL = _CALL_REQ | {"block_size", "block_hashes", "hash_base", "hash_keep", "hash_append"}
+_CALL_ALL = _CALL_REQ | {"block_size", "block_hashes", "hash_base", "hash_keep", "hash_append", "wait_s"}
 
 
 def _int(v: object, lo: int) -> bool:
@@ -108,6 +108,8 @@ def _check_call_general(o: dict, keys) -> bool:
     ):
         return False
     if "block_size" in keys and not _int(o["block_size"], 1):
+        return False
+    if "wait_s" in keys and not _num(o["wait_s"]):
         return False
     if "block_hashes" in keys and ("hash_base" in keys or not _hashes(o["block_hashes"])):
         return False

@@ -5,8 +5,9 @@ one per ``block_size`` tokens of its input (the last block may be partial), as i
 (Qin et al., FAST 2025, ``hash_ids`` of 512-token blocks).
 
 Closed-loop release rule (DESIGN.md, "Workload"): a call is released at
-``max(finish(p) + p.think_time_s for p in parents)``; a root call at its session's ``start_s``
-(plus its own ``arrival_offset_s`` inside the session, 0 for closed-loop roots).
+``max(finish(p) + p.think_time_s for p in parents) + wait_s``; a root call at its session's
+``start_s + wait_s`` (``wait_s`` is 0 except for traces that put the delay on the waiting row, e.g.
+Agentic Mooncake's ``delay + tool_wait_ms``, or a second root that starts later than the first).
 """
 
 from __future__ import annotations
@@ -44,6 +45,8 @@ class Call:
         think_time_s: tool / think time after this call finishes before its children are released (s).
         arrival_s: absolute trace timestamp (s) when known (open-loop replay), else None.
         tool: tool class of the wait that follows (e.g. "bash", "search"), "" when unknown.
+        wait_s: extra delay (s) after all parents are done (their think times included) before this
+            call is released; for a root, its offset after the session's ``start_s``. 0 by default.
 
     Raises:
         ValueError: on a negative or non-integer length, new_tokens > input_tokens, output_tokens < 1,
@@ -65,6 +68,7 @@ class Call:
     think_time_s: float = 0.0
     arrival_s: float | None = None
     tool: str = ""
+    wait_s: float = 0.0
 
     def __post_init__(self) -> None:
         # Fast path (same acceptance as _validate_slow, which gives the precise error): exact ints, in range.
@@ -77,7 +81,7 @@ class Call:
             and type(self.turn) is int and type(bs) is int and 0 <= nt <= it and self.output_tokens >= 1
             and self.lane >= 0 and self.turn >= 0 and bs >= 1
             and (not self.block_hashes or len(self.block_hashes) == -(-it // bs))
-            and self.think_time_s >= 0.0 and (self.arrival_s is None or self.arrival_s >= 0.0)
+            and self.think_time_s >= 0.0 and self.wait_s >= 0.0 and (self.arrival_s is None or self.arrival_s >= 0.0)
             and (not self.parents or self.call_id not in self.parents)
         ):
             return
@@ -108,6 +112,8 @@ class Call:
                 )
         if not (self.think_time_s >= 0.0):  # also rejects NaN
             raise ValueError(f"think_time_s must be >= 0, got {self.think_time_s!r} (call {self.call_id})")
+        if not (self.wait_s >= 0.0):
+            raise ValueError(f"wait_s must be >= 0, got {self.wait_s!r} (call {self.call_id})")
         if self.arrival_s is not None and not (self.arrival_s >= 0.0):
             raise ValueError(f"arrival_s must be >= 0 or None, got {self.arrival_s!r} (call {self.call_id})")
         if self.call_id in self.parents:

@@ -1,0 +1,54 @@
+"""``optsched workload convert IN -o OUT --to agentic-mooncake|mooncake-sessions|native``: read any trace
+``load_any`` knows and write it in another format."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+__all__ = ["FORMATS_HELP", "add_convert"]
+
+FORMATS_HELP = """\
+formats load_any detects (first line's keys; a folder by its files):
+  native             optsched.session/v1 JSONL (header line with "format")
+  agentic-mooncake   Dynamo Agentic Mooncake JSONL (request_id, wait_for, delay, tool_wait_ms, ...)
+  mooncake-sessions  multi-turn Mooncake JSONL (session_id + input_length/hash_ids; delay or timestamp)
+  mooncake           Mooncake FAST'25 JSONL, open loop (timestamp, input_length, hash_ids)
+  weka               Weka coding-agent trace JSON (id, block_size, requests[] with subagent markers)
+  lmcache            LMCache agent session JSONL (timestamp, input, output, session_id); file or folder
+  azure, vidur       Azure LLM inference 2023 CSV, Vidur/Splitwise processed CSV
+"""
+
+
+def _convert(args: argparse.Namespace) -> int:
+    from optsched.workload.dispatch import load_any
+
+    out = Path(args.output)
+    if not out.parent.exists():
+        raise ValueError(f"{out}: folder {out.parent} does not exist")
+    w = load_any(args.input)
+    if args.to == "native":
+        from optsched.workload.native import write_jsonl
+
+        write_jsonl(w, out)
+    elif args.to == "agentic-mooncake":
+        from optsched.workload.agentic_mooncake import write_agentic_mooncake
+
+        write_agentic_mooncake(w, out)
+    else:
+        from optsched.workload.mooncake_sessions import write_mooncake_sessions
+
+        write_mooncake_sessions(w, out)
+    print(f"wrote {out} ({args.to}): {w.num_calls} calls, {len(w.sessions)} sessions, block size {w.block_size}")
+    return 0
+
+
+def add_convert(sub, wrap) -> None:
+    """Register ``convert`` under the ``workload`` sub-parsers; ``wrap`` is the CLI's error wrapper."""
+    c = sub.add_parser("convert", help="convert a trace to another format", epilog=FORMATS_HELP,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    c.add_argument("input", help="trace file or folder (any format listed below)")
+    c.add_argument("-o", "--output", required=True, help="output file (its folder must exist)")
+    c.add_argument("--to", required=True, choices=("agentic-mooncake", "mooncake-sessions", "native"),
+                   help="output format (mooncake-sessions holds chains only)")
+    c.set_defaults(func=wrap(_convert))
