@@ -279,12 +279,12 @@ def known_types(kind: str) -> tuple[str, ...]:
     """Policy types a plan of ``kind`` may name (sorted): those with a policy class
     (`optsched.plan.POLICY_CLASSES`) plus the simulator registry's baselines of that kind (what
     `Plan.to_policy` can build)."""
-    from optsched.plan import _REGISTRY_KIND, POLICY_CLASSES
+    from optsched.plan import REGISTRY_KIND, POLICY_CLASSES
     from optsched.sim.registry import policy_names
 
     names = {t for k, t in POLICY_CLASSES if k == kind}
-    if kind in _REGISTRY_KIND:
-        names.update(policy_names(_REGISTRY_KIND[kind]))
+    if kind in REGISTRY_KIND:
+        names.update(policy_names(REGISTRY_KIND[kind]))
     return tuple(sorted(names))
 
 

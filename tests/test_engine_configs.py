@@ -12,10 +12,14 @@ from optsched.plan import Plan
 
 ADM = Plan("admission", "vllm_threshold", {"long_prefill_token_threshold": 384, "max_num_batched_tokens": 4096,
                                            "max_num_seqs": 96, "max_num_partial_prefills": 2})
-ROUTE = Plan("routing", "scored", {"scorer_weights": {"prefix-cache-scorer": 7, "queue-scorer": 3}})
+# a price plan whose scorer weights were set explicitly (they take precedence over the ones derived from the window)
+ROUTE = Plan("routing", "price", {"prefill_s_per_token": 1e-4,
+                                  "window": {"median_work_s": 0.5, "median_input_tokens": 8000,
+                                             "median_hit_tokens": 4000, "calls": 32, "instances": 4},
+                                  "scorer_weights": {"prefix-cache-scorer": 7, "queue-scorer": 3}})
 CA = Plan("routing", "cache_aware", {"cache_threshold": 0.4, "balance_abs_threshold": 16})
 RES = Plan("residency", "ttl_opt", {"dram_gb": 64})
-PD = Plan("pd_ratio", "milp", {"prefill_tp": 2, "decode_tp": 4, "gpu_budget": 16, "prefill_instances": 2,
+PD = Plan("pd_ratio", "counts", {"prefill_tp": 2, "decode_tp": 4, "gpu_budget": 16, "prefill_instances": 2,
                                "decode_instances": 3})
 
 
