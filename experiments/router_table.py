@@ -36,7 +36,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from optsched.revision import git_revision
 from optsched.policies import (
     CacheAwareRouter,
     ConsistentHashRouter,
@@ -47,6 +46,7 @@ from optsched.policies import (
     RandomRouter,
     RoundRobinRouter,
 )
+from optsched.revision import git_revision
 from optsched.sim import ClusterConfig, InstanceConfig, SchedulerConfig, simulate
 from optsched.workload.lmcache import load_lmcache_agent
 from optsched.workload.samples import lmcache_sample, mooncake_sample
