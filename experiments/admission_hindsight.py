@@ -32,10 +32,9 @@ from optsched.models.admission_online import (
     simulate_rounds,
     total_latency,
 )
-from optsched.solvers import SolverOptions
-
 from optsched.pipelines.admission import compare_rules_to_optimum, jaillet_instance
 from optsched.reproduce.provenance import collect_provenance, stream_seed
+from optsched.solvers import SolverOptions
 
 logger = logging.getLogger("admission_hindsight")
 

@@ -26,8 +26,9 @@ import sys
 import time
 from pathlib import Path
 
-from optsched.kvcache import PrefixCache
 from optsched.reproduce.provenance import collect_provenance
+
+from optsched.kvcache import PrefixCache
 
 
 def _extend(calls: int, start_blocks: int) -> dict:

@@ -66,6 +66,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+from optsched.reproduce.provenance import collect_provenance
 
 from optsched.cost import CostModel
 from optsched.cost.distserve import (
@@ -75,7 +76,6 @@ from optsched.cost.distserve import (
     distserve_goodputs,
     fit_prefill_scale,
 )
-from optsched.reproduce.provenance import collect_provenance
 from optsched.policies import LeastOutstandingRouter
 from optsched.sim import SLO, ClusterConfig, InstanceConfig, SchedulerConfig, simulate
 from optsched.workload.types import Call, Session, Workload

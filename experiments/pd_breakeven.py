@@ -28,11 +28,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from optsched.models.pd_data import PDInstance
+from optsched.pipelines.pd_solve import config_from_cost_model, solve_pd
+from optsched.reproduce.provenance import collect_provenance
 
 from optsched.cost import CostModel
-from optsched.pipelines.pd_solve import config_from_cost_model, solve_pd
 from optsched.cost.capacity import PDSLO, PDWorkload
-from optsched.reproduce.provenance import collect_provenance
 
 logger = logging.getLogger("pd_breakeven")
 

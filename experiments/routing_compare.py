@@ -32,10 +32,6 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from optsched.solvers import SolverOptions
-
-from optsched.cost import CostModel
-from optsched.reproduce.provenance import collect_provenance, stream_seed
 from optsched.pipelines.router_price import (
     WINDOW_RULES,
     derive_price_weights,
@@ -44,8 +40,12 @@ from optsched.pipelines.router_price import (
     window_objective,
     window_rule_choice,
 )
-from optsched.pipelines.routing_window import solve_routing, synthetic_routing_window
 from optsched.pipelines.routing_rolling import RollingHorizonRouter
+from optsched.pipelines.routing_window import solve_routing, synthetic_routing_window
+from optsched.reproduce.provenance import collect_provenance, stream_seed
+from optsched.solvers import SolverOptions
+
+from optsched.cost import CostModel
 from optsched.policies import CacheAwareRouter, LeastOutstandingRouter, OverlapCostRouter, RoundRobinRouter
 from optsched.policies.router_price import PriceRouter
 from optsched.sim import SLO, ClusterConfig, InstanceConfig, SchedulerConfig, simulate
