@@ -23,8 +23,8 @@ __all__ = ["LOAD_KNOB", "CompareConfig", "run_compare"]
 
 log = logging.getLogger(__name__)
 
-LOAD_KNOB = ("arrival-rate multiplier: session start / call arrival times divided by the load (closed-loop "
-             "sessions that all start together: round(K x load) concurrent session copies)")
+LOAD_KNOB = ("arrival-rate multiplier: generator with sessions=K -> round(K x load) sessions, starts / load; "
+             "trace -> arrival and session start times / load")
 CI_METHOD = "Student t 95% interval over seeds (ddof=1); differences paired by seed; a CI containing 0 is a tie"
 
 
@@ -34,7 +34,8 @@ class CompareConfig:
     router + every derivable optimized policy). ``seeds``: replications (>= 2; the CLI asks >= 5), seeds
     ``base_seed .. base_seed + seeds - 1``. ``loads``: arrival-rate multipliers (increasing). ``target``:
     P90 interactivity (output tokens/s per user). ``cluster``/``slo``: as `optsched.compare.jobs`.
-    ``max_calls``: keep the first calls of the workload (0 = all). ``window_calls`` / ``solver_time_limit_s``:
+    ``max_calls``: keep the first calls of a trace (0 = all); ``max_calls_per_session``: each session's first
+    calls (0 = all); see `optsched.compare.replication`. ``window_calls`` / ``solver_time_limit_s``:
     the routing window MILP of the optimized policies. Raises ValueError naming the field."""
 
     source: str
@@ -47,6 +48,7 @@ class CompareConfig:
                                                              "instances": 4, "max_num_batched_tokens": 8192})
     slo: dict[str, float] = field(default_factory=lambda: {"ttft_s": 10.0, "tpot_s": 0.1})
     max_calls: int = 0
+    max_calls_per_session: int = 0
     window_calls: int = 60
     solver_time_limit_s: float = 20.0
 
@@ -91,7 +93,7 @@ def _bounds(cfg: CompareConfig, seeds: list[int]) -> dict[str, Any] | None:
         for p in providers("routing"):
             vals = []
             for load in cfg.loads:
-                wl, _ = build_replication(cfg.source, s, load, ctx, cfg.max_calls)
+                wl, _ = build_replication(cfg.source, s, load, ctx, cfg.max_calls, cfg.max_calls_per_session)
                 b = p.bound(wl, cfg.cluster, cfg.slo, cfg.target)
                 if b is None or not b.proven:
                     vals = []
@@ -147,12 +149,13 @@ def run_compare(cfg: CompareConfig, cache_dir: Path, backend: str = "local", wor
     optimized, derivation = [], None
     if names is None or any(n in P.OPTIMIZED for n in names):
         cache = RunCache(Path(cache_dir))
-        dkey = digest({"derive": [cfg.source, c, cfg.base_seed, cfg.max_calls, cfg.window_calls,
-                                  cfg.solver_time_limit_s], "salt": salt})
+        dkey = digest({"derive": [cfg.source, c, cfg.base_seed, cfg.max_calls, cfg.max_calls_per_session,
+                                  cfg.window_calls, cfg.solver_time_limit_s], "salt": salt})
         hit = cache.get("derive", dkey)
         if hit is None:
             try:
-                specs, rec = P.derive_optimized(cfg.source, c, cfg.base_seed, cfg.max_calls, cfg.window_calls,
+                specs, rec = P.derive_optimized(cfg.source, c, cfg.base_seed, (cfg.max_calls, cfg.max_calls_per_session),
+                                                cfg.window_calls,
                                                 cfg.solver_time_limit_s)
                 hit = {"specs": specs, "record": rec}
             except Exception as exc:
@@ -162,7 +165,8 @@ def run_compare(cfg: CompareConfig, cache_dir: Path, backend: str = "local", wor
             cache.put("derive", dkey, hit)
         optimized, derivation = hit["specs"], hit["record"]
     specs = P.select(names, baselines, optimized)
-    jobs = [{"source": cfg.source, "max_calls": cfg.max_calls, "seed": s, "load": float(ld),
+    jobs = [{"source": cfg.source, "max_calls": cfg.max_calls,
+             "max_calls_per_session": cfg.max_calls_per_session, "seed": s, "load": float(ld),
              "policy": sp, "cluster": c, "slo": cfg.slo} for sp in specs for s in seeds for ld in cfg.loads]
     results = run_jobs(jobs, Path(cache_dir), salt, backend, workers, address, progress)
     by_pol: dict[str, dict] = {sp["name"]: {} for sp in specs}

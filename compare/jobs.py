@@ -1,6 +1,6 @@
 """One run of a comparison (policy x seed x load) as pure JSON in, JSON out — what a worker executes.
 
-A job is ``{"source", "max_calls", "seed", "load", "policy", "cluster", "slo"}``:
+A job is ``{"source", "max_calls", "max_calls_per_session", "seed", "load", "policy", "cluster", "slo"}``:
 
 - ``policy``: ``{"router": name}`` for a registry baseline (``{"router_params": {...}}`` optional), or
   ``{"router": "plan", "plan": {kind, type, parameters}}`` for a solved Plan, or ``{"router": "rolling",
@@ -68,7 +68,8 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
 
     c = job["cluster"]
     wl, cut = build_replication(job["source"], int(job["seed"]), float(job["load"]),
-                                load_model(c["model"]).max_context_tokens, int(job.get("max_calls", 0)))
+                                load_model(c["model"]).max_context_tokens, int(job.get("max_calls", 0)),
+                                int(job.get("max_calls_per_session", 0)))
     res = simulate(wl, cluster_config(c), router=make_router(job["policy"], c, int(job["seed"])),
                    slo=SLO(ttft_s=float(job["slo"]["ttft_s"]), tpot_s=float(job["slo"]["tpot_s"])),
                    seed=int(job["seed"]))

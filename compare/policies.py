@@ -27,7 +27,7 @@ def baseline_specs() -> list[dict[str, Any]]:
     return [{"name": n, "kind": "heuristic", "router": n} for n in policy_names("router")]
 
 
-def derive_optimized(source: str, cluster: dict[str, Any], base_seed: int, max_calls: int, window_calls: int,
+def derive_optimized(source: str, cluster: dict[str, Any], base_seed: int, sizes: tuple[int, int], window_calls: int,
                      time_limit_s: float) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """(optimized policy specs, solve record) for the workload: the routing Plan solved on the training
     replication. Raises what the routing door raises."""
@@ -37,7 +37,7 @@ def derive_optimized(source: str, cluster: dict[str, Any], base_seed: int, max_c
     from optsched.cost.catalog import load_model
 
     train_seed = int(stream(base_seed, "train").integers(2**31))
-    wl, _ = build_replication(source, train_seed, 1.0, load_model(cluster["model"]).max_context_tokens, max_calls)
+    wl, _ = build_replication(source, train_seed, 1.0, load_model(cluster["model"]).max_context_tokens, *sizes)
     doc, rec = price_plan_from_workload(wl, cluster["gpu"], cluster["model"], int(cluster["tp"]),
                                         int(cluster["instances"]), window_calls, time_limit_s, train_seed)
     rec = {**rec, "train_seed": train_seed, "rho_s_per_token": doc["parameters"].get("recompute_s_per_token")}

@@ -11,9 +11,19 @@ first 4 bytes of sha256(name), as `optsched.pipelines.provenance.stream_seed`):
   bursts changes. Closed-loop think times (the loop inside a session) are untouched.
 - ``policy``: the seed of randomized routers (`adapter.build_baseline`).
 
-Load (the one knob, for every workload): the arrival-rate multiplier ``load`` — arrival and session
-start times are divided by it (`adapter.scale_load`; closed-loop sessions that all start together get
-``round(K x load)`` concurrent session copies instead).
+Load (the one knob): the arrival-rate multiplier ``load``.
+
+- Generator specs with ``sessions=K`` (agentx, copilot): an open population — ``round(K x load)``
+  sessions are generated and their start times divided by ``load``, so sessions arrive ``load`` times as
+  often over the same window (closed-loop sessions last long: compressing the starts of K sessions alone
+  cannot load a cluster past K concurrent sessions).
+- Traces (and other generators): arrival and session start times divided by ``load``
+  (`adapter.scale_load`; closed-loop sessions that all start together get ``round(K x load)`` concurrent
+  session copies instead).
+
+``max_calls_per_session`` > 0 keeps each session's first calls (a prefix of a session is a valid DAG);
+``max_calls`` > 0 keeps the first calls of a trace (ignored for generators: size them with
+``sessions=``).
 
 Context rule (counted, never silent): each session is cut before its first call whose input + output
 tokens exceed the model's ``max_context_tokens`` (a prefix of a session is a valid session DAG); the
@@ -29,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["build_replication", "cap_context", "permute_arrivals", "stream", "trim_calls"]
+__all__ = ["build_replication", "cap_context", "per_session", "permute_arrivals", "stream", "trim_calls"]
 
 
 def stream(seed: int, name: str) -> np.random.Generator:
@@ -40,15 +50,50 @@ def stream(seed: int, name: str) -> np.random.Generator:
     return np.random.default_rng(np.random.SeedSequence(entropy=seed, spawn_key=(key,)))
 
 
-@functools.lru_cache(maxsize=8)
-def _base(source: str, seed: int) -> Any:
+def _population_spec(source: str, load: float) -> tuple[str, dict] | None:
+    """(kind, keys) when ``source`` is a generator spec with a session count (population load knob)."""
+    from optsched.workload.spec import GENERATOR_KEYS, is_generator_spec, parse_generator_spec
+
+    if not is_generator_spec(source):
+        return None
+    kind, kw = parse_generator_spec(source)
+    if "sessions" not in GENERATOR_KEYS[kind]:
+        return None
+    kw["sessions"] = max(1, round(kw.get("sessions", 50) * load))
+    return kind, kw
+
+
+@functools.lru_cache(maxsize=16)
+def _base(source: str, seed: int, load: float) -> Any:
     from optsched.workload.spec import is_generator_spec, parse_generator_spec, workload_from_spec
 
-    if is_generator_spec(source):
+    pop = _population_spec(source, load)
+    if pop is not None:
+        kind, kw = pop
+    elif is_generator_spec(source):
         kind, kw = parse_generator_spec(source)
-        kw["seed"] = int(stream(seed, "workload").integers(2**31))
-        return workload_from_spec(f"{kind}:" + ",".join(f"{k}={v}" for k, v in kw.items()))
-    return workload_from_spec(source)
+    else:
+        return workload_from_spec(source)
+    kw["seed"] = int(stream(seed, "workload").integers(2**31))
+    return workload_from_spec(f"{kind}:" + ",".join(f"{k}={v}" for k, v in kw.items()))
+
+
+def per_session(wl: Any, max_calls_per_session: int) -> Any:
+    """Each session cut to its first ``max_calls_per_session`` calls (0 = unchanged)."""
+    if max_calls_per_session <= 0:
+        return wl
+    from optsched.workload import Session
+
+    return dataclasses.replace(wl, sessions=tuple(
+        s if len(s.calls) <= max_calls_per_session
+        else Session(s.session_id, tuple(s.calls[:max_calls_per_session]), start_s=s.start_s) for s in wl.sessions))
+
+
+def _compress(wl: Any, load: float) -> Any:
+    from optsched.workload import Session
+
+    return dataclasses.replace(wl, sessions=tuple(Session(s.session_id, s.calls, start_s=s.start_s / load)
+                                                  for s in wl.sessions))
 
 
 def trim_calls(wl: Any, max_calls: int) -> Any:
@@ -126,8 +171,8 @@ def permute_arrivals(wl: Any, rng: np.random.Generator) -> Any:
     return dataclasses.replace(wl, sessions=tuple(sessions))
 
 
-def build_replication(source: str, seed: int, load: float, max_context_tokens: int, max_calls: int = 0
-                      ) -> tuple[Any, dict[str, int]]:
+def build_replication(source: str, seed: int, load: float, max_context_tokens: int, max_calls: int = 0,
+                      max_calls_per_session: int = 0) -> tuple[Any, dict[str, int]]:
     """(workload of replication ``seed`` at ``load``, context-cut counts). Deterministic in its arguments.
 
     Raises:
@@ -137,7 +182,9 @@ def build_replication(source: str, seed: int, load: float, max_context_tokens: i
 
     if not load > 0:
         raise ValueError(f"load must be > 0, got {load!r}")
-    wl = trim_calls(_base(source, seed), max_calls)
+    pop = _population_spec(source, float(load)) is not None
+    wl = _base(source, seed, float(load) if pop else 1.0)
+    wl = per_session(wl if pop else trim_calls(wl, max_calls), max_calls_per_session)
     wl, cut = cap_context(wl, max_context_tokens)
     wl = permute_arrivals(wl, stream(seed, "arrivals"))
-    return scale_load(wl, float(load)), cut
+    return (_compress(wl, float(load)) if pop else scale_load(wl, float(load))), cut

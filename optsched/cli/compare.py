@@ -13,8 +13,9 @@ from pathlib import Path
 __all__ = ["register"]
 
 EPILOG = """\
-Method: every policy runs at the same loads (LOAD = arrival-rate multiplier: session start / call arrival
-times divided by it) on --seeds replications (seed s seeds the workload generator and a random permutation
+Method: every policy runs at the same loads (LOAD = arrival-rate multiplier: a generator spec with
+sessions=K gets round(K x LOAD) sessions with start times / LOAD; a trace's arrival / start times are divided
+by LOAD) on --seeds replications (seed s seeds the workload generator and a random permutation
 of the arrival gaps; traces keep their content). Goodput at the target = each seed's value read off the
 policy's own front (goodput vs P90 interactivity over the loads) by linear interpolation between the two
 loads that bracket the target; "above_range" (target met at every load: the top load's goodput, a lower
@@ -50,7 +51,8 @@ def register(subparsers) -> None:
     p.add_argument("--loads", default="0.5,1,2,4", help="arrival-rate multipliers, increasing (default 0.5,1,2,4)")
     p.add_argument("--target-interactivity", type=float, default=30.0,
                    help="P90 interactivity target, output tokens/s per user (default 30)")
-    p.add_argument("--max-calls", type=int, default=0, help="keep the first N calls of the workload (0 = all)")
+    p.add_argument("--max-calls", type=int, default=0, help="trace: keep its first N calls (0 = all)")
+    p.add_argument("--max-calls-per-session", type=int, default=0, help="keep each session's first N calls (0 = all)")
     p.add_argument("--gpu", default="h200-sxm")
     p.add_argument("--model", default="llama-3-70b")
     p.add_argument("--tp", type=int, default=4)
@@ -91,7 +93,8 @@ def _run(args: argparse.Namespace) -> int:
         source=args.workload,
         policies=tuple(x.strip() for x in args.policies.split(",") if x.strip()) if args.policies else None,
         seeds=args.seeds, base_seed=args.base_seed, loads=_floats(args.loads, "--loads"),
-        target=args.target_interactivity, max_calls=args.max_calls, window_calls=args.window_calls,
+        target=args.target_interactivity, max_calls=args.max_calls,
+        max_calls_per_session=args.max_calls_per_session, window_calls=args.window_calls,
         cluster={"gpu": args.gpu, "model": args.model, "tp": args.tp, "instances": args.instances,
                  "max_num_batched_tokens": args.max_num_batched_tokens},
         slo={"ttft_s": args.slo_ttft, "tpot_s": args.slo_tpot})
