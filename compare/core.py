@@ -142,6 +142,13 @@ def run_compare(cfg: CompareConfig, cache_dir: Path, backend: str = "local", wor
 
     c = cfg.cluster
     CostModel.from_names(c["gpu"], c["model"], tp=int(c["tp"])).check_fits()
+    from optsched.compare.replication import build_replication
+
+    from optsched.cost.catalog import load_model
+
+    # bad input fails here, once, with the loader's message (not once per run)
+    build_replication(cfg.source, cfg.base_seed, float(cfg.loads[0]), load_model(c["model"]).max_context_tokens,
+                      cfg.max_calls, cfg.max_calls_per_session)
     salt = code_digest()
     seeds = [cfg.base_seed + i for i in range(cfg.seeds)]
     names = list(cfg.policies) if cfg.policies is not None else None

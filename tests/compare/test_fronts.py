@@ -3,7 +3,6 @@
 import math
 
 import pytest
-
 from optsched.compare.fronts import at_target
 
 
