@@ -1,0 +1,113 @@
+"""Everything ``optsched.compare`` takes from the pipelines and the policy registry, in ONE place.
+
+Keeping these imports in one file means a move of the pipelines or the reproduce app changes only this
+file. Every import is lazy, so importing ``optsched.compare`` (and ``optsched.cli``) loads no
+solver package.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "RunCache",
+    "canonical_json",
+    "digest",
+    "policy_names",
+    "price_plan_from_workload",
+    "rolling_router",
+    "router_from_plan",
+    "scale_load",
+]
+
+
+def policy_names(kind: str) -> list[str]:
+    """Registered baseline names of ``kind`` ("router", "admission", "residency")."""
+    from optsched.sim.registry import policy_names as names
+
+    return names(kind)
+
+
+def build_baseline(kind: str, name: str, params: dict[str, Any], seed: int) -> Any:
+    """A registry policy by name (randomized ones draw from a stream of ``seed``)."""
+    from optsched.sim.registry import build_policy
+
+    return build_policy(kind, {"name": name, **params}, seed=seed)
+
+
+def scale_load(wl: Any, factor: float) -> Any:
+    """``wl`` at ``factor`` x its arrival rate (see `optsched.reproduce.stages.simrun.scale_load`)."""
+    from optsched.reproduce.stages.simrun import scale_load as impl
+
+    return impl(wl, factor)
+
+
+def price_plan_from_workload(wl: Any, gpu: str, model: str, tp: int, n_instances: int, window_calls: int,
+                             time_limit_s: float, seed: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The routing door: window MILP -> price-router Plan. Returns (plan document {kind, type, parameters},
+    solve record {status, objective, bound, gap, solver, solver_version})."""
+    from optsched.solvers import SolverOptions
+
+    from optsched.pipelines.routing import plan_from_workload
+
+    n = max(2, min(window_calls, wl.num_calls // 2))
+    plan, res = plan_from_workload(wl, gpu, model, tp, SolverOptions(time_limit_s=time_limit_s, mip_gap=1e-3),
+                                   seed, n_instances=n_instances, window_calls=n,
+                                   warmup_calls=max(0, wl.num_calls - n))
+    doc = {"kind": plan.kind, "type": plan.type, "parameters": dict(plan.parameters)}
+    rec = {"status": res.status, "objective": res.objective, "bound": res.bound, "gap": res.gap,
+           "solver": res.solver, "solver_version": res.solver_version}
+    return doc, rec
+
+
+def router_from_plan(doc: dict[str, Any]) -> Any:
+    """The online router a solved Plan document stands for (``Plan.to_policy``)."""
+    from optsched.plan import Plan
+
+    return Plan(doc["kind"], doc["type"], doc.get("parameters", {})).to_policy()
+
+
+def rolling_router(doc: dict[str, Any], gpu: str, model: str, tp: int) -> Any:
+    """The rolling-horizon MILP router on the price Plan's parameters (its fallback and load estimates)."""
+    from optsched.cost import CostModel
+    from optsched.pipelines.routing_rolling import RollingHorizonRouter
+    from optsched.policies.router_price import PriceRouterConfig
+
+    p = doc["parameters"]
+    fields = ("prefill_s_per_token", "decode_s_per_token", "recompute_s_per_token", "migration_s",
+              "provenance", "decode_kv_s_per_token")
+    price = PriceRouterConfig(**{k: p[k] for k in fields if k in p})
+    return RollingHorizonRouter(CostModel.from_names(gpu, model, tp=tp), price)
+
+
+def _runcache() -> Any:
+    from optsched.reproduce import runcache
+
+    return runcache
+
+
+def canonical_json(obj: Any) -> str:
+    """Canonical JSON (sorted keys, fixed separators) — `optsched.reproduce.runcache.canonical_json`."""
+    return _runcache().canonical_json(obj)
+
+
+def digest(obj: Any) -> str:
+    """SHA-256 of the canonical JSON of ``obj``."""
+    return _runcache().digest(obj)
+
+
+def RunCache(root: Any, salt: str = "") -> Any:
+    """The pipelines' atomic JSON result cache keyed by input hash."""
+    return _runcache().RunCache(root, salt)
+
+
+def code_digest() -> str:
+    """Digest of the code a cached run depends on (the optsched core, models, solvers, pipelines and
+    compare packages; `optsched.reproduce.runcache.code_digest` over their installed folders)."""
+    import importlib
+    from pathlib import Path
+
+    roots = [(name, Path(d)) for name in ("optsched", "optsched.models", "optsched.solvers", "optsched.pipelines",
+                                          "optsched.compare")
+             for d in importlib.import_module(name).__path__]
+    return _runcache().code_digest(roots)

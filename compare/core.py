@@ -1,0 +1,222 @@
+"""`run_compare`: policies x seeds x loads simulated, fronts read at the target, CIs, bounds, headroom.
+
+Result (``optsched.compare/v1`` JSON; keys documented in `optsched.cli.compare`): per policy the goodput
+at the target P90 interactivity (mean and 95% t CI over seeds, each seed read off the policy's own front,
+`optsched.compare.fronts`), its paired relative difference to the best heuristic (per seed x/y - 1, t
+CI; "tie" when it crosses 0, `optsched.compare.stats`), the equal-load front (every policy at the same
+loads), the routing upper bound (`optsched.compare.bounds`) and the share of headroom closed
+(policy - best heuristic) / (bound - best heuristic). No wall clock: reruns are byte-identical.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from optsched.compare.fronts import at_target
+from optsched.compare.stats import Estimate, mean_ci, paired_difference, verdict
+
+__all__ = ["LOAD_KNOB", "CompareConfig", "run_compare"]
+
+log = logging.getLogger(__name__)
+
+LOAD_KNOB = ("arrival-rate multiplier: generator with sessions=K -> round(K x load) sessions, starts / load; "
+             "trace -> arrival and session start times / load")
+CI_METHOD = "Student t 95% interval over seeds (ddof=1); differences paired by seed; a CI containing 0 is a tie"
+
+
+@dataclass(frozen=True, slots=True)
+class CompareConfig:
+    """One comparison. ``source``: trace path or generator spec. ``policies``: names (None = every baseline
+    router + every derivable optimized policy). ``seeds``: replications (>= 2; the CLI asks >= 5), seeds
+    ``base_seed .. base_seed + seeds - 1``. ``loads``: arrival-rate multipliers (increasing). ``target``:
+    P90 interactivity (output tokens/s per user). ``cluster``/``slo``: as `optsched.compare.jobs`.
+    ``max_calls``: keep the first calls of a trace (0 = all); ``max_calls_per_session``: each session's first
+    calls (0 = all); see `optsched.compare.replication`. ``window_calls`` / ``solver_time_limit_s``:
+    the routing window MILP of the optimized policies. Raises ValueError naming the field."""
+
+    source: str
+    policies: tuple[str, ...] | None = None
+    seeds: int = 5
+    base_seed: int = 0
+    loads: tuple[float, ...] = (0.5, 1.0, 2.0, 4.0)
+    target: float = 30.0
+    cluster: dict[str, Any] = field(default_factory=lambda: {"gpu": "h200-sxm", "model": "llama-3-70b", "tp": 4,
+                                                             "instances": 4, "max_num_batched_tokens": 8192})
+    slo: dict[str, float] = field(default_factory=lambda: {"ttft_s": 10.0, "tpot_s": 0.1})
+    max_calls: int = 0
+    max_calls_per_session: int = 0
+    window_calls: int = 60
+    solver_time_limit_s: float = 20.0
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.seeds, int) or self.seeds < 2:
+            raise ValueError(f"seeds must be an int >= 2 (a CI needs spread), got {self.seeds!r}")
+        if not isinstance(self.base_seed, int) or self.base_seed < 0:
+            raise ValueError(f"base_seed must be an int >= 0, got {self.base_seed!r}")
+        if not self.loads or any(not (isinstance(x, (int, float)) and x > 0 and math.isfinite(x)) for x in self.loads) \
+                or list(self.loads) != sorted(set(self.loads)):
+            raise ValueError(f"loads must be strictly increasing positive numbers, got {self.loads!r}")
+        if not (isinstance(self.target, (int, float)) and self.target > 0 and math.isfinite(self.target)):
+            raise ValueError(f"target interactivity must be a positive number, got {self.target!r}")
+        if not isinstance(self.max_calls, int) or self.max_calls < 0:
+            raise ValueError(f"max_calls must be an int >= 0, got {self.max_calls!r}")
+
+
+def _est(values: list[float]) -> dict[str, Any]:
+    return mean_ci(values).to_dict()
+
+
+def _jsonable(x: Any) -> Any:
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    if isinstance(x, dict):
+        return {k: _jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_jsonable(v) for v in x]
+    return x
+
+
+def _bounds(cfg: CompareConfig, seeds: list[int]) -> dict[str, Any] | None:
+    from optsched.compare.bounds import providers
+    from optsched.compare.replication import build_replication
+
+    from optsched.cost.catalog import load_model
+
+    ctx = load_model(cfg.cluster["model"]).max_context_tokens
+    per_seed, methods = [], set()
+    for s in seeds:
+        best = math.inf
+        for p in providers("routing"):
+            vals = []
+            for load in cfg.loads:
+                wl, _ = build_replication(cfg.source, s, load, ctx, cfg.max_calls, cfg.max_calls_per_session)
+                b = p.bound(wl, cfg.cluster, cfg.slo, cfg.target)
+                if b is None or not b.proven:
+                    vals = []
+                    break
+                vals.append(b.value)
+                methods.add(f"{p.name}: {b.method}")
+            if vals:
+                best = min(best, max(vals))
+        if not math.isfinite(best):
+            return None
+        per_seed.append(best)
+    return {**_est(per_seed), "per_seed": per_seed, "decision": "routing", "method": sorted(methods)}
+
+
+def _policy_block(spec: dict, seeds: list[int], loads: tuple[float, ...], runs: dict, target: float) -> dict[str, Any]:
+    vals, status = [], []
+    for s in seeds:
+        pts = [(ld, runs[(s, ld)]["p90_interactivity_tok_s"] if runs[(s, ld)]["p90_interactivity_tok_s"] is not None
+                else math.nan, runs[(s, ld)]["goodput_calls_s"]) for ld in loads]
+        v, st = at_target(pts, target)
+        vals.append(v)
+        status.append(st)
+    front = []
+    for ld in loads:
+        row = {"load": ld}
+        for key, col in (("interactivity_tok_s", "p90_interactivity_tok_s"), ("goodput_calls_s", "goodput_calls_s"),
+                         ("tpgs", "tpgs"), ("ttft_p90_s", "ttft_p90_s"), ("hit_rate", "hit_rate")):
+            xs = [runs[(s, ld)][col] for s in seeds]
+            row[key] = _est(xs) if all(x is not None and math.isfinite(x) for x in xs) else None
+        front.append(row)
+    complete = all(v is not None for v in vals)
+    g = {**(_est(vals) if complete else {"mean": None, "ci95": None, "std": None, "n": len(seeds)}),
+         "per_seed": vals, "status": status, "censored": "above_range" in status}
+    return {"name": spec["name"], "kind": spec["kind"], "goodput_at_target": g, "front": front}
+
+
+def run_compare(cfg: CompareConfig, cache_dir: Path, backend: str = "local", workers: int = 1,
+                address: str | None = None, progress: Any = None) -> dict[str, Any]:
+    """The comparison result (module docstring). Raises ValueError for bad input (one clear message)."""
+    from optsched.compare import policies as P
+    from optsched.compare.adapter import RunCache, code_digest, digest
+    from optsched.compare.backends import RunFailed, run_jobs
+    from optsched.compare.bounds import BOUND_NOTES
+
+    from optsched.cost import CostModel
+
+    c = cfg.cluster
+    CostModel.from_names(c["gpu"], c["model"], tp=int(c["tp"])).check_fits()
+    from optsched.compare.replication import build_replication
+
+    from optsched.cost.catalog import load_model
+
+    # bad input fails here, once, with the loader's message (not once per run)
+    build_replication(cfg.source, cfg.base_seed, float(cfg.loads[0]), load_model(c["model"]).max_context_tokens,
+                      cfg.max_calls, cfg.max_calls_per_session)
+    salt = code_digest()
+    seeds = [cfg.base_seed + i for i in range(cfg.seeds)]
+    names = list(cfg.policies) if cfg.policies is not None else None
+    baselines = P.baseline_specs()
+    optimized, derivation = [], None
+    if names is None or any(n in P.OPTIMIZED for n in names):
+        cache = RunCache(Path(cache_dir))
+        dkey = digest({"derive": [cfg.source, c, cfg.base_seed, cfg.max_calls, cfg.max_calls_per_session,
+                                  cfg.window_calls, cfg.solver_time_limit_s], "salt": salt})
+        hit = cache.get("derive", dkey)
+        if hit is None:
+            try:
+                specs, rec = P.derive_optimized(cfg.source, c, cfg.base_seed, (cfg.max_calls, cfg.max_calls_per_session),
+                                                cfg.window_calls,
+                                                cfg.solver_time_limit_s)
+                hit = {"specs": specs, "record": rec}
+            except Exception as exc:
+                if names is not None:
+                    raise
+                hit = {"specs": [], "record": {"error": f"{type(exc).__name__}: {exc}"[:300]}}
+            cache.put("derive", dkey, hit)
+        optimized, derivation = hit["specs"], hit["record"]
+    specs = P.select(names, baselines, optimized)
+    jobs = [{"source": cfg.source, "max_calls": cfg.max_calls,
+             "max_calls_per_session": cfg.max_calls_per_session, "seed": s, "load": float(ld),
+             "policy": sp, "cluster": c, "slo": cfg.slo} for sp in specs for s in seeds for ld in cfg.loads]
+    results = run_jobs(jobs, Path(cache_dir), salt, backend, workers, address, progress)
+    by_pol: dict[str, dict] = {sp["name"]: {} for sp in specs}
+    failed: dict[str, str] = {}
+    for j, r in zip(jobs, results):
+        if isinstance(r, RunFailed):
+            failed.setdefault(j["policy"]["name"], f"seed {j['seed']} load {j['load']:g}: {r.reason}")
+        else:
+            by_pol[j["policy"]["name"]][(j["seed"], j["load"])] = r
+    blocks = [_policy_block(sp, seeds, tuple(float(x) for x in cfg.loads), by_pol[sp["name"]], cfg.target)
+              for sp in specs if sp["name"] not in failed]
+    heur = [b for b in blocks if b["kind"] == "heuristic" and b["goodput_at_target"]["mean"] is not None]
+    best = max(heur, key=lambda b: (b["goodput_at_target"]["mean"], b["name"]))if heur else None
+    bound = _bounds(cfg, seeds)
+    for b in blocks:
+        b["vs_best_heuristic"] = None
+        b["headroom_closed"] = None
+        g = b["goodput_at_target"]
+        if best is None or g["mean"] is None:
+            continue
+        ref = best["goodput_at_target"]["per_seed"]
+        if all(x > 0 for x in ref):
+            d: Estimate = paired_difference(g["per_seed"], ref, relative=True)
+            b["vs_best_heuristic"] = {**d.to_dict(), "verdict": verdict(d) if b is not best else "reference"}
+        if bound is not None and bound["mean"] > best["goodput_at_target"]["mean"]:
+            b["headroom_closed"] = ((g["mean"] - best["goodput_at_target"]["mean"])
+                                    / (bound["mean"] - best["goodput_at_target"]["mean"]))
+    first = next(iter(by_pol.values()), {})
+    cut = {str(s): first.get((s, float(cfg.loads[0])), {}).get("context_cut") for s in seeds}
+    out = {
+        "schema": "optsched.compare/v1",
+        "workload": cfg.source,
+        "config": {k: v for k, v in asdict(cfg).items() if k != "source"},
+        "load_knob": LOAD_KNOB,
+        "ci_method": CI_METHOD,
+        "seeds": seeds,
+        "policies": blocks,
+        "best_heuristic": best["name"] if best else None,
+        "bound": bound,
+        "bound_notes": BOUND_NOTES,
+        "optimized_derivation": derivation,
+        "failed": failed,
+        "context_cut": cut,
+        "code_digest": salt,
+    }
+    return _jsonable(out)

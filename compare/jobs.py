@@ -1,0 +1,77 @@
+"""One run of a comparison (policy x seed x load) as pure JSON in, JSON out — what a worker executes.
+
+A job is ``{"source", "max_calls", "max_calls_per_session", "seed", "load", "policy", "cluster", "slo"}``:
+
+- ``policy``: ``{"router": name}`` for a registry baseline (``{"router_params": {...}}`` optional), or
+  ``{"router": "plan", "plan": {kind, type, parameters}}`` for a solved Plan, or ``{"router": "rolling",
+  "plan": ...}`` for the rolling-horizon MILP router on a price Plan's parameters.
+- ``cluster``: ``{"gpu", "model", "tp", "instances", "max_num_batched_tokens"}`` (colocated instances,
+  vLLM-v1 scheduler defaults otherwise, host-DRAM tier on as ``ClusterConfig``'s default).
+- ``slo``: ``{"ttft_s", "tpot_s"}`` (goodput).
+
+`run_job` returns the simulator's summary (``SimResult.summary``) plus ``context_cut`` (what the
+context rule removed), passed through canonical JSON so that a fresh result and a cached one are
+identical objects. Everything a result depends on is in the job, so its hash is its cache key.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+__all__ = ["cluster_config", "job_key", "make_router", "run_job"]
+
+PRESENTATION_KEYS = ("name", "kind")  # in policy specs: labels only, not part of a run's identity
+
+
+def cluster_config(c: dict[str, Any]) -> Any:
+    """`ClusterConfig` of ``c`` (module docstring)."""
+    from optsched.sim import ClusterConfig, InstanceConfig, SchedulerConfig
+
+    inst = InstanceConfig(role="colocated", gpu=c["gpu"], model=c["model"], tp=int(c["tp"]), count=int(c["instances"]))
+    return ClusterConfig(instances=(inst,), scheduler=SchedulerConfig(max_num_batched_tokens=int(c["max_num_batched_tokens"])))
+
+
+def make_router(policy: dict[str, Any], cluster: dict[str, Any], seed: int) -> Any:
+    """A fresh router object for ``policy`` (routers keep state: one per run)."""
+    from optsched.compare import adapter
+    from optsched.compare.replication import stream
+
+    name = policy["router"]
+    if name == "plan":
+        return adapter.router_from_plan(policy["plan"])
+    if name == "rolling":
+        return adapter.rolling_router(policy["plan"], cluster["gpu"], cluster["model"], int(cluster["tp"]))
+    pseed = int(stream(seed, "policy").integers(2**31))
+    return adapter.build_baseline("router", name, dict(policy.get("router_params", {})), pseed)
+
+
+def _identity(job: dict[str, Any]) -> dict[str, Any]:
+    pol = {k: v for k, v in job["policy"].items() if k not in PRESENTATION_KEYS}
+    return {**job, "policy": pol}
+
+
+def job_key(job: dict[str, Any], salt: str) -> str:
+    """Cache key: SHA-256 of the job (labels excluded) and ``salt`` (the code digest)."""
+    from optsched.compare.adapter import digest
+
+    return digest({"job": _identity(job), "salt": salt})
+
+
+def run_job(job: dict[str, Any]) -> dict[str, Any]:
+    """Simulate one job; the summary dict (module docstring). Raises what the simulator raises."""
+    from optsched.compare.adapter import canonical_json
+    from optsched.compare.replication import build_replication
+
+    from optsched.cost.catalog import load_model
+    from optsched.sim import SLO, simulate
+
+    c = job["cluster"]
+    wl, cut = build_replication(job["source"], int(job["seed"]), float(job["load"]),
+                                load_model(c["model"]).max_context_tokens, int(job.get("max_calls", 0)),
+                                int(job.get("max_calls_per_session", 0)))
+    res = simulate(wl, cluster_config(c), router=make_router(job["policy"], c, int(job["seed"])),
+                   slo=SLO(ttft_s=float(job["slo"]["ttft_s"]), tpot_s=float(job["slo"]["tpot_s"])),
+                   seed=int(job["seed"]))
+    out = {**res.summary, "context_cut": cut}
+    return json.loads(canonical_json(out))

@@ -1,0 +1,113 @@
+"""``optsched compare WORKLOAD``: which routing policy wins, by how much, how surely, how far from the best.
+
+Imports nothing heavy at module level (solvers load only when an optimized policy is derived).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+__all__ = ["register"]
+
+EPILOG = """\
+Method: every policy runs at the same loads (LOAD = arrival-rate multiplier: a generator spec with
+sessions=K gets round(K x LOAD) sessions with start times / LOAD; a trace's arrival / start times are divided
+by LOAD) on --seeds replications (seed s seeds the workload generator and a random permutation
+of the arrival gaps; traces keep their content). Goodput at the target = each seed's value read off the
+policy's own front (goodput vs P90 interactivity over the loads) by linear interpolation between the two
+loads that bracket the target; "above_range" (target met at every load: the top load's goodput, a lower
+bound) and "below_range" (missed at every load: no value) are flagged. Mean and Student-t 95% CI over
+seeds; differences to the best heuristic are paired by seed (per seed x/y - 1) with their own t CI; a CI
+containing 0 is a tie. Bound: proven capacity upper bound on any router's goodput (optsched/compare/capacity.py);
+headroom_closed = (policy - best heuristic) / (bound - best heuristic).
+
+--json keys (schema optsched.compare/v1):
+  workload, seeds[], config{...}, load_knob, ci_method, best_heuristic (name or null),
+  policies[].name, policies[].kind (heuristic | optimized | learned),
+  policies[].goodput_at_target.mean / .ci95 [lo, hi] / .std / .n / .per_seed[] / .status[] / .censored,
+  policies[].vs_best_heuristic.mean / .ci95 [lo, hi] (relative differences, 0.05 = +5%) / .verdict
+      (better | worse | tie | reference), null when the policy or the best heuristic has no value,
+  policies[].headroom_closed (null where no bound), policies[].front[] (per load: interactivity_tok_s,
+      goodput_calls_s, tpgs, ttft_p90_s, hit_rate, each {mean, ci95, std, n}),
+  bound (null or {mean, ci95, per_seed[], decision, method[]}), bound_notes{admission, residency},
+  optimized_derivation (the routing solve the optimized policies came from), failed{policy: reason},
+  context_cut{seed: {calls_cut, sessions_cut}}, code_digest.
+Files in --out: compare.json, compare.md (the table), fronts.png; run cache in --out/cache (resumes).
+"""
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("compare", help="compare routing policies with seeds, CIs, fronts and bounds",
+                              description=__doc__.splitlines()[0], epilog=EPILOG,
+                              formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("workload", help="trace path (anything `workload stats` reads) or generator spec, "
+                   "e.g. 'agentx:sessions=8,variant=256k'")
+    p.add_argument("--policies", help="comma list (default: every baseline router + price, rolling_milp)")
+    p.add_argument("--seeds", type=int, default=5, help="replications, >= 5 (default 5)")
+    p.add_argument("--base-seed", type=int, default=0, help="seeds are BASE .. BASE+N-1 (default 0)")
+    p.add_argument("--loads", default="0.5,1,2,4", help="arrival-rate multipliers, increasing (default 0.5,1,2,4)")
+    p.add_argument("--target-interactivity", type=float, default=30.0,
+                   help="P90 interactivity target, output tokens/s per user (default 30)")
+    p.add_argument("--max-calls", type=int, default=0, help="trace: keep its first N calls (0 = all)")
+    p.add_argument("--max-calls-per-session", type=int, default=0, help="keep each session's first N calls (0 = all)")
+    p.add_argument("--gpu", default="h200-sxm")
+    p.add_argument("--model", default="llama-3-70b")
+    p.add_argument("--tp", type=int, default=4)
+    p.add_argument("--instances", type=int, default=4)
+    p.add_argument("--max-num-batched-tokens", type=int, default=8192)
+    p.add_argument("--slo-ttft", type=float, default=10.0, help="goodput SLO on TTFT, s (default 10)")
+    p.add_argument("--slo-tpot", type=float, default=0.1, help="goodput SLO on TPOT, s (default 0.1)")
+    p.add_argument("--window-calls", type=int, default=60, help="routing window MILP size of the optimized policies")
+    p.add_argument("--json", action="store_true", help="print the result JSON (keys below)")
+    p.add_argument("--out", help="write compare.json, compare.md, fronts.png and the run cache here "
+                   "(default runs/compare-<workload>)")
+    p.add_argument("--backend", choices=("local", "ray"), default="local", help="local processes or Ray")
+    p.add_argument("--workers", type=int, default=0, help="processes / Ray CPUs (0 = CPUs of this machine)")
+    p.add_argument("--address", help="Ray cluster address (--backend ray; default: start a local instance)")
+    p.set_defaults(func=_run)
+
+
+def _floats(text: str, what: str) -> tuple[float, ...]:
+    try:
+        return tuple(float(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise ValueError(f"{what}: expected comma-separated numbers, got {text!r}") from None
+
+
+def _run(args: argparse.Namespace) -> int:
+    import os
+    import re
+
+    from optsched.compare.core import CompareConfig, run_compare
+    from optsched.compare.render import markdown_table, plot_fronts
+
+    if args.seeds < 5:
+        raise ValueError(f"--seeds must be >= 5 (comparisons report 95% CIs over >= 5 replications), got {args.seeds}")
+    if args.address and args.backend != "ray":
+        raise ValueError("--address needs --backend ray")
+    workers = args.workers or (os.cpu_count() or 1)
+    cfg = CompareConfig(
+        source=args.workload,
+        policies=tuple(x.strip() for x in args.policies.split(",") if x.strip()) if args.policies else None,
+        seeds=args.seeds, base_seed=args.base_seed, loads=_floats(args.loads, "--loads"),
+        target=args.target_interactivity, max_calls=args.max_calls,
+        max_calls_per_session=args.max_calls_per_session, window_calls=args.window_calls,
+        cluster={"gpu": args.gpu, "model": args.model, "tp": args.tp, "instances": args.instances,
+                 "max_num_batched_tokens": args.max_num_batched_tokens},
+        slo={"ttft_s": args.slo_ttft, "tpot_s": args.slo_tpot})
+    slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", Path(args.workload).stem if Path(args.workload).exists() else args.workload)
+    out = Path(args.out or f"runs/compare-{slug}")
+    res = run_compare(cfg, out / "cache", args.backend, workers, args.address,
+                      progress=lambda d, n: print(f"\r{d}/{n} runs", end="", file=sys.stderr, flush=True))
+    print(file=sys.stderr)
+    text = json.dumps(res, indent=2, allow_nan=False)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "compare.json").write_text(text + "\n")
+    md = markdown_table(res)
+    (out / "compare.md").write_text(md)
+    plot_fronts(res, out / "fronts.png")
+    print(text if args.json else md + f"\nwrote {out}/compare.json, compare.md, fronts.png")
+    return 0

@@ -1,0 +1,88 @@
+"""End to end: identical JSON across reruns, worker counts, a resumed cache and a local Ray instance;
+the CLI's one-line errors and its import hygiene."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+from optsched.compare.core import CompareConfig, run_compare
+
+SRC = "optsched/data/samples/mooncake/conversation_trace_first2000.jsonl"
+CFG = CompareConfig(source=SRC, policies=("round_robin", "cache_aware", "random"), seeds=2, loads=(0.5, 2.0),
+                    max_calls=40)
+
+
+CLI = [sys.executable, "-c", "import sys; from optsched.cli import main; sys.exit(main())"]
+
+
+def _dump(r):
+    return json.dumps(r, indent=2, allow_nan=False)
+
+
+@pytest.mark.slow
+def test_byte_identical_across_reruns_workers_cache_and_ray(tmp_path):
+    a = _dump(run_compare(CFG, tmp_path / "a", workers=1))
+    b = _dump(run_compare(CFG, tmp_path / "b", workers=2))
+    assert a == b
+    assert _dump(run_compare(CFG, tmp_path / "a", workers=2)) == a  # all from the cache (resume path)
+    res = json.loads(a)
+    assert [p["name"] for p in res["policies"]] == ["round_robin", "cache_aware", "random"]
+    g = res["policies"][0]["goodput_at_target"]
+    assert len(g["per_seed"]) == 2 and g["per_seed"][0] != g["per_seed"][1]  # seeds differ
+    assert res["bound"]["mean"] > max(p["goodput_at_target"]["mean"] or 0 for p in res["policies"])
+    pytest.importorskip("ray")
+    import ray
+
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        r = _dump(run_compare(CFG, tmp_path / "r", backend="ray", workers=2))
+    finally:
+        ray.shutdown()
+    assert r == a
+
+
+def test_interrupted_compare_resumes_from_the_cache(tmp_path, monkeypatch):
+    import optsched.compare.backends as B
+
+    cfg = CompareConfig(source=SRC, policies=("round_robin",), seeds=2, loads=(1.0,), max_calls=20)
+    calls = []
+    real = B._safe_run
+
+    def counting(job):
+        calls.append(job["seed"])
+        if len(calls) == 2:
+            raise KeyboardInterrupt  # killed after the first run finished
+        return real(job)
+
+    monkeypatch.setattr(B, "_safe_run", counting)
+    with pytest.raises(KeyboardInterrupt):
+        run_compare(cfg, tmp_path, workers=1)
+    calls.clear()
+    run_compare(cfg, tmp_path, workers=1)
+    assert calls == [1]  # seed 0 came from the cache
+
+
+def test_cli_errors_are_one_line(tmp_path):
+    for argv, msg in ((["compare", SRC, "--seeds", "3"], "--seeds must be >= 5"),
+                      (["compare", SRC, "--policies", "nope"], "unknown nope"),
+                      (["compare", SRC, "--loads", "2,1"], "loads must be strictly increasing"),
+                      (["compare", "no/such/file.jsonl"], "no such file")):
+        proc = subprocess.run([*CLI, *argv, "--out", str(tmp_path)], capture_output=True, text=True, check=False)
+        assert proc.returncode == 2, (argv, proc.stderr)
+        assert msg in proc.stderr and proc.stderr.count("\n") == 1, proc.stderr
+
+
+def test_cli_import_loads_no_heavy_package():
+    code = ("import sys, optsched.cli; optsched.cli.build_parser()\n"
+            "print(','.join(m for m in ('pyomo','cvxpy','highspy','gymnasium','torch','ray') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ""
+
+
+def test_help_documents_the_json_keys():
+    out = subprocess.run([*CLI, "compare", "--help"], capture_output=True, text=True,
+                         check=True).stdout
+    for key in ("policies[].name", "policies[].kind", "goodput_at_target.mean", ".ci95", "vs_best_heuristic.mean",
+                "headroom_closed", "best_heuristic", "bound"):
+        assert key in out

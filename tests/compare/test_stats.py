@@ -1,0 +1,50 @@
+"""Replication statistics against values computed by hand."""
+
+import math
+
+import pytest
+from optsched.compare.stats import mean_ci, paired_difference, verdict
+
+T4 = 2.7764451051977987  # t_{0.975, 4} (tables: 2.776)
+
+
+def test_mean_ci_by_hand():
+    # 1..5: mean 3, s^2 = (4+1+0+1+4)/4 = 2.5, half width = t * sqrt(2.5 / 5)
+    e = mean_ci([1, 2, 3, 4, 5])
+    half = T4 * math.sqrt(0.5)
+    assert e.mean == 3.0
+    assert e.std == pytest.approx(math.sqrt(2.5), rel=1e-15)
+    assert e.ci95 == pytest.approx((3.0 - half, 3.0 + half), rel=1e-12)
+    assert e.n == 5
+
+
+def test_paired_difference_by_hand():
+    # d = 0.5, 1.5, 0.5, 1.5, 1.0: mean 1.0, s^2 = (4*0.25)/4 = 0.25, half = t * 0.5 / sqrt(5)
+    x = [10.5, 11.5, 9.5, 12.5, 10.0]
+    y = [10.0, 10.0, 9.0, 11.0, 9.0]
+    e = paired_difference(x, y)
+    half = T4 * 0.5 / math.sqrt(5)
+    assert e.mean == pytest.approx(1.0, rel=1e-15)
+    assert e.ci95 == pytest.approx((1.0 - half, 1.0 + half), rel=1e-12)
+    assert verdict(e) == "better"
+    # unpaired, the same numbers would tie: the pairing is what removes the seed-to-seed spread
+    assert verdict(paired_difference([10.5], [10.0])) == "tie"
+
+
+def test_relative_difference_and_tie():
+    e = paired_difference([2.0, 4.0, 3.0], [2.0, 2.0, 3.0], relative=True)  # d = 0, 1, 0
+    assert e.mean == pytest.approx(1 / 3, rel=1e-15)
+    assert verdict(e) == "tie"  # s = 0.577, t_{.975,2} = 4.303: interval crosses 0
+    assert verdict(mean_ci([-3.0, -2.0, -2.5])) == "worse"
+
+
+def test_bad_inputs():
+    with pytest.raises(ValueError, match="at least one"):
+        mean_ci([])
+    with pytest.raises(ValueError, match="value 1 is not finite"):
+        mean_ci([1.0, math.nan])
+    with pytest.raises(ValueError, match="one value per seed"):
+        paired_difference([1.0], [1.0, 2.0])
+    with pytest.raises(ValueError, match="seed index 0"):
+        paired_difference([1.0], [0.0], relative=True)
+    assert mean_ci([4.0]).ci95 == (-math.inf, math.inf)
