@@ -1,7 +1,7 @@
 """One replication of a workload: the seed's workload stream, its arrival stream, the context rule, the load.
 
 Seeds. Replication seed ``s`` owns named streams ``SeedSequence(s, spawn_key=(key(name),))`` (key =
-first 4 bytes of sha256(name), as `optsched.pipelines.provenance.stream_seed`):
+first 4 bytes of sha256(name), as `optsched.reproduce.provenance.stream_seed`):
 
 - ``workload``: a generator spec (``agentx:...``) is run with ``seed`` = an integer drawn from this
   stream (the spec's own ``seed`` key is replaced). A trace keeps its content (it is the data).

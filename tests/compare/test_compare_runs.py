@@ -9,7 +9,7 @@ import pytest
 from optsched.compare.core import CompareConfig, run_compare
 
 SRC = "optsched/data/samples/mooncake/conversation_trace_first2000.jsonl"
-CFG = CompareConfig(source=SRC, policies=("round_robin", "cache_aware", "random"), seeds=2, loads=(0.5, 2.0),
+CFG = CompareConfig(source=SRC, policies=("round_robin", "cache_aware", "random"), seeds=2, loads=(0.5, 2.0), target=12.0,
                     max_calls=40)
 
 
