@@ -150,9 +150,18 @@ class SessionRoutingInstance:
         return int(self.opt_decision.shape[0])
 
     def wait_big_m(self) -> np.ndarray:
-        """(I, T) upper bound (s) on backlog-at-bucket-start + half the bucket's work: valid big-M of the
-        wait rows (every option's work and all forecast work on i, nothing ever served)."""
-        per_i = np.zeros((self.n_instances, self.n_buckets))
-        np.add.at(per_i, (self.opt_instance, self.bucket[self.opt_decision]), self.work_s)
-        total = self.backlog0_s + self.base_work_s.sum(axis=1) + per_i.sum(axis=1)
-        return np.repeat(total[:, None], self.n_buckets, axis=1)
+        """(I, T) valid big-M of the wait rows (s): the largest backlog-at-bucket-start + half the bucket's
+        work possible on i, from the backlog recursion with every decision of the bucket on i at its
+        largest work there: Bmax[i,t] = max(0, Bmax[i,t−1] + base + Σ_d max_o work − cap), Bmax[i,−1] =
+        backlog0; M[i,t] = Bmax[i,t−1] + ½(base[i,t] + Σ_d max_o work)."""
+        n_i, n_t = self.n_instances, self.n_buckets
+        worst = np.zeros((self.n_decisions, n_i))
+        np.maximum.at(worst, (self.opt_decision, self.opt_instance), self.work_s)
+        per = np.zeros((n_i, n_t))
+        np.add.at(per, (slice(None), self.bucket), worst.T)
+        big = np.zeros((n_i, n_t))
+        prev = self.backlog0_s.astype(float).copy()
+        for t in range(n_t):
+            big[:, t] = prev + 0.5 * (self.base_work_s[:, t] + per[:, t])
+            prev = np.maximum(0.0, prev + self.base_work_s[:, t] + per[:, t] - self.capacity_s[:, t])
+        return big
