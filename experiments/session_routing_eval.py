@@ -118,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     df = pd.DataFrame(rows)
     df.to_csv(out / "results.csv", index=False)
     (out / "summary.md").write_text(summarize(df) + "\n")
-    rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], check=False, capture_output=True, text=True).stdout.strip()
     (out / "provenance.json").write_text(json.dumps({"argv": sys.argv, "git": rev, "args": vars(a)}, indent=1))
     print(summarize(df))
     return 0
