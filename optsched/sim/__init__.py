@@ -83,7 +83,11 @@ def simulate(
     sim.fast_forward = fast_forward
     sim.run()
     df = sim.calls_frame()
-    extra = {"residency_actions": dict(sorted(sim.residency.actions.items())),
+    mover = sim.kv_mover
+    if mover.active:  # hits that arrived by a KV copy (optsched.sim.kv_move), a part of hit_hbm_tokens
+        df["hit_remote_tokens"] = [mover.remote_tokens(s, sim.block_size) for s in sim._seqs]
+    extra = {**(dict(mover.stats) if mover.active else {}),
+             "residency_actions": dict(sorted(sim.residency.actions.items())),
              "seed": int(seed), "block_size": int(sim.block_size), "concurrency": int(concurrency)}
     summary = summarize(df, sim.instances, cluster.num_gpus, slo, extra)
     ts = pd.DataFrame(

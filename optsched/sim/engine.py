@@ -22,6 +22,7 @@ from optsched.sim.driver import SessionDriver
 from optsched.sim.events import KV_READY, RELEASE, STEP, STEP_END, EventQueue
 from optsched.sim.fastforward import can_run, decode_run, truncate_run
 from optsched.sim.instance import Instance
+from optsched.sim.kv_move import KVMover
 from optsched.sim.pd_transfer import PDMixin
 from optsched.sim.residency_exec import ResidencyExecutor
 from optsched.sim.scheduler import Batch, plan_step
@@ -87,6 +88,7 @@ class Simulator(PDMixin, SteppingMixin):
         self.decode_ids = [i.iid for i in self.instances if i.role == "decode"]
         self.route_decode = getattr(router, "route_decode", None) if self.decode_ids else None
         self.residency = ResidencyExecutor(self, residency)
+        self.kv_mover = KVMover(self, router)  # session KV copies the router asks for (optsched.sim.kv_move)
         self.finished = 0
         self.progress = progress
         self._bar = None
@@ -145,7 +147,10 @@ class Simulator(PDMixin, SteppingMixin):
             if not payload.busy:
                 self._start_step(payload, t)
         elif p == KV_READY:
-            self._on_kv_ready(payload, t)
+            if payload[0] == "move":
+                self.kv_mover.on_ready(payload, t)
+            else:
+                self._on_kv_ready(payload, t)
         else:
             self.residency.on_timer(payload, t)
 
@@ -188,6 +193,8 @@ class Simulator(PDMixin, SteppingMixin):
         if self._bar is not None:
             self._bar.update(1)
         self.residency.on_next_call(call, i, t)
+        if self.kv_mover.active and self.kv_mover.defer(seq, i, t):
+            return
         self._enqueue(self.instances[i], seq, t)
 
     def _enqueue(self, inst: Instance, seq: Seq, t: float) -> None:
@@ -423,5 +430,7 @@ class Simulator(PDMixin, SteppingMixin):
             self.residency.on_pause(inst, seq, t)
         else:
             kv.free(inst, seq, t)
+        if paused and self.kv_mover.active:
+            self.kv_mover.on_pause(inst, seq, t)
         for rt, ch in self._driver.on_finish(idx, t):
             self._push_release(rt, ch)

@@ -5,6 +5,8 @@ Generator specs (defaults in brackets):
 - ``agentx:sessions=N[50],seed=S[0],variant=full|256k[full]``
 - ``copilot:sessions=N[50],seed=S[0],model_switch_prob=P[0.1],keep_fraction=F[1.0]``
 - ``chat:calls=N[1000],seed=S[0],rate=R[10.0]`` (requests/s)
+- ``hotprompt:sessions=N[32],seed=S[0],calls=K[8],stagger=S[2.0]`` (hot shared system prompt, session
+  starts staggered by S seconds; `optsched.workload.gen_hotprompt`)
 
 Every generator gets ``numpy.random.default_rng(seed)``.
 """
@@ -24,8 +26,9 @@ GENERATOR_KEYS: dict[str, dict[str, type]] = {
     "agentx": {"sessions": int, "seed": int, "variant": str},
     "copilot": {"sessions": int, "seed": int, "model_switch_prob": float, "keep_fraction": float},
     "chat": {"calls": int, "seed": int, "rate": float},
+    "hotprompt": {"sessions": int, "seed": int, "calls": int, "stagger": float},
 }
-_SPEC = re.compile(r"^(agentx|copilot|chat)(?::(.*))?$")
+_SPEC = re.compile(r"^(agentx|copilot|chat|hotprompt)(?::(.*))?$")
 
 
 def is_generator_spec(text: str) -> bool:
@@ -75,7 +78,7 @@ def workload_from_spec(text: str) -> Workload:
 
         return load_any(text)
     if not is_generator_spec(text):
-        raise FileNotFoundError(f"{text}: no such file, and not a generator spec (agentx|copilot|chat[:k=v,...])")
+        raise FileNotFoundError(f"{text}: no such file, and not a generator spec (agentx|copilot|chat|hotprompt[:k=v,...])")
     kind, kw = parse_generator_spec(text)
     try:
         return _generate(kind, kw)
@@ -93,6 +96,11 @@ def _generate(kind: str, kw: dict) -> Workload:
         from optsched.workload.gen_copilot import generate_copilot
 
         return generate_copilot(kw.pop("sessions", 50), rng, **kw)
+    if kind == "hotprompt":
+        from optsched.workload.gen_hotprompt import generate_hotprompt
+
+        return generate_hotprompt(kw.pop("sessions", 32), rng, calls_per_session=kw.pop("calls", 8),
+                                  stagger_s=kw.pop("stagger", 2.0))
     from optsched.workload.gen_chat import generate_chat
 
     return generate_chat(kw.pop("calls", 1000), rng, rate_per_s=kw.pop("rate", 10.0))

@@ -1,0 +1,225 @@
+"""Session-level router with KV placement, priced by the session routing LP (`optsched.models.routing_session`).
+
+Per released call c of session s, over prefill instances i and the ways c's KV can reach i (stay /
+reload on the instance where it is resident, transfer from the session's home over ``link``, or
+recompute what is not resident), the router picks the option with the lowest
+
+    score(i, o) = wait_i + fixed(i, o) + σ[i]·work(i, o) + π[i]·kv_tokens(c)
+
+* wait_i (s): prefill work queued on i = queued prefill tokens × the EMA of prefill seconds per new
+  token of the calls this router sent to i (non-linear prefill with attention, so long contexts cost
+  more per token) + remaining decode tokens × ``decode_s_per_token``;
+* fixed(i, o) (s): DRAM/SSD promotion over PCIe or RDMA/NVLink transfer of the part not resident on i,
+  + ``prefill_time(new, cached)`` from the cost model (exact for the option's known lengths);
+* σ[i] (s of TTFT per s of work) and π[i] (s per KV token) are the LP duals of the backlog and HBM rows
+  in the current bucket; 0 when no pricer is given or the row is slack (complementary slackness).
+
+When a session pauses (tool call), ``kv_move_on_pause`` compares where its next call would be served
+best at the forecast return time (now + median tool time of its tool class, a parameter learned from
+the workload): the LP's backlog forecast B[i, t−1] at that bucket + the part of the transfer not hidden
+by the pause + π-priced holding; it returns another instance when that saves more than
+``move_margin_s`` (the simulator then copies the KV during the pause, `optsched.sim.kv_move`).
+
+Re-pricing: every ``reprice_s`` of simulated time the router calls ``pricer(now_s, paused, backlog_s,
+hbm_free_tokens)`` with the paused sessions ``(home, kv_tokens, return_s)``; the pricer (built by
+`optsched.pipelines.session_routing`, which solves the LP relaxation) returns a `SessionPrices`. This
+module is numpy/stdlib only (DESIGN.md layering); it never imports a solver.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from optsched.policies._load import active_kv_blocks, argmin
+from optsched.policies._roles import decode_candidates, prefill_candidates
+from optsched.policies.base import ClusterView
+from optsched.workload.types import Call
+
+__all__ = ["SessionPrices", "SessionRouter", "SessionRouterConfig"]
+
+
+@dataclass(frozen=True, slots=True)
+class SessionPrices:
+    """Output of one re-pricing: (I, T) arrays over buckets of ``bucket_s`` starting at ``t0_s``.
+
+    backlog_s: LP forecast B[i,t] (s); work_price: σ (s/s); hbm_price: π (s per token per bucket).
+    """
+
+    t0_s: float
+    bucket_s: float
+    backlog_s: np.ndarray
+    work_price: np.ndarray
+    hbm_price: np.ndarray
+
+
+@dataclass(frozen=True, slots=True)
+class SessionRouterConfig:
+    """Parameters (units in names).
+
+    Attributes:
+        gpu, model, tp: cost model of every instance (`optsched.cost.CostModel.from_names`).
+        link: "rdma" or "nvlink": link of session KV transfers (must match the cluster's ``pd_link``).
+        decode_s_per_token: instance seconds of decode interference per output token (>= 0).
+        think_forecast_s: tool class -> forecast pause (s); ``default_think_s`` for other classes.
+        default_think_s: forecast pause of an unknown tool class (s, >= 0).
+        reprice_s: simulated seconds between two re-pricings (> 0).
+        move_margin_s: a pause move must save at least this much forecast TTFT (s, >= 0).
+        provenance: which solve produced each derived value (objective, bound, gap, duals used).
+    """
+
+    gpu: str
+    model: str
+    tp: int = 1
+    link: str = "rdma"
+    decode_s_per_token: float = 0.0
+    think_forecast_s: Mapping[str, float] = field(default_factory=dict)
+    default_think_s: float = 3.84
+    reprice_s: float = 2.0
+    move_margin_s: float = 0.5
+    provenance: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.link not in ("rdma", "nvlink"):
+            raise ValueError(f"SessionRouterConfig.link must be 'rdma' or 'nvlink', got {self.link!r}")
+        for f in ("decode_s_per_token", "default_think_s", "move_margin_s"):
+            v = getattr(self, f)
+            if not (math.isfinite(v) and v >= 0):
+                raise ValueError(f"SessionRouterConfig.{f} must be finite and >= 0, got {v!r}")
+        if not (math.isfinite(self.reprice_s) and self.reprice_s > 0):
+            raise ValueError(f"SessionRouterConfig.reprice_s must be finite and > 0, got {self.reprice_s!r}")
+
+
+Pricer = Callable[[float, list, np.ndarray, np.ndarray], SessionPrices]
+
+
+class SessionRouter:
+    """Routes calls and places paused sessions' KV with LP prices (module docstring). Deterministic."""
+
+    name = "session"
+
+    def __init__(self, config: SessionRouterConfig, pricer: Pricer | None = None) -> None:
+        from optsched.cost import CostModel
+
+        self.config = config
+        self.cm = CostModel.from_names(config.gpu, config.model, config.tp)
+        self.pricer = pricer
+        self.prices: SessionPrices | None = None
+        self._last_price_s = -math.inf
+        self._ema: dict[int, float] = {}  # instance -> prefill s per new token of calls routed there
+        self._move_src: dict[str, int] = {}  # call id -> source instance of a transfer chosen at route
+        self.paused: dict[str, tuple[int, int, float]] = {}  # session -> (home, kv tokens, return_s)
+        self.decisions = {"stay": 0, "reload": 0, "transfer": 0, "recompute": 0, "pause_moves": 0}
+
+    # ---- cost pieces -------------------------------------------------------------------------------
+    def _prefill_s(self, new: int, cached: int) -> float:
+        return float(self.cm.prefill_time(max(new, 1), cached))
+
+    def _move_s(self, tokens: int, link: str) -> float:
+        return float(self.cm.kv_transfer_time(tokens, link)) if tokens > 0 else 0.0
+
+    def _wait_s(self, view: ClusterView, i: int) -> float:
+        inst = view.instances[i]
+        q = inst.queued_prefill_tokens
+        dec = max(0, inst.outstanding_tokens - q)
+        return q * self._ema.get(i, self._prefill_s(8192, 0) / 8192) + dec * self.config.decode_s_per_token
+
+    def _bucket(self, t_s: float) -> int:
+        p = self.prices
+        return min(p.backlog_s.shape[1] - 1, max(0, int((t_s - p.t0_s) // p.bucket_s)))
+
+    def _maybe_reprice(self, view: ClusterView) -> None:
+        now = view.now_s
+        if self.pricer is None or now < self._last_price_s + self.config.reprice_s:
+            return
+        self._last_price_s = now
+        cands = prefill_candidates(view)
+        n = len(view.instances)
+        backlog = np.array([self._wait_s(view, i) if i in cands else 0.0 for i in range(n)])
+        bs = view.block_size
+        free = np.array([max(0, v.kv_capacity_blocks - active_kv_blocks(v)) * bs for v in view.instances], float)
+        paused = sorted(((h, k, r) for h, k, r in self.paused.values() if r >= now), key=lambda x: x[2])
+        self.prices = self.pricer(now, paused, backlog, free)
+
+    # ---- Router protocol ---------------------------------------------------------------------------
+    def options(self, call: Call, view: ClusterView) -> list[tuple[float, int, str, float, int]]:
+        """(score, instance, mode, prefill seconds, new tokens) of the best option on every prefill instance."""
+        self._maybe_reprice(view)
+        bs, n_in = view.block_size, call.input_tokens
+        home = view.session_home(call.session_id)
+        cap = lambda blocks: min(blocks * bs, n_in - 1) if call.block_hashes else 0
+        home_any = cap(view.instances[home].prefix_hit_blocks(call.block_hashes, "any")) if home is not None else 0
+        p = self.prices
+        t = self._bucket(view.now_s) if p is not None else 0
+        out = []
+        for i in prefill_candidates(view):
+            v = view.instances[i]
+            hbm, anyt = cap(v.prefix_hit_blocks(call.block_hashes, "hbm")), cap(v.prefix_hit_blocks(call.block_hashes, "any"))
+            pre = self._prefill_s(n_in - anyt, anyt)
+            best = (self._move_s(anyt - hbm, "pcie") + pre, "stay" if anyt == hbm else "reload", pre, n_in - anyt)
+            if anyt == 0:
+                best = (pre, "recompute", pre, n_in)
+            if home is not None and home != i and home_any > anyt:
+                pre_t = self._prefill_s(n_in - home_any, home_any)
+                fixed_t = self._move_s(home_any - anyt, self.config.link) + pre_t
+                if fixed_t < best[0]:
+                    best = (fixed_t, "transfer", pre_t, n_in - home_any)
+            fixed, mode, pre, new = best
+            work = pre + call.output_tokens * self.config.decode_s_per_token
+            score = self._wait_s(view, i) + fixed
+            if p is not None:
+                score += float(p.work_price[i, t]) * work + float(p.hbm_price[i, t]) * (n_in + call.output_tokens)
+            out.append((score, i, mode, pre, new))
+        return out
+
+    def route(self, call: Call, view: ClusterView) -> int:
+        opts = self.options(call, view)
+        _, i, mode, pre, new = min(opts, key=lambda o: (o[0], o[1]))
+        per_token = pre / max(1, new)
+        self._ema[i] = 0.8 * self._ema.get(i, per_token) + 0.2 * per_token
+        self.decisions[mode] += 1
+        if mode == "transfer":
+            self._move_src[call.call_id] = view.session_home(call.session_id)
+        self.paused.pop(call.session_id, None)
+        return i
+
+    def route_decode(self, call: Call, view: ClusterView) -> int:
+        """Decode instance with the fewest pinned KV blocks (P/D clusters)."""
+        return argmin(decode_candidates(view), lambda i: active_kv_blocks(view.instances[i]))
+
+    # ---- KV movement hooks (optsched.sim.kv_move) -------------------------------------------------
+    def kv_move_on_route(self, call: Call, i: int, view: ClusterView) -> int | None:
+        return self._move_src.pop(call.call_id, None)
+
+    def kv_move_on_pause(self, call: Call, home: int, view: ClusterView) -> int | None:
+        cfg = self.config
+        think = cfg.think_forecast_s.get(call.tool, cfg.default_think_s)
+        tokens = call.input_tokens + call.output_tokens
+        ret = view.now_s + think
+        self.paused[call.session_id] = (home, tokens, ret)
+        p = self.prices
+        if p is None:
+            return None
+        t = self._bucket(ret)
+        hold_to = slice(0, t + 1)
+
+        def cost(i: int) -> float:
+            b = float(p.backlog_s[i, t - 1]) if t > 0 else self._wait_s(view, i)
+            return b + float(p.hbm_price[i, hold_to].sum()) * tokens
+
+        c_home = cost(home)
+        xfer = self._move_s(tokens, cfg.link)
+        best, best_c = None, c_home - cfg.move_margin_s
+        for i in prefill_candidates(view):
+            if i != home:
+                c = cost(i) + max(0.0, xfer - think)
+                if c < best_c:
+                    best, best_c = i, c
+        if best is not None:
+            self.decisions["pause_moves"] += 1
+            self.paused[call.session_id] = (best, tokens, ret)
+        return best

@@ -1,0 +1,178 @@
+"""Session routing door: cost model + paused sessions -> `SessionRoutingInstance` -> MILP / LP -> router.
+
+* ``paused_instance``: decisions = paused sessions (home, KV tokens, forecast return), one option per
+  (session, instance): ``stay`` on home (holds its KV on home from now to the return bucket) or
+  ``transfer`` to i (the copy overlaps the pause: fixed = max(0, transfer − pause) + prefill; holds KV on
+  i), each with the cost model's prefill time of ``new_tokens`` on top of the session's context
+  (``CostModel.prefill_time(new, cached)``, attention included) and decode interference
+  ``output_tokens · decode_s_per_token`` as work. Capacity: ``bucket_s`` of work per bucket.
+* ``make_pricer``: the online router's re-pricing: ``paused_instance`` -> matrix LP
+  (`optsched.models.routing_session_lp`) -> SciPy HiGHS -> `SessionPrices` (σ, π from the duals,
+  backlog forecast from the primal).
+* ``synthetic_session_instance``: AgentX-like random instances for tests and benchmarks.
+* ``plan_from_workload``: derives `SessionRouterConfig` from a workload (median pause per tool class,
+  decode cost from the cost model) and records the LP solve that prices a snapshot of it (provenance).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from optsched.cost import CostModel
+from optsched.models.routing_session_data import MODES, SessionRoutingInstance
+from optsched.models.routing_session_lp import build_session_lp
+from optsched.policies.router_session import SessionPrices, SessionRouter, SessionRouterConfig
+from optsched.solvers import SolveResult, SolverOptions, solve
+from optsched.solvers.scipy_lp import solve_matrix_lp
+
+__all__ = ["build_router", "make_pricer", "paused_instance", "plan_from_workload", "solve_session_routing",
+           "synthetic_session_instance"]
+
+logger = logging.getLogger(__name__)
+_STAY, _TRANSFER = MODES.index("stay"), MODES.index("transfer")
+
+
+def paused_instance(cm: CostModel, now_s: float, paused: Sequence[tuple[int, int, float]], backlog_s: np.ndarray,
+                    hbm_free_tokens: np.ndarray, bucket_s: float = 2.0, n_buckets: int = 8,
+                    new_tokens: int = 2048, output_tokens: int = 400, decode_s_per_token: float = 0.0,
+                    link: str = "rdma", weights: Sequence[float] | None = None) -> SessionRoutingInstance:
+    """`SessionRoutingInstance` of ``paused`` sessions ``(home, kv_tokens, return_s)`` (module docstring).
+
+    Raises:
+        ValueError: no paused session, or a home outside ``backlog_s``'s instances.
+    """
+    n_i, n_d = len(backlog_s), len(paused)
+    if n_d == 0:
+        raise ValueError("paused_instance needs at least one paused session")
+    od, oi, om, fixed, work, hold, link_s = [], [], [], [], [], [], []
+    buckets = np.zeros(n_d, dtype=int)
+    for d, (home, tokens, ret) in enumerate(paused):
+        if not (0 <= home < n_i):
+            raise ValueError(f"paused session {d}: home {home} outside 0..{n_i - 1}")
+        pause = max(0.0, ret - now_s)
+        t = min(n_buckets - 1, int(pause // bucket_s))
+        buckets[d] = t
+        pre = float(cm.prefill_time(new_tokens, tokens))
+        xfer = float(cm.kv_transfer_time(tokens, link))
+        h = np.zeros(n_buckets)
+        h[: t + 1] = tokens + new_tokens
+        for i in range(n_i):
+            od.append(d)
+            oi.append(i)
+            om.append(_STAY if i == home else _TRANSFER)
+            fixed.append(pre + (0.0 if i == home else max(0.0, xfer - pause)))
+            work.append(pre + output_tokens * decode_s_per_token)
+            hold.append(h)
+            link_s.append(0.0 if i == home else xfer)
+    return SessionRoutingInstance(
+        decision_ids=tuple(f"p{d}" for d in range(n_d)),
+        weight=np.ones(n_d) if weights is None else np.asarray(weights, float), bucket=buckets, bucket_s=bucket_s,
+        opt_decision=np.array(od), opt_instance=np.array(oi), opt_mode=np.array(om), fixed_s=np.array(fixed),
+        work_s=np.array(work), hold_tokens=np.array(hold), link_s=np.array(link_s),
+        capacity_s=np.full((n_i, n_buckets), bucket_s), base_work_s=np.zeros((n_i, n_buckets)),
+        backlog0_s=np.asarray(backlog_s, float), hbm_free_tokens=np.repeat(np.asarray(hbm_free_tokens, float)[:, None],
+                                                                           n_buckets, axis=1))
+
+
+def make_pricer(cm: CostModel, bucket_s: float = 2.0, n_buckets: int = 8, max_sessions: int = 32, **kw):
+    """Pricer for `SessionRouter`: LP relaxation of the ``max_sessions`` soonest-returning paused sessions.
+
+    Without paused sessions, or when the LP is not optimal (logged), prices are 0 and the backlog forecast
+    is the current backlog drained at one second per second. Keyword args go to `paused_instance`.
+    """
+
+    def pricer(now_s: float, paused: list, backlog_s: np.ndarray, free: np.ndarray) -> SessionPrices:
+        n_i = len(backlog_s)
+        drained = np.maximum(0.0, backlog_s[:, None] - bucket_s * (1 + np.arange(n_buckets))[None, :])
+        zero = np.zeros((n_i, n_buckets))
+        if not paused:
+            return SessionPrices(now_s, bucket_s, drained, zero, zero)
+        inst = paused_instance(cm, now_s, paused[:max_sessions], backlog_s, free, bucket_s, n_buckets, **kw)
+        lp = build_session_lp(inst)
+        res, x, marg = solve_matrix_lp(lp)
+        if x is None:
+            logger.warning("session pricer LP %s; zero prices", res.status)
+            return SessionPrices(now_s, bucket_s, drained, zero, zero)
+        n_o = lp.n_options
+        backlog = x[n_o: n_o + n_i * n_buckets].reshape(n_i, n_buckets)
+        work_price = np.maximum(0.0, -marg[lp.backlog_rows]).reshape(n_i, n_buckets)
+        hbm_price = np.maximum(0.0, -marg[lp.hbm_rows]).reshape(n_i, n_buckets)
+        return SessionPrices(now_s, bucket_s, backlog, work_price, hbm_price)
+
+    return pricer
+
+
+def synthetic_session_instance(rng: np.random.Generator, n_instances: int = 8, n_sessions: int = 64,
+                               n_buckets: int = 8, bucket_s: float = 2.0, gpu: str = "h200-sxm",
+                               model: str = "llama-3-8b", hbm_fill: float = 0.5) -> SessionRoutingInstance:
+    """AgentX-like paused sessions: contexts lognormal (median 30K tokens, cap 120K), homes uniform, pauses
+    lognormal (median 3.84 s, p95 184.8 s: AgentX gaps), backlogs uniform in [0, 4] s, HBM free such that
+    the sessions' KV would fill ``hbm_fill`` of the cluster if spread evenly (tight when > 1/I per home)."""
+    cm = CostModel.from_names(gpu, model, 1)
+    tokens = np.minimum(120_000, rng.lognormal(math.log(30_000), 0.9, n_sessions)).astype(int)
+    homes = rng.integers(0, n_instances, n_sessions)
+    pauses = np.minimum(3600.0, rng.lognormal(math.log(3.84), 2.355, n_sessions))
+    paused = [(int(h), int(k), float(p)) for h, k, p in zip(homes, tokens, pauses)]
+    backlog = rng.uniform(0.0, 4.0, n_instances)
+    free = np.full(n_instances, tokens.sum() / (n_instances * hbm_fill))
+    return paused_instance(cm, 0.0, paused, backlog, free, bucket_s, n_buckets,
+                           decode_s_per_token=float(cm.decode_step_time(32, 32 * 8192)) / 32)
+
+
+def solve_session_routing(inst: SessionRoutingInstance, relax: bool = False,
+                          options: SolverOptions | None = None):
+    """Build + solve with HiGHS (`optsched.solvers.solve`); returns (SolveResult, solution or None)."""
+    from optsched.models.routing_session import build_session_routing, extract_session_routing
+
+    m = build_session_routing(inst, relax=relax)
+    res = solve(m, options)
+    return res, (extract_session_routing(m) if res.has_solution else None)
+
+
+def plan_from_workload(workload, gpu: str, model: str, tp: int = 1, options: SolverOptions | None = None,
+                       seed: int | None = None, link: str = "rdma", n_instances: int = 4,
+                       reprice_s: float = 2.0) -> tuple[SessionRouterConfig, SolveResult]:
+    """`SessionRouterConfig` for ``workload`` + the LP solve that priced a snapshot of it.
+
+    Derived parameters: ``think_forecast_s[tool]`` = median ``think_time_s`` of the workload's calls of that
+    tool class (the forecast of a pause, not the pause itself); ``decode_s_per_token`` =
+    ``decode_step_time(32, 32·8192) / 32`` from the cost model. The snapshot: every session paused after its
+    first call, homes round-robin over ``n_instances``, returns at the forecast; its LP objective, bound and
+    HBM/backlog duals are recorded in ``provenance``.
+    """
+    cm = CostModel.from_names(gpu, model, tp)
+    by_tool: dict[str, list[float]] = {}
+    firsts = []
+    for s in workload.sessions:
+        for c in s.calls:
+            if c.think_time_s > 0:
+                by_tool.setdefault(c.tool, []).append(c.think_time_s)
+        firsts.append(s.calls[0])
+    think = {k: float(np.median(v)) for k, v in sorted(by_tool.items())}
+    default = float(np.median(np.concatenate([np.asarray(v) for v in by_tool.values()]))) if by_tool else 3.84
+    dec = float(cm.decode_step_time(32, 32 * 8192)) / 32
+    paused = [(k % n_instances, c.input_tokens + c.output_tokens, think.get(c.tool, default))
+              for k, c in enumerate(firsts)]
+    free = np.full(n_instances, float(cm.kv_capacity_tokens()))
+    inst = paused_instance(cm, 0.0, paused[:64], np.zeros(n_instances), free, decode_s_per_token=dec, link=link)
+    res, sol = solve_session_routing(inst, relax=True, options=options)
+    prov = {"solve": "session_routing LP relaxation (snapshot: first calls paused)", "status": res.status,
+            "objective": res.objective, "bound": res.bound, "gap": res.gap, "solver": res.solver,
+            "hbm_price_max": float(sol.hbm_price.max()) if sol is not None else None,
+            "work_price_mean": float(sol.work_price.mean()) if sol is not None else None,
+            "think_forecast_s": "median think_time_s per tool class of the workload", "seed": seed}
+    cfg = SessionRouterConfig(gpu, model, tp, link=link, decode_s_per_token=dec, think_forecast_s=think,
+                              default_think_s=default, reprice_s=reprice_s, provenance=prov)
+    return cfg, res
+
+
+def build_router(config: SessionRouterConfig, **pricer_kw) -> SessionRouter:
+    """`SessionRouter` with the LP pricer (``pricer_kw`` to `make_pricer`)."""
+    cm = CostModel.from_names(config.gpu, config.model, config.tp)
+    pricer_kw.setdefault("decode_s_per_token", config.decode_s_per_token)
+    pricer_kw.setdefault("link", config.link)
+    return SessionRouter(config, make_pricer(cm, **pricer_kw))
