@@ -5,7 +5,11 @@ least_squares``, soft-L1 loss ρ with scale 0.05, parameters in log space so the
 residuals weight a 10 µs kernel and a 10 ms kernel equally, which is what a relative-error target needs.
 GEMM samples that carry their shape (columns ``n``, ``k`` > 0) also fit the four shape half-sizes of the
 efficiency (``FamilyParams.n_half``, ``k_half``, ``n_half_mem``, ``k_half_mem``; each log1p-scaled in
-[0, 1e5], started at 128 = one cuBLAS tile width); samples without a shape keep ``base``'s (0 = no term).
+[0, 1e5], started at 128 = one cuBLAS tile width); samples without a shape keep ``base``'s (0 = no term), and so
+do samples whose smallest n or k exceeds ``SHAPE_IDENTIFIED`` = 1024 (8 tiles of 128): above it S(x, h) with the
+half-sizes seen here (≈ 100–1000) varies by a few percent and trades off against eps_compute / eps_memory, so
+the terms are not identified and would extrapolate arbitrarily to narrow shards (seen: a fit on Vidur's TP-1
+shapes, all n, k >= 2560, over-predicted TP-8 layers by +4%).
 All-reduce: t = latency + 2(n−1)/n · bytes / (nvlink_bw · ε) (ring bus-bandwidth model, nccl-tests
 doc/PERFORMANCE.md), two parameters per GPU.
 
@@ -30,6 +34,7 @@ __all__ = ["ape", "fit_allreduce", "fit_calibration", "fit_elementwise", "fit_fa
 log = logging.getLogger(__name__)
 ROW_FAMILIES = ("attn_prefill", "attn_decode")  # families with a per-row cost (row_s)
 SHAPE_START = 128.0  # start of each shape half-size (elements): one cuBLAS tile width (a guess, not a result)
+SHAPE_IDENTIFIED = 1024.0  # fit the shape terms only when the samples reach n, k <= this (module doc)
 
 
 def gemm_shape(df: pd.DataFrame):
@@ -51,6 +56,12 @@ def ape(pred, meas) -> np.ndarray:
 def _allreduce(bytes_, ranks, nvlink_bw, latency_s, eps):
     ranks = np.asarray(ranks, dtype=float)
     return latency_s + 2.0 * (ranks - 1.0) / ranks * np.asarray(bytes_, dtype=float) / (nvlink_bw * eps)
+
+
+def _shape_identified(n, k) -> bool:
+    """True when GEMM shapes are given and reach n <= SHAPE_IDENTIFIED and k <= SHAPE_IDENTIFIED."""
+    return n is not None and bool(np.any((n > 0) & (n <= SHAPE_IDENTIFIED))) and \
+        bool(np.any((k > 0) & (k <= SHAPE_IDENTIFIED)))
 
 
 def predict_samples(df: pd.DataFrame, cal: Calibration, gpu_name: str | None = None) -> np.ndarray:
@@ -108,7 +119,7 @@ def fit_family(df: pd.DataFrame, fam: str, base: FamilyParams, max_samples: int 
         x0 = np.append(x0, np.log(max(base.row_s, 1e-9)))
         lo, hi = np.append(lo, np.log(1e-12)), np.append(hi, np.log(1e-5))
     n, k = gemm_shape(df) if fam == "gemm" else (None, None)
-    shape = n is not None
+    shape = _shape_identified(n, k)
     if shape:
         x0 = np.append(x0, [np.log1p(max(getattr(base, f), SHAPE_START)) for f in SHAPE_FIELDS])
         lo, hi = np.append(lo, [0.0] * 4), np.append(hi, [np.log1p(1e5)] * 4)
@@ -170,7 +181,7 @@ def fit_calibration(df: pd.DataFrame, name: str, base: Calibration | None = None
     if df.empty:
         raise ValueError("fit_calibration: no samples")
     for fam, sub in df.groupby("family"):  # fewer samples than free parameters: the fit is not determined
-        n_par = (6 if fam in ROW_FAMILIES else 5 + 4 * (gemm_shape(sub)[0] is not None)) \
+        n_par = (6 if fam in ROW_FAMILIES else 5 + 4 * _shape_identified(*gemm_shape(sub))) \
             if fam in ("gemm", "attn_prefill", "attn_decode") else \
             (1 + sub.op.nunique() if fam == "elementwise" else 2)
         if len(sub) <= n_par:
