@@ -3,10 +3,14 @@
 Splits (``optsched.cost.validate_tp``): ``held-out`` (leave one model out, calibrated at every TP, the shipped
 pipeline) and ``tp1-transfer`` (calibrated on TP-1 samples only). Default: the shipped A100 profiles in
 ``--data`` (../shared/data). ``--profiles DIR GPU`` adds another GPU's Vidur-format profiles (e.g. Vidur's
-``data/profiling/compute/h100`` with ``h100-sxm``), which are not shipped here.
+``data/profiling/compute/h100`` with ``h100-sxm``), which are not shipped here. When ``--data`` holds the
+AIConfigurator H200 tables, also the H200 GEMMs at the catalog models' TP shard shapes (``aic_tp_rows``, split
+``held-out``). ``--ablate-shape`` repeats every row with the GEMM shape dropped from the samples (the
+efficiency of m alone, the model before the shape terms), labelled ``<gpu> m-only``, in the same run.
 
-Usage: .venv/bin/python experiments/cost_tp_check.py [--profiles DIR GPU ...] [--out runs/cost_tp_check]
-Writes ``tp_accuracy.json`` and prints one table. Deterministic (fits subsample with seed 0).
+Usage: .venv/bin/python experiments/cost_tp_check.py [--data DIR] [--profiles DIR GPU ...] [--ablate-shape]
+[--out runs/cost_tp_check]. Writes ``tp_accuracy.json`` and prints one table. Deterministic (fits subsample
+with seed 0).
 """
 
 from __future__ import annotations
@@ -17,8 +21,14 @@ import logging
 import sys
 from pathlib import Path
 
+from optsched.cost.measured import SHAPE_COLUMNS, aic_gemm_samples
 from optsched.cost.validate import default_data_dir
-from optsched.cost.validate_tp import layer_times, mlp_samples, tp_rows
+from optsched.cost.validate_tp import aic_tp_rows, layer_times, mlp_samples, tp_rows
+
+
+def _variants(df, ablate: bool):
+    """("", df) and, with ``ablate``, (" m-only", df with n = k = 0: no shape terms are fitted or applied)."""
+    return [("", df)] + ([(" m-only", df.assign(**dict.fromkeys(SHAPE_COLUMNS, 0.0)))] if ablate else [])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -26,13 +36,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--data", default=str(default_data_dir()))
     ap.add_argument("--profiles", nargs=2, action="append", default=[], metavar=("DIR", "GPU"))
     ap.add_argument("--max-samples", type=int, default=20000)
+    ap.add_argument("--ablate-shape", action="store_true", help="also the m-only efficiency (before the shape terms)")
     ap.add_argument("--out", default="runs/cost_tp_check")
     a = ap.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     sets = [(str(Path(a.data, "vidur/profiling/compute/a100")), "a100-80gb"), *map(tuple, a.profiles)]
     rows = []
     for d, gpu in sets:
-        rows += tp_rows(mlp_samples(d, gpu), layer_times(d), gpu, a.max_samples)
+        for tag, smp in _variants(mlp_samples(d, gpu), a.ablate_shape):
+            rows += [{**r, "gpu": gpu + tag} for r in tp_rows(smp, layer_times(d), gpu, a.max_samples)]
+    if Path(a.data, "aiconfigurator_h200_sxm").exists():
+        gemm = aic_gemm_samples(str(Path(a.data).resolve()))
+        for tag, shape in [("", True)] + ([(" m-only", False)] if a.ablate_shape else []):
+            rows += [{**r, "gpu": "h200-sxm GEMM (AIC)" + tag}
+                     for r in aic_tp_rows(gemm, a.max_samples, shape_terms=shape)]
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "tp_accuracy.json").write_text(json.dumps({"sets": sets, "rows": rows}, indent=1) + "\n")

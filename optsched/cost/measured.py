@@ -14,6 +14,8 @@ Sample table (pandas DataFrame; also the CSV form ``fit`` accepts from users), o
 | bytes | bytes moved (allreduce: message bytes) |
 | ranks | GPUs in the collective (allreduce; 1 otherwise) |
 | time_s | measured median time in seconds |
+| n, k | optional: GEMM output / reduction width of an (m × k)·(k × n) GEMM (the shape terms of the efficiency,
+  ``optsched.cost.efficiency``); 0 or absent = no shape (non-GEMM rows, or user samples without it) |
 
 Sources (read their SOURCE.md):
 - Vidur A100 ``profiling/compute/a100/<org>/<model>/mlp.csv`` (ms, medians over repeats; one transformer
@@ -39,6 +41,7 @@ from optsched.cost.specs import ModelSpec
 
 __all__ = [
     "SAMPLE_COLUMNS",
+    "SHAPE_COLUMNS",
     "aic_allreduce_samples",
     "aic_attention_samples",
     "aic_gemm_samples",
@@ -52,6 +55,7 @@ __all__ = [
 ]
 
 SAMPLE_COLUMNS = ["source", "gpu", "family", "group", "op", "m", "flops", "bytes", "ranks", "time_s"]
+SHAPE_COLUMNS = ["n", "k"]  # optional in user files (filled with 0 = no shape)
 VIDUR_GEMM_OPS = ("attn_pre_proj", "attn_post_proj", "mlp_up_proj", "mlp_down_proj")
 VIDUR_ELEM_OPS = ("input_layernorm", "post_attention_layernorm", "attn_rope", "mlp_act", "add")
 WB = 2.0  # fp16/bf16 bytes per element in every profiled table
@@ -59,7 +63,10 @@ WB = 2.0  # fp16/bf16 bytes per element in every profiled table
 
 def _frame(rows: dict) -> pd.DataFrame:
     df = pd.DataFrame(rows)
-    return df[SAMPLE_COLUMNS].reset_index(drop=True)
+    for c in SHAPE_COLUMNS:
+        if c not in df:
+            df[c] = 0.0
+    return df[SAMPLE_COLUMNS + SHAPE_COLUMNS].reset_index(drop=True)
 
 
 def _vidur_spec(r, model: str) -> ModelSpec:
@@ -90,7 +97,7 @@ def mlp_dir_samples(profile_dir: str, gpu: str) -> pd.DataFrame:
                 n, k = shapes[op]
                 fl, by = gemm_flops_bytes(m, n, k, WB)
                 parts.append(_frame({"source": "vidur", "gpu": gpu, "family": "gemm", "group": model,
-                                     "op": op, "m": m, "flops": fl, "bytes": by, "ranks": int(tp),
+                                     "op": op, "m": m, "flops": fl, "bytes": by, "ranks": int(tp), "n": float(n), "k": float(k),
                                      "time_s": g[f"time_stats.{op}.median"].to_numpy() * 1e-3}))
             ob = elementwise_op_bytes(spec, int(tp))
             for op in VIDUR_ELEM_OPS:
@@ -100,7 +107,7 @@ def mlp_dir_samples(profile_dir: str, gpu: str) -> pd.DataFrame:
                 parts.append(_frame({"source": "vidur", "gpu": gpu, "family": "elementwise",
                                      "group": model, "op": op, "m": m, "flops": 0.0, "bytes": m * ob[op],
                                      "ranks": int(tp), "time_s": g[col].to_numpy() * 1e-3}))
-    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=SAMPLE_COLUMNS)
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=SAMPLE_COLUMNS + SHAPE_COLUMNS)
 
 
 LAYER_OPS = VIDUR_GEMM_OPS + VIDUR_ELEM_OPS + ("add",)  # the residual add runs twice per layer
@@ -125,7 +132,7 @@ def vidur_allreduce_samples(data_dir: str) -> pd.DataFrame:
     """All-reduce samples of a DGX A100 (NVSwitch), all ranks inside one node (devices_per_node == workers)."""
     f = Path(data_dir, "vidur/profiling/network/a100_dgx/all_reduce.csv")
     if not f.exists():
-        return pd.DataFrame(columns=SAMPLE_COLUMNS)
+        return pd.DataFrame(columns=SAMPLE_COLUMNS + SHAPE_COLUMNS)
     d = pd.read_csv(f)
     d = d[d["num_workers"] == d["devices_per_node"]]
     d = d.groupby(["num_workers", "size"], as_index=False)["time_stats.all_reduce.median"].median()
@@ -149,7 +156,7 @@ def aic_gemm_samples(data_dir: str, min_nk: int = 256) -> pd.DataFrame:
     m, n, k = (d[c].to_numpy(float) for c in ("m", "n", "k"))
     return _frame({"source": "aiconfigurator", "gpu": "h200-sxm", "family": "gemm",
                    "group": "n" + d["n"].astype(str) + "k" + d["k"].astype(str), "op": "linear", "m": m,
-                   "flops": 2 * m * n * k, "bytes": WB * (m * k + k * n + m * n), "ranks": 1,
+                   "flops": 2 * m * n * k, "bytes": WB * (m * k + k * n + m * n), "ranks": 1, "n": n, "k": k,
                    "time_s": d["latency"].to_numpy() * 1e-3})
 
 
@@ -202,7 +209,7 @@ def all_samples(data_dir: str | Path) -> pd.DataFrame:
     if Path(dd, "aiconfigurator_h200_sxm").exists():
         parts += [aic_gemm_samples(dd), aic_attention_samples(dd), aic_allreduce_samples(dd)]
     if not parts:
-        return pd.DataFrame(columns=SAMPLE_COLUMNS)
+        return pd.DataFrame(columns=SAMPLE_COLUMNS + SHAPE_COLUMNS)
     df = pd.concat(parts, ignore_index=True)
     return df[np.isfinite(df.time_s) & (df.time_s > 0)].reset_index(drop=True)
 
@@ -249,4 +256,14 @@ def read_samples(path: str | Path) -> pd.DataFrame:
             except (ValueError, FileNotFoundError) as exc:
                 raise ValueError(f"{path}: line {int(i) + 2}: gpu: {exc}") from None
     df["gpu"] = df.gpu.map(canon)
-    return df[SAMPLE_COLUMNS]
+    for col in SHAPE_COLUMNS:  # optional: absent -> 0 (no shape term)
+        if col not in df:
+            df[col] = 0.0
+            continue
+        vals = pd.to_numeric(df[col], errors="coerce")
+        bad = df.index[~(vals >= 0)]
+        if len(bad):
+            raise ValueError(f"{path}: line {int(bad[0]) + 2}: {col} must be a number >= 0 (0 = no GEMM shape), "
+                             f"got {df[col][bad[0]]}")
+        df[col] = vals
+    return df[SAMPLE_COLUMNS + SHAPE_COLUMNS]

@@ -5,7 +5,8 @@ Step time = linear + attention + communication + overhead, each summed over laye
 calibrated roofline (``optsched.cost.efficiency.kernel_time``):
 
 - linear: per layer the four Megatron-TP GEMMs (``ops.dense_gemms``) on m = prefill_tokens + decode_seqs
-  rows, weights read once per step; MoE layers: router GEMM + ``E_act`` routed experts each on
+  rows, weights read once per step, each with the efficiency of its own shard shape (m, n, k: the GEMM
+  family's shape terms, ``optsched.cost.efficiency``); MoE layers: router GEMM + ``E_act`` routed experts each on
   m·k/E_act rows (``ops.expected_active_experts``) as one grouped GEMM (fused-MoE kernel: the efficiency
   of an m·k/E_act-row GEMM, one launch) + shared experts; routed experts TP-sharded (ep=1) or whole
   experts per rank (ep=tp); non-GEMM ops as memory traffic with per-op HBM efficiencies (family
@@ -239,7 +240,7 @@ class CostModel:
             acc["b"] = acc["b"] + count * b
             acc["tc"] = acc["tc"] + count * f / peak
             acc["tm"] = acc["tm"] + count * b / bw
-            acc["t"] = acc["t"] + count * kernel_time(f, b, mrows, peak, bw, gf)
+            acc["t"] = acc["t"] + count * kernel_time(f, b, mrows, peak, bw, gf, n=n, k=k)
 
         for _, n, k in self._dense:
             add_gemm(rows, n, k, m.dense_layers)

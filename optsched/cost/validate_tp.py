@@ -10,6 +10,11 @@ Two splits over Vidur-format ``mlp.csv`` profiles (one transformer layer's non-a
   shapes alone. If the sharding or the efficiency's size argument were wrong (e.g. efficiency of the
   unsharded GEMM), the error would grow with TP here.
 
+A third check, ``aic_tp_rows``, reads the H200 GEMM table of NVIDIA AIConfigurator (``measured.aic_gemm_samples``)
+at the Megatron shard shapes (``ops.dense_gemms``) of the dense catalog models at TP 1/2/4/8: 5-fold held-out over
+weight shapes (the grouping of ``validate``), errors grouped by the TP degree whose shard has that (n, k). This is
+where a GEMM efficiency of m alone fails: QKV/up shards at high TP are narrow in n, O/down shards short in k.
+
 Rows: {gpu, split, tp, n, bias (median signed relative error), median_ape, p90_ape}; errors are
 (pred − meas) / meas as fractions. Profiles of a GPU other than the shipped A100 (e.g. Vidur's h100 / a40
 ``mlp.csv``) can be read from any folder laid out as ``<org>/<model>/mlp.csv``; the catalog must know the
@@ -25,11 +30,15 @@ import numpy as np
 import pandas as pd
 
 from optsched.cost.calibration import Calibration
-from optsched.cost.fit import fit_calibration
+from optsched.cost.catalog import list_models, load_model
+from optsched.cost.fit import fit_calibration, predict_samples
 from optsched.cost.measured import LAYER_OPS, mlp_dir_samples
 from optsched.cost.model import CostModel
+from optsched.cost.ops import dense_gemms
 
-__all__ = ["layer_times", "mlp_samples", "tp_rows"]
+__all__ = ["aic_tp_rows", "catalog_shard_shapes", "layer_times", "mlp_samples", "tp_rows"]
+
+TP_DEGREES = (1, 2, 4, 8)
 
 log = logging.getLogger(__name__)
 
@@ -82,3 +91,42 @@ def tp_rows(samples: pd.DataFrame, layers: pd.DataFrame, gpu: str, max_samples: 
                                           / meas}))
         rows += _summ(gpu, split, pd.concat(errs, ignore_index=True))
     return rows
+
+
+def catalog_shard_shapes(tps: tuple[int, ...] = TP_DEGREES) -> pd.DataFrame:
+    """(tp, n, k) of every per-rank GEMM of the dense (non-MoE, non-MLA) catalog models at each TP degree that
+    divides the model's heads (``ops.dense_gemms``); one row per distinct (tp, n, k)."""
+    rows = []
+    for name in list_models():
+        mo = load_model(name)
+        if mo.is_moe or mo.kv_lora_rank:
+            continue
+        for tp in tps:
+            if mo.num_heads % tp == 0:
+                rows += [(tp, float(n), float(k)) for _, n, k in dense_gemms(mo, tp)]
+    return pd.DataFrame(rows, columns=["tp", "n", "k"]).drop_duplicates().reset_index(drop=True)
+
+
+def aic_tp_rows(gemm: pd.DataFrame, max_samples: int = 20000, folds: int = 5, base: Calibration | None = None,
+                gpu: str = "h200-sxm", shape_terms: bool = True) -> list[dict]:
+    """Per-TP held-out rows on a GEMM sample table with shapes (``measured.aic_gemm_samples``: columns n, k,
+    group = weight shape): ``folds``-fold CV over the groups (permutation seed 0, as ``validate``), each fold
+    calibrated by ``fit_calibration`` on the others; the out-of-fold errors at the (n, k) of
+    ``catalog_shard_shapes`` summarized per TP (a shape shared by two TP degrees counts for both).
+    ``shape_terms=False`` fits and predicts without the GEMM shape (efficiency of m alone, the earlier model).
+    Raises ValueError when the table holds none of the catalog shard shapes."""
+    groups = np.array(sorted(gemm.group.unique()))
+    perm = np.random.default_rng(0).permutation(len(groups))
+    fold = gemm.group.map({g: int(perm[i]) % folds for i, g in enumerate(groups)}).to_numpy()
+    pred = np.full(len(gemm), np.nan)
+    fit_on = gemm if shape_terms else gemm.assign(n=0.0, k=0.0)
+    for f in range(folds):
+        test = fold == f
+        if test.any() and (~test).any():
+            cal = fit_calibration(fit_on[~test], f"held-out fold {f}", base, max_samples=max_samples)
+            pred[test] = predict_samples(fit_on[test], cal)
+    err = gemm.assign(e=pred / gemm.time_s.to_numpy(float) - 1.0)[["n", "k", "e"]]
+    j = catalog_shard_shapes().merge(err, on=["n", "k"])
+    if j.empty:
+        raise ValueError("aic_tp_rows: the GEMM table holds none of the catalog models' TP shard shapes")
+    return _summ(gpu, "held-out", j[["tp", "e"]])

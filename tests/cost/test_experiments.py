@@ -2,6 +2,7 @@
 
 import importlib.util
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -10,7 +11,7 @@ import pytest
 from optsched.cost import load_calibration
 
 ROOT = Path(__file__).resolve().parents[2]
-DATA = ROOT.parent / "shared" / "data"
+DATA = Path(os.environ.get("OPTSCHED_SHARED_DATA", ROOT.parent / "shared" / "data"))  # worktrees point it elsewhere
 
 
 def _load(name):
