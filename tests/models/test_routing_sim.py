@@ -60,8 +60,11 @@ def run_window(wl, start: int, n_warm: int, n_win: int, n_inst: int, output_toke
     inst = routing_instance_from_calls(rep.calls, rep.resident_tokens, [cm] * n_inst,
                                        [float(cm.kv_capacity_tokens())] * n_inst, home=rep.home,
                                        decode_batch=window_decode_batch(n_win, n_inst))
-    sol = solve_routing(inst, SolverOptions(time_limit_s=20, mip_gap=1e-4))
-    assert sol.result.status == "optimal"
+    # What is checked below (recomputed tokens exact, per-instance busy time = the model's load) holds for any
+    # assignment the model scores, so a time-limited incumbent serves as well as the proven optimum: the test
+    # does not depend on how fast this machine is (the 20 s limit it had failed under CPU contention).
+    sol = solve_routing(inst, SolverOptions(time_limit_s=60, mip_gap=1e-4))
+    assert sol.result.status in ("optimal", "feasible")
     plan = sol.plan
     cluster = ClusterConfig((InstanceConfig(gpu="h200-sxm", model="llama-3-70b", tp=4, count=n_inst),),
                             SchedulerConfig(), dram_tier=False)
