@@ -69,17 +69,6 @@ class AdmissionSimulator(Simulator):
         Simulator._admit(self, idx, t, i)
         self.released.append(idx)
 
-    def call_timing(self, call_index: int) -> tuple[float, float, float]:
-        """``(ttft_s, tpot_s, finish_s)`` of a released call; -1.0 for what has not happened yet and
-        ``tpot_s`` 0.0 for single-token outputs (`optsched.sim.result` conventions otherwise)."""
-        s = self._seqs[call_index]
-        if s is None or s.first_token_s < 0:
-            return -1.0, -1.0, -1.0
-        ttft = s.first_token_s - s.release_s
-        if s.finish_s < 0:
-            return ttft, -1.0, -1.0
-        out = s.call.output_tokens
-        return ttft, ((s.finish_s - s.first_token_s) / (out - 1) if out > 1 else 0.0), s.finish_s
 
     def _start_step(self, unit: StepUnit, t: float) -> None:
         inst = unit.members[0]
