@@ -32,6 +32,7 @@ POLICY_CLASSES: dict[tuple[str, str], str] = {
     ("admission", "mcsf_rollout"): "optsched.policies.admission_derived:DerivedAdmission",
     ("residency", "ttl_opt"): "optsched.policies.residency_ttl_opt:OptimizedTTLResidency",
     ("routing", "price"): "optsched.plan:build_price_router",
+    ("routing", "mlp"): "optsched.policies.router_mlp:MLPRouter",
     ("routing", "assignment"): "optsched.plan:build_assignment_router",
     ("pd_ratio", "counts"): "optsched.plan:build_pd_cluster",
 }
