@@ -29,6 +29,7 @@ POLICY_CLASSES: dict[tuple[str, str], str] = {
     ("admission", "vllm_threshold"): "optsched.policies.admission_threshold:ThresholdAdmission",
     ("admission", "interval"): "optsched.policies.admission_interval:IntervalAdmission",
     ("admission", "shortest_first"): "optsched.policies.admission_shortest_first:ShortestFirstAdmission",
+    ("admission", "mlp"): "optsched.policies.admission_mlp:MLPAdmission",
     ("admission", "mcsf_rollout"): "optsched.policies.admission_derived:DerivedAdmission",
     ("residency", "ttl_opt"): "optsched.policies.residency_ttl_opt:OptimizedTTLResidency",
     ("routing", "price"): "optsched.plan:build_price_router",
