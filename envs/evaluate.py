@@ -144,9 +144,9 @@ def evaluate(policy: Any, env_id: str, seeds: Sequence[int], env_kwargs: Mapping
         while not done:
             a = act(obs)
             if isinstance(a, tuple) and a and a[0] == "with":
-                obs, r, done, trunc, _ = env.step_with(a[1])
+                obs, r, done, _, _ = env.step_with(a[1])
             else:
-                obs, r, done, trunc, _ = env.step(a)
+                obs, r, done, _, _ = env.step(a)
             total += r
         out.append(total)
     return EvalResult(env_id, name or _label(policy), seeds, tuple(out))
