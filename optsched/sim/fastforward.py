@@ -83,9 +83,11 @@ def decode_run(inst: Instance, b: Batch, t: float, horizon_s: float) -> float:
             cum = np.cumsum(np.asarray([end, *times]))[1:].tolist()
             stop_at = bisect_left(cum, horizon_s)
             m = min(m, stop_at + 1)
-            # growth happens only on steps whose bucket is non-empty: visit those in order
-            for j in range(m):
-                bucket = buckets[(d + k + j) % bs]
+            # growth happens only on steps whose bucket is non-empty: visit those steps in order
+            base = d + k
+            grow_at = sorted(j for r in range(bs) if buckets[r] for j in range((r - base) % bs, m, bs))
+            for j in grow_at:
+                bucket = buckets[(base + j) % bs]
                 if bucket:
                     if not inst.take_growth(len(bucket), cum[j - 1] if j else end):
                         m, stop = j, True  # HBM full: the next step preempts in the normal path
