@@ -77,3 +77,19 @@ def test_admission_training_and_export(tmp_path):
     pol = load_policy(p).to_policy()
     res = evaluate(pol, args.env_id, (1,), args.env_kwargs)
     assert math.isfinite(res.returns[0])
+
+
+def test_loading_a_learned_policy_needs_no_torch(trained, tmp_path):
+    import subprocess
+    import sys
+
+    args, agent, _ = trained
+    env = gym.make(args.env_id, **args.env_kwargs).unwrapped
+    p = dump_policy(learned_plan(agent, args, env), tmp_path / "r.json")
+    code = ("import sys, numpy as np\nfrom optsched.export import load_policy\nfrom optsched.sim import simulate\n"
+            "from optsched.envs.routing import default_cluster\nfrom optsched.workload import generate_agentx\n"
+            f"r = load_policy({str(p)!r}).to_policy()\n"
+            "simulate(generate_agentx(1, np.random.default_rng(0), variant='256k'), default_cluster(), router=r)\n"
+            "print('torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

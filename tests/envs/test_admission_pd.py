@@ -18,7 +18,7 @@ from optsched.sim.pd_control import DRAINING, WARMING, PDControlSimulator
 @pytest.mark.parametrize(("action", "policy"), [(4, FCFSAdmission()), (9, ShortestFirstAdmission())])
 def test_constant_menu_action_reproduces_simulate(action, policy):
     assert MENU[action][1] == 8192
-    env = AdmissionEnv(n_sessions=3)
+    env = AdmissionEnv(n_sessions=8)
     env.reset(seed=2)
     total, done = 0.0, False
     while not done:
@@ -26,6 +26,8 @@ def test_constant_menu_action_reproduces_simulate(action, policy):
         total += r
     ref = simulate(env._sim.workload, env.cluster, router=RoundRobinRouter(), admission=policy).calls
     assert env.calls_frame().equals(ref)
+    other = ShortestFirstAdmission() if action == 4 else FCFSAdmission()  # the orders do differ here
+    assert not simulate(env._sim.workload, env.cluster, router=RoundRobinRouter(), admission=other).calls.equals(ref)
     assert total == pytest.approx(-ref["ttft_s"].sum(), rel=1e-12, abs=1e-9)
 
 
