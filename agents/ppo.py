@@ -199,7 +199,7 @@ def train(args: Args) -> tuple[Agent, dict[str, list[float]]]:
         logs["loss"].append(float(loss.detach()))
         logs["entropy"].append(float(ent.mean().detach()))
         logs["approx_kl"].append(kl)
-        log.info("iter %d/%d step %d loss %.4f", it + 1, args.num_iterations, global_step, float(loss))
+        log.info("iter %d/%d step %d loss %.4f", it + 1, args.num_iterations, global_step, float(loss.detach()))
     envs.close()
     return agent, logs
 
