@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import sys
 from pathlib import Path
 
 import pytest
 
 
 @pytest.mark.slow
-def test_train_ppo_smoke(tmp_path):
+def test_train_ppo_smoke(tmp_path, monkeypatch):
     path = Path(__file__).resolve().parents[2] / "experiments" / "train_ppo.py"
     spec = importlib.util.spec_from_file_location("train_ppo", path)
     mod = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "train_ppo", mod)  # dataclasses look their module up
     spec.loader.exec_module(mod)
     assert mod.main(["--out", str(tmp_path), "--smoke", "--routing-steps", "512", "--admission-steps", "512",
                      "--eval-seeds", "2"]) == 0
