@@ -7,6 +7,8 @@ id                           class                                           max
 ===========================  ==============================================  ==================================
 ``optsched/Routing-v0``      `optsched.envs.routing.RoutingEnv`              512 (one step per released call)
 ``optsched/KVResidency-v0``  `optsched.envs.kv_residency.KVResidencyEnv`     512 (one step per call that may pause)
+``optsched/Admission-v0``    `optsched.envs.admission.AdmissionEnv`          4096 (one step per engine step with prefill)
+``optsched/PDRatio-v0``      `optsched.envs.pd_ratio.PDRatioEnv`             64 (one step per control interval)
 ===========================  ==============================================  ==================================
 
 The default Routing-v0 episode (4 AgentX-like sessions, "256k" variant) has about 280 calls.
@@ -16,15 +18,24 @@ Environments depend only on the optsched core (sim, workload, cost, policies) an
 from __future__ import annotations
 
 from gymnasium.envs.registration import register, registry
+from optsched.envs.admission import AdmissionEnv
 from optsched.envs.kv_residency import KVResidencyEnv
+from optsched.envs.pd_ratio import PDRatioEnv
 from optsched.envs.routing import RoutingEnv
 
 __all__ = [
+    "ADMISSION_ID",
+    "ADMISSION_MAX_EPISODE_STEPS",
+    "ENV_IDS",
     "KV_RESIDENCY_ID",
     "KV_RESIDENCY_MAX_EPISODE_STEPS",
+    "PD_RATIO_ID",
+    "PD_RATIO_MAX_EPISODE_STEPS",
     "ROUTING_ID",
     "ROUTING_MAX_EPISODE_STEPS",
+    "AdmissionEnv",
     "KVResidencyEnv",
+    "PDRatioEnv",
     "RoutingEnv",
 ]
 
@@ -41,3 +52,19 @@ KV_RESIDENCY_MAX_EPISODE_STEPS = 512
 if KV_RESIDENCY_ID not in registry:
     register(id=KV_RESIDENCY_ID, entry_point="optsched.envs.kv_residency:KVResidencyEnv",
              max_episode_steps=KV_RESIDENCY_MAX_EPISODE_STEPS)
+
+ADMISSION_ID = "optsched/Admission-v0"
+ADMISSION_MAX_EPISODE_STEPS = 4096
+
+if ADMISSION_ID not in registry:
+    register(id=ADMISSION_ID, entry_point="optsched.envs.admission:AdmissionEnv",
+             max_episode_steps=ADMISSION_MAX_EPISODE_STEPS)
+
+PD_RATIO_ID = "optsched/PDRatio-v0"
+PD_RATIO_MAX_EPISODE_STEPS = 64
+
+if PD_RATIO_ID not in registry:
+    register(id=PD_RATIO_ID, entry_point="optsched.envs.pd_ratio:PDRatioEnv",
+             max_episode_steps=PD_RATIO_MAX_EPISODE_STEPS)
+
+ENV_IDS = (ROUTING_ID, KV_RESIDENCY_ID, ADMISSION_ID, PD_RATIO_ID)

@@ -11,6 +11,7 @@ from gymnasium import spaces
 from optsched.envs._stepper import collect_ttft
 
 from optsched.policies.base import ClusterView
+from optsched.policies.routing_features import routing_observation
 from optsched.sim import ClusterConfig, Decision, InstanceConfig, SchedulerConfig, Simulator
 from optsched.sim.cluster import default_cost_model
 from optsched.workload import generate_agentx
@@ -193,14 +194,7 @@ class RoutingEnv(gym.Env):
         feats = np.zeros(2, np.float32)
         if self._dec is None:
             return {"instances": table, "call": feats}
-        call = self._dec.call
-        nb = len(call.block_hashes)
-        T = self._token_scale
-        for i, v in enumerate(self._sim.view.instances):
-            hit = v.prefix_hit_blocks(call.block_hashes, "hbm") / nb if nb else 0.0
-            table[i] = (hit, v.queued_prefill_tokens / T, v.running_decodes / self._seq_scale,
-                        v.kv_used_blocks / v.kv_capacity_blocks, max(0, v.outstanding_tokens) / T)
-        feats[:] = (call.input_tokens / T, call.new_tokens / T)
+        routing_observation(self._dec.call, self._sim.view, self._token_scale, self._seq_scale, table, feats)
         return {"instances": table, "call": feats}
 
     def _info(self) -> dict[str, Any]:

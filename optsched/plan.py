@@ -29,9 +29,11 @@ POLICY_CLASSES: dict[tuple[str, str], str] = {
     ("admission", "vllm_threshold"): "optsched.policies.admission_threshold:ThresholdAdmission",
     ("admission", "interval"): "optsched.policies.admission_interval:IntervalAdmission",
     ("admission", "shortest_first"): "optsched.policies.admission_shortest_first:ShortestFirstAdmission",
+    ("admission", "mlp"): "optsched.policies.admission_mlp:MLPAdmission",
     ("admission", "mcsf_rollout"): "optsched.policies.admission_derived:DerivedAdmission",
     ("residency", "ttl_opt"): "optsched.policies.residency_ttl_opt:OptimizedTTLResidency",
     ("routing", "price"): "optsched.plan:build_price_router",
+    ("routing", "mlp"): "optsched.policies.router_mlp:MLPRouter",
     ("routing", "assignment"): "optsched.plan:build_assignment_router",
     ("pd_ratio", "counts"): "optsched.plan:build_pd_cluster",
 }

@@ -76,6 +76,31 @@ def decode_run(inst: Instance, b: Batch, t: float, horizon_s: float) -> float:
         else:
             times = (float(cm.step_time(0, 0, 0, n, a + n * (d + k))),)
         stop = False
+        m = len(times)
+        if m > 1:
+            # ends of these steps by sequential addition (np.cumsum adds left to right: the same floats
+            # as ``end += dt`` step by step); the run stops after the first step ending at/after horizon
+            cum = np.cumsum(np.asarray([end, *times]))[1:].tolist()
+            stop_at = bisect_left(cum, horizon_s)
+            m = min(m, stop_at + 1)
+            # growth happens only on steps whose bucket is non-empty: visit those steps in order
+            base = d + k
+            grow_at = sorted(j for r in range(bs) if buckets[r] for j in range((r - base) % bs, m, bs))
+            for j in grow_at:
+                bucket = buckets[(base + j) % bs]
+                if bucket:
+                    if not inst.take_growth(len(bucket), cum[j - 1] if j else end):
+                        m, stop = j, True  # HBM full: the next step preempts in the normal path
+                        break
+                    for seq in bucket.values():
+                        seq.grow += 1
+            if m:
+                ends.extend(cum[:m])
+                end = cum[m - 1]
+                k += m
+            if stop or end >= horizon_s:
+                break
+            continue
         for dt in times:
             bucket = buckets[(d + k) % bs]
             if bucket:

@@ -71,6 +71,18 @@ class SteppingMixin:
             return None
         return s.first_token_s - s.release_s
 
+    def call_timing(self, call_index: int) -> tuple[float, float, float]:
+        """``(ttft_s, tpot_s, finish_s)`` of a call; -1.0 for what has not happened yet, ``tpot_s`` 0.0 for
+        a single-token output (otherwise the `optsched.sim.result` definitions)."""
+        s = self._seqs[call_index]
+        if s is None or s.first_token_s < 0:
+            return -1.0, -1.0, -1.0
+        ttft = s.first_token_s - s.release_s
+        if s.finish_s < 0:
+            return ttft, -1.0, -1.0
+        out = s.call.output_tokens
+        return ttft, ((s.finish_s - s.first_token_s) / (out - 1) if out > 1 else 0.0), s.finish_s
+
     def calls_frame(self) -> pd.DataFrame:
         """Per-call table (`optsched.sim.result.CALL_COLUMNS`) of the calls released so far."""
         return calls_frame(self._seqs, self._driver.calls)

@@ -1,0 +1,37 @@
+"""A trained PPO actor as an ``optsched.policy/v1`` `Plan` (weights inline) that loads without torch.
+
+Routing-v0 actors become ``{"kind": "routing", "type": "mlp"}`` (`optsched.policies.router_mlp.MLPRouter`,
+a simulator `Router`); Admission-v0 actors ``{"kind": "admission", "type": "mlp"}``
+(`optsched.policies.admission_mlp.MLPAdmission`, acting on the Admission-v0 observation).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from optsched.agents.ppo import Agent, Args, _git_revision, actor_mlp
+
+from optsched.plan import Plan, Provenance
+
+__all__ = ["learned_plan"]
+
+
+def learned_plan(agent: Agent, args: Args, env: Any) -> Plan:
+    """Plan of ``agent``'s actor trained with ``args`` on ``env`` (the unwrapped env, for its scales).
+
+    Raises:
+        ValueError: an env id without an exported learned-policy type.
+    """
+    mlp = actor_mlp(agent)
+    prov = Provenance(solver="ppo", solver_version="optsched.agents.ppo", seed=int(args.seed),
+                      git_revision=_git_revision(), objective_units="episode return")
+    if args.env_id == "optsched/Routing-v0":
+        from optsched.policies.router_mlp import MLPRouter
+
+        params = MLPRouter(mlp, env._token_scale, env._seq_scale).to_parameters()
+        return Plan("routing", "mlp", {**params, "env_id": args.env_id}, prov)
+    if args.env_id == "optsched/Admission-v0":
+        from optsched.policies.admission_mlp import MLPAdmission
+
+        return Plan("admission", "mlp", {**MLPAdmission(mlp).to_parameters(), "env_id": args.env_id}, prov)
+    raise ValueError(f"no learned-policy export for {args.env_id!r} (Routing-v0 and Admission-v0 only)")

@@ -1,0 +1,237 @@
+"""`optsched/Admission-v0`: choose how prefill enters each engine step's token budget."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+import gymnasium as gym
+import numpy as np
+import pandas as pd
+from gymnasium import spaces
+
+from optsched.policies.admission_menu import MENU, MenuAdmission
+from optsched.policies.router_round_robin import RoundRobinRouter
+from optsched.sim import SLO, ClusterConfig, InstanceConfig, SchedulerConfig
+from optsched.sim.admission_step import AdmissionDecision, AdmissionSimulator
+from optsched.sim.cluster import default_cost_model
+from optsched.workload import generate_agentx
+from optsched.workload.gen_agentx import AGENTX_VARIANTS
+from optsched.workload.types import Workload
+
+__all__ = ["ADMISSION_REWARD_MODES", "DEFAULT_ADMISSION_SLO", "INSTANCE_FEATURES_ADM", "PREFILL_FEATURES",
+           "AdmissionEnv", "admission_cluster"]
+
+INSTANCE_FEATURES_ADM = ("running_decodes", "budget_left", "kv_used_frac", "queued_prefill", "started_prefills",
+                         "waiting_prefills", "decode_kv")
+PREFILL_FEATURES = ("remaining", "computed", "age_s", "started")
+ADMISSION_REWARD_MODES = ("ttft", "goodput")
+DEFAULT_ADMISSION_SLO = SLO(ttft_s=2.0, tpot_s=0.05)  # experiments/routing_compare.py defaults
+
+
+def admission_cluster() -> ClusterConfig:
+    """2 colocated llama-3-8b instances, TP=1 on H200, vLLM v1 scheduler defaults (8192 / 256)."""
+    return ClusterConfig(instances=(InstanceConfig(model="llama-3-8b", tp=1, count=2),), scheduler=SchedulerConfig())
+
+
+class AdmissionEnv(gym.Env):
+    """Choose, at each engine step that has prefill work, which prefills enter the step and how many tokens.
+
+    An episode is one run of the optsched simulator (the engine of ``simulate``, through
+    `optsched.sim.admission_step.AdmissionSimulator`): workload ``generate_agentx(n_sessions,
+    self.np_random, variant)`` (or the fixed ``workload``), routed by ``router_factory()`` (default
+    round-robin, built fresh every reset). A step is one engine step of one instance that has a
+    started or waiting prefill; decode-only steps run without a decision. The action picks the
+    admission rule for that step from `optsched.policies.admission_menu.MENU`.
+
+    ## Action space
+
+    ``Discrete(10)``: ``MENU[a] = (order, cap_tokens)``; order "fcfs" for ``a`` in 0..4 and
+    "shortest_first" for 5..9; cap 512, 1024, 2048, 4096, 8192 prefill tokens (``a mod 5``). The
+    step's prefill tokens are ``min(cap, T - running decodes)``. Action 4 is vLLM's FCFS default.
+
+    ## Observation space
+
+    ``Dict`` of ``float32`` ``Box``; ``T`` = ``max_num_batched_tokens`` (tokens), ``S`` = ``max_num_seqs``.
+    ``"instance"``: shape ``(7,)``, the instance about to step:
+
+    | idx | name             | definition                                              | range    |
+    |-----|------------------|---------------------------------------------------------|----------|
+    | 0   | running_decodes  | sequences in decode / S                                 | [0, 1]   |
+    | 1   | budget_left      | (T - running decodes) / T (tokens left for prefill)     | [0, 1]   |
+    | 2   | kv_used_frac     | HBM KV blocks in use / HBM KV capacity                  | [0, 1]   |
+    | 3   | queued_prefill   | prefill tokens not yet computed (queued + running) / T  | [0, inf) |
+    | 4   | started_prefills | prefills with a chunk computed / S                      | [0, 1]   |
+    | 5   | waiting_prefills | prefills not started / S                                | [0, inf) |
+    | 6   | decode_kv        | KV tokens read by the decodes / HBM KV capacity tokens  | [0, 1]   |
+
+    ``"prefills"``: shape ``(k_prefills, 4)``, the first ``k_prefills`` prefills in the order the
+    scheduler offers them (started, then waiting in arrival order); zero rows pad:
+
+    | col | name      | definition                                                    | range    |
+    |-----|-----------|---------------------------------------------------------------|----------|
+    | 0   | remaining | prompt tokens still to prefill (est. after prefix hits) / T   | [0, inf) |
+    | 1   | computed  | prompt tokens already in KV / T                               | [0, inf) |
+    | 2   | age_s     | now - release to this instance (s)                            | [0, inf) |
+    | 3   | started   | 1 if a chunk was computed (running prefill), else 0           | {0, 1}   |
+
+    All zeros after the last step.
+
+    ## Rewards
+
+    ``reward_mode="ttft"`` (default): ``-Σ ttft_s`` (s) over the calls whose first token was produced
+    while the simulator advanced after this action; the episode return is minus the total TTFT.
+    ``reward_mode="goodput"``: the number of calls that finished in that interval meeting ``slo``
+    (TTFT <= ``slo.ttft_s`` and TPOT <= ``slo.tpot_s``, single-token calls by TTFT only; the
+    ``goodput_calls_s`` numerator of `optsched.sim.metrics`). ``info`` reports both terms every step:
+    ``ttft_s`` (sum), ``first_tokens``, ``finished``, ``slo_met``.
+
+    ## Episode end
+
+    Terminated when every call finished. Truncated by the registered ``max_episode_steps``.
+
+    ## Arguments
+
+    ``n_sessions`` (int >= 1, default 8), ``variant`` ("256k" or "full"), ``cluster`` (colocated
+    instances, no lockstep groups; default `admission_cluster`), ``workload`` (fixed; the seed then
+    changes nothing), ``router_factory`` (callable returning a `Router`), ``reward_mode``, ``slo``
+    (`SLO`), ``k_prefills`` (int >= 1, rows of ``"prefills"``), ``concurrency`` (as ``simulate``).
+    Raises ``ValueError`` naming the argument on a bad value.
+    """
+
+    metadata: ClassVar[dict[str, Any]] = {"render_modes": []}
+
+    def __init__(
+        self, n_sessions: int = 8, variant: str = "256k", cluster: ClusterConfig | None = None,
+        workload: Workload | None = None, router_factory: Callable[[], Any] = RoundRobinRouter,
+        reward_mode: str = "ttft", slo: SLO = DEFAULT_ADMISSION_SLO, k_prefills: int = 8, concurrency: int = 0,
+    ) -> None:
+        for name, v, lo in (("n_sessions", n_sessions, 1), ("k_prefills", k_prefills, 1), ("concurrency", concurrency, 0)):
+            if not isinstance(v, int) or isinstance(v, bool) or v < lo:
+                raise ValueError(f"{name} must be an int >= {lo}, got {v!r}")
+        if variant not in AGENTX_VARIANTS:
+            raise ValueError(f"variant must be one of {sorted(AGENTX_VARIANTS)}, got {variant!r}")
+        if reward_mode not in ADMISSION_REWARD_MODES:
+            raise ValueError(f"reward_mode must be one of {ADMISSION_REWARD_MODES}, got {reward_mode!r}")
+        if not isinstance(slo, SLO):
+            raise ValueError(f"slo must be an optsched.sim.SLO, got {slo!r}")
+        if workload is not None and not isinstance(workload, Workload):
+            raise ValueError(f"workload must be an optsched Workload or None, got {type(workload).__name__}")
+        if not callable(router_factory):
+            raise ValueError(f"router_factory must be callable, got {router_factory!r}")
+        cluster = admission_cluster() if cluster is None else cluster
+        if any(ic.role != "colocated" or ic.group >= 0 for ic in cluster.instances):
+            raise ValueError("cluster must have colocated instances without lockstep groups (Admission-v0)")
+        self.n_sessions, self.variant, self.cluster, self.fixed_workload = n_sessions, variant, cluster, workload
+        self.router_factory, self.reward_mode, self.slo = router_factory, reward_mode, slo
+        self.k_prefills, self.concurrency = k_prefills, concurrency
+        self._cost_models = [default_cost_model(ic) for ic in cluster.instances]
+        self._T = float(cluster.scheduler.max_num_batched_tokens)
+        self._S = float(cluster.scheduler.max_num_seqs)
+        self.action_space = spaces.Discrete(len(MENU))
+        self.observation_space = spaces.Dict({
+            "instance": spaces.Box(0.0, np.inf, (len(INSTANCE_FEATURES_ADM),), np.float32),
+            "prefills": spaces.Box(0.0, np.inf, (k_prefills, len(PREFILL_FEATURES)), np.float32),
+        })
+        self._sim: AdmissionSimulator | None = None
+        self._dec: AdmissionDecision | None = None
+        self._rule = MenuAdmission()
+
+    # ---- gymnasium API -----------------------------------------------------------------------
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        super().reset(seed=seed)
+        wl = self.fixed_workload
+        if wl is None:
+            wl = generate_agentx(self.n_sessions, self.np_random, variant=self.variant)
+        self._rule = MenuAdmission()
+        self._sim = AdmissionSimulator(wl, self.cluster, router=self.router_factory(), admission=self._rule,
+                                       slo=self.slo, cost_models=self._cost_models, concurrency=self.concurrency)
+        self._seen = 0  # calls of sim.released already moved to _no_token
+        self._no_token: list[int] = []  # released calls without a first token
+        self._running: list[int] = []  # calls with a first token, not finished
+        self._dec = self._sim.run_until_admission()
+        return self._obs(), {}
+
+    def step(self, action):
+        if self._dec is None:
+            raise RuntimeError("episode is over (or not started): call reset()")
+        if not self.action_space.contains(action):
+            raise ValueError(f"action must be an int in [0, {len(MENU)}), got {action!r}")
+        return self.step_with(int(action))
+
+    def step_with(self, rule: Any):
+        """`step` with this step planned by ``rule``: a menu index, or any `Admission` object (how
+        `optsched.envs.evaluate` runs a heuristic on the same decision points). Same return as `step`."""
+        if self._dec is None:
+            raise RuntimeError("episode is over (or not started): call reset()")
+        sim = self._sim
+        if isinstance(rule, (int, np.integer)):
+            self._rule.set_choice(int(rule))
+            sim.admission = self._rule
+        else:
+            sim.admission = rule
+        sim.apply_admission()
+        self._dec = sim.run_until_admission()
+        terms = self._collect()
+        reward = -terms["ttft_s"] if self.reward_mode == "ttft" else float(terms["slo_met"])
+        return self._obs(), float(reward), self._dec is None, False, terms
+
+    def calls_frame(self) -> pd.DataFrame:
+        """Per-call table of the finished episode. Raises RuntimeError before termination."""
+        if self._sim is None or not self._sim.done:
+            raise RuntimeError("calls_frame() needs a finished episode")
+        return self._sim.calls_frame()
+
+    # ---- internals ---------------------------------------------------------------------------
+    def _collect(self) -> dict[str, Any]:
+        sim = self._sim
+        rel = sim.released
+        self._no_token.extend(rel[self._seen:])
+        self._seen = len(rel)
+        ttft_sum, first, left = 0.0, 0, []
+        for i in self._no_token:
+            ttft, _, _ = sim.call_timing(i)
+            if ttft < 0:
+                left.append(i)
+            else:
+                ttft_sum += ttft
+                first += 1
+                self._running.append(i)
+        self._no_token = left
+        slo, finished, met, still = self.slo, 0, 0, []
+        for i in self._running:
+            ttft, tpot, fin = sim.call_timing(i)
+            if fin < 0:
+                still.append(i)
+                continue
+            finished += 1
+            if ttft <= slo.ttft_s and tpot <= slo.tpot_s:
+                met += 1
+        self._running = still
+        return {"ttft_s": ttft_sum, "first_tokens": first, "finished": finished, "slo_met": met,
+                "now_s": float(sim.now_s)}
+
+    def _obs(self) -> dict[str, np.ndarray]:
+        inst_f = np.zeros(len(INSTANCE_FEATURES_ADM), np.float32)
+        table = np.zeros((self.k_prefills, len(PREFILL_FEATURES)), np.float32)
+        if self._dec is None:
+            return {"instance": inst_f, "prefills": table}
+        inst = self._sim.instances[self._dec.instance]
+        T, S, now = self._T, self._S, self._dec.time_s
+        n_dec = len(inst.dec)
+        cap_tokens = inst.kv_capacity_blocks * inst.bs
+        inst_f[:] = (n_dec / S, max(0.0, (T - n_dec) / T), inst.cache.hbm_used_blocks / inst.kv_capacity_blocks,
+                     max(0, inst.queued_prefill_tokens) / T, len(inst.prefilling) / S, len(inst.waiting) / S,
+                     inst.decode_kv_tokens / cap_tokens)
+        k = 0
+        for s in inst.prefilling:
+            if k == self.k_prefills:
+                break
+            table[k] = ((s.target_tokens - s.computed) / T, s.computed / T, now - s.enqueue_s, 1.0)
+            k += 1
+        for s in inst.waiting:
+            if k == self.k_prefills:
+                break
+            table[k] = (s.est_remaining / T, s.computed / T, now - s.enqueue_s, 0.0)
+            k += 1
+        return {"instance": inst_f, "prefills": table}
