@@ -50,7 +50,7 @@ class CompareConfig:
     policies: tuple[str, ...] | None = None
     seeds: int = 5
     base_seed: int = 0
-    loads: tuple[float, ...] = (0.5, 1.0, 2.0, 4.0)
+    loads: tuple[float, ...] = (0.25, 0.5, 1.0, 2.0)
     target: float = DEFAULT_TARGET
     cluster: dict[str, Any] = field(default_factory=lambda: {"gpu": "h200-sxm", "model": "llama-3-70b", "tp": 4,
                                                              "instances": 4, "max_num_batched_tokens": 8192})

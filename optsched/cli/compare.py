@@ -54,7 +54,7 @@ def register(subparsers) -> None:
                    "heuristic — runs only when named)")
     p.add_argument("--seeds", type=int, default=5, help="replications, >= 5 (default 5)")
     p.add_argument("--base-seed", type=int, default=0, help="seeds are BASE .. BASE+N-1 (default 0)")
-    p.add_argument("--loads", default="0.5,1,2,4", help="arrival-rate multipliers, increasing (default 0.5,1,2,4)")
+    p.add_argument("--loads", default="0.25,0.5,1,2", help="arrival-rate multipliers, increasing (default 0.25,0.5,1,2)")
     p.add_argument("--target-interactivity", type=float, default=DEFAULT_TARGET,
                    help=f"P90 interactivity target, output tokens/s per user (default {DEFAULT_TARGET:g}: 1 / the "
                    "100 ms TPOT SLO, DistServe's chatbot SLO; MLPerf's Llama-2-70B server bound is 200 ms = 5 tok/s)")
