@@ -86,10 +86,10 @@ class ReproduceConfig:
     num_instances: int = 4
     max_num_batched_tokens: int = 8192
     workloads: tuple[WorkloadSpec, ...] = (
-        WorkloadSpec("mooncake", "mooncake_sample", max_calls=300, load_scales=(0.125, 0.25, 0.5, 1.0)),
-        WorkloadSpec("lmcache", "lmcache_sample", max_calls=300, load_scales=(1.0, 2.0, 4.0, 8.0)),
-        WorkloadSpec("agentx", "agentx", max_calls=300, sessions=24, max_calls_per_session=12,
-                     load_scales=(0.0625, 0.125, 0.25, 0.5, 1.0)),
+        WorkloadSpec("mooncake", "mooncake_sample", max_calls=150, load_scales=(0.25, 0.5, 1.0, 2.0)),
+        WorkloadSpec("lmcache", "lmcache_sample", max_calls=150, load_scales=(1.0, 2.0, 4.0)),
+        WorkloadSpec("agentx", "agentx", max_calls=150, sessions=8, max_calls_per_session=6,
+                     load_scales=(2.0, 4.0, 8.0)),
     )
     slo_ttft_s: float = 10.0
     slo_tpot_s: float = 0.1
