@@ -18,6 +18,8 @@ __all__ = [
     "rolling_router",
     "router_from_plan",
     "scale_load",
+    "session_plan_from_workload",
+    "session_router",
 ]
 
 
@@ -42,22 +44,52 @@ def scale_load(wl: Any, factor: float) -> Any:
     return impl(wl, factor)
 
 
-def price_plan_from_workload(wl: Any, gpu: str, model: str, tp: int, n_instances: int, window_calls: int,
-                             time_limit_s: float, seed: int) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The routing door: window MILP -> price-router Plan. Returns (plan document {kind, type, parameters},
-    solve record {status, objective, bound, gap, solver, solver_version})."""
-    from optsched.solvers import SolverOptions
+def _record(res: Any) -> dict[str, Any]:
+    return {"status": res.status, "termination": res.termination, "objective": res.objective, "bound": res.bound,
+            "gap": res.gap, "solver": res.solver, "solver_version": res.solver_version}
 
+
+def price_plan_from_workload(wl: Any, gpu: str, model: str, tp: int, n_instances: int, window_calls: int,
+                             options: Any, seed: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The routing door: window MILP -> price-router Plan. Returns (plan document {kind, type, parameters},
+    solve record {status, termination, objective, bound, gap, solver, solver_version}). ``options``:
+    `SolverOptions`."""
     from optsched.pipelines.routing import plan_from_workload
 
     n = max(2, min(window_calls, wl.num_calls // 2))
-    plan, res = plan_from_workload(wl, gpu, model, tp, SolverOptions(time_limit_s=time_limit_s, mip_gap=1e-3),
-                                   seed, n_instances=n_instances, window_calls=n,
+    plan, res = plan_from_workload(wl, gpu, model, tp, options, seed, n_instances=n_instances, window_calls=n,
                                    warmup_calls=max(0, wl.num_calls - n))
-    doc = {"kind": plan.kind, "type": plan.type, "parameters": dict(plan.parameters)}
-    rec = {"status": res.status, "objective": res.objective, "bound": res.bound, "gap": res.gap,
-           "solver": res.solver, "solver_version": res.solver_version}
-    return doc, rec
+    return {"kind": plan.kind, "type": plan.type, "parameters": dict(plan.parameters)}, _record(res)
+
+
+def session_plan_from_workload(wl: Any, gpu: str, model: str, tp: int, n_instances: int, options: Any,
+                               seed: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The session routing door: (``SessionRouterConfig`` fields as JSON, solve record as above)."""
+    import dataclasses
+
+    from optsched.pipelines.session_routing import plan_from_workload
+
+    cfg, res = plan_from_workload(wl, gpu, model, tp, options, seed, n_instances=n_instances)
+    doc = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg)}
+    doc["think_forecast_s"] = dict(doc["think_forecast_s"])
+    doc["provenance"] = dict(doc["provenance"])
+    return json_roundtrip(doc), _record(res)
+
+
+def json_roundtrip(obj: Any) -> Any:
+    """``obj`` through canonical JSON (what a cached copy reads back as)."""
+    import json
+
+    return json.loads(canonical_json(obj))
+
+
+def session_router(doc: dict[str, Any]) -> Any:
+    """A fresh `SessionRouter` (LP pricer) from a `session_plan_from_workload` document."""
+    from optsched.pipelines.session_routing import build_router
+
+    from optsched.policies.router_session import SessionRouterConfig
+
+    return build_router(SessionRouterConfig(**doc))
 
 
 def router_from_plan(doc: dict[str, Any]) -> Any:
@@ -69,8 +101,9 @@ def router_from_plan(doc: dict[str, Any]) -> Any:
 
 def rolling_router(doc: dict[str, Any], gpu: str, model: str, tp: int) -> Any:
     """The rolling-horizon MILP router on the price Plan's parameters (its fallback and load estimates)."""
-    from optsched.cost import CostModel
     from optsched.pipelines.routing_rolling import RollingHorizonRouter
+
+    from optsched.cost import CostModel
     from optsched.policies.router_price import PriceRouterConfig
 
     p = doc["parameters"]

@@ -4,7 +4,8 @@ A job is ``{"source", "max_calls", "max_calls_per_session", "seed", "load", "pol
 
 - ``policy``: ``{"router": name}`` for a registry baseline (``{"router_params": {...}}`` optional), or
   ``{"router": "plan", "plan": {kind, type, parameters}}`` for a solved Plan, or ``{"router": "rolling",
-  "plan": ...}`` for the rolling-horizon MILP router on a price Plan's parameters.
+  "plan": ...}`` for the rolling-horizon MILP router on a price Plan's parameters, or ``{"router": "session",
+  "session": {SessionRouterConfig fields}}`` for the session-level router.
 - ``cluster``: ``{"gpu", "model", "tp", "instances", "max_num_batched_tokens"}`` (colocated instances,
   vLLM-v1 scheduler defaults otherwise, host-DRAM tier on as ``ClusterConfig``'s default).
 - ``slo``: ``{"ttft_s", "tpot_s"}`` (goodput).
@@ -40,6 +41,8 @@ def make_router(policy: dict[str, Any], cluster: dict[str, Any], seed: int) -> A
     name = policy["router"]
     if name == "plan":
         return adapter.router_from_plan(policy["plan"])
+    if name == "session":
+        return adapter.session_router(policy["session"])
     if name == "rolling":
         return adapter.rolling_router(policy["plan"], cluster["gpu"], cluster["model"], int(cluster["tp"]))
     pseed = int(stream(seed, "policy").integers(2**31))

@@ -1,11 +1,23 @@
 """Which policies a comparison runs: every baseline router of the registry plus every optimized policy the
 project can derive for the workload (kept behind `derive_optimized`, the one function to extend).
 
-Optimized today (routing, from the pipelines' routing door): ``price`` — the price router whose rho
-comes from the LP duals of one window MILP of the workload — and ``rolling_milp`` — the rolling-horizon
-MILP router on the same prices. They are derived ONCE from a training replication (seed stream
-"train" of the comparison's base seed, load 1), never from an evaluated seed, so no evaluated run sees
-its own trace in the solve.
+Optimized today (routing):
+
+- ``price`` — the price router whose rho comes from the LP duals of one window MILP of the workload
+  (`optsched.pipelines.routing.plan_from_workload`);
+- ``session`` — the session-level router (`optsched.policies.router_session`): tool-pause forecasts per
+  tool class from the workload, decode cost from the cost model, re-priced online by the session LP
+  (`optsched.pipelines.session_routing.plan_from_workload` / ``build_router``);
+- ``rolling_milp`` — the rolling-horizon MILP router on the price Plan's parameters. It solves a MILP per
+  routing decision (~75 s per run on a 2-core VM, 20x a heuristic), so it is NOT in the default set
+  (`DEFAULT_OPTIMIZED`); name it in ``--policies`` to run it.
+
+They are derived ONCE from a training replication (seed stream "train" of the comparison's base seed,
+load 1), never from an evaluated seed, so no evaluated run sees its own trace in the solve.
+
+Determinism: every solve runs with 1 thread and a HiGHS branch-and-bound node limit, under a wall-clock
+limit that is only a safety net; a solve the wall clock stopped raises (its result would depend on the
+machine's load), so the same seed and config give the same policies on any machine.
 """
 
 from __future__ import annotations
@@ -13,11 +25,30 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-__all__ = ["OPTIMIZED", "baseline_specs", "derive_optimized", "select"]
+__all__ = ["DEFAULT_OPTIMIZED", "OPTIMIZED", "SolveTimedOut", "baseline_specs", "derive_optimized", "select", "solver_options"]
 
 log = logging.getLogger(__name__)
 
-OPTIMIZED = ("price", "rolling_milp")
+OPTIMIZED = ("price", "session", "rolling_milp")
+DEFAULT_OPTIMIZED = ("price", "session")
+
+
+class SolveTimedOut(RuntimeError):
+    """A derivation solve was stopped by the wall clock (its result would depend on machine load)."""
+
+
+def solver_options(node_limit: int, time_limit_s: float) -> Any:
+    """`SolverOptions` of every solve of a comparison: 1 thread, mip_gap 1e-3, ``node_limit`` nodes, and
+    ``time_limit_s`` as a safety net only (module docstring)."""
+    from optsched.solvers import SolverOptions
+
+    return SolverOptions(time_limit_s=time_limit_s, mip_gap=1e-3, threads=1, node_limit=node_limit)
+
+
+def _check_not_timed(what: str, rec: dict[str, Any], time_limit_s: float) -> None:
+    if rec.get("termination") == "maxTimeLimit" or rec.get("status") == "time_limit_no_solution":
+        raise SolveTimedOut(f"{what}: the solve hit the {time_limit_s:g} s wall-clock limit before its node limit, "
+                           "so its result would depend on machine load; raise the time limit")
 
 
 def baseline_specs() -> list[dict[str, Any]]:
@@ -28,30 +59,40 @@ def baseline_specs() -> list[dict[str, Any]]:
 
 
 def derive_optimized(source: str, cluster: dict[str, Any], base_seed: int, sizes: tuple[int, int], window_calls: int,
-                     time_limit_s: float) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """(optimized policy specs, solve record) for the workload: the routing Plan solved on the training
-    replication. Raises what the routing door raises."""
-    from optsched.compare.adapter import price_plan_from_workload
+                     node_limit: int, time_limit_s: float) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """(optimized policy specs, solve record) for the workload: the routing Plan and the session router
+    config solved on the training replication. The record holds each solve's status, objective, bound,
+    termination and the limits it ran under. Raises what the doors raise, and `SolveTimedOut` when the wall
+    clock stopped a solve (module docstring)."""
+    from optsched.compare.adapter import price_plan_from_workload, session_plan_from_workload
     from optsched.compare.replication import build_replication, stream
 
     from optsched.cost.catalog import load_model
 
     train_seed = int(stream(base_seed, "train").integers(2**31))
     wl, _ = build_replication(source, train_seed, 1.0, load_model(cluster["model"]).max_context_tokens, *sizes)
-    doc, rec = price_plan_from_workload(wl, cluster["gpu"], cluster["model"], int(cluster["tp"]),
-                                        int(cluster["instances"]), window_calls, time_limit_s, train_seed)
-    rec = {**rec, "train_seed": train_seed, "rho_s_per_token": doc["parameters"].get("recompute_s_per_token")}
+    opts = solver_options(node_limit, time_limit_s)
+    limits = {"node_limit": node_limit, "time_limit_s": time_limit_s, "threads": 1, "mip_gap": 1e-3}
+    args = (wl, cluster["gpu"], cluster["model"], int(cluster["tp"]), int(cluster["instances"]))
+    doc, rec = price_plan_from_workload(*args, window_calls, opts, train_seed)
+    _check_not_timed("price router window MILP", rec, time_limit_s)
+    sdoc, srec = session_plan_from_workload(*args, opts, train_seed)
+    _check_not_timed("session router LP", srec, time_limit_s)
+    rec = {**rec, "train_seed": train_seed, "rho_s_per_token": doc["parameters"].get("recompute_s_per_token"),
+           "limits": limits, "session": srec}
     specs = [{"name": "price", "kind": "optimized", "router": "plan", "plan": doc},
+             {"name": "session", "kind": "optimized", "router": "session", "session": sdoc},
              {"name": "rolling_milp", "kind": "optimized", "router": "rolling", "plan": doc}]
     return specs, rec
 
 
 def select(names: list[str] | None, baselines: list[dict[str, Any]], optimized: list[dict[str, Any]]
            ) -> list[dict[str, Any]]:
-    """The specs named in ``names`` (None: all), in the given order. Raises ValueError for an unknown name."""
+    """The specs named in ``names`` (None: every baseline + `DEFAULT_OPTIMIZED`), in the given order.
+    Raises ValueError for an unknown name."""
     every = {p["name"]: p for p in baselines + optimized}
     if names is None:
-        return list(every.values())
+        return [p for p in every.values() if p["kind"] != "optimized" or p["name"] in DEFAULT_OPTIMIZED]
     bad = [n for n in names if n not in every]
     if bad:
         raise ValueError(f"--policies: unknown {', '.join(bad)}; known: {', '.join(every)}")

@@ -69,7 +69,11 @@ class ReproduceConfig:
     simulated cluster. slo_ttft_s / slo_tpot_s: goodput SLOs (s). interactivity_target_tok_s: the P90
     interactivity (output tokens/s seen by a user) at which policies are compared. load_scales:
     arrival-rate multipliers of the latency-throughput sweep (1 = the trace's own rate).
-    solver_time_limit_s: per formulation solve. routing_window_calls / admission_calls /
+    compare_seeds: replications of the headline comparison (``optsched compare``, >= 5 for a 95% CI that
+    means something). solver_node_limit: HiGHS branch-and-bound node limit of every solve (1 thread);
+    solver_time_limit_s: wall-clock safety net of every solve, large enough that the node limit or
+    optimality binds first — a solve it stops is reported as not reproducible (its result would depend
+    on machine load). routing_window_calls / admission_calls /
     residency_pauses: sizes of the exact (hindsight) instances. workers: processes running simulations
     in parallel (0 = one per CPU; results do not depend on it).
     """
@@ -82,16 +86,18 @@ class ReproduceConfig:
     num_instances: int = 4
     max_num_batched_tokens: int = 8192
     workloads: tuple[WorkloadSpec, ...] = (
-        WorkloadSpec("mooncake", "mooncake_sample", max_calls=300, load_scales=(0.125, 0.25, 0.5, 1.0)),
-        WorkloadSpec("lmcache", "lmcache_sample", max_calls=300, load_scales=(1.0, 2.0, 4.0, 8.0)),
-        WorkloadSpec("agentx", "agentx", max_calls=300, sessions=24, max_calls_per_session=12,
-                     load_scales=(0.0625, 0.125, 0.25, 0.5, 1.0)),
+        WorkloadSpec("mooncake", "mooncake_sample", max_calls=150, load_scales=(0.25, 0.5, 1.0, 2.0)),
+        WorkloadSpec("lmcache", "lmcache_sample", max_calls=150, load_scales=(1.0, 2.0, 4.0)),
+        WorkloadSpec("agentx", "agentx", max_calls=150, sessions=8, max_calls_per_session=6,
+                     load_scales=(2.0, 4.0, 8.0)),
     )
     slo_ttft_s: float = 10.0
     slo_tpot_s: float = 0.1
-    interactivity_target_tok_s: float = 30.0
+    interactivity_target_tok_s: float = 10.0
     load_scales: tuple[float, ...] = (0.5, 1.0, 2.0, 4.0)
-    solver_time_limit_s: float = 20.0
+    compare_seeds: int = 5
+    solver_node_limit: int = 2000
+    solver_time_limit_s: float = 3600.0
     routing_window_calls: int = 60
     admission_calls: int = 8
     residency_pauses: int = 40
@@ -103,10 +109,12 @@ class ReproduceConfig:
         if not isinstance(self.seed, int) or isinstance(self.seed, bool) or self.seed < 0:
             raise ValueError(f"seed must be a non-negative int, got {self.seed!r}")
         for f in ("tp", "num_instances", "max_num_batched_tokens", "routing_window_calls", "admission_calls",
-                  "residency_pauses"):
+                  "residency_pauses", "solver_node_limit"):
             _pos(f, getattr(self, f), integer=True)
         for f in ("slo_ttft_s", "slo_tpot_s", "interactivity_target_tok_s", "solver_time_limit_s"):
             _pos(f, getattr(self, f))
+        if not isinstance(self.compare_seeds, int) or isinstance(self.compare_seeds, bool) or self.compare_seeds < 2:
+            raise ValueError(f"compare_seeds must be an int >= 2 (a CI needs spread), got {self.compare_seeds!r}")
         if not isinstance(self.workers, int) or isinstance(self.workers, bool) or self.workers < 0:
             raise ValueError(f"workers must be an int >= 0, got {self.workers!r}")
         if not self.workloads:

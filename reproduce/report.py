@@ -1,5 +1,6 @@
-"""``runs/<name>/report.md``: every stage's tables, figures and "what this shows" paragraph, the
-headline comparison, provenance, and (last, apart) the wall-clock timings.
+"""``runs/<name>/report.md``: the headline comparison first (``optsched compare`` per workload: goodput at
+the target ± CI, vs the best heuristic ± CI, bound, headroom closed), then every stage's tables, figures and
+"what this shows" paragraph, provenance, and (last, apart) the wall-clock timings.
 
 Everything above the ``## Wall-clock timings`` heading is a deterministic function of the stage
 results, the config and the provenance: the same seed and code give the same text.
@@ -96,9 +97,6 @@ def render_report(
             f"user. Seed {c['seed']}. Everything is simulated on the CPU with optsched's cost model; no GPU was used."
         ),
         "",
-        markdown_table(["#", "stage", "status"],
-                       [[i + 1, r.title, "ok" if r.ok else f"UNAVAILABLE: {r.reason}"] for i, r in enumerate(results)]),
-        "",
         "## Headline comparison",
         "",
         _table_md(headline) if headline is not None else "> headline comparison unavailable (see stage 5)",
@@ -107,6 +105,8 @@ def render_report(
     comp = [r for r in results if r.stage == "comparison" and r.ok and r.summary]
     if comp:
         lines += [f"**What this shows.** {comp[0].summary}", ""]
+    lines += [markdown_table(["#", "stage", "status"], [[i + 1, r.title, "ok" if r.ok else f"UNAVAILABLE: {r.reason}"]
+                                                        for i, r in enumerate(results)]), ""]
     for i, r in enumerate(results):
         lines += [_section(i + 1, r), ""]
     prov = dict(provenance)

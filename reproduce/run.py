@@ -1,8 +1,8 @@
 """``optsched reproduce``: the main job end to end (issue 6).
 
 Runs the stages of `STAGES` in order — workloads, cost-model calibration, baseline policies,
-formulations (solve + derived online policies), comparison at a fixed P90 interactivity with the
-latency-throughput Pareto plot, policy export — and writes ``runs/<name>/``:
+formulations (solve + derived online policies), ``optsched compare`` on each workload (the headline:
+goodput at the P90 interactivity target with CIs over seeds at equal loads, bound, headroom), policy export — and writes ``runs/<name>/``:
 
 - ``report.md``       every table and figure, provenance, "what this shows" per section;
 - ``results.json``    all stage results without wall-clock timings (deterministic per seed/config);

@@ -78,6 +78,13 @@ class SolveResult:
     solver_version: str
     message: str = ""
 
+    @property
+    def stopped_by_time(self) -> bool:
+        """True when the wall-clock limit ended the solve (HiGHS ``maxTimeLimit``): the result then depends
+        on machine speed and load, so a caller that needs reproducible decisions must treat it as an error
+        (raise ``time_limit_s`` so that ``node_limit`` or optimality binds first)."""
+        return self.termination == "maxTimeLimit" or self.status == "time_limit_no_solution"
+
     def __post_init__(self) -> None:
         if self.status not in STATUSES:
             raise ValueError(f"status must be one of {STATUSES}, got {self.status!r}")

@@ -10,6 +10,8 @@ import json
 import sys
 from pathlib import Path
 
+from optsched.compare.core import DEFAULT_TARGET
+
 __all__ = ["register"]
 
 EPILOG = """\
@@ -33,7 +35,9 @@ headroom_closed = (policy - best heuristic) / (bound - best heuristic).
   policies[].headroom_closed (null where no bound), policies[].front[] (per load: interactivity_tok_s,
       goodput_calls_s, tpgs, ttft_p90_s, hit_rate, each {mean, ci95, std, n}),
   bound (null or {mean, ci95, per_seed[], decision, method[]}), bound_notes{admission, residency},
-  optimized_derivation (the routing solve the optimized policies came from), failed{policy: reason},
+  optimized_derivation (the solves the optimized policies came from: status, termination, objective, bound,
+      limits{node_limit, time_limit_s, threads, mip_gap}, session{...}), failed{policy: reason},
+  target_source (why the default target),
   context_cut{seed: {calls_cut, sessions_cut}}, code_digest.
 Files in --out: compare.json, compare.md (the table), fronts.png; run cache in --out/cache (resumes).
 """
@@ -45,12 +49,15 @@ def register(subparsers) -> None:
                               formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("workload", help="trace path (anything `workload stats` reads) or generator spec, "
                    "e.g. 'agentx:sessions=8,variant=256k'")
-    p.add_argument("--policies", help="comma list (default: every baseline router + price, rolling_milp)")
+    p.add_argument("--policies", help="comma list (default: every baseline router of the registry + the optimized "
+                   "price and session routers; rolling_milp — a MILP per routing decision, ~20x slower than a "
+                   "heuristic — runs only when named)")
     p.add_argument("--seeds", type=int, default=5, help="replications, >= 5 (default 5)")
     p.add_argument("--base-seed", type=int, default=0, help="seeds are BASE .. BASE+N-1 (default 0)")
-    p.add_argument("--loads", default="0.5,1,2,4", help="arrival-rate multipliers, increasing (default 0.5,1,2,4)")
-    p.add_argument("--target-interactivity", type=float, default=30.0,
-                   help="P90 interactivity target, output tokens/s per user (default 30)")
+    p.add_argument("--loads", default="0.25,0.5,1,2", help="arrival-rate multipliers, increasing (default 0.25,0.5,1,2)")
+    p.add_argument("--target-interactivity", type=float, default=DEFAULT_TARGET,
+                   help=f"P90 interactivity target, output tokens/s per user (default {DEFAULT_TARGET:g}: 1 / the "
+                   "100 ms TPOT SLO, DistServe's chatbot SLO; MLPerf's Llama-2-70B server bound is 200 ms = 5 tok/s)")
     p.add_argument("--max-calls", type=int, default=0, help="trace: keep its first N calls (0 = all)")
     p.add_argument("--max-calls-per-session", type=int, default=0, help="keep each session's first N calls (0 = all)")
     p.add_argument("--gpu", default="h200-sxm")
@@ -61,6 +68,12 @@ def register(subparsers) -> None:
     p.add_argument("--slo-ttft", type=float, default=10.0, help="goodput SLO on TTFT, s (default 10)")
     p.add_argument("--slo-tpot", type=float, default=0.1, help="goodput SLO on TPOT, s (default 0.1)")
     p.add_argument("--window-calls", type=int, default=60, help="routing window MILP size of the optimized policies")
+    p.add_argument("--solver-node-limit", type=int, default=2000,
+                   help="HiGHS branch-and-bound node limit of every derivation solve (1 thread; default 2000): "
+                   "deterministic, unlike a time limit")
+    p.add_argument("--solver-time-limit", type=float, default=3600.0,
+                   help="wall-clock safety net of every derivation solve, s (default 3600); a solve it stops is an "
+                   "error, since its result would depend on machine load")
     p.add_argument("--json", action="store_true", help="print the result JSON (keys below)")
     p.add_argument("--out", help="write compare.json, compare.md, fronts.png and the run cache here "
                    "(default runs/compare-<workload>)")
@@ -95,6 +108,7 @@ def _run(args: argparse.Namespace) -> int:
         seeds=args.seeds, base_seed=args.base_seed, loads=_floats(args.loads, "--loads"),
         target=args.target_interactivity, max_calls=args.max_calls,
         max_calls_per_session=args.max_calls_per_session, window_calls=args.window_calls,
+        solver_node_limit=args.solver_node_limit, solver_time_limit_s=args.solver_time_limit,
         cluster={"gpu": args.gpu, "model": args.model, "tp": args.tp, "instances": args.instances,
                  "max_num_batched_tokens": args.max_num_batched_tokens},
         slo={"ttft_s": args.slo_ttft, "tpot_s": args.slo_tpot})

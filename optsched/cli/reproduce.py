@@ -61,12 +61,8 @@ def main(args: argparse.Namespace) -> int:
     print(f"\nreport: {out.report_path}")
     if out.headline is not None:
         t = out.headline
-        keep = [c for c in t.columns if c in ("workload", "policy", "kind", "load scale", "target met",
-                                               "goodput (calls/s)", "TPGS (tok/s/GPU)", "hit HBM",
-                                               "session P90 (s)")]
-        idx = [t.columns.index(c) for c in keep]
         print(f"\n{t.caption}\n")
-        print(markdown_table(keep, [[r[i] for i in idx] for r in t.rows]))
+        print(markdown_table(t.columns, t.rows))
     else:
         print("\nheadline comparison unavailable (see the report)")
     if out.unavailable:

@@ -4,7 +4,7 @@
 2. ``calibration``  cost-model calibration error and predictions for the chosen GPU/model/TP
 3. ``baselines``    every baseline router / admission / residency policy simulated
 4. ``formulations`` routing, P/D ratio, admission, residency solved; derived online policies simulated
-5. ``comparison``   all policies at a fixed P90 interactivity target + latency-throughput Pareto plots
+5. ``comparison``   ``optsched compare`` per workload (seeds, CIs, equal loads, bound, headroom): the headline
 6. ``export``       the policies as ``optsched.policy/v1`` JSON with their engine settings
 (7. the report itself is written by ``optsched.reproduce.report``.)
 """

@@ -23,7 +23,8 @@ from optsched.reproduce.config import ReproduceConfig
 from optsched.reproduce.provenance import stream_seed
 from optsched.reproduce.runcache import RunCache, atomic_write_bytes
 
-__all__ = ["Stage", "StageContext", "StageResult", "StageUnavailable", "Table", "save_figure"]
+__all__ = ["Stage", "StageContext", "StageResult", "StageUnavailable", "Table", "check_reproducible", "save_figure",
+           "solver_options"]
 
 log = logging.getLogger(__name__)
 
@@ -154,3 +155,20 @@ class Stage:
     run: Callable[[StageContext], StageResult]
     version: int = 1
     soft_deps: tuple[str, ...] = ()
+
+
+def solver_options(config: ReproduceConfig, mip_gap: float) -> Any:
+    """`SolverOptions` of every solve of the run: 1 thread, the config's node limit (deterministic), and its
+    wall-clock limit as a safety net only (see `check_reproducible`)."""
+    from optsched.solvers import SolverOptions
+
+    return SolverOptions(time_limit_s=config.solver_time_limit_s, mip_gap=mip_gap, threads=1,
+                         node_limit=config.solver_node_limit)
+
+
+def check_reproducible(res: Any, what: str, config: ReproduceConfig) -> None:
+    """Raise RuntimeError when the wall clock stopped the solve ``res`` (`SolveResult.stopped_by_time`): its
+    result would depend on machine load, so the run would not be reproducible."""
+    if res.stopped_by_time:
+        raise RuntimeError(f"{what}: the {config.solver_time_limit_s:g} s wall-clock limit stopped the solve before "
+                           f"its node limit ({config.solver_node_limit}); raise solver_time_limit_s")

@@ -1,14 +1,17 @@
-"""Stage 5: heuristics and optimized policies compared at a fixed P90 interactivity target, and the
-latency-throughput Pareto plot per workload.
+"""Stage 5: ``optsched compare`` on each workload — the report's headline.
 
-Every compared policy is simulated at each load scale of ``config.load_scales`` (arrival rate x
-scale). At the target, a policy's operating point is the highest load whose P90 interactivity
-(output tokens/s seen by the 90th-percentile user) is still >= the target; its goodput, TPGS, hit
-rates, session completion times and queue depth there are the headline numbers. A policy that misses
-the target even at the lowest load is reported at that load and flagged.
+Per workload the stage runs the compare package's `run_compare` (its API, not the CLI): every baseline
+router of the registry plus the optimized routers the project derives (the window-MILP price router and
+the session-level router, `optsched.compare.policies`), ``config.compare_seeds`` replications, the
+workload's load sweep (the SAME loads for every policy), goodput at the P90 interactivity target read off
+each policy's own front with a 95% t CI, the paired difference to the best heuristic with its CI ("tie"
+when it crosses 0), the routing upper bound and the share of headroom closed. Runs are cached by input
+hash in ``cache/compare`` (a killed run resumes), and results are byte-identical across reruns.
 
-Compared: round-robin (the simulator default), the best baseline router of stage 3, vLLM's long-prefill
-threshold (admission), and every online policy derived from a formulation in stage 4.
+Workloads: the Mooncake sample (its first ``max_calls`` requests; seeds permute its arrival gaps) and the
+AgentX-like generator (``agentx:sessions=K``; seeds draw new sessions). The LMCache sample holds two
+recorded sessions: no seed can vary it (two arrivals, nothing to permute), so it has no CI and is not
+compared (said in the report).
 """
 
 from __future__ import annotations
@@ -16,188 +19,152 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from optsched.reproduce.config import ReproduceConfig
-from optsched.reproduce.stages.base import (
-    Stage,
-    StageContext,
-    StageResult,
-    StageUnavailable,
-    Table,
-    save_figure,
-)
-from optsched.reproduce.stages.baselines import best_router
-from optsched.reproduce.stages.metrics import metric
-from optsched.reproduce.stages.simrun import SimFailed, policy_spec, sim_many
-from optsched.reproduce.stages.workloads import get_workloads
+from optsched.reproduce.config import ReproduceConfig, WorkloadSpec
+from optsched.reproduce.stages.base import Stage, StageContext, StageResult, StageUnavailable, Table
 
-__all__ = ["STAGE", "operating_point"]
+__all__ = ["STAGE", "compare_config", "headline_rows"]
 
-IX = "P90 interactivity (tok/s)"
-HEAD_METRICS = ("goodput (calls/s)", "TPGS (tok/s/GPU)", IX, "hit HBM", "hit DRAM", "hit SSD", "hit total",
-                "session P50 (s)", "session P90 (s)", "queue depth (mean)")
+HEAD_COLUMNS = ["workload", "policy", "kind", "goodput at target (calls/s)", "95% CI", "vs best heuristic",
+                "95% CI (vs)", "verdict", "bound (calls/s)", "headroom closed"]
+NOT_COMPARED = {"lmcache_sample": "two recorded sessions: replications cannot vary it (no arrival gaps to permute), "
+                                  "so there is no confidence interval"}
 
 
-def operating_point(points: list[tuple[float, dict[str, Any]]], target: float) -> tuple[float, dict, bool]:
-    """(scale, summary, met) at the highest load whose P90 interactivity >= target; else the lowest load
-    with met=False. ``points``: (scale, summary) sorted by scale."""
-    ok = [(s, m) for s, m in points if metric(m, IX) >= target]
-    if ok:
-        s, m = ok[-1]
-        return s, m, True
-    s, m = points[0]
-    return s, m, False
+def compare_config(cfg: ReproduceConfig, w: WorkloadSpec) -> Any:
+    """The `CompareConfig` of workload ``w`` (None when the workload is not compared, `NOT_COMPARED`)."""
+    from optsched.compare.core import CompareConfig
+
+    from optsched.workload import samples
+
+    if w.kind in NOT_COMPARED:
+        return None
+    if w.kind == "mooncake_sample":
+        source, max_calls = str(samples.mooncake_sample()), w.max_calls
+    else:
+        source, max_calls = f"agentx:sessions={w.sessions}", 0
+    return CompareConfig(
+        source=source, policies=None, seeds=cfg.compare_seeds, base_seed=cfg.seed, loads=cfg.scales(w.name),
+        target=float(cfg.interactivity_target_tok_s),
+        cluster={"gpu": cfg.gpu, "model": cfg.model, "tp": cfg.tp, "instances": cfg.num_instances,
+                 "max_num_batched_tokens": cfg.max_num_batched_tokens},
+        slo={"ttft_s": float(cfg.slo_ttft_s), "tpot_s": float(cfg.slo_tpot_s)}, max_calls=max_calls,
+        max_calls_per_session=w.max_calls_per_session, window_calls=cfg.routing_window_calls,
+        solver_node_limit=cfg.solver_node_limit, solver_time_limit_s=float(cfg.solver_time_limit_s))
 
 
-def _policies(ctx: StageContext, wl: str) -> list[dict[str, Any]]:
-    out = [policy_spec("round_robin (default)")]
-    base = ctx.deps["baselines"].data["summaries"].get(wl, {})
-    best = best_router(base)
-    if best and best[0] != "router=round_robin":
-        r = best[0].split("=", 1)[1]
-        out.append(policy_spec(f"{r} (best heuristic router)", router=r))
-    out.append(policy_spec("vllm_threshold 512 (admission)", admission="vllm_threshold"))
-    form = ctx.deps.get("formulations")
-    if form is not None:
-        for p in form.data.get("derived_policies", []):
-            if p.get("workload") in (None, wl):
-                spec = dict(p["spec"], label=p["label"], optimized=True)
-                out.append(spec)
-    return out
+def _ci(e: dict | None) -> str:
+    if not e or e.get("ci95") is None:
+        return "n/a"
+    return f"[{e['ci95'][0]:.3g}, {e['ci95'][1]:.3g}]"
+
+
+def _pct(e: dict | None) -> str:
+    if not e or e.get("ci95") is None:
+        return "n/a"
+    return f"[{100 * e['ci95'][0]:+.1f}%, {100 * e['ci95'][1]:+.1f}%]"
+
+
+def headline_rows(w: str, res: dict[str, Any]) -> list[list[Any]]:
+    """One row per policy (HEAD_COLUMNS), best goodput first; NaN / "n/a" where a value does not exist."""
+    b = res["bound"]
+    rows = []
+    for p in sorted(res["policies"], key=lambda p: (-(p["goodput_at_target"]["mean"] or -math.inf), p["name"])):
+        g, v, h = p["goodput_at_target"], p["vs_best_heuristic"], p["headroom_closed"]
+        mean = math.nan if g["mean"] is None else float(g["mean"])
+        rows.append([w, p["name"], p["kind"], mean, _ci(g) + (" (lower bound)" if g.get("censored") else ""),
+                     math.nan if not v else float(v["mean"]), _pct(v), v["verdict"] if v else "n/a",
+                     math.nan if not b else float(b["mean"]), math.nan if h is None else float(h)])
+    return rows
+
+
+def _front_rows(w: str, res: dict[str, Any]) -> list[list[Any]]:
+    rows = []
+    for p in res["policies"]:
+        for r in p["front"]:
+            ix, gp = r["interactivity_tok_s"], r["goodput_calls_s"]
+            rows.append([w, p["name"], r["load"], math.nan if ix is None else ix["mean"], _ci(ix),
+                         math.nan if gp is None else gp["mean"], _ci(gp)])
+    return rows
+
+
+def _summary(w: str, res: dict[str, Any]) -> str:
+    best = res["best_heuristic"]
+    if best is None:
+        return (f"On {w} no heuristic reaches the target inside the load sweep, so nothing is compared at the "
+                "target (extend the loads downward).")
+    out = [f"On {w} the best heuristic at the target is {best}"]
+    for p in res["policies"]:
+        v = p["vs_best_heuristic"]
+        if p["kind"] != "heuristic" and v:
+            lo, hi = v["ci95"]
+            word = {"tie": "ties with it", "better": "beats it", "worse": "is worse"}[v["verdict"]]
+            out.append(f"{p['name']} {word} ({100 * v['mean']:+.1f}% [{100 * lo:+.1f}%, {100 * hi:+.1f}%])")
+        elif p["kind"] != "heuristic":
+            out.append(f"{p['name']} has no value at the target")
+    cens = [p["name"] for p in res["policies"] if p["goodput_at_target"].get("censored")]
+    s = "; ".join(out) + "."
+    if cens:
+        s += f" Still meeting the target at the highest load (value is a lower bound): {', '.join(cens)}."
+    if res["bound"]:
+        s += (f" The routing upper bound is {res['bound']['mean']:.3g} calls/s, so headroom closed reads against "
+              "a loose relaxation.")
+    return s
 
 
 def _inputs(cfg: ReproduceConfig) -> dict[str, Any]:
     d = cfg.to_dict()
     return {k: d[k] for k in ("workloads", "seed", "gpu", "model", "tp", "num_instances", "max_num_batched_tokens",
-                              "slo_ttft_s", "slo_tpot_s", "interactivity_target_tok_s", "load_scales")}
+                              "slo_ttft_s", "slo_tpot_s", "interactivity_target_tok_s", "load_scales",
+                              "compare_seeds", "routing_window_calls", "solver_node_limit", "solver_time_limit_s")}
 
 
 def _run(ctx: StageContext) -> StageResult:
+    import os
+
+    from optsched.compare.core import run_compare
+    from optsched.compare.render import plot_fronts
+
     cfg = ctx.config
-    target = cfg.interactivity_target_tok_s
-    plans = {w: _policies(ctx, w) for w in get_workloads(ctx)}
-    kinds = {p["label"]: ("optimized" if p.get("optimized") else "heuristic") for ps in plans.values() for p in ps}
-    jobs = [(w, p, s) for w, ps in plans.items() for p in ps for s in cfg.scales(w)]
-    curves: dict[str, dict[str, list[tuple[float, dict[str, Any]]]]] = {w: {} for w in plans}
-    failed: dict[str, str] = {}  # "workload / policy" -> reason
-    results = sim_many(ctx, [(w, p, s) for w, p, s in jobs], desc="load sweep")
-    for (w, p, s), res in zip(jobs, results):
-        key = f"{w} / {p['label']}"
-        if isinstance(res, SimFailed):
-            failed.setdefault(key, f"at load x{s:g}: {res}")
-        else:
-            curves[w].setdefault(p["label"], []).append((s, res))
-    for key in failed:  # a policy with a failed sweep point is left out of the comparison
-        w, label = key.split(" / ", 1)
-        curves[w].pop(label, None)
-    if not any(curves.values()):
-        raise StageUnavailable("no policy could be simulated: " + "; ".join(sorted(set(failed.values()))))
-    rows, sweep_rows, figures = [], [], []
-    for w, by_pol in curves.items():
-        for label, pts in by_pol.items():
-            scale, m, met = operating_point(pts, target)
-            kind = kinds.get(label, "heuristic")
-            rows.append([w, label, kind, scale, "yes" if met else "NO (lowest load shown)",
-                         *[metric(m, k) for k in HEAD_METRICS]])
-            sweep_rows += [[w, label, s, metric(sm, IX), metric(sm, "TPGS (tok/s/GPU)"), metric(sm, "goodput (calls/s)"),
-                            metric(sm, "TTFT P90 (s)")] for s, sm in pts]
-        path, rel = ctx.figure_path(f"pareto_{w}.png")
-        _plot_pareto(w, by_pol, target, path)
-        figures.append({"path": rel, "caption": f"{w}: latency-throughput Pareto front per policy (load scales "
-                        f"{', '.join(f'{s:g}' for s in cfg.scales(w))}); dashed line = P90 interactivity target"})
-    head = Table("headline", f"Policies at P90 interactivity >= {target:g} output tokens/s per user: the highest "
-                 "simulated load that meets it (load scale = arrival-rate multiplier).",
-                 ["workload", "policy", "kind", "load scale", "target met", *HEAD_METRICS], rows)
-    sweep = Table("sweep", "Every sweep point (the Pareto plot's data).",
-                  ["workload", "policy", "load scale", IX, "TPGS (tok/s/GPU)", "goodput (calls/s)", "TTFT P90 (s)"],
-                  sweep_rows)
-    tables = [head, sweep]
-    if failed:
-        tables.append(Table("comparison_unavailable", "Policies that could not be simulated (left out of the "
-                            "comparison).", ["workload / policy", "reason"],
-                            [[k, v] for k, v in sorted(failed.items())]))
-    return StageResult("comparison", STAGE.title, tables=tables, figures=figures,
-                       summary=_summary(head, ctx.deps.get("formulations"), failed,
-                                        {w: max(cfg.scales(w)) for w in curves}))
-
-
-def _summary(head: Table, form: Any, failed: dict[str, str], tops: dict[str, float]) -> str:
-    """Per workload: the winner at the target among policies that meet it, the best optimized policy vs the
-    best heuristic (said plainly when it does not win), and who misses the target."""
-    recs = head.records()
-    key = "goodput (calls/s)"
-    parts = []
-    for w in dict.fromkeys(r["workload"] for r in recs):
-        rs = [r for r in recs if r["workload"] == w and not math.isnan(r[key])]
-        met = [r for r in rs if r["target met"] == "yes"]
-        missed = [r["policy"] for r in rs if r["target met"] != "yes"]
-        if not met:
-            parts.append(f"On {w}, no policy reaches the target even at the lowest simulated load, so there is no "
-                         f"comparison at the target (numbers shown are at the lowest load).")
+    head, fronts, figures, parts, data = [], [], [], [], {}
+    for w in cfg.workloads:
+        cc = compare_config(cfg, w)
+        if cc is None:
+            parts.append(f"{w.name} is not compared: {NOT_COMPARED[w.kind]}.")
             continue
-        win = max(met, key=lambda r: (r[key], r["TPGS (tok/s/GPU)"]))
-        s = f"On {w}, {win['policy']} has the highest goodput at the target ({win[key]:.3g} calls/s at load x{win['load scale']:g})"
-        heur = [r for r in met if r["kind"] == "heuristic"]
-        opt = [r for r in met if r["kind"] == "optimized"]
-        if heur and opt:
-            bh = max(heur, key=lambda r: (r[key], r["TPGS (tok/s/GPU)"]))
-            bo = max(opt, key=lambda r: (r[key], r["TPGS (tok/s/GPU)"]))
-            d = (bo[key] / bh[key] - 1) if bh[key] > 0 else math.nan
-            if bo[key] > bh[key] * (1 + 1e-9):
-                s += f"; the best optimized policy ({bo['policy']}) beats the best heuristic ({bh['policy']}) by {d:.1%}"
-            else:
-                s += (f"; the best optimized policy ({bo['policy']}) does NOT beat the best heuristic "
-                      f"({bh['policy']}): {d:+.1%} goodput")
-        elif heur:
-            s += "; no optimized policy meets the target here"
-        if missed:
-            s += f"; missing the target even at the lowest load: {', '.join(missed)}"
-        top = tops[w]  # the highest load simulated for this workload
-        capped = [r["policy"] for r in met if r["load scale"] == top]
-        if len(capped) == len(met):
-            s += (f". Every policy that meets the target still meets it at the highest simulated load (x{top:g}): "
-                  "this workload does not load the cluster enough to separate the policies at the target, so the "
-                  "differences are those of an unsaturated cluster")
-        elif capped:
-            s += (f". {', '.join(capped)} still meet(s) the target at the highest simulated load (x{top:g}), so "
-                  "the goodput shown for it is a lower bound of what it sustains at the target")
-        parts.append(s + ".")
-    if form is None:
-        parts.append("No optimized policy is compared: the formulations stage is unavailable.")
-    if failed:
-        parts.append("Could not simulate: " + ", ".join(sorted(failed)) + ".")
-    return " ".join(parts)
-
-
-def _plot_pareto(w: str, by_pol: dict[str, list], target: float, path: Any) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(10, 5))
-    markers = "osD^v<>phX*"
-    for i, (label, pts) in enumerate(by_pol.items()):
-        xs = [metric(m, IX) for _, m in pts]
-        ys = [metric(m, "TPGS (tok/s/GPU)") for _, m in pts]
-        ax.plot(xs, ys, marker=markers[i % len(markers)], label=label, lw=1.5, alpha=0.85)
-        for (s, _), x, y in zip(pts, xs, ys):
-            if not (math.isnan(x) or math.isnan(y)):
-                ax.annotate(f"x{s:g}", (x, y), textcoords="offset points", xytext=(4, 3), fontsize=7, alpha=0.7)
-    ax.axvline(target, color="k", ls="--", lw=1, label=f"target {target:g} tok/s")
-    ax.set_xlabel("P90 interactivity (output tokens/s per user)")
-    ax.set_ylabel("TPGS (tokens processed / s / GPU)")
-    ax.set_title(f"{w}: latency-throughput trade-off (labels: load scale)")
-    ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)  # outside: no overlap
-    fig.tight_layout()
-    save_figure(fig, path)
+        res = run_compare(cc, ctx.run_dir / "cache" / "compare", workers=cfg.workers or (os.cpu_count() or 1))
+        head += headline_rows(w.name, res)
+        fronts += _front_rows(w.name, res)
+        path, rel = ctx.figure_path(f"fronts_{w.name}.png")
+        plot_fronts(res, path)
+        figures.append({"path": rel, "caption": f"{w.name}: goodput vs P90 interactivity per policy over loads "
+                        f"{', '.join(f'{x:g}' for x in cc.loads)} ({cc.seeds} seeds, 95% CI)"})
+        parts.append(_summary(w.name, res))
+        data[w.name] = {"best_heuristic": res["best_heuristic"], "bound": res["bound"],
+                        "optimized_derivation": res["optimized_derivation"], "failed": res["failed"],
+                        "context_cut": res["context_cut"], "source": res["workload"]}
+    if not head:
+        raise StageUnavailable("no workload can be compared: " + " ".join(parts))
+    t = cfg.interactivity_target_tok_s
+    tables = [
+        Table("headline", f"optsched compare per workload: goodput (calls/s within TTFT <= {cfg.slo_ttft_s:g} s, "
+              f"TPOT <= {cfg.slo_tpot_s:g} s) at P90 interactivity {t:g} tok/s, mean and 95% t CI over "
+              f"{cfg.compare_seeds} seeds, read off each policy's own front at equal loads; vs best heuristic = "
+              "paired per-seed relative difference (tie when its CI crosses 0); headroom closed = (policy - best "
+              "heuristic) / (bound - best heuristic).", HEAD_COLUMNS, head),
+        Table("fronts", "Every measured point (equal loads for every policy): P90 interactivity (tok/s) and "
+              "goodput (calls/s), mean [95% CI] over seeds.",
+              ["workload", "policy", "load", "P90 interactivity (tok/s)", "95% CI (interactivity)",
+               "goodput (calls/s)", "95% CI (goodput)"], fronts),
+    ]
+    return StageResult("comparison", STAGE.title, tables=tables, figures=figures, summary=" ".join(parts),
+                       data=data)
 
 
 STAGE = Stage(
     name="comparison",
-    title="Comparison at a fixed P90 interactivity target and Pareto fronts",
-    deps=("workloads", "baselines"),
-    soft_deps=("formulations",),
+    title="optsched compare per workload: goodput at the interactivity target with CIs, bound and headroom",
+    deps=("workloads",),
     inputs=_inputs,
     run=_run,
+    version=2,
 )

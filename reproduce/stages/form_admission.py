@@ -14,21 +14,21 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from optsched.reproduce.stages.base import StageContext, Table
+from optsched.reproduce.stages.base import StageContext, Table, check_reproducible, solver_options
 
 __all__ = ["solve_admission_formulation"]
 
 
 def solve_admission_formulation(ctx: StageContext) -> dict[str, Any]:
     from optsched.pipelines.admission import instance_digest, jaillet_instance, solve_requests
-    from optsched.solvers import SolverOptions
 
     cfg = ctx.config
     reqs, memory = jaillet_instance(ctx.rng("formulation:admission"), cfg.admission_calls)
     t0 = time.perf_counter()
-    out = solve_requests(reqs, memory, SolverOptions(time_limit_s=cfg.solver_time_limit_s, mip_gap=0.0), seed=cfg.seed)
+    out = solve_requests(reqs, memory, solver_options(cfg, 0.0), seed=cfg.seed)
     wall = time.perf_counter() - t0
     comp, res = out.comparison, out.result
+    check_reproducible(res, "admission hindsight MILP", cfg)
     digest = instance_digest(reqs, memory)
     rows = [["prefill admission", f"Jaillet-style: {len(reqs)} requests, memory {memory} tokens",
              f"{res.solver} {res.solver_version}", res.status, res.objective, res.bound, res.gap,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from optsched.reproduce.stages.base import StageContext, StageUnavailable
+from optsched.reproduce.stages.base import StageContext, StageUnavailable, check_reproducible, solver_options
 from optsched.reproduce.stages.simrun import short_reason
 from optsched.reproduce.stages.workloads import get_workloads
 
@@ -22,16 +22,16 @@ TPS = (2, 4, 8)
 
 def solve_pd_formulation(ctx: StageContext) -> dict[str, Any]:
     from optsched.pipelines.pd import plan_from_workload
-    from optsched.solvers import SolverOptions
     cfg = ctx.config
     rows, policies, timings, notes, data = [], [], [], [], {}
-    opts = SolverOptions(time_limit_s=cfg.solver_time_limit_s, mip_gap=1e-6)
+    opts = solver_options(cfg, 1e-6)
     for name, wl in get_workloads(ctx).items():
         t0 = time.perf_counter()
         try:
             plan, res = plan_from_workload(wl, cfg.gpu, cfg.model, cfg.tp, opts, cfg.seed, gpu_budget=cfg.num_gpus,
                                            ttft_p90_s=cfg.slo_ttft_s, tpot_s=cfg.slo_tpot_s, tps=TPS,
                                            objective="goodput")
+            check_reproducible(res, f"P/D MILP on {name}", cfg)
         except Exception as exc:  # noqa: BLE001 - one workload's failure is reported, the others still run
             notes.append(f"P/D sizing on {name} could not be solved: {short_reason(exc)}.")
             continue

@@ -15,7 +15,13 @@ import time
 from typing import Any
 
 from optsched.pipelines.residency import TTL_OPT, NoToolPauses, solve_workload
-from optsched.reproduce.stages.base import StageContext, StageUnavailable, Table
+from optsched.reproduce.stages.base import (
+    StageContext,
+    StageUnavailable,
+    Table,
+    check_reproducible,
+    solver_options,
+)
 from optsched.reproduce.stages.calibration import cost_model
 from optsched.reproduce.stages.workloads import get_workloads
 
@@ -23,12 +29,11 @@ __all__ = ["solve_residency_formulation"]
 
 
 def solve_residency_formulation(ctx: StageContext) -> dict[str, Any]:
-    from optsched.solvers import SolverOptions
 
     cfg = ctx.config
     cm = cost_model(cfg)
     rows, policies, timings, notes, ratio_rows, data = [], [], [], [], [], {}
-    opts = SolverOptions(time_limit_s=cfg.solver_time_limit_s, mip_gap=1e-6)
+    opts = solver_options(cfg, 1e-6)
     for name, wl in get_workloads(ctx).items():
         t0 = time.perf_counter()
         try:
@@ -39,6 +44,7 @@ def solve_residency_formulation(ctx: StageContext) -> dict[str, Any]:
             continue
         wall = time.perf_counter() - t0
         cmp_, res, n_p = out.comparison, out.result, len(out.pauses)
+        check_reproducible(res, f"residency hindsight MILP on {name}", cfg)
         rows.append(["KV residency", f"{name}: {n_p} tool pauses, slot 1 s", f"{res.solver} {res.solver_version}",
                      res.status, res.objective, res.bound, res.gap, "s (instance-seconds, slot model)"])
         timings.append({"stage": "formulations", "what": f"residency hindsight MILP + rules ({name})",

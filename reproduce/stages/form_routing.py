@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from optsched.reproduce.stages.base import StageContext, StageUnavailable
+from optsched.reproduce.stages.base import StageContext, StageUnavailable, check_reproducible, solver_options
 from optsched.reproduce.stages.simrun import short_reason
 from optsched.reproduce.stages.workloads import get_workloads
 
@@ -23,10 +23,9 @@ __all__ = ["solve_routing_formulation"]
 def solve_routing_formulation(ctx: StageContext) -> dict[str, Any]:
     """Rows / derived policies / timings for the routing formulation on every workload."""
     from optsched.pipelines.routing import plan_from_workload
-    from optsched.solvers import SolverOptions
     cfg = ctx.config
     rows, policies, timings, notes, data = [], [], [], [], {}
-    opts = SolverOptions(time_limit_s=cfg.solver_time_limit_s, mip_gap=1e-3)
+    opts = solver_options(cfg, 1e-3)
     for name, wl in get_workloads(ctx).items():
         n_win = min(cfg.routing_window_calls, max(1, wl.num_calls // 2))
         t0 = time.perf_counter()
@@ -41,6 +40,7 @@ def solve_routing_formulation(ctx: StageContext) -> dict[str, Any]:
                 notes.append(f"Routing window of {n_win} calls on {name} is infeasible (KV capacity); "
                              f"retried with {n_win // 2}.")
                 n_win //= 2
+            check_reproducible(res, f"routing window MILP on {name}", cfg)
         except Exception as exc:  # noqa: BLE001 - one workload's failure is reported, the others still run
             notes.append(f"Routing on {name} could not be solved: {short_reason(exc)}.")
             continue

@@ -44,7 +44,7 @@ _SOLVE: dict[str, Callable[[StageContext], dict[str, Any]]] = {
 def _inputs(cfg: ReproduceConfig) -> dict[str, Any]:
     d = cfg.to_dict()
     return {k: d[k] for k in ("workloads", "seed", "gpu", "model", "tp", "num_instances", "max_num_batched_tokens",
-                              "slo_ttft_s", "slo_tpot_s", "solver_time_limit_s", "routing_window_calls",
+                              "slo_ttft_s", "slo_tpot_s", "solver_time_limit_s", "solver_node_limit", "routing_window_calls",
                               "admission_calls", "residency_pauses", "interactivity_target_tok_s")}
 
 
