@@ -386,10 +386,13 @@ class Simulator(PDMixin, SteppingMixin):
             for seq in inst.joining:
                 inst.join_decode(seq, seq.call.output_tokens - seq.generated)
             inst.joining.clear()
+        bs = inst.bs
         for seq, n, _ in b.chunks:
             seq.computed += n
             seq.prefilled += n
             inst.queued_prefill_tokens -= n
+            if seq.hashes and seq.computed >= bs:  # in-flight prefix sharing (optsched.sim.kv)
+                inst.cache.publish(seq.idx, seq.hashes, min(seq.computed, seq.call.input_tokens) // bs, t)
             if seq.computed == seq.target_tokens:
                 inst.prefilling.remove(seq)
                 if seq.generated:  # resumed after a recompute preemption: one stalled token
