@@ -25,9 +25,10 @@ Load (the one knob): the arrival-rate multiplier ``load``.
 ``max_calls`` > 0 keeps the first calls of a trace (ignored for generators: size them with
 ``sessions=``).
 
-Context rule (counted, never silent): each session is cut before its first call whose input + output
-tokens exceed the model's ``max_context_tokens`` (a prefix of a session is a valid session DAG); the
-number of calls and sessions cut is returned.
+Context rule (counted, never silent): `optsched.workload.context.cap_context`, the one rule every config
+and generator uses: each session is cut before its first call whose input + output tokens exceed the
+model's ``max_context_tokens`` (a prefix of a session is a valid session DAG); the number of calls and
+sessions cut is returned.
 """
 
 from __future__ import annotations
@@ -38,6 +39,8 @@ import hashlib
 from typing import Any
 
 import numpy as np
+
+from optsched.workload.context import cap_context
 
 __all__ = ["build_replication", "cap_context", "per_session", "permute_arrivals", "stream", "trim_calls"]
 
@@ -110,27 +113,6 @@ def trim_calls(wl: Any, max_calls: int) -> Any:
         kept.append(s if len(calls) == len(s.calls) else Session(s.session_id, tuple(calls), start_s=s.start_s))
         left -= len(calls)
     return dataclasses.replace(wl, sessions=tuple(kept))
-
-
-def cap_context(wl: Any, max_context_tokens: int) -> tuple[Any, dict[str, int]]:
-    """(workload, {"calls_cut", "sessions_cut"}) with each session cut before its first call longer than
-    the context (module docstring); sessions left empty are dropped."""
-    from optsched.workload import Session
-
-    kept, calls_cut, sess_cut = [], 0, 0
-    for s in wl.sessions:
-        k = next((i for i, c in enumerate(s.calls) if c.input_tokens + c.output_tokens > max_context_tokens),
-                 len(s.calls))
-        if k < len(s.calls):
-            calls_cut += len(s.calls) - k
-            sess_cut += 1
-        if k == len(s.calls):
-            kept.append(s)
-        elif k > 0:
-            kept.append(Session(s.session_id, tuple(s.calls[:k]), start_s=s.start_s))
-    if not kept:
-        raise ValueError(f"every session's first call exceeds the model context of {max_context_tokens} tokens")
-    return dataclasses.replace(wl, sessions=tuple(kept)), {"calls_cut": calls_cut, "sessions_cut": sess_cut}
 
 
 def _permuted(times: list[float], rng: np.random.Generator) -> list[float]:

@@ -133,7 +133,8 @@ class KVResidencyEnv(gym.Env):
         super().reset(seed=seed)
         wl = self.fixed_workload
         if wl is None:
-            wl = generate_agentx(self.n_sessions, self.np_random, variant=self.variant)
+            wl = generate_agentx(self.n_sessions, self.np_random, variant=self.variant,
+                                 max_context_tokens=min(int(c.model.max_context_tokens) for c in self._cost_models))
         self._residency = _ChosenResidency()
         self._router = self.router_factory()
         self._sim = Simulator(wl, self.cluster, residency=self._residency, cost_models=self._cost_models,

@@ -25,8 +25,13 @@ REWARD_MODES = ("ttft", "prefill_estimate")
 
 
 def default_cluster() -> ClusterConfig:
-    """4 colocated llama-3-8b instances, TP=1 on H200, vLLM v1 scheduler defaults (8192 / 256)."""
-    return ClusterConfig(instances=(InstanceConfig(model="llama-3-8b", tp=1, count=4),), scheduler=SchedulerConfig())
+    """4 colocated llama-3-70b instances, TP=4 on H200, vLLM v1 scheduler defaults (8192 / 256).
+
+    Llama-3-70B (context 131,072) rather than Llama-3-8B (8,192): AgentX-like calls (median 88,768 input
+    tokens in the 256k variant) do not fit an 8K context, and the simulator rejects calls longer than the
+    model's context; sessions are still ended before their first call over 131,072 tokens
+    (`optsched.workload.context.cap_context`)."""
+    return ClusterConfig(instances=(InstanceConfig(model="llama-3-70b", tp=4, count=4),), scheduler=SchedulerConfig())
 
 
 class RoutingEnv(gym.Env):
@@ -133,7 +138,8 @@ class RoutingEnv(gym.Env):
         super().reset(seed=seed)
         wl = self.fixed_workload
         if wl is None:
-            wl = generate_agentx(self.n_sessions, self.np_random, variant=self.variant)
+            wl = generate_agentx(self.n_sessions, self.np_random, variant=self.variant,
+                                 max_context_tokens=min(int(c.model.max_context_tokens) for c in self._cost_models))
         self._sim = Simulator(wl, self.cluster, cost_models=self._cost_models, concurrency=self.concurrency)
         self._unstarted = []
         self._dec = self._sim.run_until_decision()

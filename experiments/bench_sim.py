@@ -32,14 +32,16 @@ from pathlib import Path
 
 TRACE = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "vidur" / "processed_traces" / "splitwise_conv.csv"
 CONFIGS = {"1x_replica": (1, 1.0), "4x_replicas_4x_rate": (4, 4.0), "agentx_32_sessions": (2, 1.0)}
-AGENTX_SPEC = "agentx:sessions=32,seed=0,variant=256k"
+AGENTX_SPEC = "agentx:sessions=32,seed=0,variant=256k,max_context=131072"  # llama-3-70b context
 
 
 def _workload(limit: int | None, speedup: float):
     from optsched.workload import load_vidur_trace
+    from optsched.workload.context import clip_prompts
     from optsched.workload.types import Session
 
-    w = load_vidur_trace(TRACE)
+    # Vidur's own rule for its traces (prompt loses the excess over max_tokens = 4096, llama-2-7b's context)
+    w = clip_prompts(load_vidur_trace(TRACE), 4096)
     sessions = w.sessions[:limit] if limit else w.sessions
     if speedup != 1.0:
         sessions = tuple(

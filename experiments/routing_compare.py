@@ -111,7 +111,7 @@ def sim_part(cfg: Config, cm: CostModel, rho: float, rho_fit: float) -> pd.DataF
     wls = {}
     if "agentx" in cfg.workloads:
         wls["agentx"] = generate_agentx(cfg.sessions, np.random.default_rng(stream_seed(cfg.seed, "agentx")),
-                                        variant="256k")
+                                        variant="256k", max_context_tokens=cm.model.max_context_tokens)
     if "lmcache" in cfg.workloads:
         path = DATA / "lmcache_agent_trace"
         if path.exists():  # all 44 non-empty sessions; session k starts at k seconds (closed loop after)

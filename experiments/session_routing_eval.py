@@ -20,13 +20,15 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from optsched.pipelines.router_price import price_config_from_cost_model
+from optsched.pipelines.session_routing import build_router, plan_from_workload
 from scipy import stats
 
 from optsched.cost import CostModel
-from optsched.pipelines.router_price import price_config_from_cost_model
-from optsched.pipelines.session_routing import build_router, plan_from_workload
+from optsched.cost.catalog import load_model
 from optsched.policies.router_price import PriceRouter
 from optsched.sim import SLO, ClusterConfig, InstanceConfig, SchedulerConfig, build_policy, simulate
+from optsched.workload.context import cap_context
 from optsched.workload.gen_agentx import generate_agentx
 from optsched.workload.gen_hotprompt import generate_hotprompt
 
@@ -36,9 +38,10 @@ METRICS = ("goodput_calls_s", "ttft_p90_s", "p90_interactivity_tok_s", "load_max
 
 def workload(kind: str, seed: int, sessions: int):
     rng = np.random.default_rng(seed)
+    ctx = load_model(MODEL).max_context_tokens  # calls must fit the model (the simulator rejects longer ones)
     if kind == "agentx":
-        return generate_agentx(sessions, rng, variant="256k")
-    return generate_hotprompt(sessions, rng)
+        return generate_agentx(sessions, rng, variant="256k", max_context_tokens=ctx)
+    return cap_context(generate_hotprompt(sessions, rng), ctx)[0]
 
 
 def router(name: str, wl, seed: int):

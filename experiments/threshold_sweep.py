@@ -28,6 +28,7 @@ import dataclasses
 import numpy as np
 import pandas as pd
 
+from optsched.cost.catalog import load_model
 from optsched.sim import ClusterConfig, InstanceConfig, SchedulerConfig, simulate
 from optsched.workload import generate_agentx
 from optsched.workload.gen_agentx import AGENTX_VARIANTS
@@ -74,7 +75,8 @@ def sweep(sessions: int, seeds: list[int], conc: list[int], variants: list[str],
           tp: int = 8, dram: bool = False) -> pd.DataFrame:
     rows = []
     for seed in seeds:
-        wl = generate_agentx(sessions, np.random.default_rng(seed), params=PARAMS)
+        wl = generate_agentx(sessions, np.random.default_rng(seed), params=PARAMS,
+                             max_context_tokens=load_model(model).max_context_tokens)
         for c in conc:
             t_win = None  # half of the first variant's makespan (``off`` when listed first), common to all
             for v in variants:

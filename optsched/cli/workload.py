@@ -27,6 +27,8 @@ generator specs (instead of a path; defaults in brackets):
   agentx:sessions=N[50],seed=S[0],variant=full|256k[full]
   copilot:sessions=N[50],seed=S[0],model_switch_prob=P[0.1],keep_fraction=F[1.0]
   chat:calls=N[1000],seed=S[0],rate=R[10.0]      (R in requests/s)
+  every generator also takes max_context=T: sessions end before their first call whose input + output
+  tokens exceed T (set it to the model's context: the simulator rejects longer calls)
 
 --json keys (units: tokens, seconds; definitions in optsched.workload.stats):
   name, closed_loop, calls, sessions
@@ -34,6 +36,7 @@ generator specs (instead of a path; defaults in brackets):
   subagent_group_wait_s: each {count, min, median, p95, max, mean} (null when count is 0)
   subagent_session_share, max_concurrent_subagents, prefix_reuse, prefix_hit, io_ratio
   (prefix_* null without block hashes), plot (the PNG path, with --plot)
+  context_cut: {max_context_tokens, rule, calls_cut, sessions_cut, tokens_cut} (null: no context cap)
 """
 
 

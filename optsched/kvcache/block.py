@@ -30,6 +30,8 @@ class Block:
             action index (1 offload to DRAM, 2 offload to SSD, 3 drop); ttl_version invalidates old TTL
             heap entries. A TTL is live only while ``last_use_s <= ttl_set_s`` (a later use cancels it).
         alive: False once removed from the index.
+        owner: the sequence whose KV created the block (``release`` / ``publish`` ``seq_id``), so a
+            re-admitted sequence can tell its own surviving blocks from other sequences' (hits by source).
     """
 
     __slots__ = (
@@ -38,6 +40,7 @@ class Block:
         "depth",
         "key",
         "last_use_s",
+        "owner",
         "parent",
         "prio",
         "ref",
@@ -64,6 +67,7 @@ class Block:
         self.ttl_then = 0
         self.ttl_version = 0
         self.alive = True
+        self.owner: object = None
 
     @property
     def ttl_live(self) -> bool:

@@ -333,6 +333,7 @@ class PrefixCache(ResidencyStore):
                 if self._cap[HBM] - self._used[HBM] - self._seq_hbm < 1 and not self._make_room(HBM, 1):
                     break
                 b = Block(h_i, pin, i, HBM, now_s)
+                b.owner = seq_id
                 blocks[h_i] = b
                 self._used[HBM] += 1
                 if pin is not None:
@@ -346,6 +347,72 @@ class PrefixCache(ResidencyStore):
         self._unpin(pin)
         self._unpin(old_pin)
         return added
+
+    def publish(self, seq_id: object, block_hashes: Sequence[int], n_blocks: int, now_s: float) -> int:
+        """A RUNNING ``seq_id`` has computed the first ``n_blocks`` complete blocks of its prefix ``block_hashes``
+        (chained): they
+        join the index now, so other sequences can hit them before ``seq_id`` finishes (vLLM v1 caches a
+        request's full blocks as soon as they are computed: ``KVCacheManager.allocate_slots`` ->
+        ``cache_blocks`` / ``BlockPool.cache_full_blocks``, vllm/v1/core/kv_cache_manager.py, block_pool.py).
+
+        The blocks past ``seq_id``'s pinned prefix are converted from its allocated blocks into cached HBM
+        blocks (HBM use unchanged) and its pin moves to the deepest one, so they stay resident while it
+        runs. A block whose hash is already cached (another sequence computed it first) is pinned instead
+        and ``seq_id`` keeps its own copy allocated (a duplicate, as vLLM keeps it). Stops at a hash cached
+        at another position or when ``seq_id`` has no allocated block left to convert. Returns the
+        number of blocks added. Used by the simulator at step ends; ``now_s`` must be finite (not checked:
+        hot path).
+        """
+        old_pin = self._pins.get(seq_id)
+        start = 0 if old_pin is None else old_pin.depth + 1
+        n = min(n_blocks, len(block_hashes))
+        if n <= start:
+            return 0
+        blocks = self._blocks
+        alloc = self._alloc.get(seq_id, 0)
+        pin = old_pin
+        added = 0
+        for i in range(start, n):
+            h_i = block_hashes[i]
+            b = blocks.get(h_i)
+            if b is not None:
+                if b.depth != i or b.parent is not pin:
+                    break
+                if b.tier != HBM and not self._to_hbm(b):
+                    break
+            else:
+                if alloc == 0:
+                    break
+                b = Block(h_i, pin, i, HBM, now_s)
+                b.owner = seq_id
+                blocks[h_i] = b
+                self._used[HBM] += 1
+                self._seq_hbm -= 1
+                alloc -= 1
+                if pin is not None:
+                    pin.child_tier[HBM] += 1
+                added += 1
+            b.ref += 1
+            self._unpin(pin)
+            pin = b
+        if pin is not old_pin:
+            self._alloc[seq_id] = alloc
+            self._pins[seq_id] = pin
+            self._touch(pin, now_s)
+        return added
+
+    def owned_positions(self, block_hashes: Sequence[int], n: int, owner: object) -> list[int]:
+        """Positions ``i < n`` of the path whose cached block was created by ``owner`` (O(n) walk; for
+        hit accounting of a re-admitted sequence, rare)."""
+        blocks = self._blocks
+        out = []
+        for i in range(min(n, len(block_hashes))):
+            b = blocks.get(block_hashes[i])
+            if b is None or b.depth != i:
+                break
+            if b.owner == owner:
+                out.append(i)
+        return out
 
     # ---- checks ------------------------------------------------------------------------------------
     def check_invariants(self) -> None:

@@ -29,6 +29,7 @@ from optsched.sim.scheduler import Batch, plan_step
 from optsched.sim.seq import DECODE, DONE, Seq
 from optsched.sim.stepping import Decision, SteppingMixin
 from optsched.sim.views import ClusterViewImpl
+from optsched.workload.context import check_context
 from optsched.workload.types import Workload
 
 __all__ = ["Simulator"]
@@ -76,6 +77,7 @@ class Simulator(PDMixin, SteppingMixin):
         self.slo = slo
         self.ttft_slo_s = slo.ttft_s if slo is not None else float("inf")
         self.instances: list[Instance] = build_instances(cluster, bs, cost_models)
+        self._check_context(workload)
         self.units, self.unit_of = build_units(self.instances)
         self._q = EventQueue()
         for inst in self.instances:
@@ -98,6 +100,20 @@ class Simulator(PDMixin, SteppingMixin):
         self._started = False
         self._pending: Decision | None = None
         self._done = False
+
+    def _check_context(self, workload: Workload) -> None:
+        """Reject (ValueError naming call, tokens, model and limit) a call longer than every instance that
+        could serve it allows: input + output tokens > the model's ``max_context_tokens`` (vLLM rejects such
+        a request; `optsched.workload.context` fits a workload first). Per instance again in `_enqueue`."""
+        front = [i for i in self.instances if i.role != "decode"]
+        best = max(front, key=lambda i: i.max_context_tokens)
+        limit, where = best.max_context_tokens, f"model {best.cm.model.name}'s"
+        dec = [i for i in self.instances if i.role == "decode"]
+        if dec:
+            d = max(dec, key=lambda i: i.max_context_tokens)
+            if d.max_context_tokens < limit:
+                limit, where = d.max_context_tokens, f"decode model {d.cm.model.name}'s"
+        check_context(workload.calls(), limit, where)
 
     @property
     def now_s(self) -> float:
@@ -198,6 +214,8 @@ class Simulator(PDMixin, SteppingMixin):
         self._enqueue(self.instances[i], seq, t)
 
     def _enqueue(self, inst: Instance, seq: Seq, t: float) -> None:
+        if seq.call.input_tokens + seq.call.output_tokens > inst.max_context_tokens:
+            check_context((seq.call,), inst.max_context_tokens, f"instance {inst.iid} model {inst.cm.model.name}'s")
         need = -(-(seq.call.input_tokens + seq.call.output_tokens) // inst.bs)
         if need > inst.kv_capacity_blocks:
             raise ValueError(
@@ -368,10 +386,13 @@ class Simulator(PDMixin, SteppingMixin):
             for seq in inst.joining:
                 inst.join_decode(seq, seq.call.output_tokens - seq.generated)
             inst.joining.clear()
+        bs = inst.bs
         for seq, n, _ in b.chunks:
             seq.computed += n
             seq.prefilled += n
             inst.queued_prefill_tokens -= n
+            if seq.hashes and seq.computed >= bs:  # in-flight prefix sharing (optsched.sim.kv)
+                inst.cache.publish(seq.idx, seq.hashes, min(seq.computed, seq.call.input_tokens) // bs, t)
             if seq.computed == seq.target_tokens:
                 inst.prefilling.remove(seq)
                 if seq.generated:  # resumed after a recompute preemption: one stalled token

@@ -51,6 +51,7 @@ class Instance:
         self.cache = cache
         self.num_gpus = int(cm.num_gpus)
         self.kv_capacity_blocks = int(cache_capacity(cache))
+        self.max_context_tokens = int(cm.model.max_context_tokens)  # catalog; calls beyond it are rejected
         # admission gate (SchedulerConfig.kv_watermark / admit_full_prompt; optsched.sim.scheduler)
         self.watermark_blocks = int(sched.kv_watermark * self.kv_capacity_blocks)
         self.admit_gate = sched.admit_full_prompt or self.watermark_blocks > 0

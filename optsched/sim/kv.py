@@ -11,7 +11,15 @@ Token/block conventions (block = ``inst.bs`` tokens):
 - Promotion of DRAM/SSD blocks costs ``cm.kv_transfer_time(tokens, "pcie")`` (plus ``"ssd"`` for SSD
   blocks) and is modeled as latency before the call's first chunk (the call holds its blocks and
   waits in LOADING, like vLLM's asynchronous KV load; the engine keeps stepping other work).
-- A finished call releases its blocks; complete prompt blocks enter the prefix index.
+- In-flight sharing: at the end of every step, the complete prompt blocks a running call has computed
+  join the prefix index (``PrefixCache.publish``), so a call admitted later hits them while the first
+  one is still prefilling (vLLM v1 caches full blocks as soon as they are computed). A finished call
+  releases its blocks; they stay in the index.
+- Own blocks are not hits by source: a call re-admitted after a recompute preemption can find blocks
+  that it computed itself before it was preempted still cached (vLLM counts those as prefix-cache hits
+  too). They are reused (not recomputed) but counted in ``hit_self`` (column ``hit_self_tokens``),
+  never in ``hit_hbm/dram/ssd``, which count only KV other calls computed. A block's creator is
+  ``Block.owner``; a block that another call had already published is that call's.
 """
 
 from __future__ import annotations
@@ -40,7 +48,7 @@ def admit_prefix(inst: Instance, seq: Seq, now_s: float) -> float:
     Returns the promotion latency (s), 0.0 when everything reused was already in HBM.
     """
     seq.total_target += seq.target_tokens
-    seq.hit_hbm = seq.hit_dram = seq.hit_ssd = 0  # hits describe the latest admission only
+    seq.hit_hbm = seq.hit_dram = seq.hit_ssd = seq.hit_self = 0  # hits describe the latest admission only
     if not seq.hashes:
         seq.computed = 0
         seq.blocks = 0
@@ -57,6 +65,16 @@ def admit_prefix(inst: Instance, seq: Seq, now_s: float) -> float:
     h_hbm = min(m.hbm_blocks * bs, hit)
     h_dram = min(m.dram_blocks * bs, hit - h_hbm)
     h_ssd = hit - h_hbm - h_dram
+    if seq.preemptions:  # own surviving blocks: reused, but not hits by source (module docstring)
+        own = [0, 0, 0]
+        b_hbm, b_dram = m.hbm_blocks, m.hbm_blocks + m.dram_blocks
+        for i in cache.owned_positions(seq.hashes, nblk, seq.idx):
+            tok = max(0, min(bs, hit - i * bs))
+            own[0 if i < b_hbm else 1 if i < b_dram else 2] += tok
+        h_hbm -= own[0]
+        h_dram -= own[1]
+        h_ssd -= own[2]
+        seq.hit_self = own[0] + own[1] + own[2]
     seq.hit_hbm = h_hbm
     seq.hit_dram = h_dram
     seq.hit_ssd = h_ssd

@@ -160,6 +160,8 @@ def summarize(df: pd.DataFrame, instances: list, num_gpus: int, slo: Any, extra:
     for src in ("hbm", "dram", "ssd"):
         s[f"hit_rate_{src}"] = float(df[f"hit_{src}_tokens"].sum()) / inp if inp else 0.0
     s["hit_rate"] = s["hit_rate_hbm"] + s["hit_rate_dram"] + s["hit_rate_ssd"]
+    # own blocks reused after a preemption: not a hit by source (optsched.sim.kv)
+    s["hit_self_tokens"] = int(df["hit_self_tokens"].sum()) if "hit_self_tokens" in df else 0
     s["recomputed_tokens"] = int(df["recomputed_tokens"].sum())
     s["preempted_recompute_tokens"] = int(df["preempted_recompute_tokens"].sum())
     s["prefilled_tokens"] = int(df["prefilled_tokens"].sum())

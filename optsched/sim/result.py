@@ -22,14 +22,14 @@ CALL_COLUMNS = (
     "release_s", "enqueue_s", "first_sched_s", "first_token_s", "finish_s",
     "ttft_s", "tpot_s", "e2e_s", "queue_s",
     "input_tokens", "output_tokens", "prefilled_tokens", "hit_hbm_tokens", "hit_dram_tokens",
-    "hit_ssd_tokens", "recomputed_tokens", "preempted_recompute_tokens", "preemptions", "load_s", "transfer_s",
+    "hit_ssd_tokens", "hit_self_tokens", "recomputed_tokens", "preempted_recompute_tokens", "preemptions", "load_s", "transfer_s",
     "itl_max_s", "interactivity_tok_s",
 )
 
 
 _RAW = ("call_id", "session_id", "lane", "turn", "model", "instance", "decode_instance", "release_s",
         "enqueue_s", "first_sched_s", "first_token_s", "finish_s", "input_tokens", "output_tokens",
-        "prefilled_tokens", "hit_hbm_tokens", "hit_dram_tokens", "hit_ssd_tokens", "total_target", "preemptions",
+        "prefilled_tokens", "hit_hbm_tokens", "hit_dram_tokens", "hit_ssd_tokens", "hit_self_tokens", "total_target", "preemptions",
         "load_s", "transfer_s", "itl_max_s")
 
 
@@ -38,9 +38,11 @@ def calls_frame(seqs: list, calls: list) -> pd.DataFrame:
 
     Token accounting per call (tokens): ``hit_{hbm,dram,ssd}_tokens`` are the prefix reused by the
     admission that completed the prefill (a call preempted by recompute and re-admitted matches the
-    cache again; its hits are replaced, never added); ``prefilled_tokens = input_tokens - hits`` are
-    the prompt tokens that admission computed, so ``hits + prefilled_tokens == input_tokens`` for
-    every call; ``preempted_recompute_tokens`` is every other prefill token computed for the call
+    cache again; its hits are replaced, never added) and count only KV other calls computed;
+    ``hit_self_tokens``: that admission's reuse of the call's OWN blocks computed before a preemption
+    (0 without preemption; `optsched.sim.kv`); ``prefilled_tokens = input_tokens - hits - hit_self`` are
+    the prompt tokens that admission computed, so ``hits + hit_self + prefilled_tokens == input_tokens``
+    for every call; ``preempted_recompute_tokens`` is every other prefill token computed for the call
     because of preemption (partial prefills of abandoned admissions and the re-prefill of output
     tokens generated before a recompute preemption; 0 without preemption). ``recomputed_tokens`` is
     the same number under its older name. ``itl_max_s``: the call's longest gap between consecutive
@@ -50,7 +52,7 @@ def calls_frame(seqs: list, calls: list) -> pd.DataFrame:
     raw = [
         (c.call_id, c.session_id, c.lane, c.turn, c.model, s.inst, s.decode_inst, s.release_s, s.enqueue_s,
          s.first_sched_s, s.first_token_s, s.finish_s, c.input_tokens, c.output_tokens, s.prefilled, s.hit_hbm,
-         s.hit_dram, s.hit_ssd, s.total_target, s.preemptions, s.load_s, s.transfer_s, s.itl_max_s)
+         s.hit_dram, s.hit_ssd, s.hit_self, s.total_target, s.preemptions, s.load_s, s.transfer_s, s.itl_max_s)
         for s in seqs
         for c in (s.call,)
     ]
@@ -66,7 +68,7 @@ def calls_frame(seqs: list, calls: list) -> pd.DataFrame:
     df["interactivity_tok_s"] = np.where(out > 1, inter, np.nan)  # optsched.sim.metrics
     df["e2e_s"] = df["finish_s"] - df["release_s"]
     df["queue_s"] = df["first_sched_s"] - df["release_s"]
-    hits = df["hit_hbm_tokens"] + df["hit_dram_tokens"] + df["hit_ssd_tokens"]
+    hits = df["hit_hbm_tokens"] + df["hit_dram_tokens"] + df["hit_ssd_tokens"] + df["hit_self_tokens"]
     chunks = df["prefilled_tokens"]  # raw: Σ prefill chunk tokens over every admission
     df["prefilled_tokens"] = df["input_tokens"] - hits
     df["preempted_recompute_tokens"] = chunks - df["prefilled_tokens"]

@@ -321,7 +321,7 @@ def _whole_prompts(inst: Instance, batch: Batch, admit_new: bool, now_s: float, 
                 "(vLLM v0 ignores such prompts); raise max_num_batched_tokens"
             )
         waiting.popleft()
-        snap = (seq.hit_hbm, seq.hit_dram, seq.hit_ssd)
+        snap = (seq.hit_hbm, seq.hit_dram, seq.hit_ssd, seq.hit_self)
         if not _start(inst, seq, now_s, start_load):
             continue
         n = seq.target_tokens - seq.computed
@@ -353,7 +353,7 @@ def _fcfs(inst: Instance, batch: Batch, budget: int, admit_new: bool, now_s: flo
         if seq.swapped_tokens:
             return
         waiting.popleft()
-        snap = (seq.hit_hbm, seq.hit_dram, seq.hit_ssd)
+        snap = (seq.hit_hbm, seq.hit_dram, seq.hit_ssd, seq.hit_self)
         if not _start(inst, seq, now_s, start_load):
             continue
         n = seq.target_tokens - seq.computed
@@ -423,7 +423,7 @@ def _fcfs_partial(inst: Instance, batch: Batch, budget: int, admit_new: bool, no
             i += 1  # vLLM v0 can_schedule: a long prompt waits, shorter ones behind it may start
             continue
         del waiting[i]
-        snap = (seq.hit_hbm, seq.hit_dram, seq.hit_ssd)
+        snap = (seq.hit_hbm, seq.hit_dram, seq.hit_ssd, seq.hit_self)
         if is_long:
             long_run += 1  # maybe_increment_partial_prefills (counted even if it must load first)
         if not _start(inst, seq, now_s, start_load):
@@ -435,12 +435,12 @@ def _fcfs_partial(inst: Instance, batch: Batch, budget: int, admit_new: bool, no
         budget -= n
 
 
-def _unstart(inst: Instance, seq: Seq, now_s: float, snap: tuple[int, int, int], at: int = 0) -> None:
+def _unstart(inst: Instance, seq: Seq, now_s: float, snap: tuple[int, int, int, int], at: int = 0) -> None:
     """Undo `_start` for a new prefill whose first chunk did not fit: back to queue position ``at``."""
     inst.prefilling.remove(seq)
     inst.queued_prefill_tokens -= seq.target_tokens - seq.computed
     kv.free(inst, seq, now_s, 0)
-    seq.hit_hbm, seq.hit_dram, seq.hit_ssd = snap
+    seq.hit_hbm, seq.hit_dram, seq.hit_ssd, seq.hit_self = snap
     seq.total_target -= seq.target_tokens
     seq.computed = 0
     seq.blocks = 0
@@ -510,7 +510,7 @@ def _policy(
             if inst.preempted_in_step:
                 continue  # no new prefills after a preemption in this step (includes the victim)
             inst.waiting.remove(seq)
-            snap = (seq.hit_hbm, seq.hit_dram, seq.hit_ssd)
+            snap = (seq.hit_hbm, seq.hit_dram, seq.hit_ssd, seq.hit_self)
             if not _start(inst, seq, now_s, start_load):
                 continue
             new = True

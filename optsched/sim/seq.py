@@ -44,6 +44,7 @@ class Seq:
         "hashes",
         "hit_dram",
         "hit_hbm",
+        "hit_self",
         "hit_ssd",
         "idx",
         "inst",
@@ -88,6 +89,7 @@ class Seq:
         self.hit_hbm = 0
         self.hit_dram = 0
         self.hit_ssd = 0
+        self.hit_self = 0  # reused tokens of the call's own blocks after a preemption (optsched.sim.kv)
         self.prefilled = 0
         self.recomputed = 0
         self.preemptions = 0

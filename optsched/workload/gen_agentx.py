@@ -131,7 +131,8 @@ def _structure(n_sessions: int, p: AgentXParams, rng: np.random.Generator) -> li
 
 
 def generate_agentx(n_sessions: int, rng: np.random.Generator, variant: str = "full",
-                    params: AgentXParams | None = None, name: str | None = None) -> Workload:
+                    params: AgentXParams | None = None, name: str | None = None,
+                    max_context_tokens: int = 0) -> Workload:
     """Generate ``n_sessions`` AgentX-like closed-loop sessions (see module docstring).
 
     Args:
@@ -139,6 +140,10 @@ def generate_agentx(n_sessions: int, rng: np.random.Generator, variant: str = "f
         rng: the only source of randomness (named child streams are spawned from it).
         variant: ``"full"`` (1M context) or ``"256k"``; ignored when ``params`` is given.
         params: explicit parameters (overrides ``variant``).
+        max_context_tokens: > 0: each session ends before its first call whose input + output tokens exceed
+            it (the serving model's context; `optsched.workload.context.cap_context`, counted in
+            ``Workload.context_cut``). 0 = no cap (inputs reach ``input_cap_tokens``: 1M full, 262,144 for
+            256k, longer than every catalog model's context, so the simulator would reject them).
 
     Returns:
         ``Workload(closed_loop=True, block_size=params.block_size)``; sessions ``agentx-00000`` ...
@@ -236,8 +241,13 @@ def generate_agentx(n_sessions: int, rng: np.random.Generator, variant: str = "f
                 pending_join = tuple(ends)
         k += n_main + k_lane_total
         sessions.append(Session(sid, tuple(calls), start_s=starts[s]))
-    return Workload(name or f"agentx-{label}", tuple(sessions), block_size=bs, closed_loop=True,
-                    source="generated:agentx")
+    wl = Workload(name or f"agentx-{label}", tuple(sessions), block_size=bs, closed_loop=True,
+                  source="generated:agentx")
+    if max_context_tokens:
+        from optsched.workload.context import cap_context
+
+        wl, _ = cap_context(wl, max_context_tokens)
+    return wl
 
 
 def _mk(cid, sid, xin, out, stream, bs, hs, lane, parents, new, think, tool) -> Call:

@@ -8,6 +8,11 @@ Generator specs (defaults in brackets):
 - ``hotprompt:sessions=N[32],seed=S[0],calls=K[8],stagger=S[2.0]`` (hot shared system prompt, session
   starts staggered by S seconds; `optsched.workload.gen_hotprompt`)
 
+Every generator also takes ``max_context=T`` (tokens; default none): each session ends before its first call
+whose input + output tokens exceed T (`optsched.workload.context.cap_context`; counted in
+``workload_stats``' ``context_cut``). Set it to the model's ``max_context_tokens``: the simulator rejects
+longer calls.
+
 Every generator gets ``numpy.random.default_rng(seed)``.
 """
 
@@ -47,7 +52,7 @@ def parse_generator_spec(text: str) -> tuple[str, dict]:
     if m is None:
         raise ValueError(f"{text!r}: expected a trace path or a generator spec like 'agentx:sessions=50,seed=0'")
     kind, rest = m.group(1), m.group(2) or ""
-    keys = GENERATOR_KEYS[kind]
+    keys = {**GENERATOR_KEYS[kind], "max_context": int}
     out: dict = {}
     for item in filter(None, (x.strip() for x in rest.split(","))):
         k, sep, v = (x.strip() for x in item.partition("="))
@@ -59,6 +64,8 @@ def parse_generator_spec(text: str) -> tuple[str, dict]:
             out[k] = keys[k](v)
         except ValueError:
             raise ValueError(f"{text!r}: {k} expects {keys[k].__name__}, got {v!r}") from None
+    if "max_context" in out and out["max_context"] < 2:
+        raise ValueError(f"{text!r}: max_context expects an integer >= 2 (tokens), got {out['max_context']}")
     if out.get("seed", 0) < 0:
         raise ValueError(f"{text!r}: seed expects an integer >= 0, got {out['seed']}")
     return kind, out
@@ -87,11 +94,21 @@ def workload_from_spec(text: str) -> Workload:
 
 
 def _generate(kind: str, kw: dict) -> Workload:
+    cap = kw.pop("max_context", 0)
+    wl = _run_generator(kind, kw)
+    if cap:
+        from optsched.workload.context import cap_context
+
+        wl, _ = cap_context(wl, cap)
+    return wl
+
+
+def _run_generator(kind: str, kw: dict) -> Workload:
     rng = np.random.default_rng(kw.pop("seed", 0))
     if kind == "agentx":
         from optsched.workload.gen_agentx import generate_agentx
 
-        return generate_agentx(kw.pop("sessions", 50), rng, variant=kw.pop("variant", "full"))
+        return generate_agentx(kw.pop("sessions", 50), rng, variant=kw.pop("variant", "full"))  # cap: _generate
     if kind == "copilot":
         from optsched.workload.gen_copilot import generate_copilot
 

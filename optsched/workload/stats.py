@@ -22,6 +22,8 @@ Keys of the returned dict (all plain Python numbers, JSON-serializable):
 - ``prefix_hit``: fraction of blocks lying in the leading run of already-seen hashes (a true prefix-cache
   hit), computed per call as the position of its first not-yet-seen block.
 - ``io_ratio``: total input tokens / total output tokens.
+- ``context_cut``: what a context cap removed (``max_context_tokens``, ``rule``, ``calls_cut``,
+  ``sessions_cut``, ``tokens_cut``; `optsched.workload.context`), None when no cap was applied.
 """
 
 from __future__ import annotations
@@ -167,4 +169,7 @@ def workload_stats(workload: Workload) -> dict:
         "prefix_reuse": reuse,
         "prefix_hit": hit,
         "io_ratio": float(inp.sum() / out.sum()) if out.sum() else None,
+        "context_cut": None if workload.context_cut is None else {
+            f: getattr(workload.context_cut, f) for f in ("max_context_tokens", "rule", "calls_cut", "sessions_cut",
+                                                          "tokens_cut")},
     }

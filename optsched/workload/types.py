@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-__all__ = ["MAIN_LANE", "Call", "Session", "Workload"]
+__all__ = ["MAIN_LANE", "Call", "ContextCut", "Session", "Workload"]
 
 MAIN_LANE = 0  # lane 0 is the main agent chain; lanes k >= 1 are subagents
 
@@ -192,11 +192,31 @@ class Session:
 
 
 @dataclass(frozen=True, slots=True)
+class ContextCut:
+    """What a context cap removed from a workload (`optsched.workload.context`; tokens, counts).
+
+    ``rule``: ``"end_session"`` (each session ends before its first call whose input + output tokens
+    exceed ``max_context_tokens``) or ``"clip_prompt"`` (Vidur's rule for single-call traces: the
+    prompt loses the excess). ``calls_cut``: calls dropped (end_session) or clipped (clip_prompt);
+    ``sessions_cut``: sessions that lost calls; ``tokens_cut``: prompt tokens removed by clipping
+    (0 for end_session).
+    """
+
+    max_context_tokens: int
+    rule: str
+    calls_cut: int
+    sessions_cut: int
+    tokens_cut: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class Workload:
     """A named list of sessions plus where it came from.
 
     ``closed_loop`` False means calls carry trace ``arrival_s`` and are replayed open-loop
-    (each call its own session, or sessions reconstructed without think times).
+    (each call its own session, or sessions reconstructed without think times). ``context_cut``: what a
+    context cap removed (None: no cap applied; `optsched.workload.context`), reported by
+    ``workload_stats``; like ``name`` and ``source`` it is not part of the content digest.
     """
 
     name: str
@@ -204,6 +224,7 @@ class Workload:
     block_size: int = 512
     closed_loop: bool = True
     source: str = ""
+    context_cut: ContextCut | None = None
 
     def __post_init__(self) -> None:
         seen: set[str] = set()

@@ -79,9 +79,14 @@ def _load_sample(fn_name: str) -> Any:
     return getattr(samples, fn_name)(load=True)
 
 
-def build_workload(spec: WorkloadSpec, rng_seed: Any) -> Any:
-    """The workload of ``spec`` (before trimming). ``rng_seed``: a SeedSequence for generators."""
+def build_workload(spec: WorkloadSpec, rng_seed: Any, max_context_tokens: int = 0) -> Any:
+    """The workload of ``spec`` (trimmed). ``rng_seed``: a SeedSequence for generators.
+    ``max_context_tokens`` > 0 (the config model's context): sessions end before their first call longer
+    than it (`optsched.workload.context.cap_context`, counted in ``Workload.context_cut``); the simulator
+    rejects longer calls."""
     import numpy as np
+
+    from optsched.workload.context import cap_context
 
     if spec.kind == "mooncake_sample":
         wl = _load_sample("mooncake_sample")
@@ -91,7 +96,8 @@ def build_workload(spec: WorkloadSpec, rng_seed: Any) -> Any:
         from optsched.workload import generate_agentx
 
         wl = generate_agentx(spec.sessions, np.random.default_rng(rng_seed))
-    return trim_workload(wl, spec.max_calls, spec.max_calls_per_session)
+    wl = trim_workload(wl, spec.max_calls, spec.max_calls_per_session)
+    return cap_context(wl, max_context_tokens)[0] if max_context_tokens else wl
 
 
 def get_workloads(ctx: StageContext) -> dict[str, Any]:
@@ -102,12 +108,15 @@ def get_workloads(ctx: StageContext) -> dict[str, Any]:
     """
     from optsched.reproduce.provenance import stream_seed
 
+    from optsched.cost.catalog import load_model
+
     key = ("workloads", digest(ctx.config.to_dict()["workloads"]), ctx.config.seed)
     if key not in ctx.shared:
         built, missing = {}, {}
         for w in ctx.config.workloads:
             try:
-                built[w.name] = build_workload(w, stream_seed(ctx.config.seed, f"workload:{w.name}"))
+                built[w.name] = build_workload(w, stream_seed(ctx.config.seed, f"workload:{w.name}"),
+                                               load_model(ctx.config.model).max_context_tokens)
             except StageUnavailable as exc:
                 missing[w.name] = str(exc)
         ctx.shared[key] = (built, missing)

@@ -61,8 +61,8 @@ def test_one_step_per_call_that_can_pause():
 
 def test_ttl_policy_choices_reproduce_simulator_run():
     """Feeding the TTL policy's decisions as actions reproduces simulate(..., residency=TTLResidency)."""
-    wl = generate_agentx(3, np.random.default_rng(8), variant="256k")
-    cluster = ClusterConfig(instances=(InstanceConfig(model="llama-3-8b", tp=1, count=2),),
+    wl = generate_agentx(3, np.random.default_rng(8), variant="256k", max_context_tokens=131_072)
+    cluster = ClusterConfig(instances=(InstanceConfig(model="llama-3-70b", tp=4, count=2),),
                             scheduler=SchedulerConfig(max_num_batched_tokens=2048))
     policy = TTLResidency(tool_durations_from_calls(wl.calls()), reload_s_per_block=0.002,
                           price_s_per_block_s=2e-6, then="offload_dram")

@@ -95,8 +95,8 @@ def test_all_to_one_instance_others_stay_empty_and_cache_hits_show():
 
 def test_cache_aware_choices_reproduce_simulator_run():
     """The env is the simulator: the baseline's choices give the same per-call instances and TTFTs."""
-    wl = generate_agentx(3, np.random.default_rng(5), variant="256k")
-    cluster = ClusterConfig(instances=(InstanceConfig(model="llama-3-8b", tp=1, count=3),),
+    wl = generate_agentx(3, np.random.default_rng(5), variant="256k", max_context_tokens=131_072)
+    cluster = ClusterConfig(instances=(InstanceConfig(model="llama-3-70b", tp=4, count=3),),
                             scheduler=SchedulerConfig(max_num_batched_tokens=2048))
     cfg = CacheAwareConfig(balance_abs_threshold=1, balance_rel_threshold=1.0)  # balances often: varied choices
     ref = simulate(wl, cluster, router=CacheAwareRouter(cfg)).calls

@@ -37,7 +37,7 @@ def test_hits_never_exceed_input_under_preemption(seed):
     assert df.preemptions.sum() > 0  # the regime the bug lived in
     hits = df.hit_hbm_tokens + df.hit_dram_tokens + df.hit_ssd_tokens
     assert (hits <= df.input_tokens).all(), df.loc[hits > df.input_tokens, ["call_id", "input_tokens"]]
-    assert (hits + df.prefilled_tokens == df.input_tokens).all()
+    assert (hits + df.hit_self_tokens + df.prefilled_tokens == df.input_tokens).all()
     assert df.preempted_recompute_tokens[df.preemptions > 0].sum() > 0
 
 

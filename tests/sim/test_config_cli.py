@@ -15,7 +15,7 @@ from optsched.sim.sim_config import build_run, load_config_dict
 TINY = {
     "name": "tiny",
     "seed": 1,
-    "workload": {"generator": "chat:calls=30,seed=0,rate=20"},
+    "workload": {"generator": "chat:calls=30,seed=0,rate=20,max_context=4096"},  # llama-2-7b context
     "cluster": {"instances": [{"role": "colocated", "gpu": "a100-80gb", "model": "llama-2-7b", "tp": 1, "count": 2}]},
     "scheduler": {"max_num_batched_tokens": 2048, "max_num_seqs": 32},
     "policies": {"router": "least_outstanding"},
@@ -76,8 +76,8 @@ def test_cli_json_and_out(tmp_path, capsys):
     p = _write(tmp_path, TINY)
     assert main(["simulate", str(p), "--json", "--no-progress", "--out", str(tmp_path / "o")]) == 0
     s = json.loads(capsys.readouterr().out)
-    assert s["num_calls"] == 30 and s["num_gpus"] == 2
-    assert (tmp_path / "o" / "calls.csv").read_text().count("\n") == 31
+    assert s["num_calls"] == 28 and s["num_gpus"] == 2  # 2 of 30 chat calls exceed the 4096 context
+    assert (tmp_path / "o" / "calls.csv").read_text().count("\n") == 29
 
 
 def test_cli_sweep_writes_pareto(tmp_path, capsys):
@@ -111,7 +111,7 @@ def test_interval_admission_takes_the_scheduler_budget_as_its_idle_budget(tmp_pa
     assert r["admission"].idle_budget_tokens == 2048 and r["admission"].interval == 4
     p = _write(tmp_path, cfg)
     assert main(["simulate", str(p), "--json", "--no-progress"]) == 0
-    assert json.loads(capsys.readouterr().out)["num_calls"] == 30
+    assert json.loads(capsys.readouterr().out)["num_calls"] == 28
     bad = dict(TINY, policies={"admission": {"name": "interval", "idle_budget_tokens": 4096}})
     with pytest.raises(ValueError, match=r"idle_budget_tokens \(4096\) must be <= scheduler.max_num_batched_tokens"):
         build_run(load_config_dict(_write(tmp_path, bad, "bad.yaml")))

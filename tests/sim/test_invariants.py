@@ -111,7 +111,7 @@ def _run_and_check(seed, n, pd, sched, hbm, dram, policy, res, loop):
     # prefill); what preemption made the engine compute again is counted apart
     reused = df.hit_hbm_tokens + df.hit_dram_tokens + df.hit_ssd_tokens
     assert (reused <= df.input_tokens).all() and (df.prefilled_tokens >= 0).all()
-    assert (df.prefilled_tokens + reused == df.input_tokens).all()
+    assert (df.prefilled_tokens + reused + df.hit_self_tokens == df.input_tokens).all()
     assert (df.preempted_recompute_tokens >= 0).all()
     assert ((df.preempted_recompute_tokens > 0) <= (df.preemptions > 0)).all()
     # per-token ITL: one gap per output token after the first, and the gaps of a call add up to
