@@ -9,6 +9,7 @@
 * ``make_pricer``: the online router's re-pricing: ``paused_instance`` -> matrix LP
   (`optsched.models.routing_session_lp`) -> SciPy HiGHS -> `SessionPrices` (σ, π from the duals,
   backlog forecast from the primal).
+* ``solve_session_routing_ti``: the exact time-indexed model (tight LP bound; the hindsight optimum).
 * ``synthetic_session_instance``: AgentX-like random instances for tests and benchmarks.
 * ``plan_from_workload``: derives `SessionRouterConfig` from a workload (median pause per tool class,
   decode cost from the cost model) and records the LP solve that prices a snapshot of it (provenance).
@@ -21,16 +22,16 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
-
-from optsched.cost import CostModel
 from optsched.models.routing_session_data import MODES, SessionRoutingInstance
 from optsched.models.routing_session_lp import build_session_lp
-from optsched.policies.router_session import SessionPrices, SessionRouter, SessionRouterConfig
 from optsched.solvers import SolveResult, SolverOptions, solve
 from optsched.solvers.scipy_lp import solve_matrix_lp
 
+from optsched.cost import CostModel
+from optsched.policies.router_session import SessionPrices, SessionRouter, SessionRouterConfig
+
 __all__ = ["build_router", "make_pricer", "paused_instance", "plan_from_workload", "solve_session_routing",
-           "synthetic_session_instance"]
+           "solve_session_routing_ti", "synthetic_session_instance"]
 
 logger = logging.getLogger(__name__)
 _STAY, _TRANSFER = MODES.index("stay"), MODES.index("transfer")
@@ -131,6 +132,18 @@ def solve_session_routing(inst: SessionRoutingInstance, relax: bool = False,
     m = build_session_routing(inst, relax=relax)
     res = solve(m, options)
     return res, (extract_session_routing(m) if res.has_solution else None)
+
+
+def solve_session_routing_ti(inst: SessionRoutingInstance, relax: bool = False,
+                             options: SolverOptions | None = None, slots_per_bucket: int = 4,
+                             horizon_slots: int | None = None):
+    """The exact time-indexed model (`optsched.models.routing_session_ti`, no big-M) with HiGHS; returns
+    (SolveResult, `TimeIndexedSolution` or None)."""
+    from optsched.models.routing_session_ti import build_session_routing_ti, extract_session_routing_ti
+
+    m = build_session_routing_ti(inst, slots_per_bucket=slots_per_bucket, horizon_slots=horizon_slots, relax=relax)
+    res = solve(m, options)
+    return res, (extract_session_routing_ti(m) if res.has_solution else None)
 
 
 def plan_from_workload(workload, gpu: str, model: str, tp: int = 1, options: SolverOptions | None = None,
