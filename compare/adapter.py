@@ -64,15 +64,12 @@ def price_plan_from_workload(wl: Any, gpu: str, model: str, tp: int, n_instances
 
 def session_plan_from_workload(wl: Any, gpu: str, model: str, tp: int, n_instances: int, options: Any,
                                seed: int) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The session routing door: (``SessionRouterConfig`` fields as JSON, solve record as above)."""
-    import dataclasses
-
+    """The session routing door: (the routing/session Plan document {kind, type, parameters}, solve record
+    as above)."""
     from optsched.pipelines.session_routing import plan_from_workload
 
-    cfg, res = plan_from_workload(wl, gpu, model, tp, options, seed, n_instances=n_instances)
-    doc = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg)}
-    doc["think_forecast_s"] = dict(doc["think_forecast_s"])
-    doc["provenance"] = dict(doc["provenance"])
+    plan, res = plan_from_workload(wl, gpu, model, tp, options, seed, n_instances=n_instances)
+    doc = {"kind": plan.kind, "type": plan.type, "parameters": dict(plan.parameters)}
     return json_roundtrip(doc), _record(res)
 
 
@@ -84,12 +81,8 @@ def json_roundtrip(obj: Any) -> Any:
 
 
 def session_router(doc: dict[str, Any]) -> Any:
-    """A fresh `SessionRouter` (LP pricer) from a `session_plan_from_workload` document."""
-    from optsched.pipelines.session_routing import build_router
-
-    from optsched.policies.router_session import SessionRouterConfig
-
-    return build_router(SessionRouterConfig(**doc))
+    """A fresh `SessionRouter` (LP pricer) from a `session_plan_from_workload` document (`Plan.to_policy`)."""
+    return router_from_plan(doc)
 
 
 def router_from_plan(doc: dict[str, Any]) -> Any:

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from optsched.pipelines.router_price import price_config_from_cost_model
-from optsched.pipelines.session_routing import build_router, plan_from_workload
+from optsched.pipelines.session_routing import plan_from_workload
 from scipy import stats
 
 from optsched.cost import CostModel
@@ -50,8 +50,8 @@ def router(name: str, wl, seed: int):
         return PriceRouter(price_config_from_cost_model(cm, recompute_s_per_token=N_INST * 1e-5,
                                                         provenance="rho = I * W_r (LP duals, balanced windows)"))
     if name == "session":
-        cfg, _ = plan_from_workload(wl, GPU, MODEL, 1, n_instances=N_INST)
-        return build_router(cfg)
+        plan, _ = plan_from_workload(wl, GPU, MODEL, 1, n_instances=N_INST)
+        return plan.to_policy()
     return build_policy("router", name, seed=seed)
 
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = ["KINDS", "POLICY_CLASSES", "REGISTRY_KIND", "Plan", "Provenance", "build_assignment_router", "build_pd_cluster",
-           "build_price_router"]
+           "build_price_router", "build_session_router"]
 
 KINDS = ("routing", "pd_ratio", "admission", "residency")
 # plan kind -> policy kind of `optsched.sim.registry` (the baselines' name table)
@@ -35,6 +35,7 @@ POLICY_CLASSES: dict[tuple[str, str], str] = {
     ("routing", "price"): "optsched.plan:build_price_router",
     ("routing", "mlp"): "optsched.policies.router_mlp:MLPRouter",
     ("routing", "assignment"): "optsched.plan:build_assignment_router",
+    ("routing", "session"): "optsched.plan:build_session_router",
     ("pd_ratio", "counts"): "optsched.plan:build_pd_cluster",
 }
 
@@ -49,6 +50,15 @@ def build_price_router(params: Mapping[str, Any]) -> Any:
 
     names = {f.name for f in fields(PriceRouterConfig)}
     return PriceRouter(PriceRouterConfig(**{k: v for k, v in params.items() if k in names}))
+
+
+def build_session_router(params: Mapping[str, Any]) -> Any:
+    """Adapter: `SessionRouter` with its LP pricer from a session plan's parameters
+    (`optsched.pipelines.session_routing.build_router`; imported here, lazily: the pricer solves the LP
+    with SciPy's HiGHS and never imports pyomo)."""
+    from optsched.pipelines.session_routing import build_router, config_from_parameters
+
+    return build_router(config_from_parameters(params))
 
 
 def build_assignment_router(params: Mapping[str, Any]) -> Any:

@@ -9,8 +9,9 @@
 * ``make_pricer``: the online router's re-pricing: ``paused_instance`` -> matrix LP
   (`optsched.models.routing_session_lp`) -> SciPy HiGHS -> `SessionPrices` (σ, π from the duals,
   backlog forecast from the primal).
+* ``solve_session_routing_ti``: the exact time-indexed model (tight LP bound; the hindsight optimum).
 * ``synthetic_session_instance``: AgentX-like random instances for tests and benchmarks.
-* ``plan_from_workload``: derives `SessionRouterConfig` from a workload (median pause per tool class,
+* ``plan_from_workload``: derives the session router's `Plan` (routing/session) from a workload (median pause per tool class,
   decode cost from the cost model) and records the LP solve that prices a snapshot of it (provenance).
 """
 
@@ -21,16 +22,25 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
-
-from optsched.cost import CostModel
 from optsched.models.routing_session_data import MODES, SessionRoutingInstance
 from optsched.models.routing_session_lp import build_session_lp
-from optsched.policies.router_session import SessionPrices, SessionRouter, SessionRouterConfig
 from optsched.solvers import SolveResult, SolverOptions, solve
 from optsched.solvers.scipy_lp import solve_matrix_lp
 
-__all__ = ["build_router", "make_pricer", "paused_instance", "plan_from_workload", "solve_session_routing",
-           "synthetic_session_instance"]
+from optsched.cost import CostModel
+from optsched.plan import Plan
+from optsched.policies.router_session import SessionPrices, SessionRouter, SessionRouterConfig
+
+__all__ = [
+    "build_router",
+    "config_from_parameters",
+    "make_pricer",
+    "paused_instance",
+    "plan_from_workload",
+    "solve_session_routing",
+    "solve_session_routing_ti",
+    "synthetic_session_instance",
+]
 
 logger = logging.getLogger(__name__)
 _STAY, _TRANSFER = MODES.index("stay"), MODES.index("transfer")
@@ -133,17 +143,34 @@ def solve_session_routing(inst: SessionRoutingInstance, relax: bool = False,
     return res, (extract_session_routing(m) if res.has_solution else None)
 
 
+def solve_session_routing_ti(inst: SessionRoutingInstance, relax: bool = False,
+                             options: SolverOptions | None = None, slots_per_bucket: int = 4,
+                             horizon_slots: int | None = None):
+    """The exact time-indexed model (`optsched.models.routing_session_ti`, no big-M) with HiGHS; returns
+    (SolveResult, `TimeIndexedSolution` or None)."""
+    from optsched.models.routing_session_ti import build_session_routing_ti, extract_session_routing_ti
+
+    m = build_session_routing_ti(inst, slots_per_bucket=slots_per_bucket, horizon_slots=horizon_slots, relax=relax)
+    res = solve(m, options)
+    return res, (extract_session_routing_ti(m) if res.has_solution else None)
+
+
 def plan_from_workload(workload, gpu: str, model: str, tp: int = 1, options: SolverOptions | None = None,
                        seed: int | None = None, link: str = "rdma", n_instances: int = 4,
-                       reprice_s: float = 2.0) -> tuple[SessionRouterConfig, SolveResult]:
-    """`SessionRouterConfig` for ``workload`` + the LP solve that priced a snapshot of it.
+                       reprice_s: float = 2.0) -> tuple[Plan, SolveResult]:
+    """Plan (kind "routing", type "session") for ``workload`` + the LP solve that priced a snapshot of it.
 
     Derived parameters: ``think_forecast_s[tool]`` = median ``think_time_s`` of the workload's calls of that
     tool class (the forecast of a pause, not the pause itself); ``decode_s_per_token`` =
     ``decode_step_time(32, 32·8192) / 32`` from the cost model. The snapshot: every session paused after its
     first call, homes round-robin over ``n_instances``, returns at the forecast; its LP objective, bound and
-    HBM/backlog duals are recorded in ``provenance``.
+    gap go to ``Plan.provenance`` and the duals/primals used (HBM price per instance and bucket, work price,
+    backlog forecast) to ``parameters["derived"]`` (the online router re-prices with the same LP while it
+    runs; these are the snapshot's values). ``Plan.to_policy()`` builds the `SessionRouter` with its pricer.
     """
+    from optsched.plan import Plan, Provenance
+    from optsched.revision import git_revision
+
     cm = CostModel.from_names(gpu, model, tp)
     by_tool: dict[str, list[float]] = {}
     firsts = []
@@ -160,14 +187,33 @@ def plan_from_workload(workload, gpu: str, model: str, tp: int = 1, options: Sol
     free = np.full(n_instances, float(cm.kv_capacity_tokens()))
     inst = paused_instance(cm, 0.0, paused[:64], np.zeros(n_instances), free, decode_s_per_token=dec, link=link)
     res, sol = solve_session_routing(inst, relax=True, options=options)
-    prov = {"solve": "session_routing LP relaxation (snapshot: first calls paused)", "status": res.status,
-            "objective": res.objective, "bound": res.bound, "gap": res.gap, "solver": res.solver,
-            "hbm_price_max": float(sol.hbm_price.max()) if sol is not None else None,
-            "work_price_mean": float(sol.work_price.mean()) if sol is not None else None,
-            "think_forecast_s": "median think_time_s per tool class of the workload", "seed": seed}
-    cfg = SessionRouterConfig(gpu, model, tp, link=link, decode_s_per_token=dec, think_forecast_s=think,
-                              default_think_s=default, reprice_s=reprice_s, provenance=prov)
-    return cfg, res
+    derived = {"solve": "session_routing LP relaxation (snapshot: first calls paused, homes round-robin)",
+               "status": res.status, "n_sessions": inst.n_decisions,
+               "hbm_price_per_token": sol.hbm_price.tolist() if sol is not None else None,
+               "work_price_per_s": sol.work_price.tolist() if sol is not None else None,
+               "backlog_forecast_s": sol.backlog_s.tolist() if sol is not None else None,
+               "think_forecast_s": "median think_time_s per tool class of the workload",
+               "decode_s_per_token": "CostModel.decode_step_time(32, 32*8192) / 32"}
+    params = {"gpu": gpu, "model": model, "tp": int(tp), "link": link, "decode_s_per_token": dec,
+              "think_forecast_s": think, "default_think_s": default, "reprice_s": float(reprice_s),
+              "derived": derived}
+    from optsched.workload.digest import workload_digest
+
+    prov = Provenance(workload_digest=workload_digest(workload), cost_model=f"{gpu}/{model}/tp{tp}",
+                      solver=res.solver, solver_version=getattr(res, "solver_version", "") or "",
+                      objective=res.objective if res.has_solution else None,
+                      bound=res.bound if res.bound is not None and np.isfinite(res.bound) else None,
+                      gap=res.gap if res.gap is not None and np.isfinite(res.gap) else None, seed=seed,
+                      git_revision=git_revision()["commit"], objective_units="weighted TTFT s")
+    return Plan("routing", "session", params, prov), res
+
+
+def config_from_parameters(params) -> SessionRouterConfig:
+    """`SessionRouterConfig` from a session plan's ``parameters`` (``derived`` becomes its provenance)."""
+    keys = ("gpu", "model", "tp", "link", "decode_s_per_token", "think_forecast_s", "default_think_s",
+            "reprice_s", "move_margin_s")
+    return SessionRouterConfig(**{k: params[k] for k in keys if k in params},
+                               provenance=dict(params.get("derived", {})))
 
 
 def build_router(config: SessionRouterConfig, **pricer_kw) -> SessionRouter:

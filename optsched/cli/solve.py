@@ -49,6 +49,9 @@ def register(subparsers) -> None:
     p.add_argument("--sessions", type=int, default=0, help="residency: use only the first N sessions (0 = all)")
     p.add_argument("--instances", type=int, default=4, help="routing: instances of the cluster")
     p.add_argument("--window", type=int, default=32, help="routing: calls in the solved window")
+    p.add_argument("--formulation", choices=("window", "session"), default="window",
+                   help="routing: 'window' = the window makespan MILP + price router (baseline); 'session' = "
+                        "the session-level routing + KV placement LP, exported as a routing/session plan")
     p.add_argument("--warmup", type=int, default=200, help="routing: calls replayed into the caches first")
     p.add_argument("--gpu-budget", type=int, default=16, help="pd: GPUs available")
     p.add_argument("--ttft", type=float, default=2.0, help="pd: P90 TTFT SLO (s)")
@@ -159,6 +162,8 @@ def _residency(args, opts):
 
 
 def _routing(args, opts):
+    if args.formulation == "session":
+        return _routing_session(args, opts)
     from optsched.pipelines.routing import plan_from_workload
 
     plan, result = plan_from_workload(_workload(args.workload, args.seed), args.gpu, args.model, args.tp, opts,
@@ -176,6 +181,21 @@ def _routing(args, opts):
           f"{w['migrations']} migrations, calls per instance {w['calls_per_instance']}, LP bound {lp}")
     print(f"  price router: s_p={p['prefill_s_per_token']:.4g} s/token, s_d={p['decode_s_per_token']:.4g} "
           f"s/token, rho={p['recompute_s_per_token']:.4g} s/token ({p['provenance']})")
+    return plan
+
+
+def _routing_session(args, opts):
+    from optsched.pipelines.session_routing import plan_from_workload
+
+    plan, result = plan_from_workload(_workload(args.workload, args.seed), args.gpu, args.model, args.tp, opts,
+                                      args.seed, n_instances=args.instances)
+    _summary("session routing LP", result)
+    if not result.has_solution:
+        return None
+    d = plan.parameters["derived"]
+    hbm = max(max(r) for r in d["hbm_price_per_token"])
+    print(f"  snapshot of {d['n_sessions']} paused sessions: max HBM price {hbm:.4g} per token, "
+          f"think forecasts {plan.parameters['think_forecast_s']}")
     return plan
 
 
