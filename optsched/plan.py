@@ -30,6 +30,7 @@ POLICY_CLASSES: dict[tuple[str, str], str] = {
     ("admission", "interval"): "optsched.policies.admission_interval:IntervalAdmission",
     ("admission", "shortest_first"): "optsched.policies.admission_shortest_first:ShortestFirstAdmission",
     ("admission", "mcsf_rollout"): "optsched.policies.admission_derived:DerivedAdmission",
+    ("admission", "scenario_lookahead"): "optsched.pipelines.admission_cluster:LookaheadAdmission",
     ("residency", "ttl_opt"): "optsched.policies.residency_ttl_opt:OptimizedTTLResidency",
     ("routing", "price"): "optsched.plan:build_price_router",
     ("routing", "assignment"): "optsched.plan:build_assignment_router",

@@ -15,11 +15,11 @@ import math
 
 import numpy as np
 import pytest
-
-from optsched.cost import CostModel
 from optsched.models.admission_data import KVRequest
 from optsched.models.admission_online import RuleConfig, simulate_rounds
 from optsched.pipelines.admission_cluster import LookaheadAdmission
+
+from optsched.cost import CostModel
 from optsched.sim import simulate
 from optsched.workload.types import Call, Session, Workload
 from tests.sim.helpers import GPU, MODEL, SmallKV, cluster
@@ -83,3 +83,19 @@ def test_future_arrivals_cannot_change_past_starts():
 def test_without_view_is_one_clear_error():
     with pytest.raises(ValueError, match="AdmissionView"):
         LookaheadAdmission(U, 1.0).select([], 10, 0, 0.0)
+
+
+def test_plan_records_the_hindsight_solves_and_builds_the_rule():
+    from optsched.pipelines.admission_derive import lookahead_plan
+
+    from tests.sim.helpers import random_workload
+
+    wl = random_workload(np.random.default_rng(0), n_sessions=6, max_calls=3, max_new=1500, max_out=200,
+                         subagents=False)
+    plan = lookahead_plan(wl, _cm(), windows=1, window_calls=4, rounds_per_output=(2,), continue_probs=(0.9,))
+    d = plan.parameters["derivation"]
+    assert [s["status"] for s in d["hindsight_solves"]] == ["optimal"]
+    assert plan.provenance.objective == d["hindsight_solves"][0]["optimum"]
+    pol = plan.to_policy()
+    assert isinstance(pol, LookaheadAdmission) and pol.unit_tokens == plan.parameters["unit_tokens"]
+    assert pol.cfg.continue_prob == 0.9
