@@ -67,8 +67,12 @@ def sample_stream(
     horizon_rounds: int,
     memory_tokens: int,
     prompt_range: tuple[int, int] = (1, 5),
+    size_law: Sequence[tuple[int, int]] = (),
 ) -> tuple[KVRequest, ...]:
     """One scenario of arrivals in rounds t+1 .. t+H under the ending-stream model (module docstring).
+
+    ``size_law``: (s, o) pairs drawn uniformly instead of the Arrival-Model-2 law when non-empty (each
+    with s + o <= memory_tokens).
 
     Returns requests sorted by arrival. Raises ValueError: rate <= 0 or H < 1.
     """
@@ -79,8 +83,11 @@ def sample_stream(
     out = []
     tau = t + 1 + rng.exponential(1.0 / rate)  # arrivals up to round t are all seen: the next is >= t+1
     while tau < t + 1 + horizon_rounds:
-        s = int(rng.integers(prompt_range[0], min(prompt_range[1], memory_tokens - 1) + 1))
-        o = int(rng.integers(1, memory_tokens - s + 1))
+        if size_law:  # an empirical (s, o) law, e.g. a workload's calls in units (pipelines.admission_cluster)
+            s, o = size_law[int(rng.integers(len(size_law)))]
+        else:
+            s = int(rng.integers(prompt_range[0], min(prompt_range[1], memory_tokens - 1) + 1))
+            o = int(rng.integers(1, memory_tokens - s + 1))
         out.append(KVRequest(int(tau), s, o))
         if rng.random() >= continue_prob:
             break
@@ -141,18 +148,27 @@ def _rollout_finish(state, idx: Sequence[int], t: int) -> int:
     return sum(state.starts[i] + req[i].output_tokens - req[i].arrival for i in idx)
 
 
-def scenario_lookahead_step(state, known: list[int], waiting: list[int], t: int, cfg):
+def scenario_lookahead_step(state, known: list[int], waiting: list[int], t: int, cfg,
+                            history: Sequence[int] | None = None, size_law: Sequence[tuple[int, int]] = ()):
     """State after round t's starts under the scenario lookahead; ``cfg`` is `admission_online.RuleConfig`
     (fields ``lookahead_scenarios``, ``lookahead_horizon_rounds``, ``continue_prob``, ``subset_cap``,
-    ``seed``); ``state`` (`admission_online._State`) is not modified."""
+    ``seed``); ``state`` (`admission_online._State`) is not modified.
+
+    ``history``: arrival rounds of every request seen so far (default: those of ``known``); it sets the
+    rate estimate and the sampler seed, so a caller may pass in ``known`` only the requests whose cost can
+    still change (running or waiting) and get the same decision: finished requests add the same constant
+    to every candidate's cost. ``size_law``: see `sample_stream`.
+    """
     from optsched.models.admission_scenario import _extend, _mcsf_total
 
     req = state.req
     n = len(req)
-    rate, p_more = continuation_probability([req[i].arrival for i in known], t, cfg.continue_prob)
-    rng = np.random.default_rng([cfg.seed, t, len(known)])
+    seen = [req[i].arrival for i in known] if history is None else list(history)
+    rate, p_more = continuation_probability(seen, t, cfg.continue_prob)
+    rng = np.random.default_rng([cfg.seed, t, len(seen)])
     draws = [
-        sample_stream(rng, t, rate, p_more, cfg.continue_prob, cfg.lookahead_horizon_rounds, state.mem)
+        sample_stream(rng, t, rate, p_more, cfg.continue_prob, cfg.lookahead_horizon_rounds, state.mem,
+                      size_law=size_law)
         for _ in range(cfg.lookahead_scenarios)
     ]
     cands = candidate_starts(state, waiting, t, cfg.subset_cap)

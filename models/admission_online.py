@@ -73,6 +73,8 @@ class RuleConfig:
             arrival (0 < q < 1; prior mean 1 / (1 - q) further requests).
         subset_cap: ``scenario_lookahead`` enumerates every fitting set when at most this many waiting
             requests fit (>= 0), else single-request candidates.
+        size_law: (s, o) pairs the ``scenario_lookahead`` sampler draws arriving sizes from; empty (default)
+            = Jaillet et al.'s Arrival-Model-2 law (`admission_lookahead.sample_stream`).
 
     Raises:
         ValueError: unknown name or out-of-range parameter.
@@ -89,6 +91,7 @@ class RuleConfig:
     lookahead_horizon_rounds: int = 4
     continue_prob: float = 0.9
     subset_cap: int = 6
+    size_law: tuple[tuple[int, int], ...] = ()
 
     def __post_init__(self) -> None:
         if self.name not in RULES + DIAGNOSTICS:
@@ -229,7 +232,7 @@ def simulate_rounds(requests: Sequence[KVRequest], memory_tokens: int, rule: Rul
             if any(state.fits(i, t) for i in waiting):
                 from optsched.models.admission_lookahead import scenario_lookahead_step
 
-                state = scenario_lookahead_step(state, known, waiting, t, rule)
+                state = scenario_lookahead_step(state, known, waiting, t, rule, size_law=rule.size_law)
         elif rule.name != "interval" or t % rule.interval_rounds == 0:
             state.fill(sorted(waiting, key=lambda j: key(j, requests[j])), t, stop)
         waiting = [i for i in waiting if state.starts[i] < 0]

@@ -27,6 +27,7 @@ from optsched.solvers import SolveResult, SolverOptions
 
 from optsched.cost import CostModel
 from optsched.cost.capacity import PDSLO, PDWorkload
+from optsched.cost.pool_queue import CallTrace
 from optsched.kvcache import PrefixCache
 from optsched.plan import Plan, Provenance
 from optsched.revision import git_revision
@@ -34,15 +35,15 @@ from optsched.workload.digest import workload_digest
 from optsched.workload.timeline import calls_in_release_order, uncontended_timeline
 from optsched.workload.types import Workload
 
-__all__ = ["pd_profile", "plan_from_workload"]
+__all__ = ["call_trace", "pd_profile", "plan_from_workload"]
 
 logger = logging.getLogger(__name__)
 
 MAX_CACHED_FRACTION = 0.99  # PDWorkload needs < 1 (at least one new token per request)
 
 
-def pd_profile(wl: Workload, cm: CostModel) -> PDWorkload:
-    """Mean token profile of ``wl`` with the cached fraction of the module docstring.
+def call_trace(wl: Workload, cm: CostModel) -> CallTrace:
+    """Per-call release times (uncontended timeline), tokens and cached tokens (module docstring's replay).
 
     Raises:
         ValueError: a workload without calls.
@@ -51,17 +52,28 @@ def pd_profile(wl: Workload, cm: CostModel) -> PDWorkload:
     calls = calls_in_release_order(wl, times)
     bs = wl.block_size
     cache = PrefixCache({"hbm": int(cm.kv_capacity_blocks(bs))}, bs)
-    cached = 0
+    cached = []
     for c in calls:
         now = times[c.call_id][0]
         hit = cache.acquire(c.call_id, c.block_hashes, now)
         hit_tokens = min(c.input_tokens, (hit.hbm_blocks + hit.dram_blocks + hit.ssd_blocks) * bs)
-        cached += max(c.input_tokens - c.new_tokens, hit_tokens)
+        cached.append(min(c.input_tokens - 1, max(c.input_tokens - c.new_tokens, hit_tokens)))
         cache.allocate(c.call_id, max(0, len(c.block_hashes) - hit.hbm_blocks), now)
         cache.release(c.call_id, c.block_hashes, times[c.call_id][1])
-    inp = np.array([c.input_tokens for c in calls], dtype=float)
-    out = np.array([c.output_tokens for c in calls], dtype=float)
-    frac = min(MAX_CACHED_FRACTION, cached / float(inp.sum())) if inp.sum() > 0 else 0.0
+    return CallTrace(np.array([times[c.call_id][0] for c in calls], dtype=float),
+                     np.array([c.input_tokens for c in calls], dtype=float), np.maximum(0, np.array(cached, float)),
+                     np.array([c.output_tokens for c in calls], dtype=float))
+
+
+def pd_profile(wl: Workload, cm: CostModel) -> PDWorkload:
+    """Mean token profile of ``wl`` with the cached fraction of the module docstring.
+
+    Raises:
+        ValueError: a workload without calls.
+    """
+    tr = call_trace(wl, cm)
+    inp, out = tr.input_tokens, tr.output_tokens
+    frac = min(MAX_CACHED_FRACTION, float(tr.cached_tokens.sum()) / float(inp.sum())) if inp.sum() > 0 else 0.0
     return PDWorkload(max(1, round(float(inp.mean()))), max(1, round(float(out.mean()))), float(frac))
 
 

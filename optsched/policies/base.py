@@ -18,11 +18,14 @@ from optsched.workload.types import Call
 __all__ = [
     "RESIDENCY_ACTIONS",
     "Admission",
+    "AdmissionView",
+    "ArrivalRecord",
     "ClusterView",
     "InstanceView",
     "Residency",
     "ResidencyDecision",
     "Router",
+    "RunningRequest",
     "WaitingPrefill",
 ]
 
@@ -100,6 +103,67 @@ class WaitingPrefill:
     ttft_deadline_s: float = float("inf")
 
 
+@dataclass(frozen=True, slots=True)
+class RunningRequest:
+    """A started call on the instance (prefill begun or decoding), as an `AdmissionView` lists it.
+
+    Attributes:
+        call_id: the call.
+        phase: "prefill" (prompt not fully computed) or "decode".
+        kv_tokens: KV tokens the call holds or will hold once its prompt is computed: the whole prompt
+            in "prefill", prompt + generated tokens in "decode" (tokens).
+        remaining_output_tokens: output tokens still to generate (tokens, >= 0).
+    """
+
+    call_id: str
+    phase: str
+    kv_tokens: int
+    remaining_output_tokens: int
+
+
+@dataclass(frozen=True, slots=True)
+class ArrivalRecord:
+    """A call enqueued on the instance at or before the view's time.
+
+    ``output_tokens`` is the call's true output length: the exact-prediction setting of Jaillet et al.
+    (arXiv:2502.07115), the same knowledge the unit-round rules of `optsched.models.admission_online` use.
+    A rule that must not use it can ignore it (it then needs its own predictor).
+    """
+
+    call_id: str
+    arrival_s: float
+    input_tokens: int
+    output_tokens: int
+
+
+@dataclass(frozen=True, slots=True)
+class AdmissionView:
+    """Immutable snapshot of one instance for an admission rule, taken at a step boundary.
+
+    The simulator builds it (`optsched.sim.admission_view`) only for a rule that declares
+    ``wants_view = True``; it holds copies, never simulator objects, so a rule can keep it across steps
+    and cannot change the engine through it.
+
+    Attributes:
+        instance_id: the instance.
+        now_s: simulated time of the snapshot (s).
+        block_size: tokens per KV block.
+        kv_capacity_blocks / kv_used_blocks: HBM KV blocks in total / in use (running + cached-resident).
+        running: started calls (`RunningRequest`), prefilling first (in start order), then decodes by
+            call index.
+        arrivals: every call enqueued on this instance so far (`ArrivalRecord`), in enqueue order; a call
+            re-enqueued after a KV move counts once per enqueue.
+    """
+
+    instance_id: int
+    now_s: float
+    block_size: int
+    kv_capacity_blocks: int
+    kv_used_blocks: int
+    running: tuple[RunningRequest, ...]
+    arrivals: tuple[ArrivalRecord, ...]
+
+
 @runtime_checkable
 class Admission(Protocol):
     """Chooses which prefill chunks enter one engine step's token budget.
@@ -108,6 +172,10 @@ class Admission(Protocol):
     after running decodes (vLLM v1 schedules decodes first). It returns ``(index, tokens)`` pairs:
     index into ``waiting`` and chunk size (1 <= tokens <= remaining_tokens); the total must not
     exceed ``token_budget``. ``step_index`` counts this instance's engine steps (for interval rules).
+
+    A rule that declares the class attribute ``wants_view = True`` is called with one more keyword
+    argument, ``view``: an `AdmissionView` of the instance (KV use, the running set, the arrivals so far).
+    Rules without it are called exactly as before (and the simulator builds no snapshot for them).
     """
 
     name: str

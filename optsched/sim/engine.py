@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from optsched.sim import kv
+from optsched.sim.admission_view import record_arrival
 from optsched.sim.cluster import StepUnit, build_instances, build_units
 from optsched.sim.config import SLO, ClusterConfig
 from optsched.sim.driver import SessionDriver
@@ -228,6 +229,7 @@ class Simulator(PDMixin, SteppingMixin):
         seq.est_remaining = seq.target_tokens - kv.estimate_hit_tokens(inst, seq)
         inst.queued_prefill_tokens += seq.est_remaining
         inst.waiting.append(seq)
+        record_arrival(inst, seq.call, t)
         inst.inflight += 1
         self.session_home[seq.call.session_id] = inst.iid
         self._wake(self.unit_of[inst.iid], t)

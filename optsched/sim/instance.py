@@ -89,6 +89,9 @@ class Instance:
         self.busy = False
         self.wake_pending = False
         self.queued_prefill_tokens = 0  # Σ est_remaining over waiting + prefilling + loading
+        # calls enqueued here (ArrivalRecord, optsched.sim.admission_view) and its cached tuple
+        self.arrival_log: list[Any] = []
+        self.arrival_cache: tuple = ()
         # metrics
         self.busy_s = 0.0
         self.barrier_idle_s = 0.0

@@ -50,6 +50,7 @@ from typing import Any
 
 from optsched.policies.base import WaitingPrefill
 from optsched.sim import kv
+from optsched.sim.admission_view import admission_view
 from optsched.sim.instance import Instance
 from optsched.sim.seq import DECODE, LOADING, PREFILL, WAITING, Seq
 
@@ -488,7 +489,10 @@ def _policy(
             wp = WaitingPrefill(s.call.call_id, max(rem, 1), s.computed, s.enqueue_s, s.release_s + ttft_slo_s)
             s.wp = wp
         views.append(wp)
-    picks = admission.select(views, budget, inst.step_index, now_s)
+    if getattr(admission, "wants_view", False):
+        picks = admission.select(views, budget, inst.step_index, now_s, view=admission_view(inst, now_s))
+    else:
+        picks = admission.select(views, budget, inst.step_index, now_s)
     name = getattr(admission, "name", type(admission).__name__)
     seen: set[int] = set()
     total = 0
