@@ -26,7 +26,10 @@ Mapping to :class:`~optsched.workload.types.Call` (documented heuristics):
   (clamped at 0); all input without hashes. ``tool`` of a parent = ``tool_class`` of the child's
   first ``tool_events`` entry when present. ``model`` from an optional ``model`` field.
 - ``block_size``: the trace does not record it (DynoSim's ``--trace-block-size``); pass ``block_size``
-  (default 512, AIPerf's default tokens per hash id).
+  (default 512, AIPerf's default tokens per hash id; CLI ``--block-size`` on ``workload stats`` /
+  ``convert`` / ``simulate``, sim config ``workload.block_size``). It checks the hash counts
+  (``ceil(input_length / block_size)``) and is carried to every call, the workload and so the
+  simulator's prefix cache. Files written by optsched carry it in the ``optsched`` extension.
 - Extension: the writer adds an ``optsched`` object per row (ignored by Dynamo, whose row type does not
   deny unknown fields) with the native fields that the format cannot hold (lane, turn, new_tokens, think
   and wait split, exact seconds). When EVERY row of a file has it, the reader takes those values, so

@@ -206,3 +206,43 @@ def test_metrics_aiperf_json_written_with_aiperf_names(tmp_path):
     assert m["request_throughput"]["avg"] == 6 / dur
     assert m["output_sequence_length"]["sum"] == float(df["output_tokens"].sum())
     assert len(m["records"]) == 6 and m["records"][0]["metrics"]["input_sequence_length"]["value"] == 1024.0
+
+
+AM64 = [  # Agentic Mooncake rows over 64-token blocks (the rows do not say so: DynoSim's --trace-block-size)
+    {"request_id": "r1", "session_id": "s", "input_length": 200, "output_length": 8, "hash_ids": [1, 2, 3, 4],
+     "timestamp": 0},
+    {"request_id": "r2", "session_id": "s", "input_length": 330, "output_length": 8, "hash_ids": [1, 2, 3, 5, 6, 7],
+     "wait_for": ["r1"], "delay": 100},
+    {"request_id": "r3", "session_id": "s", "input_length": 400, "output_length": 8,
+     "hash_ids": [1, 2, 3, 5, 6, 7, 8], "wait_for": ["r2"], "tool_wait_ms": 50},
+]
+
+
+def test_block_size_64_trace_simulates_with_64_token_blocks_end_to_end(tmp_path, capsys):
+    """--block-size 64 reaches the loader, the workload and the prefix cache: hits are whole 64-token blocks
+    (r2 reuses r1's 3 full blocks, r3 reuses r2's 5 full blocks), and the run records block_size 64."""
+    import pandas as pd
+
+    from optsched.cli import main
+
+    trace = _am(tmp_path, AM64)
+    cfg = tmp_path / "sim.yaml"
+    cfg.write_text(f"name: am64\nworkload:\n  path: {trace}\ncluster:\n  instances:\n"
+                   "    - {role: colocated, gpu: h200-sxm, model: llama-3-8b, tp: 1, count: 1}\n")
+    assert main(["workload", "stats", str(trace)]) == 2  # 512 (the default) does not fit 4 hashes for 200 tokens
+    assert "ceil(input_length/512) = 1 hash_ids" in capsys.readouterr().err
+    assert main(["simulate", str(cfg), "--block-size", "64", "--out", str(tmp_path / "run"), "--no-progress"]) == 0
+    df = pd.read_csv(tmp_path / "run" / "calls.csv").set_index("call_id")
+    hits = df["hit_hbm_tokens"] + df["hit_dram_tokens"] + df["hit_ssd_tokens"]
+    assert hits.to_dict() == {"r1": 0, "r2": 3 * 64, "r3": 5 * 64}
+    assert json.loads((tmp_path / "run" / "summary.json").read_text())["block_size"] == 64
+    out = tmp_path / "native.jsonl"
+    assert main(["workload", "convert", str(trace), "--block-size", "64", "--to", "native", "-o", str(out)]) == 0
+    assert json.loads(out.read_text().splitlines()[0])["block_size"] == 64
+    assert load_any(out).block_size == 64
+
+
+def test_explicit_block_size_contradicting_the_file_is_an_error():
+    with pytest.raises(ValueError, match="records block_size 64, not the 512"):
+        load_any(FIX / "weka_trace.json", block_size=512)
+    assert load_any(FIX / "weka_trace.json", block_size=64).block_size == 64
