@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from optsched.workload._io import iter_text_lines, json_hint, trace_suffix
+from optsched.workload._io import iter_text_lines, json_hint, read_json_document, trace_suffix
 from optsched.workload.errors import TraceFormatError
 from optsched.workload.types import Workload
 
@@ -62,8 +62,8 @@ def _is_weka_doc(path: Path) -> bool:
     """True when the whole file is one JSON object with ``requests`` and ``block_size`` (a pretty-printed
     Weka trace)."""
     try:
-        obj = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError):
+        obj = read_json_document(path)
+    except (json.JSONDecodeError, TraceFormatError):
         return False
     return isinstance(obj, dict) and "requests" in obj and "block_size" in obj
 

@@ -246,3 +246,27 @@ def test_explicit_block_size_contradicting_the_file_is_an_error():
     with pytest.raises(ValueError, match="records block_size 64, not the 512"):
         load_any(FIX / "weka_trace.json", block_size=512)
     assert load_any(FIX / "weka_trace.json", block_size=64).block_size == 64
+
+
+def test_weka_reads_through_the_shared_opener_gzip_and_trailing_blank_lines(tmp_path):
+    """A gzipped Weka trace (pretty-printed, trailing blank lines) loads like the plain fixture, detected by
+    load_any, as a file and inside a folder; a truncated gzip names the file."""
+    import gzip
+
+    plain = load_weka(FIX / "weka_trace.json")
+    gz = tmp_path / "corpus" / "weka_trace.json.gz"
+    gz.parent.mkdir()
+    gz.write_bytes(gzip.compress((FIX / "weka_trace.json").read_bytes() + b"\n\n\n", mtime=0))
+    assert detect_format(gz) == "weka"
+    for src in (gz, gz.parent):
+        w = load_any(src)
+        assert w.sessions == plain.sessions and w.block_size == 64 and w.name in ("weka_trace", "corpus")
+    lines = tmp_path / "two.jsonl.gz"  # JSON lines of traces, gzipped, with a trailing blank line
+    doc = json.loads((FIX / "weka_trace.json").read_text())
+    lines.write_bytes(gzip.compress((json.dumps(doc) + "\n" + json.dumps({**doc, "id": "trace-2"}) + "\n\n").encode(),
+                                    mtime=0))
+    assert [s.session_id for s in load_weka(lines).sessions] == ["trace-1", "trace-2"]
+    bad = tmp_path / "cut.json.gz"
+    bad.write_bytes(gz.read_bytes()[:-12])
+    with pytest.raises(TraceFormatError, match=r"cut\.json\.gz.*gzip"):
+        load_weka(bad)
