@@ -23,8 +23,9 @@ Mapping to :class:`~optsched.workload.types.Call` (documented heuristics):
   ``max(parents done) + d``. Roots: ``session.start_s`` = the earliest root ``timestamp`` / 1000, each
   root's ``wait_s`` = its own start minus that.
 - ``new_tokens`` = input minus the blocks shared (chained ``hash_ids`` prefix) with its first parent
-  (clamped at 0); all input without hashes. ``tool`` of a parent = ``tool_class`` of the child's
-  first ``tool_events`` entry when present. ``model`` from an optional ``model`` field.
+  (clamped at 0); all input without hashes. ``tool`` of a parent = ``tool_class`` of the first
+  ``tool_events`` entry of a child that waits for that parent alone (a join's events cannot be
+  attributed to one of its parents and are not read). ``model`` from an optional ``model`` field.
 - ``block_size``: the trace does not record it (DynoSim's ``--trace-block-size``); pass ``block_size``
   (default 512, AIPerf's default tokens per hash id; CLI ``--block-size`` on ``workload stats`` /
   ``convert`` / ``simulate``, sim config ``workload.block_size``). It checks the hash counts
@@ -42,13 +43,13 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from optsched.workload._am_write import dumps_agentic_mooncake, write_agentic_mooncake
+from optsched.workload._am_write import approximated_joins, dumps_agentic_mooncake, write_agentic_mooncake
 from optsched.workload._dag import components, toposort
 from optsched.workload._io import iter_jsonl_objects, warn_caller
 from optsched.workload.errors import TraceFormatError, require_int, require_number
 from optsched.workload.types import Call, Session, Workload
 
-__all__ = ["DEFAULT_BLOCK_SIZE", "dumps_agentic_mooncake", "load_agentic_mooncake", "write_agentic_mooncake"]
+__all__ = ["DEFAULT_BLOCK_SIZE", "approximated_joins", "dumps_agentic_mooncake", "load_agentic_mooncake", "write_agentic_mooncake"]
 
 log = logging.getLogger(__name__)
 
@@ -198,7 +199,8 @@ def _session(rows, comp: list[int], ids, dependants, used: set[str]) -> Session:
             think[p], wait[i] = d, 0.0
         else:
             wait[i] = d
-        tool[p] = tool[p] or r["tool"]
+        if len(set(r["wait_for"])) == 1:  # a join's tool_events cannot say which parent ran which tool
+            tool[p] = tool[p] or r["tool"]
     calls = []
     for i in comp:
         r = rows[i]
