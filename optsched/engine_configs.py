@@ -99,6 +99,11 @@ def _planner_config(plan, s) -> tuple[dict, list[str]]:
                    itl=float(slo["tpot_s"]) * 1000.0)
     notes = [*s.notes, ("keys are Dynamo PlannerConfig fields (python -m dynamo.planner --config FILE); replica "
              "counts are not planner settings: set them on the DynamoGraphDeployment workers.")]
+    for role in ("prefill", "decode"):
+        tps = sorted({r.get("tp") for r in p.get("counts") or () if isinstance(r, dict) and r.get("role") == role})
+        if len(tps) > 1:
+            notes.append(f"approximation: {role} workers of different TP {tps}; the planner sizes one {role} engine, "
+                         f"so {role}_engine_num_gpu is not written (pick one).")
     if doc.get("optimization_target") == "sla":
         notes.append("approximation: optsched's SLO is on P90 TTFT and mean TPOT; the planner targets ttft / itl "
                      "(ms) with its own regression.")

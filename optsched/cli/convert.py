@@ -23,12 +23,13 @@ the Mooncake family and LMCache logs pass --block-size (default 512)
 
 
 def _convert(args: argparse.Namespace) -> int:
-    from optsched.workload.dispatch import load_any
+    from optsched.cli.workload import _load
 
     out = Path(args.output)
     if not out.parent.exists():
         raise ValueError(f"{out}: folder {out.parent} does not exist")
-    w = load_any(args.input, block_size=args.block_size)
+    # loader warnings as one "optsched workload: warning:" line each, as `workload stats` prints them
+    w = _load(args.input, False, args.block_size)
     if args.to == "native":
         from optsched.workload.native import write_jsonl
 

@@ -120,7 +120,8 @@ def load_agentic_mooncake(path: str | Path, block_size: int = DEFAULT_BLOCK_SIZE
     """Load an Agentic Mooncake JSONL trace as a closed-loop workload of session DAGs (module docstring).
 
     Returns:
-        ``Workload(closed_loop=True, block_size=block_size)``.
+        ``Workload(block_size=block_size)``, ``closed_loop`` True when any row has a ``wait_for`` (a trace
+        without dependencies is replayed open loop at its timestamps, as the spec's roots are).
 
     Raises:
         FileNotFoundError: missing file.
@@ -170,8 +171,11 @@ def _build(rows: list[dict], order: list[int], path: Path, block_size: int, name
         warn_caller(UserWarning(f"{path}: {empty} of {len(rows)} rows have empty input (input_length 0); "
                                 "loaded as 0-token prompts"))
     bs = rows[0]["bs"] if rows else block_size
+    # a trace without one dependency is an open-loop replay at its timestamps (e.g. Mooncake converted):
+    # closed_loop=False keeps it so through native files and `concurrency` (closed-loop users)
+    closed = any(r["wait_for"] for r in rows)
     try:
-        return Workload(name or path.stem, tuple(sessions), block_size=bs, closed_loop=True, source=str(path))
+        return Workload(name or path.stem, tuple(sessions), block_size=bs, closed_loop=closed, source=str(path))
     except ValueError as exc:
         raise TraceFormatError(path, 0, f"a valid workload ({exc})") from None
 

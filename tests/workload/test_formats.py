@@ -294,3 +294,21 @@ def test_weka_reads_through_the_shared_opener_gzip_and_trailing_blank_lines(tmp_
     bad.write_bytes(gz.read_bytes()[:-12])
     with pytest.raises(TraceFormatError, match=r"cut\.json\.gz.*gzip"):
         load_weka(bad)
+
+
+@pytest.mark.parametrize("sample", ["mooncake", "lmcache_agent"])
+def test_shipped_samples_convert_to_agentic_mooncake_and_back(sample, tmp_path):
+    """A newcomer's path: the shipped samples -> Agentic Mooncake -> native give the same workload, open loop
+    included (the Mooncake sample has no dependencies: it stayed a timestamp replay, but came back marked
+    closed loop, so `concurrency` would have replayed it with closed-loop users)."""
+    from optsched.cli import main
+    from optsched.workload.samples import lmcache_sample, mooncake_sample
+
+    src = Path(__file__).resolve().parents[2] / "optsched" / "data" / "samples" / sample
+    orig = (mooncake_sample if sample == "mooncake" else lmcache_sample)(load=True)
+    am, nat = tmp_path / "t.am.jsonl", tmp_path / "t.native.jsonl"
+    assert main(["workload", "convert", str(src), "--to", "agentic-mooncake", "-o", str(am)]) == 0
+    assert main(["workload", "convert", str(am), "--to", "native", "-o", str(nat)]) == 0
+    for w in (load_any(am), load_any(nat)):
+        assert w.sessions == orig.sessions
+        assert (w.closed_loop, w.block_size) == (orig.closed_loop, orig.block_size)
