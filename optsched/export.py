@@ -37,6 +37,7 @@ __all__ = [
     "dump_policy",
     "engine_settings",
     "known_types",
+    "llmd_scorer_plugins",
     "load_policy",
     "plan_from_json",
     "plan_to_json",
@@ -218,6 +219,47 @@ def _price_mapping(p: dict) -> dict | None:
                                "queue-scorer": max(1, round(10 * queue / top))}}
 
 
+def _llmd_cache_aware(p: dict) -> tuple[list[dict], tuple[str, ...]]:
+    """llm-d scorers approximating SGLang's cache_aware rule (`CacheAwareRouter`): ``prefix-cache-scorer``
+    (score = matched prefix fraction m in [0, 1]) and llm-d's ``load-aware-scorer`` (score 0.5 for an empty
+    queue, 0.5·(1 - min(q, T)/T) otherwise; parameter ``threshold`` T, llm-d-inference-scheduler
+    ``pkg/plugins/scorer/load_aware.go``). With T = ``balance_abs_threshold`` b and weights
+    w_prefix = 10, w_load = 20·c (c = ``cache_threshold``, floored at 0.01), a pod holding a match m
+    and g more queued requests than an empty pod wins iff 10·m > 20·c·0.5·min(g, b)/b, i.e.
+    m > c·min(g, b)/b: exactly SGLang's "follow the cache iff m > c" at the imbalance boundary g = b.
+    Approximation: below the boundary a smaller match suffices, above it the load score saturates
+    (SGLang then routes to the least-loaded pod whatever the match), and ``balance_rel_threshold`` has
+    no counterpart."""
+    c = max(0.01, float(p.get("cache_threshold", 0.3)))
+    b = max(1, int(p.get("balance_abs_threshold", 64)))
+    plugins = [{"type": "prefix-cache-scorer", "weight": 10},
+               {"type": "load-aware-scorer", "weight": round(20 * c, 3), "parameters": {"threshold": b}}]
+    notes = (("approximation of SGLang's cache_aware rule by llm-d scorers (optsched.export._llmd_cache_aware): "
+             f"load-aware-scorer threshold = balance_abs_threshold = {b} requests, weights prefix 10 : load "
+             f"20*cache_threshold = {round(20 * c, 3)}, so a pod matching more than cache_threshold of the prompt "
+             "wins up to a queue gap of balance_abs_threshold; balance_rel_threshold has no llm-d counterpart."),)
+    return plugins, notes
+
+
+def llmd_scorer_plugins(plan: Plan) -> list[dict]:
+    """The scorer plugins of ``plan`` for an llm-d ``EndpointPickerConfig``: dicts ``{type, weight}`` plus
+    ``parameters`` where the scorer takes any; [] when the plan has no llm-d scorer mapping (the
+    weights are those :func:`engine_settings` prints for ``llm-d``)."""
+    if plan.kind != "routing":
+        return []
+    p = dict(plan.parameters)
+    if plan.type == "cache_aware":
+        return _llmd_cache_aware(p)[0]
+    s = engine_settings(plan, "llm-d")
+    return [{"type": f.split("pluginRef: ")[1].split()[0], "weight": _num(f.rsplit("weight: ", 1)[1])}
+            for f in s.flags if f.startswith("pluginRef: ")]
+
+
+def _num(text: str) -> int | float:
+    v = float(text)
+    return int(v) if v.is_integer() else v
+
+
 def _routing(plan: Plan, engine: str) -> EngineSettings:
     p = dict(plan.parameters)
     derived = _price_mapping(p) if plan.type == "price" else None
@@ -248,6 +290,10 @@ def _routing(plan: Plan, engine: str) -> EngineSettings:
         lines = tuple(f"pluginRef: {k}  weight: {v}" for k, v in sorted(p["scorer_weights"].items()))
         return EngineSettings(engine, lines, (("scheduling profile plugin weights of the llm-d inference "
                                               "scheduler (EndpointPickerConfig)."),), True)
+    if engine == "llm-d" and plan.type == "cache_aware":
+        plugins, notes = _llmd_cache_aware(p)
+        lines = tuple(f"pluginRef: {x['type']}  weight: {x['weight']}" for x in plugins)
+        return EngineSettings(engine, lines, notes, True)
     return EngineSettings(engine, (), (f"no {engine} mapping for routing type {plan.type!r}.",), False)
 
 
@@ -279,7 +325,7 @@ def known_types(kind: str) -> tuple[str, ...]:
     """Policy types a plan of ``kind`` may name (sorted): those with a policy class
     (`optsched.plan.POLICY_CLASSES`) plus the simulator registry's baselines of that kind (what
     `Plan.to_policy` can build)."""
-    from optsched.plan import REGISTRY_KIND, POLICY_CLASSES
+    from optsched.plan import POLICY_CLASSES, REGISTRY_KIND
     from optsched.sim.registry import policy_names
 
     names = {t for k, t in POLICY_CLASSES if k == kind}

@@ -17,16 +17,19 @@ formats load_any detects (first line's keys; a folder by its files):
   weka               Weka coding-agent trace JSON (id, block_size, requests[] with subagent markers)
   lmcache            LMCache agent session JSONL (timestamp, input, output, session_id); file or folder
   azure, vidur       Azure LLM inference 2023 CSV, Vidur/Splitwise processed CSV
+files may be gzip-compressed (.gz). Block size (tokens per hash id): native and weka record it; for
+the Mooncake family and LMCache logs pass --block-size (default 512)
 """
 
 
 def _convert(args: argparse.Namespace) -> int:
-    from optsched.workload.dispatch import load_any
+    from optsched.cli.workload import _load
 
     out = Path(args.output)
     if not out.parent.exists():
         raise ValueError(f"{out}: folder {out.parent} does not exist")
-    w = load_any(args.input)
+    # loader warnings as one "optsched workload: warning:" line each, as `workload stats` prints them
+    w = _load(args.input, False, args.block_size)
     if args.to == "native":
         from optsched.workload.native import write_jsonl
 
@@ -51,4 +54,7 @@ def add_convert(sub, wrap) -> None:
     c.add_argument("-o", "--output", required=True, help="output file (its folder must exist)")
     c.add_argument("--to", required=True, choices=("agentic-mooncake", "mooncake-sessions", "native"),
                    help="output format (mooncake-sessions holds chains only)")
+    from optsched.cli.workload import BLOCK_SIZE_HELP
+
+    c.add_argument("--block-size", type=int, default=None, metavar="TOKENS", help=BLOCK_SIZE_HELP)
     c.set_defaults(func=wrap(_convert))

@@ -21,8 +21,14 @@ def register(subparsers) -> None:
         epilog="engines and file formats (-o FILE):\n  vllm            vllm serve launch script (shell)\n"
                "  sglang          sglang.launch_server launch script (shell)\n"
                "  sglang-router   sglang_router.launch_router script (shell)\n"
-               "  llm-d           EndpointPickerConfig YAML (plugins, schedulingProfiles, weights)\n"
-               "  dynamo-planner  Dynamo planner config YAML",
+               "  llm-d           EndpointPickerConfig YAML for the llm-d EPP --config-file (plugins, one\n"
+               "                  scheduling profile, scorer weights)\n"
+               "  dynamo-planner  Dynamo PlannerConfig YAML (python -m dynamo.planner --config FILE)\n"
+               "each file starts with comment lines: what was derived from the solve, what is an approximation,\n"
+               "engine caveats. A policy no engine feature can express prints one '# no <engine> file:' line\n"
+               "naming the missing feature (exit 0).\n\n"
+               "mappings: routing -> sglang-router, llm-d; admission -> vllm, sglang (llm-d: vLLM args);\n"
+               "residency -> vllm / sglang KV offload; pd_ratio -> dynamo-planner",
         formatter_class=__import__("argparse").RawDescriptionHelpFormatter)
     p.add_argument("policy", help="policy JSON written by `optsched solve`")
     p.add_argument("--engine", required=True, choices=FILE_ENGINES)

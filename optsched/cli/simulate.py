@@ -30,6 +30,9 @@ def register(subparsers) -> None:
     p.add_argument("--out", help="write calls.csv, timeseries.csv, summary.json, config.json, metrics_aiperf.json here")
     p.add_argument("--sweep", help="KEY=V1,V2,... (dotted config key), e.g. concurrency=1,2,4,8")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--block-size", type=int, default=None, metavar="TOKENS",
+                   help="tokens per hash id of the trace at workload.path when its rows do not record it "
+                        "(Agentic / multi-turn Mooncake, LMCache: default 512); sets workload.block_size")
     p.set_defaults(func=_run)
 
 
@@ -91,6 +94,8 @@ def _simulate(args: argparse.Namespace) -> int:
     from optsched.sim.sim_config import apply_override, check_config, load_config_dict, run_config
 
     cfg = load_config_dict(args.config)
+    if args.block_size is not None:
+        cfg = apply_override(cfg, "workload.block_size", args.block_size)
     if not args.sweep:
         res = run_config(cfg, progress=not args.no_progress)
         if args.out:

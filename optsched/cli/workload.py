@@ -18,18 +18,17 @@ _ROWS = ("input_tokens", "output_tokens", "new_tokens", "gap_s", "calls_per_sess
          "subagent_group_wait_s")
 
 
-_STATS_EPILOG = """\
-trace formats (detected from the first line; a folder by its files): native, agentic-mooncake,
-  mooncake-sessions (multi-turn session_id rows), mooncake, weka, lmcache, azure, vidur
-  (details: optsched workload convert --help)
-
+_GENERATORS = """\
 generator specs (instead of a path; defaults in brackets):
   agentx:sessions=N[50],seed=S[0],variant=full|256k[full]
   copilot:sessions=N[50],seed=S[0],model_switch_prob=P[0.1],keep_fraction=F[1.0]
   chat:calls=N[1000],seed=S[0],rate=R[10.0]      (R in requests/s)
+  hotprompt:sessions=N[32],seed=S[0],calls=K[8],stagger=S[2.0]
   every generator also takes max_context=T: sessions end before their first call whose input + output
   tokens exceed T (set it to the model's context: the simulator rejects longer calls)
+"""
 
+_JSON_KEYS = """\
 --json keys (units: tokens, seconds; definitions in optsched.workload.stats):
   name, closed_loop, calls, sessions
   input_tokens, output_tokens, new_tokens, gap_s, calls_per_session, calls_per_turn,
@@ -38,6 +37,16 @@ generator specs (instead of a path; defaults in brackets):
   (prefix_* null without block hashes), plot (the PNG path, with --plot)
   context_cut: {max_context_tokens, rule, calls_cut, sessions_cut, tokens_cut} (null: no context cap)
 """
+
+BLOCK_SIZE_HELP = ("tokens per hash id for traces whose rows do not record it (Mooncake, multi-turn Mooncake, "
+                   "Agentic Mooncake: default 512, AIPerf's; LMCache logs: default 512); native and Weka "
+                   "files record their own")
+
+
+def _stats_epilog() -> str:
+    from optsched.cli.convert import FORMATS_HELP
+
+    return f"{FORMATS_HELP}\n{_GENERATORS}\n{_JSON_KEYS}"
 
 
 def _fmt(v) -> str:
@@ -71,14 +80,14 @@ def _warning_line(message: Warning, verbose: bool, limit: int = 3) -> str:
     return f"{head}{sep}{', '.join(items[:limit])} and {len(items) - limit} more (-v lists all)"
 
 
-def _load(source: str, verbose: bool):
+def _load(source: str, verbose: bool, block_size: int | None = None):
     """The workload of ``source``; loader warnings (re-sorted timestamps, skipped empty files) are
     printed as one line each on stderr, without Python's source-line echo."""
     from optsched.workload.spec import workload_from_spec
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        w = workload_from_spec(source)
+        w = workload_from_spec(source, block_size=block_size)
     for wm in caught:
         print(f"optsched workload: warning: {_warning_line(wm.message, verbose)}", file=sys.stderr)
     return w
@@ -89,7 +98,7 @@ def _stats(args: argparse.Namespace) -> int:
 
     if args.plot:
         _check_output(Path(args.plot), ".png", "--plot")  # before the (possibly long) load
-    w = _load(args.source, getattr(args, "verbose", False))
+    w = _load(args.source, getattr(args, "verbose", False), args.block_size)
     if w.num_calls == 0:
         raise ValueError(f"{args.source}: the workload holds no calls (a native file with only its header?)")
     s = workload_stats(w)
@@ -195,18 +204,19 @@ def register(subparsers) -> None:
     sub = p.add_subparsers(dest="workload_command", metavar="ACTION")
     p.set_defaults(func=lambda a: (p.print_help(), 2)[1])
     st = sub.add_parser("stats", help="figures of a trace file/folder or a generator spec",
-                        epilog=_STATS_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+                        epilog=_stats_epilog(), formatter_class=argparse.RawDescriptionHelpFormatter)
     st.add_argument("source", help="trace file or folder (any format below) or a generator "
                                    "spec such as agentx:sessions=50,seed=0 (see below)")
     st.add_argument("--plot", metavar="PNG", help="write the three log-scale distribution panels to this .png")
     st.add_argument("--json", action="store_true", help="print the figures as JSON (keys below)")
+    st.add_argument("--block-size", type=int, default=None, metavar="TOKENS", help=BLOCK_SIZE_HELP)
     st.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
                     help="debug logging; list every re-sorted file (same as optsched -v)")
     st.set_defaults(func=_pipe_safe(_stats))
     g = sub.add_parser("generate", help="write a generated workload as native session JSONL",
                        epilog="examples:\n  optsched workload generate --kind agentx --sessions 50 --seed 0 -o a.jsonl\n"
                               "  optsched workload generate copilot:sessions=20,keep_fraction=0.5 -o c.jsonl\n\n"
-                              + _STATS_EPILOG.split("\n\n")[0].replace("(instead of a path; ", "("),
+                              + _GENERATORS.replace("(instead of a path; ", "("),
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     g.add_argument("spec", nargs="?", help="a generator spec (all generator options), instead of --kind ...")
     g.add_argument("--kind", choices=("agentx", "copilot", "chat"))

@@ -10,7 +10,8 @@ Top-level keys (all but ``workload`` and ``cluster`` optional; examples in ``exp
   resolved against the config file's folder, then the current directory),
   ``sample`` ("mooncake" or "lmcache": the shipped samples), or
   ``generator`` (a spec string such as ``"agentx:sessions=20,seed=0"``, see ``optsched.workload.spec``)
-  - and optionally ``limit_sessions`` (keep the first N sessions).
+  - and optionally ``limit_sessions`` (keep the first N sessions) and ``block_size`` (with ``path``: tokens
+  per hash id for traces whose rows do not record it, e.g. Agentic Mooncake; see ``load_any``).
 - ``cluster``: ``instances`` (list of `InstanceConfig` fields), ``dram_tier``, ``ssd_tier``, ``pd_link``.
 - ``scheduler``: `SchedulerConfig` fields.
 - ``policies``: ``router`` / ``admission`` / ``residency``: a registry name, a mapping
@@ -35,7 +36,7 @@ from optsched.sim.config import SLO, ClusterConfig, InstanceConfig, SchedulerCon
 __all__ = ["TOP_KEYS", "apply_override", "build_run", "check_config", "load_config_dict", "run_config"]
 
 TOP_KEYS = ("name", "seed", "workload", "cluster", "scheduler", "policies", "slo", "concurrency")
-_WORKLOAD_KEYS = ("path", "sample", "generator", "limit_sessions")
+_WORKLOAD_KEYS = ("path", "sample", "generator", "limit_sessions", "block_size")
 _CLUSTER_KEYS = ("instances", "dram_tier", "ssd_tier", "pd_link")
 _POLICY_KEYS = ("router", "admission", "residency")
 
@@ -112,12 +113,16 @@ def _workload(cfg: dict, seed: int):
     src = [k for k in ("path", "sample", "generator") if k in w]
     if len(src) != 1:
         raise ValueError(f"{fname}: workload needs exactly one of path, sample, generator (got {src or 'none'})")
+    bs = w.get("block_size")
+    if bs is not None and "path" not in w:
+        raise ValueError(f"{fname}: workload.block_size applies to a trace given by workload.path "
+                         "(samples and generators choose their own)")
     try:
         if "path" in w:
             p = Path(w["path"])
             if not p.is_absolute() and (Path(cfg["_dir"]) / p).exists():
                 p = Path(cfg["_dir"]) / p
-            wl = load_any(p)
+            wl = load_any(p, block_size=bs)
         elif "sample" in w:
             samples = {"mooncake": mooncake_sample, "lmcache": lmcache_sample}
             if w["sample"] not in samples:

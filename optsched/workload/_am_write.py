@@ -5,10 +5,14 @@ sessions), ``session_id`` = the session id for lane 0 and ``<session>#lane<k>`` 
 trajectory per lane, as Dynamo's converter writes one ``session_id`` per trajectory), ``wait_for`` =
 parents, ``branches`` = children on another lane (spawn edges), ``prefix_reset`` = first call of its
 lane, ``timestamp`` (ms) = ``(start_s + wait_s) * 1000`` for roots and ``arrival_s * 1000`` when known,
-``delay`` (ms) = ``(think time of the parents + wait_s) * 1000``. When a call's parents have different
-think times the format cannot express the release exactly (its delay sits on the waiting row); the
-writer uses the largest and logs ONE warning with the count (the ``optsched`` extension keeps the exact
-values for optsched's own reader).
+``delay`` (ms) = ``(think time of the parents + wait_s) * 1000``, except that when a parent has a tool
+class (``Call.tool``) its think time is the tool's run time: then ``tool_wait_ms`` = that think time in
+ms, ``delay`` = ``wait_s`` in ms, and ``tool_events`` = one ``{"tool_class": tool}`` per distinct tool of
+the parents (parent order); the spec's replay sums ``delay + tool_wait_ms``, so the release is the same.
+A tool after a call that no row waits for (a session's last call) has no row to carry it and is lost.
+When a call's parents have different think times the format cannot express the release exactly (its
+delay sits on the waiting row); the writer uses the largest and logs ONE warning with the count
+(:func:`approximated_joins`; the ``optsched`` extension keeps the exact values for optsched's own reader).
 """
 
 from __future__ import annotations
@@ -21,9 +25,16 @@ from typing import IO
 
 from optsched.workload.types import Workload
 
-__all__ = ["dumps_agentic_mooncake", "write_agentic_mooncake"]
+__all__ = ["approximated_joins", "dumps_agentic_mooncake", "write_agentic_mooncake"]
 
 log = logging.getLogger(__name__)
+
+
+def approximated_joins(workload: Workload) -> int:
+    """Number of calls whose parents have different think times: their Agentic Mooncake ``delay`` is the
+    largest parent think time, so a plain reader releases them later than optsched would (module
+    docstring); the writer's warning reports this count."""
+    return sum(len({s.call(p).think_time_s for p in c.parents}) > 1 for s in workload.sessions for c in s.calls)
 
 
 def _write(workload: Workload, fh: IO[str]) -> int:
@@ -52,7 +63,13 @@ def _write(workload: Workload, fh: IO[str]) -> int:
             elif c.arrival_s is not None:
                 row["timestamp"] = c.arrival_s * 1000.0
             if c.parents:
-                row["delay"] = delay_s * 1000.0
+                tools = list(dict.fromkeys(p.tool for p in parents if p.tool))
+                if tools:
+                    row["delay"] = c.wait_s * 1000.0
+                    row["tool_wait_ms"] = (max(thinks) if thinks else 0.0) * 1000.0
+                    row["tool_events"] = [{"tool_class": t} for t in tools]
+                else:
+                    row["delay"] = delay_s * 1000.0
                 row["wait_for"] = [rid[p] for p in c.parents]
             spawn = [rid[ch] for ch in children[c.call_id] if s.call(ch).lane != c.lane]
             if spawn:

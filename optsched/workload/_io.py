@@ -16,9 +16,8 @@ from typing import BinaryIO
 
 from optsched.workload.errors import TraceFormatError, TraceOrderWarning
 
-__all__ = ["iter_jsonl_objects", "iter_text_lines", "json_hint", "open_trace", "resort", "sorted_order", "trace_stem",
-           "trace_suffix",
-           "warn_caller"]
+__all__ = ["iter_jsonl_objects", "iter_text_lines", "json_hint", "open_trace", "read_json_document", "resort",
+           "sorted_order", "trace_stem", "trace_suffix", "warn_caller"]
 
 log = logging.getLogger(__name__)
 _PKG_DIR = str(Path(__file__).resolve().parent)
@@ -111,6 +110,25 @@ def iter_text_lines(path: str | Path) -> Iterator[tuple[int, str]]:
                 raise TraceFormatError(
                     path, n, "UTF-8 text (is this a trace file?)",
                     f"byte 0x{raw[exc.start]:02x} at column {exc.start + 1}") from None
+
+
+def read_json_document(path: str | Path) -> object:
+    """The whole file as one JSON value, read through the shared opener (gzip-aware `open_trace`);
+    ``json.JSONDecodeError`` when it is not one document (e.g. JSON lines).
+
+    Raises:
+        TraceFormatError: not UTF-8, or a corrupt gzip stream.
+    """
+    path = Path(path)
+    with open_trace(path) as fh:
+        try:
+            raw = fh.read()
+        except (OSError, EOFError, zlib.error) as exc:
+            raise TraceFormatError(path, 0, "a complete gzip stream", str(exc)) from None
+    try:
+        return json.loads(raw.decode("utf-8-sig"))
+    except UnicodeDecodeError as exc:
+        raise TraceFormatError(path, 0, "UTF-8 text (is this a trace file?)", f"byte at offset {exc.start}") from None
 
 
 def json_hint(line: str, exc: json.JSONDecodeError) -> str:

@@ -23,10 +23,14 @@ Mapping to :class:`~optsched.workload.types.Call` (documented heuristics):
   ``max(parents done) + d``. Roots: ``session.start_s`` = the earliest root ``timestamp`` / 1000, each
   root's ``wait_s`` = its own start minus that.
 - ``new_tokens`` = input minus the blocks shared (chained ``hash_ids`` prefix) with its first parent
-  (clamped at 0); all input without hashes. ``tool`` of a parent = ``tool_class`` of the child's
-  first ``tool_events`` entry when present. ``model`` from an optional ``model`` field.
+  (clamped at 0); all input without hashes. ``tool`` of a parent = ``tool_class`` of the first
+  ``tool_events`` entry of a child that waits for that parent alone (a join's events cannot be
+  attributed to one of its parents and are not read). ``model`` from an optional ``model`` field.
 - ``block_size``: the trace does not record it (DynoSim's ``--trace-block-size``); pass ``block_size``
-  (default 512, AIPerf's default tokens per hash id).
+  (default 512, AIPerf's default tokens per hash id; CLI ``--block-size`` on ``workload stats`` /
+  ``convert`` / ``simulate``, sim config ``workload.block_size``). It checks the hash counts
+  (``ceil(input_length / block_size)``) and is carried to every call, the workload and so the
+  simulator's prefix cache. Files written by optsched carry it in the ``optsched`` extension.
 - Extension: the writer adds an ``optsched`` object per row (ignored by Dynamo, whose row type does not
   deny unknown fields) with the native fields that the format cannot hold (lane, turn, new_tokens, think
   and wait split, exact seconds). When EVERY row of a file has it, the reader takes those values, so
@@ -39,13 +43,13 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from optsched.workload._am_write import dumps_agentic_mooncake, write_agentic_mooncake
+from optsched.workload._am_write import approximated_joins, dumps_agentic_mooncake, write_agentic_mooncake
 from optsched.workload._dag import components, toposort
 from optsched.workload._io import iter_jsonl_objects, warn_caller
 from optsched.workload.errors import TraceFormatError, require_int, require_number
 from optsched.workload.types import Call, Session, Workload
 
-__all__ = ["DEFAULT_BLOCK_SIZE", "dumps_agentic_mooncake", "load_agentic_mooncake", "write_agentic_mooncake"]
+__all__ = ["DEFAULT_BLOCK_SIZE", "approximated_joins", "dumps_agentic_mooncake", "load_agentic_mooncake", "write_agentic_mooncake"]
 
 log = logging.getLogger(__name__)
 
@@ -116,7 +120,8 @@ def load_agentic_mooncake(path: str | Path, block_size: int = DEFAULT_BLOCK_SIZE
     """Load an Agentic Mooncake JSONL trace as a closed-loop workload of session DAGs (module docstring).
 
     Returns:
-        ``Workload(closed_loop=True, block_size=block_size)``.
+        ``Workload(block_size=block_size)``, ``closed_loop`` True when any row has a ``wait_for`` (a trace
+        without dependencies is replayed open loop at its timestamps, as the spec's roots are).
 
     Raises:
         FileNotFoundError: missing file.
@@ -166,8 +171,11 @@ def _build(rows: list[dict], order: list[int], path: Path, block_size: int, name
         warn_caller(UserWarning(f"{path}: {empty} of {len(rows)} rows have empty input (input_length 0); "
                                 "loaded as 0-token prompts"))
     bs = rows[0]["bs"] if rows else block_size
+    # a trace without one dependency is an open-loop replay at its timestamps (e.g. Mooncake converted):
+    # closed_loop=False keeps it so through native files and `concurrency` (closed-loop users)
+    closed = any(r["wait_for"] for r in rows)
     try:
-        return Workload(name or path.stem, tuple(sessions), block_size=bs, closed_loop=True, source=str(path))
+        return Workload(name or path.stem, tuple(sessions), block_size=bs, closed_loop=closed, source=str(path))
     except ValueError as exc:
         raise TraceFormatError(path, 0, f"a valid workload ({exc})") from None
 
@@ -195,7 +203,8 @@ def _session(rows, comp: list[int], ids, dependants, used: set[str]) -> Session:
             think[p], wait[i] = d, 0.0
         else:
             wait[i] = d
-        tool[p] = tool[p] or r["tool"]
+        if len(set(r["wait_for"])) == 1:  # a join's tool_events cannot say which parent ran which tool
+            tool[p] = tool[p] or r["tool"]
     calls = []
     for i in comp:
         r = rows[i]

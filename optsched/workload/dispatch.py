@@ -6,11 +6,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from optsched.workload._io import iter_text_lines, json_hint, trace_suffix
+from optsched.workload._io import iter_text_lines, json_hint, read_json_document, trace_suffix
 from optsched.workload.errors import TraceFormatError
 from optsched.workload.types import Workload
 
-__all__ = ["detect_format", "load_any", "resolve_trace"]
+__all__ = ["BLOCK_SIZE_FORMATS", "detect_format", "load_any", "resolve_trace"]
 
 _KNOWN = ("native session JSONL, Mooncake JSONL (open loop or multi-turn session_id rows), Agentic Mooncake JSONL, "
           "Weka trace JSON (file or directory), LMCache agent JSONL (file or directory), Azure 2023 CSV, Vidur CSV")
@@ -62,8 +62,8 @@ def _is_weka_doc(path: Path) -> bool:
     """True when the whole file is one JSON object with ``requests`` and ``block_size`` (a pretty-printed
     Weka trace)."""
     try:
-        obj = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError):
+        obj = read_json_document(path)
+    except (json.JSONDecodeError, TraceFormatError):
         return False
     return isinstance(obj, dict) and "requests" in obj and "block_size" in obj
 
@@ -145,10 +145,40 @@ def detect_format(path: str | Path) -> str:
     return resolve_trace(path)[0]
 
 
-def load_any(path: str | Path) -> Workload:
-    """Load any supported trace file or directory with the loader :func:`resolve_trace` picks (default
-    options). Raises what :func:`resolve_trace` and that loader raise."""
+# formats whose rows do not record their hash block size: the loader takes it as an argument
+BLOCK_SIZE_FORMATS = ("mooncake", "mooncake-sessions", "agentic-mooncake", "lmcache")
+
+
+def load_any(path: str | Path, block_size: int | None = None) -> Workload:
+    """Load any supported trace file or directory with the loader :func:`resolve_trace` picks.
+
+    ``block_size`` (tokens per hash id / block hash) is passed to the loaders of formats that do not
+    record it (:data:`BLOCK_SIZE_FORMATS`; each loader's default when None: 512 for Mooncake / Agentic
+    Mooncake, AIPerf's and Mooncake's block; 512 for LMCache logs, optsched's choice as they carry raw
+    text). Native and Weka files record their own block size: a different explicit ``block_size`` is
+    an error; CSV traces carry no hashes, so it only sets the workload's ``block_size``.
+
+    Raises:
+        ValueError: ``block_size`` < 1, or one that contradicts the file's own.
+        FileNotFoundError, TraceFormatError: what :func:`resolve_trace` and the loader raise.
+    """
+    if block_size is not None and (isinstance(block_size, bool) or not isinstance(block_size, int) or block_size < 1):
+        raise ValueError(f"block_size must be an int >= 1 (tokens per block), got {block_size!r}")
     kind, path = resolve_trace(path)
+    kw = {} if block_size is None else {"block_size": block_size}
+    w = _load(kind, path, kw if kind in BLOCK_SIZE_FORMATS else {})
+    if block_size is not None and kind not in BLOCK_SIZE_FORMATS:
+        if kind in ("native", "weka") and w.block_size != block_size:
+            raise ValueError(f"{path}: the {kind} trace records block_size {w.block_size}, not the "
+                             f"{block_size} given (leave --block-size unset for this format)")
+        if w.block_size != block_size:
+            import dataclasses
+
+            w = dataclasses.replace(w, block_size=block_size)
+    return w
+
+
+def _load(kind: str, path: Path, kw: dict) -> Workload:
     if kind == "native":
         from optsched.workload.native import load_jsonl
 
@@ -156,15 +186,15 @@ def load_any(path: str | Path) -> Workload:
     if kind == "mooncake":
         from optsched.workload.mooncake import load_mooncake
 
-        return load_mooncake(path)
+        return load_mooncake(path, **kw)
     if kind == "mooncake-sessions":
         from optsched.workload.mooncake_sessions import load_mooncake_sessions
 
-        return load_mooncake_sessions(path)
+        return load_mooncake_sessions(path, **kw)
     if kind == "agentic-mooncake":
         from optsched.workload.agentic_mooncake import load_agentic_mooncake
 
-        return load_agentic_mooncake(path)
+        return load_agentic_mooncake(path, **kw)
     if kind == "weka":
         from optsched.workload.weka import load_weka
 
@@ -172,7 +202,7 @@ def load_any(path: str | Path) -> Workload:
     if kind == "lmcache":
         from optsched.workload.lmcache import load_lmcache_agent
 
-        return load_lmcache_agent(path)
+        return load_lmcache_agent(path, **kw)
     if kind == "azure":
         from optsched.workload.azure import load_azure
 

@@ -16,7 +16,10 @@ timestamp order, each the parent of the next):
   counted as 1 token, since a call emits at least one token; the total is logged (INFO) once per load,
   per file at DEBUG.
 - ``block_hashes``: chained hashes over token blocks of ``block_size`` (default 512, as Mooncake), so
-  prefix reuse is measurable.
+  prefix reuse is measurable. The logs carry raw text, not blocks, so the size is optsched's choice, not
+  the source's: pass ``block_size`` (CLI ``--block-size``, sim config ``workload.block_size``) to hash at
+  the serving engine's block size (vLLM 16, llm-d's prefix scorer 64); the workload and the simulator's
+  prefix cache use the same value.
 - Agents (``lanes``): ``"auto"`` (default) splits the calls of one ``session_id`` into an orchestrator
   lane and sub-agent lanes with :func:`~optsched.workload.lanes.reconstruct_lanes` when the rows carry an
   ``agent_id`` or ``system_prompt`` field, and keeps one chain otherwise; ``"prefix"`` applies the

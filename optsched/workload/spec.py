@@ -71,19 +71,23 @@ def parse_generator_spec(text: str) -> tuple[str, dict]:
     return kind, out
 
 
-def workload_from_spec(text: str) -> Workload:
-    """Load a trace (any format :func:`~optsched.workload.dispatch.load_any` knows) or run a generator spec.
+def workload_from_spec(text: str, block_size: int | None = None) -> Workload:
+    """Load a trace (any format :func:`~optsched.workload.dispatch.load_any` knows; ``block_size`` is passed
+    on: tokens per hash id for formats that do not record it) or run a generator spec.
 
     Raises:
         FileNotFoundError: neither an existing path nor a generator spec.
-        ValueError: an empty ``text``, a malformed spec or bad trace (TraceFormatError).
+        ValueError: an empty ``text``, a malformed spec or bad trace (TraceFormatError), a ``block_size``
+            with a generator spec (generators choose their own).
     """
     if not text.strip():  # Path("") is the current directory: never scan it by accident
         raise ValueError("empty source: expected a trace path or a generator spec like 'agentx:sessions=50,seed=0'")
     if Path(text).exists():
         from optsched.workload.dispatch import load_any
 
-        return load_any(text)
+        return load_any(text, block_size=block_size)
+    if block_size is not None and is_generator_spec(text):
+        raise ValueError(f"{text!r}: --block-size applies to trace files; a generator chooses its own block size")
     if not is_generator_spec(text):
         raise FileNotFoundError(f"{text}: no such file, and not a generator spec (agentx|copilot|chat|hotprompt[:k=v,...])")
     kind, kw = parse_generator_spec(text)

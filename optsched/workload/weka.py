@@ -30,7 +30,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from optsched.workload._io import iter_jsonl_objects, warn_caller
+from optsched.workload._io import (
+    iter_jsonl_objects,
+    read_json_document,
+    trace_stem,
+    trace_suffix,
+    warn_caller,
+)
 from optsched.workload.errors import TraceFormatError, require_int, require_number
 from optsched.workload.types import Call, Session, Workload
 
@@ -40,9 +46,8 @@ _MAIN = ("n", "s", "main")
 
 
 def _traces(path: Path) -> list[tuple[int, dict]]:
-    text = path.read_text(encoding="utf-8")
     try:
-        obj = json.loads(text)
+        obj = read_json_document(path)
     except json.JSONDecodeError:
         return list(iter_jsonl_objects(path))
     if not isinstance(obj, dict):
@@ -134,8 +139,9 @@ def _session(tr: dict, path: Path, n: int) -> tuple[Session, int, int]:
 
 
 def load_weka(path: str | Path, name: str | None = None) -> Workload:
-    """Load a Weka-style trace file (one JSON trace object, or JSON lines of them) or a directory of
-    ``*.json`` / ``*.jsonl`` trace files (sorted by name) as a closed-loop workload (module docstring).
+    """Load a Weka-style trace file (one JSON trace object, or JSON lines of them; plain or gzip, read with
+    the shared opener `open_trace` like every loader) or a directory of ``*.json`` / ``*.jsonl`` (``.gz``
+    too) trace files (sorted by name) as a closed-loop workload (module docstring).
 
     Raises:
         FileNotFoundError: missing path.
@@ -146,7 +152,8 @@ def load_weka(path: str | Path, name: str | None = None) -> Workload:
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"{path}: no such file or directory")
-    files = sorted(p for p in path.rglob("*") if p.suffix in (".json", ".jsonl")) if path.is_dir() else [path]
+    files = sorted(p for p in path.rglob("*") if p.is_file() and trace_suffix(p) in (".json", ".jsonl")) \
+        if path.is_dir() else [path]
     sessions: list[Session] = []
     sizes: dict[int, str] = {}
     empty = 0
@@ -164,4 +171,4 @@ def load_weka(path: str | Path, name: str | None = None) -> Workload:
         raise TraceFormatError(path, 0, "at least one Weka trace (*.json)")
     if empty:
         warn_caller(UserWarning(f"{path}: {empty} requests have empty input (in 0); loaded as 0-token prompts"))
-    return Workload(name or path.stem, tuple(sessions), block_size=next(iter(sizes)), closed_loop=True, source=str(path))
+    return Workload(name or trace_stem(path), tuple(sessions), block_size=next(iter(sizes)), closed_loop=True, source=str(path))

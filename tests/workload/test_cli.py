@@ -160,12 +160,12 @@ def test_generate_from_a_spec_exposes_every_generator_option(tmp_path, capsys):
 def test_every_json_key_is_documented_in_help_and_module_docstring():
     import re
 
-    from optsched.cli.workload import _STATS_EPILOG
+    from optsched.cli.workload import _stats_epilog
     from optsched.workload import stats as stats_mod
     from optsched.workload.spec import workload_from_spec
 
     keys = set(stats_mod.workload_stats(workload_from_spec("agentx:sessions=2"))) | {"plot"}
-    documented = set(re.findall(r"[a-z_]+", _STATS_EPILOG.split("--json keys")[1].split(":", 1)[1]))
+    documented = set(re.findall(r"[a-z_]+", _stats_epilog().split("--json keys")[1].split(":", 1)[1]))
     assert keys <= documented, keys - documented
     for k in keys - {"plot"}:
         assert f"``{k}``" in stats_mod.__doc__, k
