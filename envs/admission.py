@@ -30,8 +30,11 @@ DEFAULT_ADMISSION_SLO = SLO(ttft_s=2.0, tpot_s=0.05)  # experiments/routing_comp
 
 
 def admission_cluster() -> ClusterConfig:
-    """2 colocated llama-3-8b instances, TP=1 on H200, vLLM v1 scheduler defaults (8192 / 256)."""
-    return ClusterConfig(instances=(InstanceConfig(model="llama-3-8b", tp=1, count=2),), scheduler=SchedulerConfig())
+    """2 colocated llama-3-70b instances, TP=4 on H200, vLLM v1 scheduler defaults (8192 / 256).
+
+    Llama-3-70B (context 131,072) as in `optsched.envs.routing.default_cluster`: AgentX calls do not fit
+    Llama-3-8B's 8,192; sessions end before their first call over the context (``cap_context``)."""
+    return ClusterConfig(instances=(InstanceConfig(model="llama-3-70b", tp=4, count=2),), scheduler=SchedulerConfig())
 
 
 class AdmissionEnv(gym.Env):
@@ -142,7 +145,8 @@ class AdmissionEnv(gym.Env):
         super().reset(seed=seed)
         wl = self.fixed_workload
         if wl is None:
-            wl = generate_agentx(self.n_sessions, self.np_random, variant=self.variant)
+            wl = generate_agentx(self.n_sessions, self.np_random, variant=self.variant,
+                                 max_context_tokens=min(int(c.model.max_context_tokens) for c in self._cost_models))
         self._rule = MenuAdmission()
         self._sim = AdmissionSimulator(wl, self.cluster, router=self.router_factory(), admission=self._rule,
                                        slo=self.slo, cost_models=self._cost_models, concurrency=self.concurrency)

@@ -10,7 +10,10 @@ Workloads (``--workloads``):
 * ``lmcache-full``: all 44 non-empty LMCache sessions from ``../shared/data/lmcache_agent_trace``
   (skipped with a warning when the data folder is absent), re-based the same way.
 Cluster: ``--instances`` colocated instances of ``--model`` on ``--gpu`` with tensor parallelism
-``--tp``, HBM-only prefix cache by default (``--dram-tier`` adds host DRAM), vLLM v1 scheduler defaults.
+``--tp`` (default llama-3-70b TP-4 on H200: 131,072-token context; Mooncake prompts reach 123,783 tokens,
+half of them beyond llama-3-8b's 8,192), HBM-only prefix cache by default (``--dram-tier`` adds host DRAM), vLLM v1 scheduler defaults.
+Every workload is fitted to the model's context by the shared rule (``cap_context``: a session ends before
+its first too-long call; the cut count is logged and the ``calls`` column shows what ran).
 Routers are every registered one (``optsched.sim.registry.policy_names("router")``), built by
 ``build_policy``: random routers draw from the registry's named stream of ``--seed``.
 
@@ -36,9 +39,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from optsched.cost.catalog import load_model
 from optsched.revision import git_revision
 from optsched.sim import ClusterConfig, InstanceConfig, SchedulerConfig, simulate
 from optsched.sim.registry import build_policy, policy_names
+from optsched.workload.context import cap_context
 from optsched.workload.lmcache import load_lmcache_agent
 from optsched.workload.samples import lmcache_sample, mooncake_sample
 from optsched.workload.types import Workload
@@ -62,8 +67,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--out", type=Path, default=Path("runs/router_table"))
     p.add_argument("--instances", type=int, default=4)
     p.add_argument("--gpu", default="h200-sxm")
-    p.add_argument("--model", default="llama-3-8b")
-    p.add_argument("--tp", type=int, default=1)
+    p.add_argument("--model", default="llama-3-70b")
+    p.add_argument("--tp", type=int, default=4)
     p.add_argument("--dram-tier", action="store_true", help="add a host-DRAM tier (default: HBM only)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--workloads", default="mooncake,lmcache,lmcache-full",
@@ -123,8 +128,13 @@ def run_table(args: argparse.Namespace) -> pd.DataFrame:
     if bad:
         raise ValueError(f"--routers: unknown {bad}, expected some of {known}")
     cluster = cluster_config(args)
+    ctx = load_model(args.model).max_context_tokens
     rows = []
     for wname, wl in workloads.items():
+        wl, cut = cap_context(wl, ctx)  # the simulator rejects calls longer than the model's context
+        if cut["calls_cut"]:
+            log.warning("%s: %d calls in %d sessions cut to fit %s's %d-token context", wname, cut["calls_cut"],
+                        cut["sessions_cut"], args.model, ctx)
         for rname in routers:
             router = build_policy("router", rname, seed=args.seed)
             t0 = time.perf_counter()

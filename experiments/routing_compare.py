@@ -3,7 +3,8 @@
 Part A (simulator): AgentX-like sessions (``generate_agentx(--sessions, variant="256k")``, stream
 "agentx" of ``--seed``) and the 44 LMCache agent sessions of ``../shared/data/lmcache_agent_trace``
 (session k starts at k s; the shipped 2-session sample if the data is absent), closed loop, on
-``--instances`` colocated ``--model``/``--gpu`` TP ``--tp`` instances, SLO ``--ttft``/``--tpot``.
+``--instances`` colocated ``--model``/``--gpu`` TP ``--tp`` instances (default llama-3-70b TP-4 on H200,
+131,072-token context; both workloads cut to the model's context by ``cap_context``), SLO ``--ttft``/``--tpot``.
 Routers: round_robin, least_outstanding, cache_aware (SGLang), overlap_cost (Dynamo), price (ρ from
 LP duals of sample windows), price_fit (ρ fitted to the windows' MILP optima on a grid of 1/4..16 × the
 dual-derived ρ) and rolling_milp (window MILP per decision). Reported: goodput (calls/s
@@ -50,6 +51,7 @@ from optsched.policies import CacheAwareRouter, LeastOutstandingRouter, OverlapC
 from optsched.policies.router_price import PriceRouter
 from optsched.sim import SLO, ClusterConfig, InstanceConfig, SchedulerConfig, simulate
 from optsched.workload import generate_agentx
+from optsched.workload.context import cap_context
 from optsched.workload.lmcache import load_lmcache_agent
 from optsched.workload.samples import lmcache_sample
 
@@ -65,8 +67,9 @@ class Config:
     sessions: int = 16
     instances: int = 4
     gpu: str = "h200-sxm"
-    model: str = "llama-3-8b"
-    tp: int = 1
+    model: str = "llama-3-70b"  # 131,072 context (16 sessions seed 0: 737 of 1,172 calls kept); no AgentX
+    # session's first call fits llama-3-8b's 8,192 (cap_context raises)
+    tp: int = 4
     ttft: float = 2.0
     tpot: float = 0.05
     windows: int = 10
@@ -121,6 +124,7 @@ def sim_part(cfg: Config, cm: CostModel, rho: float, rho_fit: float) -> pd.DataF
         else:
             log.warning("%s not found: using the shipped 2-session sample", path)
             wl = lmcache_sample(load=True)
+        wl, _ = cap_context(wl, cm.model.max_context_tokens)  # the simulator rejects longer calls
         wls["lmcache"] = dataclasses.replace(wl, sessions=tuple(
             dataclasses.replace(x, start_s=float(k)) for k, x in enumerate(wl.sessions)))
     cluster = ClusterConfig(instances=(InstanceConfig(role="colocated", gpu=cfg.gpu, model=cfg.model, tp=cfg.tp,

@@ -32,7 +32,9 @@ from optsched.workload.context import cap_context
 from optsched.workload.gen_agentx import generate_agentx
 from optsched.workload.gen_hotprompt import generate_hotprompt
 
-GPU, MODEL, N_INST = "h200-sxm", "llama-3-8b", 4
+# llama-3-70b TP-4 (131,072-token context): AgentX sessions cut to llama-3-8b's 8,192 keep almost no calls
+# (16 sessions, seed 0: none, cap_context raises; 131,072 keeps 737 of 1,172)
+GPU, MODEL, TP, N_INST = "h200-sxm", "llama-3-70b", 4, 4
 METRICS = ("goodput_calls_s", "ttft_p90_s", "p90_interactivity_tok_s", "load_max_mean")
 
 
@@ -46,18 +48,18 @@ def workload(kind: str, seed: int, sessions: int):
 
 def router(name: str, wl, seed: int):
     if name == "price":
-        cm = CostModel.from_names(GPU, MODEL, 1)
+        cm = CostModel.from_names(GPU, MODEL, TP)
         return PriceRouter(price_config_from_cost_model(cm, recompute_s_per_token=N_INST * 1e-5,
                                                         provenance="rho = I * W_r (LP duals, balanced windows)"))
     if name == "session":
-        plan, _ = plan_from_workload(wl, GPU, MODEL, 1, n_instances=N_INST)
+        plan, _ = plan_from_workload(wl, GPU, MODEL, TP, n_instances=N_INST)
         return plan.to_policy()
     return build_policy("router", name, seed=seed)
 
 
 def run_one(kind: str, name: str, seed: int, sessions: int) -> dict:
     wl = workload(kind, seed, sessions)
-    cluster = ClusterConfig((InstanceConfig(gpu=GPU, model=MODEL, tp=1, count=N_INST),), SchedulerConfig())
+    cluster = ClusterConfig((InstanceConfig(gpu=GPU, model=MODEL, tp=TP, count=N_INST),), SchedulerConfig())
     r = router(name, wl, seed)
     t0 = time.perf_counter()
     res = simulate(wl, cluster, router=r, slo=SLO(ttft_s=2.0, tpot_s=0.05), seed=seed)

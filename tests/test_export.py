@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from optsched.export import dump_policy, engine_settings, load_policy, plan_to_json, policy_schema
+from optsched.plan import Plan, Provenance
 from optsched.policies.admission_derived import DerivedAdmission
 from optsched.policies.base import WaitingPrefill
-from optsched.plan import Plan, Provenance
 from optsched.policies.residency_ttl_opt import OptimizedTTLResidency
 from optsched.workload.types import Call
 
@@ -149,7 +149,8 @@ def test_loaded_plans_run_in_the_cluster_simulator(tmp_path):
     from optsched.sim import SLO, ClusterConfig, InstanceConfig, SchedulerConfig, simulate
     from optsched.workload.gen_agentx import generate_agentx
 
-    wl = generate_agentx(1, np.random.default_rng(0))
+    # the session ends before its first call longer than llama-3-70b's 131,072-token context (shared rule)
+    wl = generate_agentx(1, np.random.default_rng(0), max_context_tokens=131_072)
     cluster = ClusterConfig((InstanceConfig(gpu="h200-sxm", model="llama-3-70b", tp=4),), SchedulerConfig())
     adm = load_policy(dump_policy(ADM, tmp_path / "a.json")).to_policy()
     res = load_policy(dump_policy(TTL, tmp_path / "r.json")).to_policy()
@@ -208,7 +209,8 @@ def test_exported_baseline_router_loads_back_and_runs(tmp_path):
     dump_policy(Plan(kind="routing", type="cache_aware", parameters=params), path)
     router = load_policy(path).to_policy()
     assert isinstance(router, CacheAwareRouter) and router.config.cache_threshold == 0.3
-    wl = generate_agentx(2, np.random.default_rng(0), variant="256k")
-    cluster = ClusterConfig(instances=(InstanceConfig(gpu="h200-sxm", model="llama-3-8b", tp=1, count=2),))
+    # AgentX starts beyond llama-3-8b's 8K context: llama-3-70b TP4 (131,072) with sessions cut to fit it
+    wl = generate_agentx(2, np.random.default_rng(0), variant="256k", max_context_tokens=131_072)
+    cluster = ClusterConfig(instances=(InstanceConfig(gpu="h200-sxm", model="llama-3-70b", tp=4, count=2),))
     res = simulate(wl, cluster, router=router)
     assert len(res.calls) == wl.num_calls

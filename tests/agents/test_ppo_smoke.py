@@ -89,7 +89,7 @@ def test_loading_a_learned_policy_needs_no_torch(trained, tmp_path):
     code = ("import sys, numpy as np\nfrom optsched.export import load_policy\nfrom optsched.sim import simulate\n"
             "from optsched.envs.routing import default_cluster\nfrom optsched.workload import generate_agentx\n"
             f"r = load_policy({str(p)!r}).to_policy()\n"
-            "simulate(generate_agentx(1, np.random.default_rng(0), variant='256k'), default_cluster(), router=r)\n"
+            "simulate(generate_agentx(1, np.random.default_rng(0), variant='256k', max_context_tokens=131072), default_cluster(), router=r)\n"
             "print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"

@@ -3,7 +3,20 @@
 to +93% TPGS and ~2.3x P90 interactivity at the best point of a concurrency sweep) while raising the
 TTFT of the longest prefills.
 
-RESULT IN THIS SIMULATOR (``experiments/threshold_sweep.py``; BENCHMARKS.md "Long-prefill threshold"):
+CONTEXT FIT (re-measured when the simulator began rejecting calls longer than the model's context): the
+AgentX 256K variant reaches 262,144-token prompts, beyond llama-3-70b's 131,072 and far beyond llama-3-8b's
+8,192. Every workload here is cut by the shared rule (``generate_agentx(max_context_tokens=131_072)``,
+sessions end before their first too-long call: seeds 0 / 1 keep 979 / 992 calls, 705 / 781 cut) and
+every cluster runs llama-3-70b. The best-point and stall claims below still hold (numbers re-measured
+in each test). The oversubscribed-regime claims do NOT hold on context-valid lengths: at c = 40 on TP-8
+the cut sessions' KV fits in HBM (0 preemptions, hit rate 0.94), and on TP-4 (half the KV) "off" preempts
+only 71 / 15 times (hit rate 0.83 / 0.90), the partial-prefill limit gives TPGS 1.027x / 0.976x and P90
+interactivity 0.53x / 0.53x, v1 alone TPGS 1.012x / 0.965x. The figures in the next paragraph (and
+BENCHMARKS.md) were measured on the uncut workload, whose 262K-token calls no llama-3-70b serves; the
+two tests are kept as strict xfails on the TP-4 c = 40 regime so a change that brings the claim back
+is noticed.
+
+RESULT ON THE UNCUT WORKLOAD (before the context limit; ``experiments/threshold_sweep.py``; BENCHMARKS.md):
 one Llama-3-70B TP-8 instance on H200 (2.87M KV tokens, HBM prefix cache only), AgentX 256K variant,
 ``extra_calls_mean=10``, 48 sessions, closed loop with ``concurrency`` sessions at a time. TPGS = all
 tokens (cached included) / (GPUs x makespan); P90 interactivity = 1 / P90 of the per-token ITL.
@@ -15,7 +28,7 @@ tokens (cached included) / (GPUs x makespan); P90 interactivity = 1 / P90 of the
   fixed workload's tokens over its makespan, and reordering prefills changes neither the work nor, with
   no preemption, the waste), and P90 interactivity FALLS (0.33-0.91x): with 512-token chunks far more
   decode steps carry a long-context prefill chunk, so the 90th-percentile token gap grows even though
-  the worst stalls shrink (per-call max ITL 4-7x lower, pinned below on Llama-3-8B).
+  the worst stalls shrink (per-call max ITL 3-5x lower, pinned below on Llama-3-70B TP-4).
 - Past the best point (c = 40, working set ~1.5x HBM): no-threshold thrashes (hit rate 0.51-0.64,
   470-680 recompute preemptions, P90 interactivity ~1 tok/s). The v1 threshold alone is a coin flip for
   TPGS (seeds 0-3: 0.89x / 0.91x / 1.20x / 0.91x): it relieves head-of-line blocking of warm calls, but
@@ -48,6 +61,7 @@ from optsched.workload.gen_agentx import AGENTX_VARIANTS
 
 PARAMS = dataclasses.replace(AGENTX_VARIANTS["256k"], session_rate_per_s=1.0, extra_calls_mean=10)
 SEEDS = (0, 1)
+CONTEXT = 131_072  # llama-3-70b's max_context_tokens (catalog): every cluster below runs it
 VARIANTS = {
     "off": {},
     "v1_512": {"long_prefill_token_threshold": 512},
@@ -74,7 +88,8 @@ def ratio(runs, variant: str, key: str) -> float:
 
 @pytest.fixture(scope="module")
 def workloads():
-    return {seed: generate_agentx(48, np.random.default_rng(seed), params=PARAMS) for seed in SEEDS}
+    return {seed: generate_agentx(48, np.random.default_rng(seed), params=PARAMS, max_context_tokens=CONTEXT)
+            for seed in SEEDS}
 
 
 @pytest.fixture(scope="module")
@@ -85,12 +100,14 @@ def best_point(workloads):
 
 @pytest.fixture(scope="module")
 def oversubscribed(workloads):
-    """c = 40: the sessions' KV is ~1.5x HBM."""
-    return {s: {v: simulate(wl, cluster(v), concurrency=40) for v in VARIANTS} for s, wl in workloads.items()}
+    """c = 40 on TP-4 (half the KV of TP-8, where the cut sessions' KV fits): the sessions' KV exceeds HBM."""
+    return {s: {v: simulate(wl, cluster(v, tp=4), concurrency=40) for v in VARIANTS} for s, wl in workloads.items()}
 
 
 def test_best_point_tpgs_unchanged_and_p90_interactivity_falls(best_point):
-    # measured (seeds 0-3): TPGS ratio 0.995-1.003; P90 interactivity 0.79-0.91x; top-decile TTFT 1.12-1.39x
+    # measured on the cut workload (seeds 0 | 1): TPGS ratio 0.998-0.999 | 0.998; P90 interactivity 1.0 |
+    # 0.955; top-decile TTFT 1.51, 1.43 | 1.75, 1.64; off: 0 preemptions, hit rate 0.947 | 0.944
+    # (uncut, seeds 0-3: TPGS 0.995-1.003, P90 interactivity 0.79-0.91x, top-decile TTFT 1.12-1.39x)
     for seed, runs in best_point.items():
         assert runs["off"].summary["preemptions"] == 0 and runs["off"].summary["hit_rate_hbm"] > 0.9, seed
         for v in ("v1_512", "pp"):
@@ -99,8 +116,10 @@ def test_best_point_tpgs_unchanged_and_p90_interactivity_falls(best_point):
             assert ratio(runs, v, "ttft_top10") >= 1.1, (seed, v)
 
 
+@pytest.mark.xfail(strict=True, reason="cut to the 131,072 context, c=40 on TP-4 preempts 71 / 15 times "
+                   "(hit rate 0.83 / 0.90), not the thrashing regime (module docstring)")
 def test_oversubscribed_v1_threshold_alone_is_not_a_robust_tpgs_gain(oversubscribed):
-    # measured (seeds 0 | 1 | 2 | 3): TPGS 0.889 | 0.914 | 1.202 | 0.907, P90 interactivity 1.59 | 1.59 |
+    # uncut workload, TP-8 (seeds 0 | 1 | 2 | 3): TPGS 0.889 | 0.914 | 1.202 | 0.907, P90 interactivity 1.59 | 1.59 |
     # 2.09 | 1.59, top-decile TTFT 2.39 | 2.28 | 1.57 | 2.38 (seeds 2-3 from the experiment, not run here)
     for seed, runs in oversubscribed.items():
         off, on = runs["off"].summary, runs["v1_512"].summary
@@ -111,8 +130,10 @@ def test_oversubscribed_v1_threshold_alone_is_not_a_robust_tpgs_gain(oversubscri
         assert on["preemptions"] > 2 * off["preemptions"], seed
 
 
+@pytest.mark.xfail(strict=True, reason="cut to the 131,072 context: TPGS 1.027x / 0.976x, P90 interactivity "
+                   "0.53x (seeds 0 / 1; module docstring)")
 def test_oversubscribed_partial_prefill_limit_raises_tpgs_and_interactivity(oversubscribed):
-    # measured (seeds 0 | 1 | 2 | 3): TPGS 1.357 | 1.292 | 1.528 | 1.426, P90 interactivity 12.0 | 12.0 |
+    # uncut workload, TP-8 (seeds 0 | 1 | 2 | 3): TPGS 1.357 | 1.292 | 1.528 | 1.426, P90 interactivity 12.0 | 12.0 |
     # 10.0 | 11.5, top-decile TTFT 2.01 | 2.52 | 1.77 | 1.95; always >= 1.27x the v1 cap's TPGS
     for seed, runs in oversubscribed.items():
         assert 1.15 <= ratio(runs, "pp", "tpgs") <= 1.7, (seed, ratio(runs, "pp", "tpgs"))
@@ -124,8 +145,8 @@ def test_oversubscribed_partial_prefill_limit_raises_tpgs_and_interactivity(over
 
 
 def test_policy_path_threshold_equals_builtin():
-    wl = generate_agentx(8, np.random.default_rng(1), params=PARAMS)
-    cl = ClusterConfig(instances=(InstanceConfig(gpu="h200-sxm", model="llama-3-8b", tp=1),),
+    wl = generate_agentx(8, np.random.default_rng(1), params=PARAMS, max_context_tokens=CONTEXT)
+    cl = ClusterConfig(instances=(InstanceConfig(gpu="h200-sxm", model="llama-3-70b", tp=4),),
                        scheduler=SchedulerConfig(long_prefill_token_threshold=512), dram_tier=False)
     builtin = simulate(wl, cl)
     policy = simulate(wl, dataclasses.replace(cl, scheduler=SchedulerConfig()), admission=ThresholdAdmission(512))
@@ -135,14 +156,16 @@ def test_policy_path_threshold_equals_builtin():
 
 @pytest.fixture(scope="module")
 def small_sweep() -> dict:
-    wl = generate_agentx(16, np.random.default_rng(0), params=PARAMS)
-    return {c: {thr: simulate(wl, cluster("v1_512" if thr else "off", "llama-3-8b", 1), concurrency=c)
+    wl = generate_agentx(16, np.random.default_rng(0), params=PARAMS, max_context_tokens=CONTEXT)
+    return {c: {thr: simulate(wl, cluster("v1_512" if thr else "off", "llama-3-70b", 4), concurrency=c)
                 for thr in (0, 512)} for c in (4, 8)}
 
 
 def test_threshold_cuts_per_call_stalls_and_delays_longest_prefills(small_sweep):
-    # Llama-3-8B TP-1: the worst stall of a call (max ITL), P90 over calls, falls several-fold (measured
-    # 4.8x at c=4, 6.4x at c=8) and the longest prefills wait longer (1.35x, 1.23x)
+    # Llama-3-70B TP-4, 16 sessions cut to its context (357 calls): the worst stall of a call (max ITL), P90
+    # over calls, falls several-fold (measured 3.21x at c=4, 5.21x at c=8; 0 preemptions) and the longest
+    # prefills wait longer (1.37x, 1.68x). (Before the context limit this ran on Llama-3-8B TP-1 with
+    # prompts up to 262K tokens on its 8K context: 4.8x / 6.4x, 1.35x / 1.23x.)
     for c, r in small_sweep.items():
         off, on = r[0], r[512]
         assert on.summary["itl_max_p90_s"] * 3 <= off.summary["itl_max_p90_s"], (c, off.summary["itl_max_p90_s"],
