@@ -1,0 +1,188 @@
+"""Calibrate the cost model to the executor: measured device ceilings, a grid of measured steps, and a
+per-family least-squares fit, saved as files ``CostModel`` loads by name.
+
+1. Ceilings (``measure_ceilings``): dense matmul FLOP/s (fp32 on CPU, bf16 on CUDA) and memory copy
+   bandwidth (bytes read + written / s), best of a few repeats; they become the device's ``GPUSpec``
+   peaks (``bf16_flops``, ``hbm_bw``; ``pcie_bw`` from host-tier copies).
+2. Grid (``measure_grid``): prefill chunks (new × cached tokens), batched decodes (batch × context) and
+   mixed steps, each the median of ``repeats`` timed runs on a scratch pool.
+3. Fit (``fit_executor``): with the uncalibrated cost model's components for each step — linear
+   (GEMMs + element-wise), prefill attention, decode attention — solve
+   t ≈ a·linear + b·attn_prefill + c·attn_decode + step_overhead + seq_overhead·sequences by
+   non-negative least squares on relative residuals (rows weighted by 1/t, as
+   ``optsched.cost.fit_steps.fit_step_terms`` does with one common factor), then fold a, b, c into the
+   families' efficiencies and fixed times (``scale_family``), so the result is an ordinary ``Calibration``.
+
+Files (``save_calibration``): ``DIR/gpus/<device name>.yaml``, ``DIR/models/<model name>.yaml`` and
+``DIR/calibration/<device name>.json``; ``load_cost_model(DIR, device_name, model_name)`` reads them back.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+from scipy.optimize import nnls
+
+from optsched.cost.calibration import Calibration
+from optsched.cost.model import CostModel
+from optsched.cost.specs import GPUSpec
+from optsched.executor.config import ExecModelConfig
+from optsched.executor.costspec import device_spec
+from optsched.executor.kv_pool import PagedKVPool
+from optsched.executor.model import TinyDecoder
+from optsched.executor.paged import PagedSequences
+
+__all__ = ["fit_executor", "measure_ceilings", "measure_grid", "scale_family", "timer"]
+
+log = logging.getLogger(__name__)
+_COLS = ["prefill_tokens", "prefill_attn_pairs", "prefill_kv_tokens", "decode_seqs", "decode_kv_tokens"]
+
+
+def timer(device: torch.device):
+    """A function ``f -> seconds`` timing one call of ``f`` (CUDA events on CUDA, perf_counter_ns on CPU)."""
+    if device.type == "cuda":
+        def run(f) -> float:
+            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            s.record()
+            f()
+            e.record()
+            e.synchronize()
+            return s.elapsed_time(e) / 1e3
+    else:
+        def run(f) -> float:
+            t0 = time.perf_counter_ns()
+            f()
+            return (time.perf_counter_ns() - t0) / 1e9
+    return run
+
+
+def measure_ceilings(device: str, dtype: torch.dtype, size: int | None = None, repeats: int = 5) -> dict:
+    """{"matmul_flops", "copy_bytes_s"}: best-of-``repeats`` square matmul (n = ``size``, default 4096 on
+    CUDA / 512 on CPU) and a device-to-device copy of 2^28 (CUDA) / 2^24 (CPU) bytes."""
+    dev = torch.device(device)
+    t = timer(dev)
+    n = size or (4096 if dev.type == "cuda" else 512)
+    a = torch.randn(n, n, device=dev).to(dtype)
+    b = torch.randn(n, n, device=dev).to(dtype)
+    a @ b
+    mm = min(t(lambda: a @ b) for _ in range(repeats))
+    nbytes = (1 << 28) if dev.type == "cuda" else (1 << 24)
+    x = torch.empty(nbytes // 4, device=dev)
+    y = torch.empty_like(x)
+    y.copy_(x)
+    cp = min(t(lambda: y.copy_(x)) for _ in range(repeats))
+    return {"matmul_flops": 2.0 * n ** 3 / mm, "copy_bytes_s": 2.0 * nbytes / cp}
+
+
+def measure_grid(model: TinyDecoder, repeats: int = 3, small: bool = False) -> pd.DataFrame:
+    """Median measured time of prefill / decode / mixed steps over a grid; columns STEP_COLUMNS + "kind"."""
+    cfg = model.cfg
+    s = cfg.block_size
+    t = timer(model.device)
+    prefill = [(n, c) for n in (16, 64, 192, 512) for c in (0, 256, 1024)]
+    decode = [(b, c) for b in (1, 4, 16) for c in (64, 512, 1536)]
+    mixed = [(n, b, c) for n in (32, 256) for b in (4, 12) for c in (256, 1024)]
+    if small:
+        prefill, decode, mixed = prefill[::2], decode[::2], mixed[::3]
+    pages = 64 + (max(c for _, c in prefill) + 600) // s * 20 + 16 * (1600 // s + 2)
+    rows = []
+    g = torch.Generator().manual_seed(0)
+
+    def toks(n: int) -> list[int]:
+        return torch.randint(0, cfg.vocab_size, (n,), generator=g).tolist()
+
+    def measure(spec: list[tuple[int, int]], kind: str) -> None:
+        """spec: [(cached, new)] per sequence (new == 1 -> decode)."""
+        times = []
+        for _ in range(repeats):
+            pool = PagedKVPool(cfg.num_layers, pages, s, cfg.num_kv_heads, cfg.head_dim, model.device, model.dtype)
+            ps = PagedSequences(pool)
+            for i, (c, _) in enumerate(spec):
+                ps.begin(i, (), 0)
+                if c:
+                    ps.step(model, [(i, toks(c))])
+            items = [(i, toks(n)) for i, (_, n) in enumerate(spec)]
+            times.append(t(lambda ps=ps, items=items: ps.step(model, items).argmax(-1)))
+        pf = [(c, n) for c, n in spec if n > 1]
+        dc = [(c, n) for c, n in spec if n == 1]
+        rows.append({"prefill_tokens": sum(n for _, n in pf), "prefill_attn_pairs": sum(n * (c + (n + 1) / 2) for c, n in pf),
+                     "prefill_kv_tokens": sum(c + n for c, n in pf), "decode_seqs": len(dc),
+                     "decode_kv_tokens": sum(c + 1 for c, _ in dc), "time_s": float(np.median(times)), "kind": kind})
+
+    for n, c in prefill:
+        measure([(c, n)], "prefill")
+    for b, c in decode:
+        measure([(c, 1)] * b, "decode")
+    for n, b, c in mixed:
+        measure([(c, n)] + [(c, 1)] * b, "mixed")
+    return pd.DataFrame(rows)
+
+
+def scale_family(cal: Calibration, fams: tuple[str, ...], s: float, elementwise_ops: bool = False) -> Calibration:
+    """``cal`` with the kernel times of families ``fams`` multiplied by ``s`` > 0 (efficiencies / s,
+    fixed times × s; efficiencies capped at 1.5 as ``Calibration`` requires)."""
+    fam = dict(cal.families)
+    for k in fams:
+        v = fam[k]
+        fam[k] = dataclasses.replace(v, eps_compute=min(1.5, v.eps_compute / s), eps_memory=min(1.5, v.eps_memory / s),
+                                     launch_s=v.launch_s * s, row_s=v.row_s * s)
+    ew = {k: min(1.5, v / s) for k, v in cal.elementwise_op_eps.items()} if elementwise_ops else cal.elementwise_op_eps
+    return dataclasses.replace(cal, families=fam, elementwise_op_eps=ew)
+
+
+def fit_executor(gpu: GPUSpec, cfg: ExecModelConfig, device: str, steps: pd.DataFrame,
+                 name: str = "executor") -> tuple[Calibration, dict]:
+    """Fit (a, b, c, step_overhead_s, seq_overhead_s) to measured ``steps`` (module docstring).
+    Returns the Calibration and {"scales", "step_overhead_s", "seq_overhead_s", "median_ape", "p90_ape", "n"}.
+    Raises ValueError on an empty frame."""
+    if steps.empty:
+        raise ValueError("no measured steps to fit")
+    base = Calibration(step_overhead_s=0.0, seq_overhead_s=0.0, name=name, gpu=gpu.name)
+    cm0 = CostModel(gpu, cfg.model_spec(device), 1, base)
+    x = [steps[c].to_numpy(float) for c in _COLS]
+    z = np.zeros_like(x[0])
+    lin = np.asarray(cm0.step_breakdown(x[0], z, z, x[3], z)["linear_s"], dtype=float)
+    apf = np.asarray(cm0.step_breakdown(x[0], x[1], x[2], z, z)["attention_s"], dtype=float)
+    adc = np.asarray(cm0.step_breakdown(z, z, z, x[3], x[4])["attention_s"], dtype=float)
+    seqs = x[3] + (x[0] > 0)
+    t = steps["time_s"].to_numpy(float)
+    a = np.stack([lin, apf, adc, np.ones_like(t), seqs], axis=1) / t[:, None]
+    coef, _ = nnls(a, np.ones_like(t))
+    sa, sb, sc = (max(float(v), 1e-6) for v in coef[:3])
+    cal = scale_family(base, ("gemm", "elementwise"), sa, elementwise_ops=True)
+    cal = scale_family(cal, ("attn_prefill",), sb)
+    cal = scale_family(cal, ("attn_decode",), sc)
+    cal = dataclasses.replace(cal, step_overhead_s=float(coef[3]), seq_overhead_s=float(coef[4]))
+    pred = np.asarray(CostModel(gpu, cfg.model_spec(device), 1, cal).step_time(*x), dtype=float)
+    err = np.abs(pred / t - 1)
+    info = {"scales": {"linear": sa, "attn_prefill": sb, "attn_decode": sc}, "step_overhead_s": float(coef[3]),
+            "seq_overhead_s": float(coef[4]), "median_ape": float(np.median(err)),
+            "p90_ape": float(np.quantile(err, 0.9)), "n": len(t)}
+    cal = dataclasses.replace(cal, residuals=info, provenance={"source": "optsched executor calibrate",
+                                                               "model": cfg.name(device), "device": device})
+    return cal, info
+
+
+def calibrate(cfg: ExecModelConfig, device: str, repeats: int = 3, small: bool = False) -> dict:
+    """Ceilings + grid + fit on ``device``: {"gpu": GPUSpec, "calibration", "fit", "steps", "ceilings"}."""
+    model = TinyDecoder(cfg, device)
+    ceil = measure_ceilings(device, model.dtype)
+    pool = PagedKVPool(cfg.num_layers, 64, cfg.block_size, cfg.num_kv_heads, cfg.head_dim, model.device, model.dtype)
+    from optsched.executor.host_tier import measure_host_bandwidth
+
+    host = measure_host_bandwidth(pool, 64)
+    gpu = device_spec(device, ceil["matmul_flops"], ceil["copy_bytes_s"], host["reload_gb_s"] * 1e9)
+    steps = measure_grid(model, repeats, small)
+    cal, info = fit_executor(gpu, cfg, device, steps, name=f"{gpu.name} {cfg.name(device)}")
+    return {"gpu": gpu, "calibration": cal, "fit": info, "steps": steps, "ceilings": {**ceil, **host}}
+
+
+def write_json(path: Path, obj: dict) -> None:
+    path.write_text(json.dumps(obj, sort_keys=True, indent=1, default=str) + "\n")
