@@ -1,13 +1,15 @@
 """The executor's engine loop: the simulator's own step scheduler and policies, real torch steps.
 
-``ExecutorSim`` is a ``optsched.sim.engine.Simulator`` whose instances execute every planned step on
-the ``TinyDecoder`` over their own ``PagedKVPool`` and advance their clock by the MEASURED step time
-instead of the cost model's prediction. Everything else is the simulator's code, unchanged: the
-closed-loop driver (release = max(parents' finish) + think), the ``Router`` / ``Admission`` /
-``Residency`` policy objects, the vLLM-v1-like step rules (token budget, decodes first, chunked
-prefill, long-prefill threshold, partial-prefill limits) and the prefix-cache bookkeeping
-(``optsched.kvcache.PrefixCache``) that decides hits by source. Decode runs are not fast-forwarded
-(one event per step). Supported: colocated instances, recompute preemption, no lockstep groups.
+``TorchStepBackend`` is a ``optsched.sim.step_backend.StepBackend``: the plain
+``optsched.sim.engine.Simulator`` plans every step and hands the planned batch to it; the backend
+executes the step on the ``TinyDecoder`` over the instance's own ``PagedKVPool`` and returns the
+MEASURED step time, which advances the simulated clock instead of the cost model's prediction.
+Everything else is the simulator's code, unchanged: the closed-loop driver (release = max(parents'
+finish) + think), the ``Router`` / ``Admission`` / ``Residency`` policy objects, the vLLM-v1-like step
+rules (token budget, decodes first, chunked prefill, long-prefill threshold, partial-prefill limits)
+and the prefix-cache bookkeeping (``optsched.kvcache.PrefixCache``) that decides hits by source. With a
+backend the simulator does not fast-forward decode runs (one event per step). Supported: colocated
+instances, recompute preemption, no lockstep groups (``executor_simulator`` checks).
 
 Physical KV follows the bookkeeping index: a call's reused prefix pages are found by the same chained
 block hashes; at every step start, cached pages that the index no longer counts as HBM-resident are
@@ -37,17 +39,14 @@ import torch
 from optsched.executor.host_tier import HostTier
 from optsched.executor.kv_pool import PagedKVPool
 from optsched.executor.paged import PagedSequences
-from optsched.sim.engine import Simulator
-from optsched.sim.events import STEP_END
-from optsched.sim.scheduler import plan_step
-from optsched.sim.seq import DECODE, DONE, PREFILL
+from optsched.sim.seq import DECODE, PREFILL
+from optsched.sim.step_backend import STEP_RECORD_COLUMNS, StepRecord
 
-__all__ = ["STEP_LOG_COLUMNS", "ExecutorSim", "token_ids"]
+__all__ = ["STEP_LOG_COLUMNS", "TorchStepBackend", "check_executor_cluster", "set_capacities", "token_ids"]
 
 log = logging.getLogger(__name__)
 
-STEP_LOG_COLUMNS = ["instance", "t_s", "prefill_tokens", "prefill_attn_pairs", "prefill_kv_tokens", "decode_seqs",
-                    "decode_kv_tokens", "time_s"]
+STEP_LOG_COLUMNS = STEP_RECORD_COLUMNS
 _MIX = 0x9E3779B1  # Knuth's multiplicative hash constant (2^32 / golden ratio)
 
 
@@ -71,60 +70,51 @@ def token_ids(call: Any, start: int, n: int, block_size: int, vocab: int) -> lis
     return out
 
 
-class ExecutorSim(Simulator):
-    """A `Simulator` whose steps run on ``model`` (see module docstring).
+class TorchStepBackend:
+    """Executes every planned step on ``model`` and returns its measured time (module docstring).
 
-    Args beyond `Simulator`'s: ``model`` (a ``TinyDecoder``), ``hbm_blocks`` / ``dram_blocks`` KV blocks
-    per instance (both the bookkeeping index and the page pool; the pool gets ``max_num_seqs`` + 8
-    extra pages for copy-on-write and growth-pool rounding), ``check`` (pool invariants every step),
-    ``model_clock`` (execute every step but advance the clock by the cost model's time: the simulator's
-    exact schedule replayed on real KV, for accounting checks).
-    Raises ValueError for unsupported cluster settings or a call longer than ``hbm_blocks``.
+    Args: ``model`` (a ``TinyDecoder``), ``block_size`` S (tokens per page, the simulator's),
+    ``hbm_blocks`` / ``dram_blocks`` KV pages per instance (the pool gets ``max_num_seqs`` + 8 extra
+    pages for copy-on-write and growth-pool rounding), ``max_num_seqs``, ``check`` (pool invariants every
+    step), ``model_clock`` (execute every step but return the cost model's time: the simulator's exact
+    schedule replayed on real KV, for accounting checks). ``records``: one ``StepRecord`` per step.
     """
 
-    def __init__(self, workload, cluster, router, admission, residency, slo, cost_models, *, model,
-                 hbm_blocks: int, dram_blocks: int, check: bool = False, model_clock: bool = False) -> None:
-        sched = cluster.scheduler
-        if sched.preemption != "recompute":
-            raise ValueError(f"executor supports scheduler.preemption='recompute' only, got {sched.preemption!r}")
-        for ic in cluster.instances:
-            if ic.role != "colocated" or ic.group >= 0:
-                raise ValueError(f"executor runs colocated instances without lockstep groups, got {ic}")
-        super().__init__(workload, cluster, router, admission, residency, slo, cost_models)
-        set_capacities(self, hbm_blocks, dram_blocks)
-        self.fast_forward = False
+    def __init__(self, model, *, block_size: int, hbm_blocks: int, dram_blocks: int, max_num_seqs: int,
+                 check: bool = False, model_clock: bool = False) -> None:
         self.model = model
+        self.block_size = int(block_size)
+        self.hbm_blocks, self.dram_blocks = int(hbm_blocks), int(dram_blocks)
+        self.slack = int(max_num_seqs) + 8
         self.check = check
         self.model_clock = model_clock
         self.cuda = model.device.type == "cuda"
-        slack = sched.max_num_seqs + 8
-        self.paged: list[PagedSequences] = []
-        for inst in self.instances:
-            pool = PagedKVPool(model.cfg.num_layers, hbm_blocks + slack, self.block_size, model.cfg.num_kv_heads,
-                               model.cfg.head_dim, model.device, model.dtype)
-            host = HostTier(pool, dram_blocks + slack) if dram_blocks else None
-            self.paged.append(PagedSequences(pool, host, self._evict_fn(inst, host)))
-        self.step_log: list[tuple] = []
+        self.paged: dict[int, PagedSequences] = {}
+        self.live: dict[int, dict[int, Any]] = {}  # instance -> call index -> Seq holding pages
+        self.records: list[StepRecord] = []
 
-    @staticmethod
-    def _evict_fn(inst, host):
-        def may_evict(h: object, page: int) -> bool:
-            tier = inst.cache.tier_of(h)
-            if tier == "hbm":
-                return False
-            return tier is None or host is None or host.offload(h, page)
-
-        return may_evict
+    def _pages(self, inst) -> PagedSequences:
+        ps = self.paged.get(inst.iid)
+        if ps is None:
+            cfg = self.model.cfg
+            pool = PagedKVPool(cfg.num_layers, self.hbm_blocks + self.slack, self.block_size, cfg.num_kv_heads,
+                               cfg.head_dim, self.model.device, self.model.dtype)
+            host = HostTier(pool, self.dram_blocks + self.slack) if self.dram_blocks else None
+            ps = self.paged[inst.iid] = PagedSequences(pool, host, _evict_fn(inst, host))
+            self.live[inst.iid] = {}
+        return ps
 
     # ---- physical KV upkeep --------------------------------------------------------------------
     def _sync(self, inst) -> None:
-        ps = self.paged[inst.iid]
+        ps = self._pages(inst)
+        live = self.live[inst.iid]
         bs = self.block_size
         for key in list(ps.tables):
-            seq = self.seqs[key]
-            if seq.state == DONE or seq.state not in (DECODE, PREFILL) or seq.inst != inst.iid:
+            seq = live[key]
+            if seq.state not in (DECODE, PREFILL) or seq.inst != inst.iid:
                 n = ps.tokens[key]
                 ps.end(key, seq.hashes[: min(n, seq.call.input_tokens) // bs])
+                del live[key]
         pool, host = ps.pool, ps.host
         for page in list(pool.cached):
             h = pool.page_hash[page]
@@ -142,11 +132,13 @@ class ExecutorSim(Simulator):
     def _execute(self, inst, b) -> float:
         self._sync(inst)
         ps = self.paged[inst.iid]
+        live = self.live[inst.iid]
         bs, vocab = self.block_size, self.model.cfg.vocab_size
         items = []
         for seq, n, c in b.chunks:
             if seq.idx not in ps.tables:
                 ps.begin(seq.idx, seq.hashes, c)
+                live[seq.idx] = seq
             elif ps.tokens[seq.idx] != c:
                 raise RuntimeError(f"call {seq.call.call_id}: {ps.tokens[seq.idx]} tokens in pages, scheduler says {c}")
             items.append((seq.idx, token_ids(seq.call, c, n, bs, vocab)))
@@ -170,27 +162,19 @@ class ExecutorSim(Simulator):
             ps.pool.check_invariants()
         return dt
 
-    def _start_step(self, unit, t: float) -> None:
-        inst = unit.members[0]
-        b = plan_step(inst, t, self.admission, self._start_load, self.ttft_slo_s)
-        if b.n_dec == 0 and not b.chunks:
-            self._idle(unit, t)
-            return
-        b.time_s = self._execute(inst, b)
+    def step_time_s(self, inst, batch, t_s: float) -> float:
+        """Execute ``batch`` on ``inst``'s pages; its measured time (s), or the cost model's with
+        ``model_clock``."""
+        dt = self._execute(inst, batch)
         if self.model_clock:
-            b.time_s = float(inst.cm.step_time(b.prefill_tokens, b.attn_pairs, b.prefill_kv, b.n_dec, b.dec_kv))
-        b.t0 = t
-        self.step_log.append((inst.iid, t, b.prefill_tokens, b.attn_pairs, b.prefill_kv, b.n_dec, b.dec_kv, b.time_s))
-        inst.busy_s += b.time_s
-        inst.num_steps += 1
-        unit.batches = [b]
-        unit.busy = True
-        unit.token += 1
-        self.q.push(t + b.time_s, STEP_END, (unit, unit.token))
+            b = batch
+            dt = float(inst.cm.step_time(b.prefill_tokens, b.attn_pairs, b.prefill_kv, b.n_dec, b.dec_kv))
+        self.records.append(StepRecord.of(inst, batch, t_s, dt))
+        return dt
 
-    def finish_physical(self) -> None:
+    def finish(self, instances) -> None:
         """After the run: close every open table and check each pool (RuntimeError on a leak)."""
-        for inst in self.instances:
+        for inst in instances:
             self._sync(inst)
             ps = self.paged[inst.iid]
             if ps.tables:
@@ -198,7 +182,28 @@ class ExecutorSim(Simulator):
             ps.pool.check_invariants()
 
 
-def set_capacities(sim: Simulator, hbm_blocks: int, dram_blocks: int) -> None:
+def _evict_fn(inst, host):
+    def may_evict(h: object, page: int) -> bool:
+        tier = inst.cache.tier_of(h)
+        if tier == "hbm":
+            return False
+        return tier is None or host is None or host.offload(h, page)
+
+    return may_evict
+
+
+def check_executor_cluster(cluster) -> None:
+    """ValueError unless ``cluster`` uses recompute preemption and colocated instances without lockstep
+    groups (what the executor supports)."""
+    sched = cluster.scheduler
+    if sched.preemption != "recompute":
+        raise ValueError(f"executor supports scheduler.preemption='recompute' only, got {sched.preemption!r}")
+    for ic in cluster.instances:
+        if ic.role != "colocated" or ic.group >= 0:
+            raise ValueError(f"executor runs colocated instances without lockstep groups, got {ic}")
+
+
+def set_capacities(sim, hbm_blocks: int, dram_blocks: int) -> None:
     """Give every instance of ``sim`` a fresh prefix index of ``hbm_blocks`` HBM and ``dram_blocks`` DRAM
     blocks (the executor's pool sizes), so simulator and executor schedule against the same capacity."""
     from optsched.kvcache import PrefixCache

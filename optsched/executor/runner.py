@@ -1,7 +1,7 @@
 """Run a (scaled) workload through the executor or through the simulator with the same capacities.
 
-``run(..., executor=True)`` executes on torch (``ExecutorSim``); ``executor=False`` runs the plain
-``Simulator`` with the same cluster, policies, cost model and KV capacities, so the two differ only in
+``run(..., executor=True)`` executes on torch (the plain ``Simulator`` with the executor's
+``TorchStepBackend``); ``executor=False`` runs it with ``CostModelBackend`` and the same cluster, policies, cost model and KV capacities, so the two differ only in
 where step times come from (measured vs ``CostModel.step_time``). Both return an ``ExecRun``: the
 simulator's ``SimResult`` (same per-call CSV and summary keys as ``optsched simulate --out``) plus the
 per-step log (``STEP_LOG_COLUMNS``; the simulator side logs its predicted steps).
@@ -22,7 +22,8 @@ from optsched.executor.config import ExecModelConfig
 from optsched.sim.config import ClusterConfig, InstanceConfig, SchedulerConfig
 from optsched.sim.engine import Simulator
 from optsched.sim.metrics import summarize
-from optsched.sim.result import SimResult, calls_frame
+from optsched.sim.result import SimResult
+from optsched.sim.step_backend import CostModelBackend
 from optsched.workload.types import Workload
 
 __all__ = ["ExecRun", "check_fits_memory", "executor_cluster", "run"]
@@ -70,7 +71,12 @@ def run(workload: Workload, cluster: ClusterConfig, cost_model: Any, *, router: 
         check: bool = False, model_clock: bool = False) -> ExecRun:
     """Run ``workload`` (already scaled) on the executor (``executor=True``, needs ``model``) or the
     simulator. Raises ValueError for a call that does not fit ``hbm_blocks``."""
-    from optsched.executor.engine import STEP_LOG_COLUMNS, ExecutorSim, set_capacities
+    from optsched.executor.engine import (
+        STEP_LOG_COLUMNS,
+        TorchStepBackend,
+        check_executor_cluster,
+        set_capacities,
+    )
 
     check_fits_memory(workload, hbm_blocks)
     if router is None:
@@ -79,24 +85,27 @@ def run(workload: Workload, cluster: ClusterConfig, cost_model: Any, *, router: 
         router = RoundRobinRouter()
     cms = [cost_model] * len(cluster.instances)
     if executor:
-        sim = ExecutorSim(workload, cluster, router, admission, residency, None, cms, model=model,
-                          hbm_blocks=hbm_blocks, dram_blocks=dram_blocks, check=check, model_clock=model_clock)
+        check_executor_cluster(cluster)
+        backend = TorchStepBackend(model, block_size=workload.block_size, hbm_blocks=hbm_blocks,
+                                   dram_blocks=dram_blocks, max_num_seqs=cluster.scheduler.max_num_seqs,
+                                   check=check, model_clock=model_clock)
     else:
-        sim = _LoggingSim(workload, cluster, router, admission, residency, None, cms)
-        set_capacities(sim, hbm_blocks, dram_blocks)
-        sim.fast_forward = False
+        backend = CostModelBackend()
+    sim = Simulator(workload, cluster, router=router, admission=admission, residency=residency,
+                    cost_models=cms, step_backend=backend)
+    set_capacities(sim, hbm_blocks, dram_blocks)
     sim.run()
     extra: dict = {"executor": bool(executor), "hbm_blocks": hbm_blocks, "dram_blocks": dram_blocks}
     if executor:
-        sim.finish_physical()
-        tiers = [ps.host for ps in sim.paged if ps.host is not None]
-        extra["reloaded_pages"] = sum(ps.reloaded_pages for ps in sim.paged)
+        backend.finish(sim.instances)
+        hosts = [ps.host for ps in backend.paged.values() if ps.host is not None]
+        extra["reloaded_pages"] = sum(ps.reloaded_pages for ps in backend.paged.values())
         for kind in ("offload", "reload"):
-            nb = sum(h.bytes[kind] for h in tiers)
-            sec = sum(h.seconds[kind] for h in tiers)
+            nb = sum(h.bytes[kind] for h in hosts)
+            sec = sum(h.seconds[kind] for h in hosts)
             extra[f"host_{kind}_bytes"] = nb
             extra[f"host_{kind}_gb_s"] = nb / sec / 1e9 if sec > 0 else None
-    df = calls_frame(sim.seqs, sim.driver.calls)
+    df = sim.calls_frame()
     summary = summarize(df, sim.instances, cluster.num_gpus, None,
                         {"residency_actions": dict(sorted(sim.residency.actions.items())), "seed": 0,
                          "block_size": int(sim.block_size), "concurrency": 0})
@@ -107,24 +116,8 @@ def run(workload: Workload, cluster: ClusterConfig, cost_model: Any, *, router: 
               "admission": getattr(admission, "name", "fcfs(builtin)") if admission is not None else "fcfs(builtin)",
               "residency": getattr(residency, "name", type(residency).__name__) if residency is not None else "lru",
               "cost_model": repr(cost_model), "runner": "executor" if executor else "simulator"}
-    steps = pd.DataFrame(sim.step_log, columns=STEP_LOG_COLUMNS)
+    steps = pd.DataFrame([r.row() for r in backend.records], columns=STEP_LOG_COLUMNS)
     return ExecRun(SimResult(df, summary, ts, config), steps, extra)
-
-
-class _LoggingSim(Simulator):
-    """The plain simulator, recording each step's aggregates and predicted time (no fast-forward)."""
-
-    def __init__(self, *a, **k) -> None:
-        super().__init__(*a, **k)
-        self.step_log: list[tuple] = []
-
-    def _start_step(self, unit, t: float) -> None:
-        n = unit.token
-        super()._start_step(unit, t)
-        if unit.token != n:
-            b = unit.batches[0]
-            self.step_log.append((unit.members[0].iid, t, b.prefill_tokens, b.attn_pairs, b.prefill_kv, b.n_dec,
-                                  b.dec_kv, b.time_s))
 
 
 def default_model_config() -> ExecModelConfig:
