@@ -1,7 +1,7 @@
 """``optsched validate --workload W [--policy A.json --policy B.json] [--json]``: sim-to-real check
 (``optsched.executor.validate``). torch is imported only when the verb runs. Default variants: vLLM
 long-prefill threshold 512 vs none. JSON keys: step_time_ape.{median,p90,n}, ranking_agrees, rankings,
-metric_error, device, calibration_fit, wall_s.
+metric_error, device, calibration_fit, calibration_shapes, run_shapes, threads, ceilings, wall_s.
 """
 
 from __future__ import annotations
@@ -22,6 +22,8 @@ def register(subparsers) -> None:
     p.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
     p.add_argument("--instances", type=int, default=1)
     p.add_argument("--kv-blocks", type=int, default=2048, help="HBM KV blocks per instance")
+    p.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1: stable timings)")
+    p.add_argument("--repeats", type=int, default=5, help="timed repeats per calibration shape (median kept)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_run)
 
@@ -40,8 +42,12 @@ def _run(args: argparse.Namespace) -> int:
     if not variants:
         variants = router_variants() if args.routers else default_variants()
     w = scale_workload(workload_from_spec(args.workload), args.scale, args.time_scale)
+    from optsched.executor.runner import check_fits_memory
+
+    check_fits_memory(w, args.kv_blocks, where=f"--workload {args.workload} scaled by {args.scale}")
     out = validate(w, variants, cfg=ExecModelConfig(block_size=w.block_size), device=args.device,
-                   instances=max(args.instances, 2 if args.routers else 1), hbm_blocks=args.kv_blocks)
+                   instances=max(args.instances, 2 if args.routers else 1), hbm_blocks=args.kv_blocks,
+                   threads=args.threads, repeats=args.repeats)
     if args.json:
         print(json.dumps(out, sort_keys=True, indent=1, default=str))
     else:

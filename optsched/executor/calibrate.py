@@ -39,7 +39,8 @@ from optsched.executor.kv_pool import PagedKVPool
 from optsched.executor.model import TinyDecoder
 from optsched.executor.paged import PagedSequences
 
-__all__ = ["fit_executor", "measure_ceilings", "measure_grid", "scale_family", "timer"]
+__all__ = ["calibrate", "fit_executor", "grid_shapes", "measure_ceilings", "measure_grid", "measure_shapes",
+           "save_calibration_dir", "scale_family", "set_threads", "shape_row", "timer"]
 
 log = logging.getLogger(__name__)
 _COLS = ["prefill_tokens", "prefill_attn_pairs", "prefill_kv_tokens", "decode_seqs", "decode_kv_tokens"]
@@ -81,48 +82,76 @@ def measure_ceilings(device: str, dtype: torch.dtype, size: int | None = None, r
     return {"matmul_flops": 2.0 * n ** 3 / mm, "copy_bytes_s": 2.0 * nbytes / cp}
 
 
-def measure_grid(model: TinyDecoder, repeats: int = 3, small: bool = False) -> pd.DataFrame:
-    """Median measured time of prefill / decode / mixed steps over a grid; columns STEP_COLUMNS + "kind"."""
+def set_threads(n: int = 1) -> None:
+    """``torch.set_num_threads(n)`` (ValueError for n < 1): one intra-op thread makes CPU step times
+    stable under machine contention and is what calibration and runs both use."""
+    if not isinstance(n, int) or n < 1:
+        raise ValueError(f"threads must be an int >= 1, got {n!r}")
+    torch.set_num_threads(n)
+
+
+def shape_row(spec: list[tuple[int, int]]) -> dict:
+    """The cost model's step aggregates (STEP columns) of ``spec`` = [(cached, new)] per sequence
+    (new == 1: a decode; attention pairs of a chunk: n·(c + (n + 1) / 2), ``optsched.cost.chunk_attn_pairs``)."""
+    pf = [(c, n) for c, n in spec if n > 1]
+    dc = [(c, n) for c, n in spec if n == 1]
+    return {"prefill_tokens": sum(n for _, n in pf), "prefill_attn_pairs": sum(n * (c + (n + 1) / 2) for c, n in pf),
+            "prefill_kv_tokens": sum(c + n for c, n in pf), "decode_seqs": len(dc),
+            "decode_kv_tokens": sum(c + 1 for c, _ in dc)}
+
+
+def measure_shapes(model: TinyDecoder, shapes: list[list[tuple[int, int]]], repeats: int = 5,
+                   warmup: int = 2) -> pd.DataFrame:
+    """Median time (s) of one step of each shape ([(cached, new)] per sequence) on a scratch pool.
+
+    Each shape's sequences are first filled to their cached length, then the step runs ``warmup`` +
+    ``repeats`` times, rolling the sequences back to their cached length in between (the pages stay
+    allocated, the same pages are rewritten), and the median of the last ``repeats`` is kept.
+    Columns: STEP columns (``shape_row``), ``time_s``, ``sequences``."""
     cfg = model.cfg
     s = cfg.block_size
     t = timer(model.device)
+    g = torch.Generator().manual_seed(0)
+    rows = []
+
+    def toks(n: int) -> list[int]:
+        return torch.randint(0, cfg.vocab_size, (n,), generator=g).tolist()
+
+    for spec in shapes:
+        pages = sum(-(-(c + n) // s) + 1 for c, n in spec) + 4
+        pool = PagedKVPool(cfg.num_layers, pages, s, cfg.num_kv_heads, cfg.head_dim, model.device, model.dtype)
+        ps = PagedSequences(pool)
+        for i, (c, _) in enumerate(spec):
+            ps.begin(i, (), 0)
+            if c:
+                ps.step(model, [(i, toks(c))])
+        items = [(i, toks(n)) for i, (_, n) in enumerate(spec)]
+        times = []
+        for r in range(warmup + repeats):
+            for i, (c, _) in enumerate(spec):
+                ps.tokens[i] = c
+            dt = t(lambda ps=ps, items=items: ps.step(model, items).argmax(-1))
+            if r >= warmup:
+                times.append(dt)
+        rows.append({**shape_row(spec), "time_s": float(np.median(times)), "sequences": len(spec)})
+    return pd.DataFrame(rows)
+
+
+def grid_shapes(small: bool = False) -> list[list[tuple[int, int]]]:
+    """The standard calibration grid: prefill chunks (new × cached), decode batches (batch × context)
+    and mixed steps (one chunk + decodes)."""
     prefill = [(n, c) for n in (16, 64, 192, 512) for c in (0, 256, 1024)]
     decode = [(b, c) for b in (1, 4, 16) for c in (64, 512, 1536)]
     mixed = [(n, b, c) for n in (32, 256) for b in (4, 12) for c in (256, 1024)]
     if small:
         prefill, decode, mixed = prefill[::2], decode[::2], mixed[::3]
-    pages = 64 + (max(c for _, c in prefill) + 600) // s * 20 + 16 * (1600 // s + 2)
-    rows = []
-    g = torch.Generator().manual_seed(0)
+    return ([[(c, n)] for n, c in prefill] + [[(c, 1)] * b for b, c in decode]
+            + [[(c, n)] + [(c, 1)] * b for n, b, c in mixed])
 
-    def toks(n: int) -> list[int]:
-        return torch.randint(0, cfg.vocab_size, (n,), generator=g).tolist()
 
-    def measure(spec: list[tuple[int, int]], kind: str) -> None:
-        """spec: [(cached, new)] per sequence (new == 1 -> decode)."""
-        times = []
-        for _ in range(repeats):
-            pool = PagedKVPool(cfg.num_layers, pages, s, cfg.num_kv_heads, cfg.head_dim, model.device, model.dtype)
-            ps = PagedSequences(pool)
-            for i, (c, _) in enumerate(spec):
-                ps.begin(i, (), 0)
-                if c:
-                    ps.step(model, [(i, toks(c))])
-            items = [(i, toks(n)) for i, (_, n) in enumerate(spec)]
-            times.append(t(lambda ps=ps, items=items: ps.step(model, items).argmax(-1)))
-        pf = [(c, n) for c, n in spec if n > 1]
-        dc = [(c, n) for c, n in spec if n == 1]
-        rows.append({"prefill_tokens": sum(n for _, n in pf), "prefill_attn_pairs": sum(n * (c + (n + 1) / 2) for c, n in pf),
-                     "prefill_kv_tokens": sum(c + n for c, n in pf), "decode_seqs": len(dc),
-                     "decode_kv_tokens": sum(c + 1 for c, _ in dc), "time_s": float(np.median(times)), "kind": kind})
-
-    for n, c in prefill:
-        measure([(c, n)], "prefill")
-    for b, c in decode:
-        measure([(c, 1)] * b, "decode")
-    for n, b, c in mixed:
-        measure([(c, n)] + [(c, 1)] * b, "mixed")
-    return pd.DataFrame(rows)
+def measure_grid(model: TinyDecoder, repeats: int = 5, small: bool = False) -> pd.DataFrame:
+    """``measure_shapes`` over ``grid_shapes(small)``."""
+    return measure_shapes(model, grid_shapes(small), repeats)
 
 
 def scale_family(cal: Calibration, fams: tuple[str, ...], s: float, elementwise_ops: bool = False) -> Calibration:
@@ -170,18 +199,40 @@ def fit_executor(gpu: GPUSpec, cfg: ExecModelConfig, device: str, steps: pd.Data
     return cal, info
 
 
-def calibrate(cfg: ExecModelConfig, device: str, repeats: int = 3, small: bool = False) -> dict:
-    """Ceilings + grid + fit on ``device``: {"gpu": GPUSpec, "calibration", "fit", "steps", "ceilings"}."""
-    model = TinyDecoder(cfg, device)
+def device_ceilings(cfg: ExecModelConfig, device: str, model: TinyDecoder | None = None) -> tuple[GPUSpec, dict]:
+    """Measured ceilings of ``device`` as its GPUSpec, and the raw figures."""
+    model = model or TinyDecoder(cfg, device)
     ceil = measure_ceilings(device, model.dtype)
     pool = PagedKVPool(cfg.num_layers, 64, cfg.block_size, cfg.num_kv_heads, cfg.head_dim, model.device, model.dtype)
     from optsched.executor.host_tier import measure_host_bandwidth
 
     host = measure_host_bandwidth(pool, 64)
-    gpu = device_spec(device, ceil["matmul_flops"], ceil["copy_bytes_s"], host["reload_gb_s"] * 1e9)
-    steps = measure_grid(model, repeats, small)
+    return device_spec(device, ceil["matmul_flops"], ceil["copy_bytes_s"], host["reload_gb_s"] * 1e9), {**ceil, **host}
+
+
+def calibrate(cfg: ExecModelConfig, device: str, repeats: int = 5, small: bool = False, threads: int = 1,
+              shapes: list[list[tuple[int, int]]] | None = None) -> dict:
+    """Ceilings + measured steps + fit on ``device`` with ``threads`` torch threads: {"gpu": GPUSpec,
+    "calibration", "fit", "steps", "ceilings"}. ``shapes`` (default ``grid_shapes(small)``) are the
+    steps measured (``measure_shapes``)."""
+    set_threads(threads)
+    model = TinyDecoder(cfg, device)
+    gpu, ceil = device_ceilings(cfg, device, model)
+    steps = measure_shapes(model, shapes if shapes is not None else grid_shapes(small), repeats)
     cal, info = fit_executor(gpu, cfg, device, steps, name=f"{gpu.name} {cfg.name(device)}")
-    return {"gpu": gpu, "calibration": cal, "fit": info, "steps": steps, "ceilings": {**ceil, **host}}
+    return {"gpu": gpu, "calibration": cal, "fit": info, "steps": steps, "ceilings": ceil}
+
+
+def save_calibration_dir(out: str | Path, cal: dict, cfg: ExecModelConfig, device: str) -> Path:
+    """Write a ``calibrate`` result as a calibration folder (``optsched.executor.costspec`` layout),
+    atomically: the folder appears complete or not at all."""
+    from optsched.executor.costspec import atomic_dir, save_calibration_files
+
+    with atomic_dir(out) as tmp:
+        save_calibration_files(tmp, cal["gpu"], cfg, device, cal["calibration"])
+        cal["steps"].to_csv(tmp / "steps.csv", index=False, float_format="%.9g", lineterminator="\n")
+        write_json(tmp / "fit.json", {"fit": cal["fit"], "ceilings": cal["ceilings"]})
+    return Path(out)
 
 
 def write_json(path: Path, obj: dict) -> None:

@@ -46,6 +46,14 @@ class ExecRun:
         (d / "executor.json").write_text(json.dumps(self.extra, sort_keys=True, indent=1) + "\n")
         return d
 
+    def write_atomic(self, out: str | Path) -> Path:
+        """``write`` into a temporary sibling folder renamed to ``out`` at the end (nothing half-written)."""
+        from optsched.executor.costspec import atomic_dir
+
+        with atomic_dir(out) as tmp:
+            self.write(tmp)
+        return Path(out)
+
 
 def executor_cluster(instances: int = 1, scheduler: SchedulerConfig | None = None) -> ClusterConfig:
     """``instances`` colocated single-device instances (GPU/model names are placeholders: the executor's
@@ -68,9 +76,10 @@ def check_fits_memory(workload: Workload, hbm_blocks: int, where: str = "workloa
 
 def run(workload: Workload, cluster: ClusterConfig, cost_model: Any, *, router: Any = None, admission: Any = None,
         residency: Any = None, executor: bool, model: Any = None, hbm_blocks: int, dram_blocks: int,
-        check: bool = False, model_clock: bool = False) -> ExecRun:
+        check: bool = False, model_clock: bool = False, backend: Any = None) -> ExecRun:
     """Run ``workload`` (already scaled) on the executor (``executor=True``, needs ``model``) or the
-    simulator. Raises ValueError for a call that does not fit ``hbm_blocks``."""
+    simulator (``backend``: a ``CostModelBackend`` subclass for the simulator side, default the plain one).
+    Raises ValueError for a call that does not fit ``hbm_blocks``."""
     from optsched.executor.engine import (
         STEP_LOG_COLUMNS,
         TorchStepBackend,
@@ -89,7 +98,7 @@ def run(workload: Workload, cluster: ClusterConfig, cost_model: Any, *, router: 
         backend = TorchStepBackend(model, block_size=workload.block_size, hbm_blocks=hbm_blocks,
                                    dram_blocks=dram_blocks, max_num_seqs=cluster.scheduler.max_num_seqs,
                                    check=check, model_clock=model_clock)
-    else:
+    elif backend is None:
         backend = CostModelBackend()
     sim = Simulator(workload, cluster, router=router, admission=admission, residency=residency,
                     cost_models=cms, step_backend=backend)

@@ -8,7 +8,9 @@ Reported (``validate`` return value, ``optsched validate --json``):
   tpot_p50_s, p90_interactivity_tok_s, tpgs;
 - ``ranking_agrees``: every pair of variants is ordered the same by ``rank_metric`` (mean TTFT,
   lower is better) in simulator and executor; ``rankings`` lists both orders;
-- ``device``, ``scale``, ``calibration_fit`` (the fit's own APE on the calibration grid), ``wall_s``.
+- ``device``, ``calibration_fit`` (the fit's own APE on the measured calibration shapes),
+  ``calibration_shapes`` / ``run_shapes`` (distinct step shapes measured for the fit / seen in the
+  simulator pass), ``threads``, ``ceilings``, ``wall_s``.
 """
 
 from __future__ import annotations
@@ -21,13 +23,15 @@ from typing import Any
 
 import numpy as np
 
-from optsched.executor.calibrate import calibrate
+from optsched.executor.calibrate import device_ceilings, fit_executor, measure_shapes, set_threads
 from optsched.executor.config import ExecModelConfig
 from optsched.executor.model import TinyDecoder
 from optsched.executor.runner import check_fits_memory, executor_cluster, run
 from optsched.sim.config import SchedulerConfig
+from optsched.sim.step_backend import CostModelBackend
 
-__all__ = ["METRICS", "Variant", "default_variants", "policy_variant", "validate"]
+__all__ = ["METRICS", "ShapeRecorder", "Variant", "calibration_shapes", "default_variants", "merge_policies",
+           "policy_variant", "router_variants", "validate"]
 
 log = logging.getLogger(__name__)
 METRICS = ("ttft_p50_s", "ttft_p90_s", "tpot_p50_s", "p90_interactivity_tok_s", "tpgs")
@@ -70,30 +74,93 @@ def policy_variant(path: str) -> Variant:
     if slot is None:
         raise ValueError(f"{path}: policy kind {plan.kind!r} cannot run on the executor "
                          "(expected routing, admission or residency)")
-    return Variant(f"{plan.kind}:{plan.type}", **{slot: plan.to_policy()})
+    try:
+        pol = plan.to_policy()
+    except TypeError as exc:
+        raise ValueError(f"{path}: parameters do not fit policy {plan.type!r} ({exc})") from None
+    return Variant(f"{plan.kind}:{plan.type}", **{slot: pol})
+
+
+def merge_policies(variants: list[Variant]) -> Variant:
+    """One Variant from policy files of different kinds (at most one router, admission, residency).
+    Raises ValueError naming the repeated slot."""
+    out: dict = {}
+    for v in variants:
+        for slot in ("router", "admission", "residency"):
+            pol = getattr(v, slot)
+            if pol is not None:
+                if slot in out:
+                    raise ValueError(f"--policy: two {slot} policies given ({v.label}); one per kind")
+                out[slot] = pol
+    return Variant("+".join(v.label for v in variants) or "defaults", **out)
+
+
+class ShapeRecorder(CostModelBackend):
+    """The cost model's clock, recording each step's per-sequence shape [(cached, new)] in ``shapes``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.shapes: list[list[tuple[int, int]]] = []
+
+    def step_time_s(self, inst, batch, t_s: float) -> float:
+        spec = [(c, n) for _, n, c in batch.chunks] + [(inst.context_tokens(q), 1) for q in inst.dec.values()]
+        self.shapes.append(spec)
+        return super().step_time_s(inst, batch, t_s)
+
+
+def calibration_shapes(shapes: list[list[tuple[int, int]]], max_shapes: int = 48) -> list[list[tuple[int, int]]]:
+    """The calibration half of a held-out split of a run's step shapes: distinct shapes in sorted order,
+    every other one (the rest is never measured for the fit), thinned evenly to ``max_shapes``."""
+    uniq = sorted({tuple(x) for x in shapes})
+    half = uniq[::2]
+    if len(half) > max_shapes:
+        idx = np.linspace(0, len(half) - 1, max_shapes).round().astype(int)
+        half = [half[i] for i in sorted(set(idx.tolist()))]
+    return [list(x) for x in half]
+
+
+def _scheduler(v: Variant, budget: int, max_seqs: int) -> SchedulerConfig:
+    return SchedulerConfig(max_num_batched_tokens=budget, max_num_seqs=max_seqs, long_prefill_token_threshold=v.threshold)
 
 
 def validate(workload, variants: list[Variant], *, cfg: ExecModelConfig, device: str, instances: int = 1,
              budget: int = 2048, max_seqs: int = 32, hbm_blocks: int = 2048, dram_blocks: int = 8192,
-             small_grid: bool = True, repeats: int = 3, calibration: dict | None = None) -> dict:
+             repeats: int = 5, threads: int = 1, max_shapes: int = 48) -> dict:
     """Run every variant on simulator and executor (``workload`` already scaled). Returns the dict of the
-    module docstring. Raises ValueError when a call does not fit ``hbm_blocks``."""
+    module docstring. Raises ValueError when a call does not fit ``hbm_blocks``.
+
+    Calibration (a separate pass before any executor run): the simulator runs every variant on an
+    uncalibrated cost model over the measured ceilings, recording each step's per-sequence shape;
+    ``calibration_shapes`` keeps one half of the distinct shapes, ``measure_shapes`` times them
+    (warm-up, median of ``repeats``) and ``fit_executor`` fits the cost model to them."""
     t0 = time.perf_counter()
     check_fits_memory(workload, hbm_blocks)
     if cfg.block_size != workload.block_size:
         cfg = dataclasses.replace(cfg, block_size=workload.block_size)
-    cal = calibration or calibrate(cfg, device, repeats=repeats, small=small_grid)
+    set_threads(threads)
+    from optsched.cost.calibration import Calibration
     from optsched.cost.model import CostModel
 
-    cm = CostModel(cal["gpu"], cfg.model_spec(device), 1, cal["calibration"])
     model = TinyDecoder(cfg, device)
+    gpu, ceil = device_ceilings(cfg, device, model)
+    cm0 = CostModel(gpu, cfg.model_spec(device), 1, Calibration(name="uncalibrated", gpu=gpu.name))
+    shapes: list = []
+    for v in variants:
+        rec = ShapeRecorder()
+        run(workload, executor_cluster(instances, _scheduler(v, budget, max_seqs)), cm0, router=v.router,
+            admission=v.admission, residency=v.residency, executor=False, hbm_blocks=hbm_blocks,
+            dram_blocks=dram_blocks, backend=rec)
+        shapes += rec.shapes
+    cal_shapes = calibration_shapes(shapes, max_shapes)
+    steps = measure_shapes(model, cal_shapes, repeats)
+    cal, fit = fit_executor(gpu, cfg, device, steps, name=f"{gpu.name} {cfg.name(device)}")
+    cm = CostModel(gpu, cfg.model_spec(device), 1, cal)
     out: dict = {"device": device, "variants": [v.label for v in variants], "metric_error": {},
-                 "sim": {}, "executor": {}, "calibration_fit": cal["fit"]}
+                 "sim": {}, "executor": {}, "calibration_fit": fit, "calibration_shapes": len(cal_shapes),
+                 "run_shapes": len({tuple(x) for x in shapes}), "threads": threads, "ceilings": ceil}
     apes = []
     for v in variants:
-        sched = SchedulerConfig(max_num_batched_tokens=budget, max_num_seqs=max_seqs,
-                                long_prefill_token_threshold=v.threshold)
-        cluster = executor_cluster(instances, sched)
+        cluster = executor_cluster(instances, _scheduler(v, budget, max_seqs))
         kw = {"router": v.router, "admission": v.admission, "residency": v.residency,
               "hbm_blocks": hbm_blocks, "dram_blocks": dram_blocks}
         sim = run(workload, cluster, cm, executor=False, **kw)
