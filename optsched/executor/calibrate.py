@@ -47,7 +47,12 @@ _COLS = ["prefill_tokens", "prefill_attn_pairs", "prefill_kv_tokens", "decode_se
 
 
 def timer(device: torch.device):
-    """A function ``f -> seconds`` timing one call of ``f`` (CUDA events on CUDA, perf_counter_ns on CPU)."""
+    """A function ``f -> seconds`` timing one call of ``f``: CUDA events on CUDA; on CPU the CPU time of
+    the calling thread (``time.thread_time_ns``) when torch runs one intra-op thread (``set_threads(1)``),
+    else wall time (``perf_counter_ns``). With one thread every operation of a step runs in the calling
+    thread, so its CPU time is the step's time on a dedicated core: time slices lost to other processes
+    on a shared machine do not count (wall time on a 2-core machine at load average 10 is mostly such
+    waiting)."""
     if device.type == "cuda":
         def run(f) -> float:
             s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -57,10 +62,12 @@ def timer(device: torch.device):
             e.synchronize()
             return s.elapsed_time(e) / 1e3
     else:
+        clock = time.thread_time_ns if torch.get_num_threads() == 1 else time.perf_counter_ns
+
         def run(f) -> float:
-            t0 = time.perf_counter_ns()
+            t0 = clock()
             f()
-            return (time.perf_counter_ns() - t0) / 1e9
+            return (clock() - t0) / 1e9
     return run
 
 

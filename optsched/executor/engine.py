@@ -21,8 +21,8 @@ Token content: position p of a call holds a token derived from the call's block 
 are teacher-forced with these tokens (logits are computed and discarded), as when replaying a trace.
 
 Several instances in one process share one device (and one copy of the weights); each owns its KV
-pool and host tier. Steps run one at a time in event order, each measured alone (``perf_counter_ns``
-on CPU, CUDA events on CUDA), and each instance's clock advances by its own measured times: the
+pool and host tier. Steps run one at a time in event order, each measured alone (CUDA events on
+CUDA; on CPU the executing thread's CPU time with one torch thread, ``optsched.executor.calibrate.timer``), and each instance's clock advances by its own measured times: the
 timing is that of N dedicated devices running concurrently (time-sliced execution, uncontended
 measurement), which is what the simulator models.
 """
@@ -30,11 +30,8 @@ measurement), which is what the simulator models.
 from __future__ import annotations
 
 import logging
-import time
 import zlib
 from typing import Any
-
-import torch
 
 from optsched.executor.host_tier import HostTier
 from optsched.executor.kv_pool import PagedKVPool
@@ -88,7 +85,9 @@ class TorchStepBackend:
         self.slack = int(max_num_seqs) + 8
         self.check = check
         self.model_clock = model_clock
-        self.cuda = model.device.type == "cuda"
+        from optsched.executor.calibrate import timer
+
+        self.timer = timer(model.device)  # measured as in calibration (one thread: thread CPU time)
         self.paged: dict[int, PagedSequences] = {}
         self.live: dict[int, dict[int, Any]] = {}  # instance -> call index -> Seq holding pages
         self.records: list[StepRecord] = []
@@ -147,17 +146,7 @@ class TorchStepBackend:
             if ps.tokens.get(seq.idx) != ctx:
                 raise RuntimeError(f"call {seq.call.call_id}: decode at context {ctx}, pages hold {ps.tokens.get(seq.idx)}")
             items.append((seq.idx, token_ids(seq.call, ctx, 1, bs, vocab)))
-        if self.cuda:
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            ps.step(self.model, items).argmax(-1)
-            end.record()
-            end.synchronize()
-            dt = start.elapsed_time(end) / 1e3
-        else:
-            t0 = time.perf_counter_ns()
-            ps.step(self.model, items).argmax(-1)
-            dt = (time.perf_counter_ns() - t0) / 1e9
+        dt = self.timer(lambda: ps.step(self.model, items).argmax(-1))
         if self.check:
             ps.pool.check_invariants()
         return dt
