@@ -88,7 +88,7 @@ def _run(args: argparse.Namespace) -> int:
 
     res = executor_run(w, variant, cfg=cfg, device=args.device, instances=args.instances,
                        hbm_blocks=args.kv_blocks, budget=args.budget, calibration=args.calibration,
-                       threads=args.threads)
+                       threads=args.threads, scale=args.scale)
     res.write_atomic(args.out)
     from optsched.sim.result import _clean
 

@@ -47,7 +47,7 @@ def _run(args: argparse.Namespace) -> int:
     check_fits_memory(w, args.kv_blocks, where=f"--workload {args.workload} scaled by {args.scale}")
     out = validate(w, variants, cfg=ExecModelConfig(block_size=w.block_size), device=args.device,
                    instances=max(args.instances, 2 if args.routers else 1), hbm_blocks=args.kv_blocks,
-                   threads=args.threads, repeats=args.repeats)
+                   threads=args.threads, repeats=args.repeats, scale=args.scale)
     if args.json:
         print(json.dumps(out, sort_keys=True, indent=1, default=str))
     else:

@@ -15,7 +15,6 @@ from optsched.executor.config import ExecModelConfig
 from optsched.executor.model import TinyDecoder
 from optsched.executor.runner import ExecRun, executor_cluster, run
 from optsched.executor.validate import Variant
-from optsched.sim.config import SchedulerConfig
 
 __all__ = ["executor_run"]
 
@@ -24,7 +23,7 @@ log = logging.getLogger(__name__)
 
 def executor_run(workload, variant: Variant, *, cfg: ExecModelConfig, device: str, instances: int = 1,
                  hbm_blocks: int = 2048, dram_blocks: int = 8192, budget: int = 2048, max_seqs: int = 32,
-                 calibration: str | None = None, threads: int = 1) -> ExecRun:
+                 calibration: str | None = None, threads: int = 1, scale: int = 1) -> ExecRun:
     """Run ``workload`` (already scaled) with ``variant``'s policies on ``device``. Raises ValueError /
     FileNotFoundError for a calibration that is missing or of another device / block size."""
     from optsched.cost.calibration import Calibration
@@ -43,8 +42,9 @@ def executor_run(workload, variant: Variant, *, cfg: ExecModelConfig, device: st
         model = TinyDecoder(cfg, device)
         gpu, _ = device_ceilings(cfg, device, model)
         cm = CostModel(gpu, cfg.model_spec(device), 1, Calibration(name="uncalibrated", gpu=gpu.name))
-    sched = SchedulerConfig(max_num_batched_tokens=budget, max_num_seqs=max_seqs,
-                            long_prefill_token_threshold=variant.threshold)
+    from optsched.executor.validate import scheduler_for
+
+    sched = scheduler_for(variant, budget, max_seqs, scale)
     res = run(workload, executor_cluster(instances, sched), cm, router=variant.router, admission=variant.admission,
               residency=variant.residency, executor=True, model=model, hbm_blocks=hbm_blocks,
               dram_blocks=dram_blocks)

@@ -31,7 +31,7 @@ from optsched.sim.config import SchedulerConfig
 from optsched.sim.step_backend import CostModelBackend
 
 __all__ = ["METRICS", "ShapeRecorder", "Variant", "calibration_shapes", "default_variants", "merge_policies",
-           "policy_variant", "router_variants", "validate"]
+           "policy_variant", "router_variants", "scheduler_for", "validate"]
 
 log = logging.getLogger(__name__)
 METRICS = ("ttft_p50_s", "ttft_p90_s", "tpot_p50_s", "p90_interactivity_tok_s", "tpgs")
@@ -42,7 +42,7 @@ _STEP_COLS = ["prefill_tokens", "prefill_attn_pairs", "prefill_kv_tokens", "deco
 @dataclass(frozen=True)
 class Variant:
     """One policy setting: label, router / admission / residency objects (None = defaults) and the
-    long-prefill threshold of the scheduler (tokens, 0 = off)."""
+    long-prefill threshold of the scheduler (original, unscaled tokens; 0 = off)."""
 
     label: str
     router: Any = None
@@ -119,15 +119,19 @@ def calibration_shapes(shapes: list[list[tuple[int, int]]], max_shapes: int = 48
     return [list(x) for x in half]
 
 
-def _scheduler(v: Variant, budget: int, max_seqs: int) -> SchedulerConfig:
-    return SchedulerConfig(max_num_batched_tokens=budget, max_num_seqs=max_seqs, long_prefill_token_threshold=v.threshold)
+def scheduler_for(v: Variant, budget: int, max_seqs: int, scale: int = 1) -> SchedulerConfig:
+    """The variant's scheduler; its long-prefill threshold is in ORIGINAL tokens and divided by the
+    workload's scale factor like every token count (512 at scale 32 -> 16 scaled tokens)."""
+    thr = max(1, v.threshold // scale) if v.threshold else 0
+    return SchedulerConfig(max_num_batched_tokens=budget, max_num_seqs=max_seqs, long_prefill_token_threshold=thr)
 
 
 def validate(workload, variants: list[Variant], *, cfg: ExecModelConfig, device: str, instances: int = 1,
              budget: int = 2048, max_seqs: int = 32, hbm_blocks: int = 2048, dram_blocks: int = 8192,
-             repeats: int = 5, threads: int = 1, max_shapes: int = 48) -> dict:
+             repeats: int = 5, threads: int = 1, max_shapes: int = 48, scale: int = 1) -> dict:
     """Run every variant on simulator and executor (``workload`` already scaled). Returns the dict of the
-    module docstring. Raises ValueError when a call does not fit ``hbm_blocks``.
+    module docstring. ``scale``: the factor ``workload`` was scaled down by (thresholds are divided by it).
+    Raises ValueError when a call does not fit ``hbm_blocks``.
 
     Calibration (a separate pass before any executor run): the simulator runs every variant on an
     uncalibrated cost model over the measured ceilings, recording each step's per-sequence shape;
@@ -147,7 +151,7 @@ def validate(workload, variants: list[Variant], *, cfg: ExecModelConfig, device:
     shapes: list = []
     for v in variants:
         rec = ShapeRecorder()
-        run(workload, executor_cluster(instances, _scheduler(v, budget, max_seqs)), cm0, router=v.router,
+        run(workload, executor_cluster(instances, scheduler_for(v, budget, max_seqs, scale)), cm0, router=v.router,
             admission=v.admission, residency=v.residency, executor=False, hbm_blocks=hbm_blocks,
             dram_blocks=dram_blocks, backend=rec)
         shapes += rec.shapes
@@ -160,7 +164,7 @@ def validate(workload, variants: list[Variant], *, cfg: ExecModelConfig, device:
                  "run_shapes": len({tuple(x) for x in shapes}), "threads": threads, "ceilings": ceil}
     apes = []
     for v in variants:
-        cluster = executor_cluster(instances, _scheduler(v, budget, max_seqs))
+        cluster = executor_cluster(instances, scheduler_for(v, budget, max_seqs, scale))
         kw = {"router": v.router, "admission": v.admission, "residency": v.residency,
               "hbm_blocks": hbm_blocks, "dram_blocks": dram_blocks}
         sim = run(workload, cluster, cm, executor=False, **kw)
