@@ -173,22 +173,13 @@ def scale_family(cal: Calibration, fams: tuple[str, ...], s: float, elementwise_
     return dataclasses.replace(cal, families=fam, elementwise_op_eps=ew)
 
 
-def fit_executor(gpu: GPUSpec, cfg: ExecModelConfig, device: str, steps: pd.DataFrame,
-                 name: str = "executor") -> tuple[Calibration, dict]:
-    """Fit (a, b, c, step_overhead_s, seq_overhead_s) to measured ``steps`` (module docstring).
-    Returns the Calibration and {"scales", "step_overhead_s", "seq_overhead_s", "median_ape", "p90_ape", "n"}.
-    Raises ValueError on an empty frame."""
-    if steps.empty:
-        raise ValueError("no measured steps to fit")
-    base = Calibration(step_overhead_s=0.0, seq_overhead_s=0.0, name=name, gpu=gpu.name)
+def _fit_once(gpu: GPUSpec, cfg: ExecModelConfig, device: str, x: list, t: np.ndarray, base: Calibration):
     cm0 = CostModel(gpu, cfg.model_spec(device), 1, base)
-    x = [steps[c].to_numpy(float) for c in _COLS]
     z = np.zeros_like(x[0])
     lin = np.asarray(cm0.step_breakdown(x[0], z, z, x[3], z)["linear_s"], dtype=float)
     apf = np.asarray(cm0.step_breakdown(x[0], x[1], x[2], z, z)["attention_s"], dtype=float)
     adc = np.asarray(cm0.step_breakdown(z, z, z, x[3], x[4])["attention_s"], dtype=float)
     seqs = x[3] + (x[0] > 0)
-    t = steps["time_s"].to_numpy(float)
     a = np.stack([lin, apf, adc, np.ones_like(t), seqs], axis=1) / t[:, None]
     coef, _ = nnls(a, np.ones_like(t))
     sa, sb, sc = (max(float(v), 1e-6) for v in coef[:3])
@@ -198,8 +189,42 @@ def fit_executor(gpu: GPUSpec, cfg: ExecModelConfig, device: str, steps: pd.Data
     cal = dataclasses.replace(cal, step_overhead_s=float(coef[3]), seq_overhead_s=float(coef[4]))
     pred = np.asarray(CostModel(gpu, cfg.model_spec(device), 1, cal).step_time(*x), dtype=float)
     err = np.abs(pred / t - 1)
-    info = {"scales": {"linear": sa, "attn_prefill": sb, "attn_decode": sc}, "step_overhead_s": float(coef[3]),
-            "seq_overhead_s": float(coef[4]), "median_ape": float(np.median(err)),
+    return cal, err, (sa, sb, sc, float(coef[3]), float(coef[4]))
+
+
+# GEMM / prefill-attention efficiency ramps tried (tokens at half efficiency, FamilyParams.m_half): the
+# GPU defaults (32 / 128) assume tensor-core tiles; a small model on one CPU thread ramps differently
+M_HALF_GEMM = (0.0, 8.0, 32.0, 128.0)
+M_HALF_ATTN = (0.0, 32.0, 128.0)
+
+
+def fit_executor(gpu: GPUSpec, cfg: ExecModelConfig, device: str, steps: pd.DataFrame,
+                 name: str = "executor") -> tuple[Calibration, dict]:
+    """Fit (a, b, c, step_overhead_s, seq_overhead_s) to measured ``steps`` (module docstring) for each
+    efficiency ramp in ``M_HALF_GEMM`` × ``M_HALF_ATTN`` and keep the ramp with the smallest median + P90
+    relative error. ``step_overhead_s`` is the per-step fixed time (for this fixed depth it holds the
+    per-layer dispatch of every layer), ``seq_overhead_s`` the time per sequence in the step (per-layer
+    per-sequence attention calls, input assembly). Returns the Calibration and {"scales",
+    "step_overhead_s", "seq_overhead_s", "m_half", "median_ape", "p90_ape", "n"}.
+    Raises ValueError on an empty frame."""
+    if steps.empty:
+        raise ValueError("no measured steps to fit")
+    x = [steps[c].to_numpy(float) for c in _COLS]
+    t = steps["time_s"].to_numpy(float)
+    best = None
+    for mg in M_HALF_GEMM:
+        for ma in M_HALF_ATTN:
+            base = Calibration(step_overhead_s=0.0, seq_overhead_s=0.0, name=name, gpu=gpu.name)
+            fam = dict(base.families)
+            fam["gemm"] = dataclasses.replace(fam["gemm"], m_half=mg)
+            fam["attn_prefill"] = dataclasses.replace(fam["attn_prefill"], m_half=ma)
+            cal, err, coef = _fit_once(gpu, cfg, device, x, t, dataclasses.replace(base, families=fam))
+            score = float(np.median(err) + np.quantile(err, 0.9))
+            if best is None or score < best[0]:
+                best = (score, cal, err, coef, (mg, ma))
+    _, cal, err, (sa, sb, sc, so, sq), (mg, ma) = best
+    info = {"scales": {"linear": sa, "attn_prefill": sb, "attn_decode": sc}, "step_overhead_s": so,
+            "seq_overhead_s": sq, "m_half": {"gemm": mg, "attn_prefill": ma}, "median_ape": float(np.median(err)),
             "p90_ape": float(np.quantile(err, 0.9)), "n": len(t)}
     cal = dataclasses.replace(cal, residuals=info, provenance={"source": "optsched executor calibrate",
                                                                "model": cfg.name(device), "device": device})

@@ -162,7 +162,7 @@ def validate(workload, variants: list[Variant], *, cfg: ExecModelConfig, device:
     out: dict = {"device": device, "variants": [v.label for v in variants], "metric_error": {},
                  "sim": {}, "executor": {}, "calibration_fit": fit, "calibration_shapes": len(cal_shapes),
                  "run_shapes": len({tuple(x) for x in shapes}), "threads": threads, "ceilings": ceil}
-    apes = []
+    apes, kinds = [], []
     for v in variants:
         cluster = executor_cluster(instances, scheduler_for(v, budget, max_seqs, scale))
         kw = {"router": v.router, "admission": v.admission, "residency": v.residency,
@@ -172,12 +172,16 @@ def validate(workload, variants: list[Variant], *, cfg: ExecModelConfig, device:
         st = exe.steps
         pred = np.asarray(cm.step_time(*[st[c].to_numpy(float) for c in _STEP_COLS]), dtype=float)
         apes.append(np.abs(pred / st["time_s"].to_numpy(float) - 1))
+        kinds.append(np.where(st["prefill_tokens"] == 0, "decode", np.where(st["decode_seqs"] == 0, "prefill", "mixed")))
         s, e = sim.result.summary, exe.result.summary
         out["sim"][v.label] = {k: s.get(k) for k in (*METRICS, RANK_METRIC)}
         out["executor"][v.label] = {k: e.get(k) for k in (*METRICS, RANK_METRIC)}
         out["metric_error"][v.label] = {k: (s[k] - e[k]) / e[k] if e.get(k) else None for k in METRICS}
     ape = np.concatenate(apes)
     out["step_time_ape"] = {"median": float(np.median(ape)), "p90": float(np.quantile(ape, 0.9)), "n": int(ape.size)}
+    kind = np.concatenate(kinds)
+    out["step_time_ape_by_kind"] = {k: {"median": float(np.median(ape[kind == k])), "p90": float(np.quantile(ape[kind == k], 0.9)),
+                                        "n": int((kind == k).sum())} for k in ("decode", "prefill", "mixed") if (kind == k).any()}
     order = {side: sorted(out[side], key=lambda lab: out[side][lab][RANK_METRIC]) for side in ("sim", "executor")}
     out["rankings"] = order
     out["rank_metric"] = RANK_METRIC
