@@ -54,7 +54,7 @@ def register(subparsers) -> None:
     c.add_argument("--name", help="calibration name (saved under $OPTSCHED_HOME/calibrations/)")
     c.add_argument("--out", help="save into this folder instead of under a name")
     c.add_argument("--block-size", type=int, default=16, help="tokens per KV page (default 16)")
-    c.add_argument("--repeats", type=int, default=5, help="timed repeats per grid point (median kept)")
+    c.add_argument("--repeats", type=int, default=5, help="timed repeats per grid point (minimum kept)")
     c.add_argument("--small", action="store_true", help="a smaller grid (tests)")
     c.add_argument("--json", action="store_true", help="print the fit as JSON")
     _common(c)

@@ -23,7 +23,7 @@ def register(subparsers) -> None:
     p.add_argument("--instances", type=int, default=1)
     p.add_argument("--kv-blocks", type=int, default=2048, help="HBM KV blocks per instance")
     p.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1: stable timings)")
-    p.add_argument("--repeats", type=int, default=5, help="timed repeats per calibration shape (median kept)")
+    p.add_argument("--repeats", type=int, default=5, help="timed repeats per calibration shape (minimum kept)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_run)
 

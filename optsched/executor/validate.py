@@ -128,7 +128,8 @@ def scheduler_for(v: Variant, budget: int, max_seqs: int, scale: int = 1) -> Sch
 
 def validate(workload, variants: list[Variant], *, cfg: ExecModelConfig, device: str, instances: int = 1,
              budget: int = 2048, max_seqs: int = 32, hbm_blocks: int = 2048, dram_blocks: int = 8192,
-             repeats: int = 5, threads: int = 1, max_shapes: int = 48, scale: int = 1) -> dict:
+             repeats: int = 5, threads: int = 1, max_shapes: int = 48, scale: int = 1,
+             step_repeats: int = 3) -> dict:
     """Run every variant on simulator and executor (``workload`` already scaled). Returns the dict of the
     module docstring. ``scale``: the factor ``workload`` was scaled down by (thresholds are divided by it).
     Raises ValueError when a call does not fit ``hbm_blocks``.
@@ -136,7 +137,8 @@ def validate(workload, variants: list[Variant], *, cfg: ExecModelConfig, device:
     Calibration (a separate pass before any executor run): the simulator runs every variant on an
     uncalibrated cost model over the measured ceilings, recording each step's per-sequence shape;
     ``calibration_shapes`` keeps one half of the distinct shapes, ``measure_shapes`` times them
-    (warm-up, median of ``repeats``) and ``fit_executor`` fits the cost model to them."""
+    (warm-up, min of ``repeats``) and ``fit_executor`` fits the cost model to them. Each executor step is
+    timed as the min of ``step_repeats`` executions (``TorchStepBackend``)."""
     t0 = time.perf_counter()
     check_fits_memory(workload, hbm_blocks)
     if cfg.block_size != workload.block_size:
@@ -168,7 +170,7 @@ def validate(workload, variants: list[Variant], *, cfg: ExecModelConfig, device:
         kw = {"router": v.router, "admission": v.admission, "residency": v.residency,
               "hbm_blocks": hbm_blocks, "dram_blocks": dram_blocks}
         sim = run(workload, cluster, cm, executor=False, **kw)
-        exe = run(workload, cluster, cm, executor=True, model=model, **kw)
+        exe = run(workload, cluster, cm, executor=True, model=model, repeats=step_repeats, **kw)
         st = exe.steps
         pred = np.asarray(cm.step_time(*[st[c].to_numpy(float) for c in _STEP_COLS]), dtype=float)
         apes.append(np.abs(pred / st["time_s"].to_numpy(float) - 1))

@@ -52,3 +52,15 @@ def test_call_too_big_for_memory(setup):
     w, _, _ = setup
     with pytest.raises(ValueError, match="needs .* KV blocks"):
         check_fits_memory(w, 10)
+
+
+def test_repeated_steps_leave_the_same_state(setup):
+    """``repeats=3`` runs every step three times over rolled-back sequences: the pages, the accounting
+    and the leak check are those of a single execution."""
+    w, cfg, cm = setup
+    cluster = executor_cluster(1, SchedulerConfig(max_num_batched_tokens=256, max_num_seqs=16))
+    kw = {"hbm_blocks": 200, "dram_blocks": 4000}
+    sim = run(w, cluster, cm, executor=False, **kw)
+    exe = run(w, cluster, cm, executor=True, model=TinyDecoder(cfg), model_clock=True, check=True, repeats=3, **kw)
+    cols = [c for c in ACCOUNTING if c in sim.result.calls.columns]
+    pd.testing.assert_frame_equal(sim.result.calls[cols], exe.result.calls[cols])
