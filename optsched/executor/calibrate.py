@@ -112,7 +112,8 @@ def measure_shapes(model: TinyDecoder, shapes: list[list[tuple[int, int]]], repe
     """Shortest time (s) of one step of each shape ([(cached, new)] per sequence) on a scratch pool.
 
     Each shape's sequences are first filled to their cached length, then the step runs ``warmup`` +
-    ``repeats`` times, rolling the sequences back to their cached length in between (the pages stay
+    ``repeats`` times (round robin over the shapes, so that a slow phase of a shared machine costs one
+    repeat of many shapes rather than every repeat of one), rolling the sequences back to their cached length in between (the pages stay
     allocated, the same pages are rewritten), and the minimum of the last ``repeats`` is kept (noise
     on a shared machine only adds time; two passes of medians differed by 10-60% at load ~10, of
     minima by 3-28%).
@@ -126,6 +127,7 @@ def measure_shapes(model: TinyDecoder, shapes: list[list[tuple[int, int]]], repe
     def toks(n: int) -> list[int]:
         return torch.randint(0, cfg.vocab_size, (n,), generator=g).tolist()
 
+    built = []
     for spec in shapes:
         pages = sum(-(-(c + n) // s) + 1 for c, n in spec) + 4
         pool = PagedKVPool(cfg.num_layers, pages, s, cfg.num_kv_heads, cfg.head_dim, model.device, model.dtype)
@@ -134,15 +136,17 @@ def measure_shapes(model: TinyDecoder, shapes: list[list[tuple[int, int]]], repe
             ps.begin(i, (), 0)
             if c:
                 ps.step(model, [(i, toks(c))])
-        items = [(i, toks(n)) for i, (_, n) in enumerate(spec)]
-        times = []
-        for r in range(warmup + repeats):
+        built.append((ps, [(i, toks(n)) for i, (_, n) in enumerate(spec)]))
+    times: list[list[float]] = [[] for _ in shapes]
+    for r in range(warmup + repeats):  # round robin over the shapes: a slow phase of the machine hits
+        for j, (spec, (ps, items)) in enumerate(zip(shapes, built)):  # one repeat of many shapes
             for i, (c, _) in enumerate(spec):
                 ps.tokens[i] = c
             dt = t(lambda ps=ps, items=items: ps.step(model, items).argmax(-1))
             if r >= warmup:
-                times.append(dt)
-        rows.append({**shape_row(spec), "time_s": float(np.min(times)), "sequences": len(spec)})
+                times[j].append(dt)
+    for spec, ts in zip(shapes, times):
+        rows.append({**shape_row(spec), "time_s": float(np.min(ts)), "sequences": len(spec)})
     return pd.DataFrame(rows)
 
 
