@@ -108,7 +108,7 @@ def shape_row(spec: list[tuple[int, int]]) -> dict:
 
 
 def measure_shapes(model: TinyDecoder, shapes: list[list[tuple[int, int]]], repeats: int = 5,
-                   warmup: int = 2) -> pd.DataFrame:
+                   warmup: int = 2, pool_pages: int = 0) -> pd.DataFrame:
     """Shortest time (s) of one step of each shape ([(cached, new)] per sequence) on a scratch pool.
 
     Each shape's sequences are first filled to their cached length, then the step runs ``warmup`` +
@@ -117,6 +117,8 @@ def measure_shapes(model: TinyDecoder, shapes: list[list[tuple[int, int]]], repe
     allocated, the same pages are rewritten), and the minimum of the last ``repeats`` is kept (noise
     on a shared machine only adds time; two passes of medians differed by 10-60% at load ~10, of
     minima by 3-28%).
+    ``pool_pages``: pool size of every shape (at least what it needs): the run's pool size, so that the
+    gathers read from a pool of the same footprint as in the run (cache locality).
     Columns: STEP columns (``shape_row``), ``time_s``, ``sequences``."""
     cfg = model.cfg
     s = cfg.block_size
@@ -127,9 +129,11 @@ def measure_shapes(model: TinyDecoder, shapes: list[list[tuple[int, int]]], repe
     def toks(n: int) -> list[int]:
         return torch.randint(0, cfg.vocab_size, (n,), generator=g).tolist()
 
+    page_bytes = 2 * cfg.num_layers * s * cfg.num_kv_heads * cfg.head_dim * torch.tensor([], dtype=model.dtype).element_size()
+    pool_pages = min(pool_pages, (1 << 30) // max(1, len(shapes) * page_bytes))  # all pools together <= 1 GiB
     built = []
     for spec in shapes:
-        pages = sum(-(-(c + n) // s) + 1 for c, n in spec) + 4
+        pages = max(pool_pages, sum(-(-(c + n) // s) + 1 for c, n in spec) + 4)
         pool = PagedKVPool(cfg.num_layers, pages, s, cfg.num_kv_heads, cfg.head_dim, model.device, model.dtype)
         ps = PagedSequences(pool)
         for i, (c, _) in enumerate(spec):

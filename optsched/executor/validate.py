@@ -158,7 +158,7 @@ def validate(workload, variants: list[Variant], *, cfg: ExecModelConfig, device:
             dram_blocks=dram_blocks, backend=rec)
         shapes += rec.shapes
     cal_shapes = calibration_shapes(shapes, max_shapes)
-    steps = measure_shapes(model, cal_shapes, repeats)
+    steps = measure_shapes(model, cal_shapes, repeats, pool_pages=min(hbm_blocks + max_seqs + 8, 4096))
     cal, fit = fit_executor(gpu, cfg, device, steps, name=f"{gpu.name} {cfg.name(device)}")
     cm = CostModel(gpu, cfg.model_spec(device), 1, cal)
     out: dict = {"device": device, "variants": [v.label for v in variants], "metric_error": {},
