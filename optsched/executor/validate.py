@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from optsched.executor.calibrate import device_ceilings, fit_executor, measure_shapes, set_threads
 from optsched.executor.config import ExecModelConfig
@@ -129,18 +130,23 @@ def scheduler_for(v: Variant, budget: int, max_seqs: int, scale: int = 1) -> Sch
 def validate(workload, variants: list[Variant], *, cfg: ExecModelConfig, device: str, instances: int = 1,
              budget: int = 2048, max_seqs: int = 32, hbm_blocks: int = 2048, dram_blocks: int = 8192,
              repeats: int = 5, threads: int = 1, max_shapes: int = 48, scale: int = 1,
-             step_repeats: int = 3) -> dict:
+             step_repeats: int = 3, calibration: str = "run") -> dict:
     """Run every variant on simulator and executor (``workload`` already scaled). Returns the dict of the
     module docstring. ``scale``: the factor ``workload`` was scaled down by (thresholds are divided by it).
     Raises ValueError when a call does not fit ``hbm_blocks``.
 
-    Calibration (a separate pass before any executor run): the simulator runs every variant on an
-    uncalibrated cost model over the measured ceilings, recording each step's per-sequence shape;
-    ``calibration_shapes`` keeps one half of the distinct shapes, ``measure_shapes`` times them
+    Calibration (a separate pass before the scored runs), ``calibration="run"`` (default): every variant
+    runs once on the executor (uncalibrated cost model over the measured ceilings for the policies);
+    its measured steps, sorted by shape, are split in two halves and the cost model is fitted on one
+    (the scored runs are new executions). ``calibration="shapes"``: the simulator records every
+    step's per-sequence shape instead; ``calibration_shapes`` keeps one half of the distinct shapes,
+    ``measure_shapes`` times them on scratch pools
     (warm-up, min of ``repeats``) and ``fit_executor`` fits the cost model to them. Each executor step is
     timed as the min of ``step_repeats`` executions (``TorchStepBackend``)."""
     t0 = time.perf_counter()
     check_fits_memory(workload, hbm_blocks)
+    if calibration not in ("run", "shapes"):
+        raise ValueError(f"calibration must be 'run' or 'shapes', got {calibration!r}")
     if cfg.block_size != workload.block_size:
         cfg = dataclasses.replace(cfg, block_size=workload.block_size)
     set_threads(threads)
@@ -151,19 +157,30 @@ def validate(workload, variants: list[Variant], *, cfg: ExecModelConfig, device:
     gpu, ceil = device_ceilings(cfg, device, model)
     cm0 = CostModel(gpu, cfg.model_spec(device), 1, Calibration(name="uncalibrated", gpu=gpu.name))
     shapes: list = []
+    passes = []
     for v in variants:
-        rec = ShapeRecorder()
-        run(workload, executor_cluster(instances, scheduler_for(v, budget, max_seqs, scale)), cm0, router=v.router,
-            admission=v.admission, residency=v.residency, executor=False, hbm_blocks=hbm_blocks,
-            dram_blocks=dram_blocks, backend=rec)
-        shapes += rec.shapes
-    cal_shapes = calibration_shapes(shapes, max_shapes)
-    steps = measure_shapes(model, cal_shapes, repeats, pool_pages=min(hbm_blocks + max_seqs + 8, 4096))
+        cluster = executor_cluster(instances, scheduler_for(v, budget, max_seqs, scale))
+        kw = {"router": v.router, "admission": v.admission, "residency": v.residency,
+              "hbm_blocks": hbm_blocks, "dram_blocks": dram_blocks}
+        if calibration == "shapes":
+            rec = ShapeRecorder()
+            run(workload, cluster, cm0, executor=False, backend=rec, **kw)
+            shapes += rec.shapes
+        else:  # a separate executor pass: its measured steps, the even half of them sorted by shape
+            passes.append(run(workload, cluster, cm0, executor=True, model=model, repeats=step_repeats, **kw).steps)
+    if calibration == "shapes":
+        cal_shapes = calibration_shapes(shapes, max_shapes)
+        steps = measure_shapes(model, cal_shapes, repeats, pool_pages=min(hbm_blocks + max_seqs + 8, 4096))
+        n_cal, n_run = len(cal_shapes), len({tuple(x) for x in shapes})
+    else:
+        allsteps = pd.concat(passes, ignore_index=True).sort_values([*_STEP_COLS, "time_s"], kind="stable")
+        steps = allsteps.iloc[::2].reset_index(drop=True)
+        n_cal, n_run = len(steps), len(allsteps)
     cal, fit = fit_executor(gpu, cfg, device, steps, name=f"{gpu.name} {cfg.name(device)}")
     cm = CostModel(gpu, cfg.model_spec(device), 1, cal)
     out: dict = {"device": device, "variants": [v.label for v in variants], "metric_error": {},
-                 "sim": {}, "executor": {}, "calibration_fit": fit, "calibration_shapes": len(cal_shapes),
-                 "run_shapes": len({tuple(x) for x in shapes}), "threads": threads, "ceilings": ceil}
+                 "sim": {}, "executor": {}, "calibration_fit": fit, "calibration_shapes": n_cal,
+                 "run_shapes": n_run, "calibration": calibration, "threads": threads, "ceilings": ceil}
     apes, kinds = [], []
     for v in variants:
         cluster = executor_cluster(instances, scheduler_for(v, budget, max_seqs, scale))
