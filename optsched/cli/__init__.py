@@ -13,7 +13,7 @@ import sys
 __all__ = ["build_parser", "main"]
 
 # subcommand modules, in help order; a module that fails to import is reported, not hidden
-SUBCOMMANDS = ("workload", "cost", "simulate", "solve", "export", "reproduce", "compare")
+SUBCOMMANDS = ("workload", "cost", "simulate", "solve", "export", "reproduce", "compare", "validate", "executor")
 
 
 def build_parser() -> argparse.ArgumentParser:

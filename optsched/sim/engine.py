@@ -28,6 +28,7 @@ from optsched.sim.pd_transfer import PDMixin
 from optsched.sim.residency_exec import ResidencyExecutor
 from optsched.sim.scheduler import Batch, plan_step
 from optsched.sim.seq import DECODE, DONE, Seq
+from optsched.sim.step_backend import StepBackend
 from optsched.sim.stepping import Decision, SteppingMixin
 from optsched.sim.views import ClusterViewImpl
 from optsched.workload.context import check_context
@@ -54,13 +55,14 @@ class Simulator(PDMixin, SteppingMixin):
 
     Arguments after ``cluster`` are keyword-only: ``router`` (None: the stepping API routes),
     ``admission``, ``residency``, ``slo``, ``cost_models``, ``progress``, ``concurrency`` (as
-    `optsched.sim.simulate`).
+    `optsched.sim.simulate`), ``step_backend`` (None: step durations from the instances' cost models;
+    else a `optsched.sim.step_backend.StepBackend` asked for every step's duration, no fast-forward).
     """
 
     def __init__(
         self, workload: Workload, cluster: ClusterConfig, *, router: Any = None, admission: Any = None,
         residency: Any = None, slo: SLO | None = None, cost_models: Any = None, progress: bool = False,
-        concurrency: int = 0,
+        concurrency: int = 0, step_backend: StepBackend | None = None,
     ) -> None:
         bs = cluster.scheduler.block_size
         if bs is None:
@@ -96,7 +98,9 @@ class Simulator(PDMixin, SteppingMixin):
         self.progress = progress
         self._bar = None
         self._start_load = self._start_load_cb
-        self.fast_forward = True  # decode runs (optsched.sim.fastforward); False = one event per step
+        self.step_backend = step_backend
+        # decode runs (optsched.sim.fastforward); False = one event per step (always with a step backend)
+        self.fast_forward = step_backend is None
         self.debug = False  # tests: check cache invariants and capacities after every step
         self._started = False
         self._pending: Decision | None = None
@@ -252,7 +256,11 @@ class Simulator(PDMixin, SteppingMixin):
         if b.n_dec == 0 and not b.chunks:
             self._idle(unit, t)
             return
-        b.time_s = inst.cm.step_time(b.prefill_tokens, b.attn_pairs, b.prefill_kv, b.n_dec, b.dec_kv)
+        be = self.step_backend
+        if be is None:
+            b.time_s = inst.cm.step_time(b.prefill_tokens, b.attn_pairs, b.prefill_kv, b.n_dec, b.dec_kv)
+        else:
+            b.time_s = be.step_time_s(inst, b, t)
         b.t0 = t
         end = t + b.time_s
         if self.fast_forward and can_run(inst, b):
@@ -284,7 +292,11 @@ class Simulator(PDMixin, SteppingMixin):
             b = plan_step(inst, t, self.admission, self._start_load, self.ttft_slo_s)
             b.t0 = t
             if not b.empty:
-                b.time_s = float(inst.cm.step_time(b.prefill_tokens, b.attn_pairs, b.prefill_kv, b.n_dec, b.dec_kv))
+                be = self.step_backend
+                if be is None:
+                    b.time_s = float(inst.cm.step_time(b.prefill_tokens, b.attn_pairs, b.prefill_kv, b.n_dec, b.dec_kv))
+                else:
+                    b.time_s = float(be.step_time_s(inst, b, t))
                 longest = max(longest, b.time_s)
             batches.append(b)
         if all(b.empty for b in batches):

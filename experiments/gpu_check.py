@@ -1,0 +1,206 @@
+"""One-command device check of the torch executor (issue 13 item 8): parity, kernel efficiency against
+measured ceilings, calibration and sim-to-real, as JSON plus a short table.
+
+Stages (each timed; the whole run is sized to finish in < 8 minutes on one CUDA device at
+``--size full``; ``--size tiny`` runs the same code on CPU in seconds, for the smoke test):
+1. ``parity``: paged + chunked + batched attention of three sequences (chunked prefills mixed with
+   decodes of different lengths) vs the naive dense reference on the device (max |logit difference|;
+   tolerance 2e-4 in float32, 5e-2 in bf16 where logits carry ~3 significant digits), and a host-tier
+   offload/reload round trip of every page (bit-exact).
+2. ``ceilings``: a square matmul (bf16 on CUDA, fp32 on CPU; FLOP/s = 2 n^3 / t) and a device copy
+   (bytes read + written / t), best of 5 (``optsched.executor.calibrate.measure_ceilings``).
+3. ``decode_attention``: one layer's paged decode attention for B sequences of context C; achieved
+   bandwidth = KV bytes read (B·C·K·D·2 tensors·itemsize) / t, as a fraction of the copy ceiling.
+   ``prefill_attention``: one chunk of n new tokens over c cached; FLOP/s = 4·H·D·n·(c + (n+1)/2) / t
+   (QK^T and PV over the causal pairs), as a fraction of the matmul peak. Median of 5 after 2 warm-ups.
+4. ``calibrate``: the executor's grid calibration (fit APE on the grid).
+5. ``sim_to_real``: ``optsched.executor.validate`` on the scaled copilot workload, threshold 512 vs none.
+
+Writes ``OUT/gpu_check.json`` (stages, provenance) and ``OUT/gpu_check.txt`` (the table); prints the table.
+Usage: ``.venv/bin/python experiments/gpu_check.py [--device cuda] [--size full|tiny] [--out DIR]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from pathlib import Path
+
+SIZES = {
+    # model shape, decode (B, C) points, prefill (n, c) points, workload spec / scale for sim-to-real
+    "full": {"model": {"num_layers": 4, "num_heads": 32, "num_kv_heads": 8, "head_dim": 128, "vocab_size": 32000},
+             "decode": [(8, 4096), (32, 4096), (64, 16384), (128, 8192)],
+             "prefill": [(512, 0), (2048, 0), (4096, 0), (2048, 8192)],
+             "workload": "copilot:sessions=4,seed=0", "scale": 4, "repeats": 5},
+    "tiny": {"model": {"num_layers": 1, "num_heads": 4, "num_kv_heads": 2, "head_dim": 16, "vocab_size": 64},
+             "decode": [(2, 64), (4, 256)], "prefill": [(32, 0), (64, 64)],
+             "workload": "copilot:sessions=1,seed=0", "scale": 32, "repeats": 1},
+}
+
+
+def _median_time(t, f, repeats: int = 5, warmup: int = 2) -> float:
+    for _ in range(warmup):
+        f()
+    return sorted(t(f) for _ in range(repeats))[repeats // 2]
+
+
+def parity(cfg, device: str) -> dict:
+    import torch
+
+    from optsched.executor.host_tier import HostTier
+    from optsched.executor.kv_pool import PagedKVPool
+    from optsched.executor.model import TinyDecoder
+    from optsched.executor.paged import PagedSequences
+
+    model = TinyDecoder(cfg, device)
+    pool = PagedKVPool(cfg.num_layers, 64, cfg.block_size, cfg.num_kv_heads, cfg.head_dim, model.device, model.dtype)
+    ps = PagedSequences(pool)
+    g = torch.Generator().manual_seed(7)
+    seqs = [torch.randint(0, cfg.vocab_size, (n,), generator=g).tolist() for n in (13, 6, 22)]
+    done = [0, 0, 0]
+    worst = 0.0
+    for i in range(3):
+        ps.begin(i, (), 0)
+    while any(done[i] < len(s) for i, s in enumerate(seqs)):
+        items = []
+        for i, s in enumerate(seqs):
+            if done[i] < len(s):
+                n = min(5, len(s) - 3 - done[i]) if done[i] < len(s) - 3 else 1
+                items.append((i, s[done[i]: done[i] + n]))
+        logits = ps.step(model, items)
+        for (i, new), row in zip(items, logits):
+            done[i] += len(new)
+            ref = model.forward_dense(torch.tensor(seqs[i][: done[i]], device=model.device))[-1]
+            worst = max(worst, float((row.float() - ref.float()).abs().max()))
+    tol = 2e-4 if model.dtype == torch.float32 else 5e-2
+    used = [p for t in ps.tables.values() for p in t]
+    before_k = pool.k[:, used].clone()
+    host = HostTier(pool, len(used))
+    for j, p in enumerate(used):
+        host.offload(("page", j), p)
+    pool.k[:, used] = 0
+    for j, p in enumerate(used):
+        host.reload(("page", j), p)
+    exact = bool(torch.equal(pool.k[:, used], before_k))
+    return {"paged_vs_dense_max_abs": worst, "tolerance": tol, "paged_ok": worst <= tol,
+            "offload_reload_bit_exact": exact}
+
+
+def kernels(cfg, device: str, size: dict, ceil: dict) -> dict:
+    import torch
+
+    from optsched.executor.attention import Segment, paged_attention
+    from optsched.executor.calibrate import timer
+    from optsched.executor.model import dtype_for
+
+    dev = torch.device(device)
+    dt = dtype_for(device)
+    t = timer(dev)
+    s, h, k, d = cfg.block_size, cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
+    item = torch.tensor([], dtype=dt).element_size()
+    out = {"decode": [], "prefill": []}
+    for b, c in size["decode"]:
+        per = -(-(c + 1) // s)
+        kp = torch.randn(b * per + 1, s, k, d, device=dev).to(dt)
+        vp = torch.randn_like(kp)
+        segs = [Segment(i, 1, c, tuple(range(i * per, (i + 1) * per))) for i in range(b)]
+        q = torch.randn(b, h, d, device=dev).to(dt)
+        sec = _median_time(t, lambda q=q, kp=kp, vp=vp, segs=segs, b=b: paged_attention(q, kp, vp, segs, list(range(b)), []))
+        gbs = b * (c + 1) * k * d * 2 * item / sec
+        out["decode"].append({"batch": b, "context": c, "time_s": sec, "achieved_bytes_s": gbs,
+                              "fraction_of_copy": gbs / ceil["copy_bytes_s"]})
+    for n, c in size["prefill"]:
+        per = -(-(c + n) // s)
+        kp = torch.randn(per + 1, s, k, d, device=dev).to(dt)
+        vp = torch.randn_like(kp)
+        segs = [Segment(0, n, c, tuple(range(per)))]
+        q = torch.randn(n, h, d, device=dev).to(dt)
+        sec = _median_time(t, lambda q=q, kp=kp, vp=vp, segs=segs: paged_attention(q, kp, vp, segs, [], [0]))
+        flops = 4.0 * h * d * n * (c + (n + 1) / 2)
+        out["prefill"].append({"new": n, "cached": c, "time_s": sec, "achieved_flops": flops / sec,
+                               "fraction_of_matmul": flops / sec / ceil["matmul_flops"]})
+    return out
+
+
+def table(res: dict) -> str:
+    lines = [f"device {res['device']}  size {res['size']}  wall {res['wall_s']:.1f} s"]
+    p = res["parity"]
+    lines.append(f"parity: paged vs dense max |diff| {p['paged_vs_dense_max_abs']:.2e} (tol {p['tolerance']:.0e}) "
+                 f"ok={p['paged_ok']}  offload/reload bit-exact={p['offload_reload_bit_exact']}")
+    c = res["ceilings"]
+    lines.append(f"ceilings: matmul {c['matmul_flops'] / 1e12:.3f} TFLOP/s  copy {c['copy_bytes_s'] / 1e9:.1f} GB/s")
+    for r in res["kernels"]["decode"]:
+        lines.append(f"decode  B={r['batch']:<4d} C={r['context']:<6d} {r['time_s'] * 1e3:8.3f} ms "
+                     f"{r['achieved_bytes_s'] / 1e9:8.1f} GB/s  {100 * r['fraction_of_copy']:5.1f}% of copy")
+    for r in res["kernels"]["prefill"]:
+        lines.append(f"prefill n={r['new']:<5d} c={r['cached']:<6d} {r['time_s'] * 1e3:8.3f} ms "
+                     f"{r['achieved_flops'] / 1e12:8.3f} TFLOP/s {100 * r['fraction_of_matmul']:5.1f}% of matmul")
+    f = res["calibrate"]
+    lines.append(f"calibration fit APE median {f['median_ape']:.3f} p90 {f['p90_ape']:.3f} (n={f['n']})")
+    v = res["sim_to_real"]
+    lines.append(f"sim-to-real step APE median {v['step_time_ape']['median']:.3f} p90 {v['step_time_ape']['p90']:.3f} "
+                 f"(n={v['step_time_ape']['n']})  ranking agrees {v['ranking_agrees']}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--device", default=None, help="cuda / cuda:N / cpu (default: cuda when available)")
+    ap.add_argument("--size", choices=sorted(SIZES), default=None, help="full (default on CUDA) or tiny")
+    ap.add_argument("--out", default="runs/gpu_check")
+    args = ap.parse_args(argv)
+    import torch
+    from optsched.reproduce.provenance import collect_provenance
+
+    from optsched.executor.calibrate import calibrate, measure_ceilings, set_threads
+    from optsched.executor.config import ExecModelConfig, check_device
+    from optsched.executor.model import dtype_for
+    from optsched.executor.scale import scale_workload
+    from optsched.executor.validate import default_variants, validate
+    from optsched.workload.spec import workload_from_spec
+
+    device = check_device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    size_name = args.size or ("full" if device.startswith("cuda") else "tiny")
+    size = SIZES[size_name]
+    set_threads(1)
+    t0 = time.perf_counter()
+    res: dict = {"device": device, "size": size_name, "stage_s": {}}
+    if device.startswith("cuda"):
+        res["device_name"] = torch.cuda.get_device_name(torch.device(device))
+    cfg = ExecModelConfig(**size["model"])
+    for stage in ("parity", "ceilings", "kernels", "calibrate", "sim_to_real"):
+        ts = time.perf_counter()
+        if stage == "parity":
+            res["parity"] = parity(ExecModelConfig(**{**size["model"], "block_size": 4}), device)
+        elif stage == "ceilings":
+            res["ceilings"] = measure_ceilings(device, dtype_for(device))
+        elif stage == "kernels":
+            res["kernels"] = kernels(cfg, device, size, res["ceilings"])
+        elif stage == "calibrate":
+            res["calibrate"] = calibrate(cfg, device, repeats=size["repeats"], small=size_name == "tiny")["fit"]
+        else:
+            w = scale_workload(workload_from_spec(size["workload"]), size["scale"], 0.05)
+            v = validate(w, default_variants(), cfg=ExecModelConfig(**{**size["model"], "block_size": w.block_size}),
+                         device=device, repeats=size["repeats"], max_shapes=24 if size_name == "tiny" else 48,
+                         scale=size["scale"])
+            res["sim_to_real"] = {k: v[k] for k in ("step_time_ape", "ranking_agrees", "rankings", "metric_error",
+                                                    "calibration_fit", "calibration_shapes")}
+        res["stage_s"][stage] = time.perf_counter() - ts
+    res["wall_s"] = time.perf_counter() - t0
+    res["provenance"] = collect_provenance({"device": device, "size": size_name, **size}, sys.argv if argv is None
+                                           else ["gpu_check.py", *argv], 0, [])
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "gpu_check.json").write_text(json.dumps(res, sort_keys=True, indent=1, default=str) + "\n")
+    txt = table(res)
+    (out / "gpu_check.txt").write_text(txt + "\n")
+    print(txt)
+    assert math.isfinite(res["wall_s"])
+    return res
+
+
+if __name__ == "__main__":
+    main()

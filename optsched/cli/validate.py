@@ -1,0 +1,60 @@
+"""``optsched validate --workload W [--policy A.json --policy B.json] [--json]``: sim-to-real check
+(``optsched.executor.validate``). torch is imported only when the verb runs. Default variants: vLLM
+long-prefill threshold 512 vs none. JSON keys: step_time_ape.{median,p90,n}, ranking_agrees, rankings,
+metric_error, device, calibration_fit, calibration_shapes, run_shapes, threads, ceilings, wall_s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+__all__ = ["register"]
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("validate", help="sim-to-real: simulator vs the torch executor on a scaled workload")
+    p.add_argument("--workload", required=True, help="trace path or generator spec (e.g. copilot:sessions=2)")
+    p.add_argument("--policy", action="append", default=[], help="optsched.policy/v1 file (routing/admission/residency)")
+    p.add_argument("--routers", action="store_true", help="compare round_robin vs cache_aware instead")
+    p.add_argument("--scale", type=int, default=32, help="divide token counts and block size by this (default 32)")
+    p.add_argument("--time-scale", type=float, default=0.05, help="multiply think times by this (default 0.05)")
+    p.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
+    p.add_argument("--instances", type=int, default=1)
+    p.add_argument("--kv-blocks", type=int, default=2048, help="HBM KV blocks per instance")
+    p.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1: stable timings)")
+    p.add_argument("--repeats", type=int, default=5, help="timed repeats per calibration shape (minimum kept)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from optsched.executor.config import ExecModelConfig, check_device
+
+    check_device(args.device)
+    from optsched.executor.scale import scale_workload
+    from optsched.executor.validate import default_variants, policy_variant, router_variants, validate
+    from optsched.workload.spec import workload_from_spec
+
+    variants = [policy_variant(p) for p in args.policy]  # bad files fail before any work
+    if len(variants) == 1:
+        raise ValueError("--policy: give two or more policies to rank, or none for the defaults")
+    if not variants:
+        variants = router_variants() if args.routers else default_variants()
+    w = scale_workload(workload_from_spec(args.workload), args.scale, args.time_scale)
+    from optsched.executor.runner import check_fits_memory
+
+    check_fits_memory(w, args.kv_blocks, where=f"--workload {args.workload} scaled by {args.scale}")
+    out = validate(w, variants, cfg=ExecModelConfig(block_size=w.block_size), device=args.device,
+                   instances=max(args.instances, 2 if args.routers else 1), hbm_blocks=args.kv_blocks,
+                   threads=args.threads, repeats=args.repeats, scale=args.scale)
+    if args.json:
+        print(json.dumps(out, sort_keys=True, indent=1, default=str))
+    else:
+        a = out["step_time_ape"]
+        print(f"device {out['device']}  step-time APE median {a['median']:.3f}  p90 {a['p90']:.3f}  (n={a['n']})")
+        print(f"ranking by {out['rank_metric']}: sim {out['rankings']['sim']}  executor {out['rankings']['executor']}"
+              f"  agrees={out['ranking_agrees']}")
+        for lab, err in out["metric_error"].items():
+            print(f"  {lab}: " + "  ".join(f"{k} {v:+.2f}" for k, v in err.items() if v is not None))
+    return 0

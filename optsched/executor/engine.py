@@ -1,0 +1,213 @@
+"""The executor's engine loop: the simulator's own step scheduler and policies, real torch steps.
+
+``TorchStepBackend`` is a ``optsched.sim.step_backend.StepBackend``: the plain
+``optsched.sim.engine.Simulator`` plans every step and hands the planned batch to it; the backend
+executes the step on the ``TinyDecoder`` over the instance's own ``PagedKVPool`` and returns the
+MEASURED step time, which advances the simulated clock instead of the cost model's prediction.
+Everything else is the simulator's code, unchanged: the closed-loop driver (release = max(parents'
+finish) + think), the ``Router`` / ``Admission`` / ``Residency`` policy objects, the vLLM-v1-like step
+rules (token budget, decodes first, chunked prefill, long-prefill threshold, partial-prefill limits)
+and the prefix-cache bookkeeping (``optsched.kvcache.PrefixCache``) that decides hits by source. With a
+backend the simulator does not fast-forward decode runs (one event per step). Supported: colocated
+instances, recompute preemption, no lockstep groups (``executor_simulator`` checks).
+
+Physical KV follows the bookkeeping index: a call's reused prefix pages are found by the same chained
+block hashes; at every step start, cached pages that the index no longer counts as HBM-resident are
+copied to the host tier (index tier DRAM/SSD) or freed (dropped), and a hit on a block the index
+promoted back is reloaded from the host. A divergence (a hit the pages cannot serve) raises RuntimeError.
+
+Token content: position p of a call holds a token derived from the call's block hash of block p // S
+(or from the call id beyond its hashed blocks), so equal hashes mean equal tokens and equal KV; decodes
+are teacher-forced with these tokens (logits are computed and discarded), as when replaying a trace.
+
+Several instances in one process share one device (and one copy of the weights); each owns its KV
+pool and host tier. Steps run one at a time in event order, each measured alone (CUDA events on
+CUDA; on CPU the executing thread's CPU time with one torch thread, ``optsched.executor.calibrate.timer``), and each instance's clock advances by its own measured times: the
+timing is that of N dedicated devices running concurrently (time-sliced execution, uncontended
+measurement), which is what the simulator models.
+"""
+
+from __future__ import annotations
+
+import logging
+import zlib
+from typing import Any
+
+from optsched.executor.host_tier import HostTier
+from optsched.executor.kv_pool import PagedKVPool
+from optsched.executor.paged import PagedSequences
+from optsched.sim.seq import DECODE, PREFILL
+from optsched.sim.step_backend import STEP_RECORD_COLUMNS, StepRecord
+
+__all__ = ["STEP_LOG_COLUMNS", "TorchStepBackend", "check_executor_cluster", "set_capacities", "token_ids"]
+
+log = logging.getLogger(__name__)
+
+STEP_LOG_COLUMNS = STEP_RECORD_COLUMNS
+_MIX = 0x9E3779B1  # Knuth's multiplicative hash constant (2^32 / golden ratio)
+
+
+def _key(x: object) -> int:
+    return zlib.crc32(repr(x).encode())
+
+
+def token_ids(call: Any, start: int, n: int, block_size: int, vocab: int) -> list[int]:
+    """Token ids of positions ``start .. start + n - 1`` of ``call`` (see module docstring)."""
+    hashes = call.block_hashes
+    out = []
+    base_blk, base = -1, 0
+    ck = _key(call.call_id)
+    for p in range(start, start + n):
+        blk, j = divmod(p, block_size)
+        if blk != base_blk:
+            base_blk = blk
+            base = _key(hashes[blk]) if blk < len(hashes) else ck
+        jj = j if blk < len(hashes) else p
+        out.append(((base ^ (jj * _MIX)) * _MIX >> 7) % vocab)
+    return out
+
+
+class TorchStepBackend:
+    """Executes every planned step on ``model`` and returns its measured time (module docstring).
+
+    Args: ``model`` (a ``TinyDecoder``), ``block_size`` S (tokens per page, the simulator's),
+    ``hbm_blocks`` / ``dram_blocks`` KV pages per instance (the pool gets ``max_num_seqs`` + 8 extra
+    pages for copy-on-write and growth-pool rounding), ``max_num_seqs``, ``check`` (pool invariants every
+    step), ``model_clock`` (execute every step but return the cost model's time: the simulator's exact
+    schedule replayed on real KV, for accounting checks), ``repeats`` (execute each step this many times,
+    rolling its sequences back to their pre-step length in between so the same pages are rewritten with
+    the same values, and keep the shortest time: noise from a shared machine only ever adds time).
+    ``records``: one ``StepRecord`` per step.
+    """
+
+    def __init__(self, model, *, block_size: int, hbm_blocks: int, dram_blocks: int, max_num_seqs: int,
+                 check: bool = False, model_clock: bool = False, repeats: int = 1) -> None:
+        if not isinstance(repeats, int) or repeats < 1:
+            raise ValueError(f"repeats must be an int >= 1, got {repeats!r}")
+        self.repeats = repeats
+        self.model = model
+        self.block_size = int(block_size)
+        self.hbm_blocks, self.dram_blocks = int(hbm_blocks), int(dram_blocks)
+        self.slack = int(max_num_seqs) + 8
+        self.check = check
+        self.model_clock = model_clock
+        from optsched.executor.calibrate import timer
+
+        self.timer = timer(model.device)  # measured as in calibration (one thread: thread CPU time)
+        self.paged: dict[int, PagedSequences] = {}
+        self.live: dict[int, dict[int, Any]] = {}  # instance -> call index -> Seq holding pages
+        self.records: list[StepRecord] = []
+
+    def _pages(self, inst) -> PagedSequences:
+        ps = self.paged.get(inst.iid)
+        if ps is None:
+            cfg = self.model.cfg
+            pool = PagedKVPool(cfg.num_layers, self.hbm_blocks + self.slack, self.block_size, cfg.num_kv_heads,
+                               cfg.head_dim, self.model.device, self.model.dtype)
+            host = HostTier(pool, self.dram_blocks + self.slack) if self.dram_blocks else None
+            ps = self.paged[inst.iid] = PagedSequences(pool, host, _evict_fn(inst, host))
+            self.live[inst.iid] = {}
+        return ps
+
+    # ---- physical KV upkeep --------------------------------------------------------------------
+    def _sync(self, inst) -> None:
+        ps = self._pages(inst)
+        live = self.live[inst.iid]
+        bs = self.block_size
+        for key in list(ps.tables):
+            seq = live[key]
+            if seq.state not in (DECODE, PREFILL) or seq.inst != inst.iid:
+                n = ps.tokens[key]
+                ps.end(key, seq.hashes[: min(n, seq.call.input_tokens) // bs])
+                del live[key]
+        pool, host = ps.pool, ps.host
+        for page in list(pool.cached):
+            h = pool.page_hash[page]
+            tier = inst.cache.tier_of(h)
+            if tier == "hbm":
+                continue
+            if tier is not None and host is not None:
+                host.offload(h, page)
+            pool.drop(page)
+        if host is not None:
+            for h in [h for h in host.by_hash if inst.cache.tier_of(h) is None]:
+                host.discard(h)  # the index dropped it: its host copy is garbage
+
+    # ---- one step ------------------------------------------------------------------------------
+    def _execute(self, inst, b) -> float:
+        self._sync(inst)
+        ps = self.paged[inst.iid]
+        live = self.live[inst.iid]
+        bs, vocab = self.block_size, self.model.cfg.vocab_size
+        items = []
+        for seq, n, c in b.chunks:
+            if seq.idx not in ps.tables:
+                ps.begin(seq.idx, seq.hashes, c)
+                live[seq.idx] = seq
+            elif ps.tokens[seq.idx] != c:
+                raise RuntimeError(f"call {seq.call.call_id}: {ps.tokens[seq.idx]} tokens in pages, scheduler says {c}")
+            items.append((seq.idx, token_ids(seq.call, c, n, bs, vocab)))
+        for seq in inst.dec.values():
+            ctx = inst.context_tokens(seq)
+            if ps.tokens.get(seq.idx) != ctx:
+                raise RuntimeError(f"call {seq.call.call_id}: decode at context {ctx}, pages hold {ps.tokens.get(seq.idx)}")
+            items.append((seq.idx, token_ids(seq.call, ctx, 1, bs, vocab)))
+        base = {key: ps.tokens[key] for key, _ in items}
+        dt = float("inf")
+        for _ in range(self.repeats):  # the identical step again over the same pages: min of the times
+            for key, c in base.items():
+                ps.tokens[key] = c
+            dt = min(dt, self.timer(lambda: ps.step(self.model, items).argmax(-1)))
+        if self.check:
+            ps.pool.check_invariants()
+        return dt
+
+    def step_time_s(self, inst, batch, t_s: float) -> float:
+        """Execute ``batch`` on ``inst``'s pages; its measured time (s), or the cost model's with
+        ``model_clock``."""
+        dt = self._execute(inst, batch)
+        if self.model_clock:
+            b = batch
+            dt = float(inst.cm.step_time(b.prefill_tokens, b.attn_pairs, b.prefill_kv, b.n_dec, b.dec_kv))
+        self.records.append(StepRecord.of(inst, batch, t_s, dt))
+        return dt
+
+    def finish(self, instances) -> None:
+        """After the run: close every open table and check each pool (RuntimeError on a leak)."""
+        for inst in instances:
+            self._sync(inst)
+            ps = self.paged[inst.iid]
+            if ps.tables:
+                raise RuntimeError(f"instance {inst.iid}: {len(ps.tables)} sequences still hold pages after the run")
+            ps.pool.check_invariants()
+
+
+def _evict_fn(inst, host):
+    def may_evict(h: object, page: int) -> bool:
+        tier = inst.cache.tier_of(h)
+        if tier == "hbm":
+            return False
+        return tier is None or host is None or host.offload(h, page)
+
+    return may_evict
+
+
+def check_executor_cluster(cluster) -> None:
+    """ValueError unless ``cluster`` uses recompute preemption and colocated instances without lockstep
+    groups (what the executor supports)."""
+    sched = cluster.scheduler
+    if sched.preemption != "recompute":
+        raise ValueError(f"executor supports scheduler.preemption='recompute' only, got {sched.preemption!r}")
+    for ic in cluster.instances:
+        if ic.role != "colocated" or ic.group >= 0:
+            raise ValueError(f"executor runs colocated instances without lockstep groups, got {ic}")
+
+
+def set_capacities(sim, hbm_blocks: int, dram_blocks: int) -> None:
+    """Give every instance of ``sim`` a fresh prefix index of ``hbm_blocks`` HBM and ``dram_blocks`` DRAM
+    blocks (the executor's pool sizes), so simulator and executor schedule against the same capacity."""
+    from optsched.kvcache import PrefixCache
+
+    for inst in sim.instances:
+        inst.cache = PrefixCache({"hbm": int(hbm_blocks), "dram": int(dram_blocks)}, sim.block_size)
+        inst.kv_capacity_blocks = int(hbm_blocks)

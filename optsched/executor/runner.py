@@ -1,0 +1,135 @@
+"""Run a (scaled) workload through the executor or through the simulator with the same capacities.
+
+``run(..., executor=True)`` executes on torch (the plain ``Simulator`` with the executor's
+``TorchStepBackend``); ``executor=False`` runs it with ``CostModelBackend`` and the same cluster, policies, cost model and KV capacities, so the two differ only in
+where step times come from (measured vs ``CostModel.step_time``). Both return an ``ExecRun``: the
+simulator's ``SimResult`` (same per-call CSV and summary keys as ``optsched simulate --out``) plus the
+per-step log (``STEP_LOG_COLUMNS``; the simulator side logs its predicted steps).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from optsched.executor.config import ExecModelConfig
+from optsched.sim.config import ClusterConfig, InstanceConfig, SchedulerConfig
+from optsched.sim.engine import Simulator
+from optsched.sim.metrics import summarize
+from optsched.sim.result import SimResult
+from optsched.sim.step_backend import CostModelBackend
+from optsched.workload.types import Workload
+
+__all__ = ["ExecRun", "check_fits_memory", "executor_cluster", "run"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class ExecRun:
+    """result: SimResult; steps: one row per engine step (STEP_LOG_COLUMNS); extra: host-tier figures."""
+
+    result: SimResult
+    steps: pd.DataFrame
+    extra: dict
+
+    def write(self, out: str | Path) -> Path:
+        """``SimResult.write`` files plus ``steps.csv`` into ``out`` (written only after a finished run)."""
+        d = self.result.write(out)
+        self.steps.to_csv(d / "steps.csv", index=False, float_format="%.9g", lineterminator="\n")
+        (d / "executor.json").write_text(json.dumps(self.extra, sort_keys=True, indent=1) + "\n")
+        return d
+
+    def write_atomic(self, out: str | Path) -> Path:
+        """``write`` into a temporary sibling folder renamed to ``out`` at the end (nothing half-written)."""
+        from optsched.executor.costspec import atomic_dir
+
+        with atomic_dir(out) as tmp:
+            self.write(tmp)
+        return Path(out)
+
+
+def executor_cluster(instances: int = 1, scheduler: SchedulerConfig | None = None) -> ClusterConfig:
+    """``instances`` colocated single-device instances (GPU/model names are placeholders: the executor's
+    cost model is passed explicitly)."""
+    sched = scheduler or SchedulerConfig(max_num_batched_tokens=512, max_num_seqs=32)
+    return ClusterConfig(instances=(InstanceConfig(role="colocated", gpu="executor", model="executor", tp=1,
+                                                   count=instances),), scheduler=sched, dram_tier=True)
+
+
+def check_fits_memory(workload: Workload, hbm_blocks: int, where: str = "workload") -> None:
+    """ValueError when a call's scaled context (input + output tokens) needs more KV blocks than one
+    instance's pool holds."""
+    bs = workload.block_size
+    worst = max(workload.calls(), key=lambda c: c.input_tokens + c.output_tokens)
+    need = -(-(worst.input_tokens + worst.output_tokens) // bs)
+    if need > hbm_blocks:
+        raise ValueError(f"{where}: call {worst.call_id} needs {need} KV blocks of {bs} tokens after scaling, "
+                         f"more than the executor's {hbm_blocks} (raise --scale or --kv-blocks)")
+
+
+def run(workload: Workload, cluster: ClusterConfig, cost_model: Any, *, router: Any = None, admission: Any = None,
+        residency: Any = None, executor: bool, model: Any = None, hbm_blocks: int, dram_blocks: int,
+        check: bool = False, model_clock: bool = False, backend: Any = None, repeats: int = 1) -> ExecRun:
+    """Run ``workload`` (already scaled) on the executor (``executor=True``, needs ``model``) or the
+    simulator (``backend``: a ``CostModelBackend`` subclass for the simulator side, default the plain one;
+    ``repeats``: executions per step, min time kept, ``TorchStepBackend``).
+    Raises ValueError for a call that does not fit ``hbm_blocks``."""
+    from optsched.executor.engine import (
+        STEP_LOG_COLUMNS,
+        TorchStepBackend,
+        check_executor_cluster,
+        set_capacities,
+    )
+
+    check_fits_memory(workload, hbm_blocks)
+    if router is None:
+        from optsched.policies.router_round_robin import RoundRobinRouter
+
+        router = RoundRobinRouter()
+    cms = [cost_model] * len(cluster.instances)
+    if executor:
+        check_executor_cluster(cluster)
+        backend = TorchStepBackend(model, block_size=workload.block_size, hbm_blocks=hbm_blocks,
+                                   dram_blocks=dram_blocks, max_num_seqs=cluster.scheduler.max_num_seqs,
+                                   check=check, model_clock=model_clock, repeats=repeats)
+    elif backend is None:
+        backend = CostModelBackend()
+    sim = Simulator(workload, cluster, router=router, admission=admission, residency=residency,
+                    cost_models=cms, step_backend=backend)
+    set_capacities(sim, hbm_blocks, dram_blocks)
+    sim.run()
+    extra: dict = {"executor": bool(executor), "hbm_blocks": hbm_blocks, "dram_blocks": dram_blocks}
+    if executor:
+        backend.finish(sim.instances)
+        hosts = [ps.host for ps in backend.paged.values() if ps.host is not None]
+        extra["reloaded_pages"] = sum(ps.reloaded_pages for ps in backend.paged.values())
+        for kind in ("offload", "reload"):
+            nb = sum(h.bytes[kind] for h in hosts)
+            sec = sum(h.seconds[kind] for h in hosts)
+            extra[f"host_{kind}_bytes"] = nb
+            extra[f"host_{kind}_gb_s"] = nb / sec / 1e9 if sec > 0 else None
+    df = sim.calls_frame()
+    summary = summarize(df, sim.instances, cluster.num_gpus, None,
+                        {"residency_actions": dict(sorted(sim.residency.actions.items())), "seed": 0,
+                         "block_size": int(sim.block_size), "concurrency": 0})
+    ts = pd.DataFrame([(i.iid,) + row for i in sim.instances for row in i.samples],
+                      columns=["instance", "t_s", "queue_depth", "running_seqs", "kv_used_blocks"])
+    config = {"workload": workload.name, "source": workload.source, "cluster": dataclasses.asdict(cluster),
+              "router": getattr(router, "name", type(router).__name__),
+              "admission": getattr(admission, "name", "fcfs(builtin)") if admission is not None else "fcfs(builtin)",
+              "residency": getattr(residency, "name", type(residency).__name__) if residency is not None else "lru",
+              "cost_model": repr(cost_model), "runner": "executor" if executor else "simulator"}
+    steps = pd.DataFrame([r.row() for r in backend.records], columns=STEP_LOG_COLUMNS)
+    return ExecRun(SimResult(df, summary, ts, config), steps, extra)
+
+
+def default_model_config() -> ExecModelConfig:
+    """The executor's default CPU shape (2 layers, 4 query / 2 KV heads of 32, MLP ×2, 512 vocab)."""
+    return ExecModelConfig()
