@@ -27,9 +27,8 @@ from optsched.models.admission_online import (
     simulate_rounds,
     total_latency,
 )
-from optsched.solvers import SolverOptions, solve
-
 from optsched.pipelines.admission import compare_rules_to_optimum, jaillet_instance
+from optsched.solvers import SolverOptions, solve
 
 OPTS = SolverOptions(time_limit_s=60, mip_gap=1e-6)
 

@@ -5,9 +5,8 @@ import itertools
 from dataclasses import replace
 
 import numpy as np
-from optsched.solvers import SolverOptions
-
 from optsched.pipelines.session_routing import solve_session_routing, synthetic_session_instance
+from optsched.solvers import SolverOptions
 
 
 def test_hbm_price_rises_with_load():

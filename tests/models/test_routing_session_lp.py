@@ -3,9 +3,8 @@
 import numpy as np
 import pytest
 from optsched.models.routing_session_lp import build_session_lp
-from optsched.solvers.scipy_lp import solve_matrix_lp
-
 from optsched.pipelines.session_routing import solve_session_routing, synthetic_session_instance
+from optsched.solvers.scipy_lp import solve_matrix_lp
 
 
 @pytest.mark.parametrize("seed, fill", [(0, 0.5), (1, 0.2), (2, 0.9)])
