@@ -35,7 +35,8 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("executor", help="run a workload on the torch executor, or calibrate it")
+    p = subparsers.add_parser("executor", help="run a workload on the torch executor, or calibrate it",
+                              description="run a workload on the torch executor, or calibrate it")
     sub = p.add_subparsers(dest="executor_command", metavar="VERB", required=True)
     r = sub.add_parser("run", help="run a scaled workload on the executor; write simulate-style results")
     r.add_argument("--workload", required=True, help="trace path or generator spec (e.g. copilot:sessions=2)")

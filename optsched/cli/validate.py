@@ -13,7 +13,8 @@ __all__ = ["register"]
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("validate", help="sim-to-real: simulator vs the torch executor on a scaled workload")
+    p = subparsers.add_parser("validate", help="sim-to-real: simulator vs the torch executor on a scaled workload",
+                              description="sim-to-real: simulator vs the torch executor on a scaled workload")
     p.add_argument("--workload", required=True, help="trace path or generator spec (e.g. copilot:sessions=2)")
     p.add_argument("--policy", action="append", default=[], help="optsched.policy/v1 file (routing/admission/residency)")
     p.add_argument("--routers", action="store_true", help="compare round_robin vs cache_aware instead")
