@@ -8,6 +8,8 @@ The envs drive `optsched.sim.Simulator` through its public stepping API (``route
 from __future__ import annotations
 
 from optsched.sim import Simulator
+from optsched.workload.gen_agentx import generate_agentx
+from optsched.workload.types import Workload
 
 __all__ = ["collect_ttft"]
 
@@ -23,3 +25,13 @@ def collect_ttft(sim: Simulator, unstarted: list[int]) -> tuple[float, list[int]
         else:
             total += ttft
     return total, left
+
+
+def episode_workload(fixed: Workload | None, n_sessions: int, rng, variant: str, cost_models) -> Workload:
+    """The workload of one episode: ``fixed`` when given, else ``generate_agentx(n_sessions, rng, variant)``
+    with sessions ended before their first call longer than the smallest context of ``cost_models``
+    (`optsched.workload.context`: the simulator rejects longer calls)."""
+    if fixed is not None:
+        return fixed
+    return generate_agentx(n_sessions, rng, variant=variant,
+                           max_context_tokens=min(int(c.model.max_context_tokens) for c in cost_models))

@@ -9,13 +9,13 @@ import gymnasium as gym
 import numpy as np
 import pandas as pd
 from gymnasium import spaces
+from optsched.envs._stepper import episode_workload
 
 from optsched.policies.admission_menu import MENU, MenuAdmission
 from optsched.policies.router_round_robin import RoundRobinRouter
 from optsched.sim import SLO, ClusterConfig, InstanceConfig, SchedulerConfig
 from optsched.sim.admission_step import AdmissionDecision, AdmissionSimulator
 from optsched.sim.cluster import default_cost_model
-from optsched.workload import generate_agentx
 from optsched.workload.gen_agentx import AGENTX_VARIANTS
 from optsched.workload.types import Workload
 
@@ -143,10 +143,7 @@ class AdmissionEnv(gym.Env):
     # ---- gymnasium API -----------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         super().reset(seed=seed)
-        wl = self.fixed_workload
-        if wl is None:
-            wl = generate_agentx(self.n_sessions, self.np_random, variant=self.variant,
-                                 max_context_tokens=min(int(c.model.max_context_tokens) for c in self._cost_models))
+        wl = episode_workload(self.fixed_workload, self.n_sessions, self.np_random, self.variant, self._cost_models)
         self._rule = MenuAdmission()
         self._sim = AdmissionSimulator(wl, self.cluster, router=self.router_factory(), admission=self._rule,
                                        slo=self.slo, cost_models=self._cost_models, concurrency=self.concurrency)

@@ -9,14 +9,13 @@ import gymnasium as gym
 import numpy as np
 import pandas as pd
 from gymnasium import spaces
-from optsched.envs._stepper import collect_ttft
+from optsched.envs._stepper import collect_ttft, episode_workload
 from optsched.envs.routing import default_cluster
 
 from optsched.policies.base import ClusterView, ResidencyDecision
 from optsched.policies.router_cache_aware import CacheAwareRouter
 from optsched.sim import ClusterConfig, Decision, Simulator
 from optsched.sim.cluster import default_cost_model
-from optsched.workload import generate_agentx
 from optsched.workload.gen_agentx import AGENTX_VARIANTS
 from optsched.workload.types import Call, Workload
 
@@ -131,10 +130,7 @@ class KVResidencyEnv(gym.Env):
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         super().reset(seed=seed)
-        wl = self.fixed_workload
-        if wl is None:
-            wl = generate_agentx(self.n_sessions, self.np_random, variant=self.variant,
-                                 max_context_tokens=min(int(c.model.max_context_tokens) for c in self._cost_models))
+        wl = episode_workload(self.fixed_workload, self.n_sessions, self.np_random, self.variant, self._cost_models)
         self._residency = _ChosenResidency()
         self._router = self.router_factory()
         self._sim = Simulator(wl, self.cluster, residency=self._residency, cost_models=self._cost_models,

@@ -8,13 +8,12 @@ import gymnasium as gym
 import numpy as np
 import pandas as pd
 from gymnasium import spaces
-from optsched.envs._stepper import collect_ttft
+from optsched.envs._stepper import collect_ttft, episode_workload
 
 from optsched.policies.base import ClusterView
 from optsched.policies.routing_features import routing_observation
 from optsched.sim import ClusterConfig, Decision, InstanceConfig, SchedulerConfig, Simulator
 from optsched.sim.cluster import default_cost_model
-from optsched.workload import generate_agentx
 from optsched.workload.gen_agentx import AGENTX_VARIANTS
 from optsched.workload.types import Call, Workload
 
@@ -136,10 +135,7 @@ class RoutingEnv(gym.Env):
     # ---- gymnasium API -----------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         super().reset(seed=seed)
-        wl = self.fixed_workload
-        if wl is None:
-            wl = generate_agentx(self.n_sessions, self.np_random, variant=self.variant,
-                                 max_context_tokens=min(int(c.model.max_context_tokens) for c in self._cost_models))
+        wl = episode_workload(self.fixed_workload, self.n_sessions, self.np_random, self.variant, self._cost_models)
         self._sim = Simulator(wl, self.cluster, cost_models=self._cost_models, concurrency=self.concurrency)
         self._unstarted = []
         self._dec = self._sim.run_until_decision()
