@@ -41,30 +41,22 @@ __all__ = [
 
 ROUTING_ID = "optsched/Routing-v0"
 ROUTING_MAX_EPISODE_STEPS = 512
-
-if ROUTING_ID not in registry:
-    register(id=ROUTING_ID, entry_point="optsched.envs.routing:RoutingEnv",
-             max_episode_steps=ROUTING_MAX_EPISODE_STEPS)
-
 KV_RESIDENCY_ID = "optsched/KVResidency-v0"
 KV_RESIDENCY_MAX_EPISODE_STEPS = 512
-
-if KV_RESIDENCY_ID not in registry:
-    register(id=KV_RESIDENCY_ID, entry_point="optsched.envs.kv_residency:KVResidencyEnv",
-             max_episode_steps=KV_RESIDENCY_MAX_EPISODE_STEPS)
-
 ADMISSION_ID = "optsched/Admission-v0"
 ADMISSION_MAX_EPISODE_STEPS = 4096
-
-if ADMISSION_ID not in registry:
-    register(id=ADMISSION_ID, entry_point="optsched.envs.admission:AdmissionEnv",
-             max_episode_steps=ADMISSION_MAX_EPISODE_STEPS)
-
 PD_RATIO_ID = "optsched/PDRatio-v0"
 PD_RATIO_MAX_EPISODE_STEPS = 64
 
-if PD_RATIO_ID not in registry:
-    register(id=PD_RATIO_ID, entry_point="optsched.envs.pd_ratio:PDRatioEnv",
-             max_episode_steps=PD_RATIO_MAX_EPISODE_STEPS)
+# id -> (entry point, episode limit): the one table every registration comes from
+_ENTRY_POINTS = {
+    ROUTING_ID: ("optsched.envs.routing:RoutingEnv", ROUTING_MAX_EPISODE_STEPS),
+    KV_RESIDENCY_ID: ("optsched.envs.kv_residency:KVResidencyEnv", KV_RESIDENCY_MAX_EPISODE_STEPS),
+    ADMISSION_ID: ("optsched.envs.admission:AdmissionEnv", ADMISSION_MAX_EPISODE_STEPS),
+    PD_RATIO_ID: ("optsched.envs.pd_ratio:PDRatioEnv", PD_RATIO_MAX_EPISODE_STEPS),
+}
+for _id, (_entry, _limit) in _ENTRY_POINTS.items():
+    if _id not in registry:
+        register(id=_id, entry_point=_entry, max_episode_steps=_limit)
 
-ENV_IDS = (ROUTING_ID, KV_RESIDENCY_ID, ADMISSION_ID, PD_RATIO_ID)
+ENV_IDS = tuple(_ENTRY_POINTS)
