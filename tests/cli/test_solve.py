@@ -64,7 +64,7 @@ def test_solve_routing_then_simulate_the_loaded_policy(capsys, tmp_path, workloa
     assert w["lp_bound_s"] <= prov["bound"] * (1 + 1e-6) <= prov["objective"] * (1 + 1e-6)
     assert prov["objective"] >= w["makespan_s"] - 1e-9
     assert p["prefill_s_per_token"] > 0 and p["recompute_s_per_token"] >= 0
-    assert "LP bound" in text and "price router" in text
+    assert "LP relaxation bound on that objective" in text and "price router" in text
     # the loaded plan builds a router the simulator runs (DESIGN.md: a Plan runs without its origin)
     router = load_policy(tmp_path / "policy.json").to_policy()
     wl = head(workload, 60)
