@@ -117,6 +117,8 @@ def load_policy(path: str | Path) -> Plan:
     p = Path(path)
     if p.is_dir():
         raise ValueError(f"{p}: is a directory, expected an {SCHEMA_ID} JSON file")
+    if not p.exists():
+        raise FileNotFoundError(f"{p}: no such file, expected an {SCHEMA_ID} JSON file")
     try:
         text = p.read_bytes().decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -24,6 +24,15 @@ def test_load_policy_directory_names_it(tmp_path):
         load_policy(tmp_path)
 
 
+def test_missing_policy_file_is_one_line_naming_it(tmp_path, capsys):
+    missing = tmp_path / "nope.json"
+    with pytest.raises(FileNotFoundError, match=rf"{missing}: no such file"):
+        load_policy(missing)
+    assert main(["export", str(missing), "--engine", "vllm"]) == 2
+    err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
+    assert err == [f"optsched export: error: {missing}: no such file, expected an optsched.policy/v1 JSON file"]
+
+
 def test_unknown_type_rejected_by_engine_settings_and_cli(tmp_path, capsys):
     plan = Plan("routing", "no_such_router", {}, PROV)
     with pytest.raises(ValueError, match=r"simulat|no policy class"):
