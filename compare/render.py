@@ -17,6 +17,18 @@ def _ci(e: dict | None, fmt: str = "{:.3g}", pct: bool = False) -> str:
     return f"{f(e['mean'])} [{f(lo)}, {f(hi)}]"
 
 
+def _missing_reason(g: dict) -> str:
+    """Why a policy has no goodput at the target: the seeds whose front never reached the target
+    interactivity (``below_range`` in `optsched.compare.fronts`), e.g. "target missed at every load on seeds
+    #0, #3 of 5: add a lower load"."""
+    bad = [k for k, st in enumerate(g.get("status") or []) if st == "below_range"]
+    if not bad:
+        return "no value"
+    n = len(g.get("status") or [])
+    return (f"target missed at every load on seed{'s' if len(bad) > 1 else ''} "
+            f"{', '.join(f'#{k}' for k in bad)} of {n}: add a lower load")
+
+
 def markdown_table(res: dict[str, Any]) -> str:
     """One row per policy: goodput at target ± CI, vs best heuristic ± CI (verdict), headroom closed."""
     cfg = res["config"]
@@ -30,6 +42,10 @@ def markdown_table(res: dict[str, Any]) -> str:
         v = p["vs_best_heuristic"]
         note = " (lower bound: target met at every load)" if g.get("censored") else ""
         h = p["headroom_closed"]
+        if g.get("mean") is None:
+            why = _missing_reason(g)
+            lines.append(f"| {p['name']} | {p['kind']} | n/a ({why}) | n/a | n/a | n/a |")
+            continue
         lines.append(f"| {p['name']} | {p['kind']} | {_ci(g)}{note} | {_ci(v, pct=True)} | "
                      f"{v['verdict'] if v else 'n/a'} | {'n/a' if h is None else f'{100 * h:.1f}%'} |")
     b = res["bound"]

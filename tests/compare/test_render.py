@@ -1,0 +1,24 @@
+"""The headline table says why a policy has no goodput at the target instead of a bare "n/a"."""
+
+from __future__ import annotations
+
+from optsched.compare.render import markdown_table
+
+
+def _res(policies):
+    return {"workload": "w", "seeds": [0, 1, 2, 3, 4], "load_knob": "rate x",
+            "config": {"loads": [0.5, 1.0], "slo": {"ttft_s": 10.0, "tpot_s": 0.1}, "target": 10.0},
+            "policies": policies, "best_heuristic": "a", "bound": None}
+
+
+def test_missing_value_names_the_seeds_that_missed_the_target():
+    ok = {"name": "a", "kind": "heuristic", "headroom_closed": None,
+          "goodput_at_target": {"mean": 1.0, "ci95": [0.9, 1.1], "status": ["interpolated"] * 5, "censored": False},
+          "vs_best_heuristic": {"mean": 0.0, "ci95": [0.0, 0.0], "verdict": "reference"}}
+    missed = {"name": "b", "kind": "heuristic", "headroom_closed": None, "vs_best_heuristic": None,
+              "goodput_at_target": {"mean": None, "ci95": None, "censored": False,
+                                    "status": ["interpolated", "below_range", "interpolated", "below_range",
+                                               "interpolated"]}}
+    rows = [ln for ln in markdown_table(_res([ok, missed])).splitlines() if ln.startswith("| b |")]
+    assert rows == [("| b | heuristic | n/a (target missed at every load on seeds #1, #3 of 5: add a lower load) "
+                     "| n/a | n/a | n/a |")]
