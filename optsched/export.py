@@ -325,12 +325,12 @@ def _pd(plan: Plan, engine: str) -> EngineSettings:
 
 def known_types(kind: str) -> tuple[str, ...]:
     """Policy types a plan of ``kind`` may name (sorted): those with a policy class
-    (`optsched.plan.POLICY_CLASSES`) plus the simulator registry's baselines of that kind (what
+    (`optsched.plan.policy_targets`) plus the simulator registry's baselines of that kind (what
     `Plan.to_policy` can build)."""
-    from optsched.plan import POLICY_CLASSES, REGISTRY_KIND
+    from optsched.plan import REGISTRY_KIND, policy_targets
     from optsched.sim.registry import policy_names
 
-    names = {t for k, t in POLICY_CLASSES if k == kind}
+    names = {t for k, t in policy_targets() if k == kind}
     if kind in REGISTRY_KIND:
         names.update(policy_names(REGISTRY_KIND[kind]))
     return tuple(sorted(names))

@@ -16,14 +16,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["KINDS", "POLICY_CLASSES", "REGISTRY_KIND", "Plan", "Provenance", "build_assignment_router", "build_pd_cluster",
-           "build_price_router", "build_session_router"]
+__all__ = ["ENTRY_POINT_GROUP", "KINDS", "POLICY_CLASSES", "REGISTRY_KIND", "Plan", "Provenance",
+           "build_assignment_router", "build_pd_cluster", "build_price_router", "policy_targets"]
 
 KINDS = ("routing", "pd_ratio", "admission", "residency")
 # plan kind -> policy kind of `optsched.sim.registry` (the baselines' name table)
 REGISTRY_KIND = {"routing": "router", "admission": "admission", "residency": "residency"}
 
-# (kind, type) -> "module:Class"; one line per policy that a Plan can stand for
+# (kind, type) -> "module:Class"; one line per policy of the core that a Plan can stand for. Policies
+# that live above the core (optsched.pipelines: an online rule that needs a solver package) register
+# through the ENTRY_POINT_GROUP entry points instead (pyproject.toml), so the core names no upper layer.
+ENTRY_POINT_GROUP = "optsched.plan_policies"
 POLICY_CLASSES: dict[tuple[str, str], str] = {
     ("admission", "fcfs"): "optsched.policies.admission_fcfs:FCFSAdmission",
     ("admission", "vllm_threshold"): "optsched.policies.admission_threshold:ThresholdAdmission",
@@ -31,12 +34,10 @@ POLICY_CLASSES: dict[tuple[str, str], str] = {
     ("admission", "shortest_first"): "optsched.policies.admission_shortest_first:ShortestFirstAdmission",
     ("admission", "mlp"): "optsched.policies.admission_mlp:MLPAdmission",
     ("admission", "mcsf_rollout"): "optsched.policies.admission_derived:DerivedAdmission",
-    ("admission", "scenario_lookahead"): "optsched.pipelines.admission_cluster:LookaheadAdmission",
     ("residency", "ttl_opt"): "optsched.policies.residency_ttl_opt:OptimizedTTLResidency",
     ("routing", "price"): "optsched.plan:build_price_router",
     ("routing", "mlp"): "optsched.policies.router_mlp:MLPRouter",
     ("routing", "assignment"): "optsched.plan:build_assignment_router",
-    ("routing", "session"): "optsched.plan:build_session_router",
     ("pd_ratio", "counts"): "optsched.plan:build_pd_cluster",
 }
 
@@ -53,13 +54,25 @@ def build_price_router(params: Mapping[str, Any]) -> Any:
     return PriceRouter(PriceRouterConfig(**{k: v for k, v in params.items() if k in names}))
 
 
-def build_session_router(params: Mapping[str, Any]) -> Any:
-    """Adapter: `SessionRouter` with its LP pricer from a session plan's parameters
-    (`optsched.pipelines.session_routing.build_router`; imported here, lazily: the pricer solves the LP
-    with SciPy's HiGHS and never imports pyomo)."""
-    from optsched.pipelines.session_routing import build_router, config_from_parameters
+def policy_targets() -> dict[tuple[str, str], str]:
+    """Every (kind, type) a Plan can stand for -> "module:attr": `POLICY_CLASSES` plus the entry points of
+    group ``optsched.plan_policies`` (name "kind/type", value "module:attr"; optsched.pipelines registers
+    ``routing/session`` and ``admission/scenario_lookahead`` there, and so can a third-party package).
+    The attr is a policy class or a builder ``f(parameters) -> policy``.
 
-    return build_router(config_from_parameters(params))
+    Raises:
+        ValueError: an entry point whose name is not "kind/type" with a kind of `KINDS`.
+    """
+    from importlib.metadata import entry_points
+
+    out = dict(POLICY_CLASSES)
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        kind, _, typ = ep.name.partition("/")
+        if kind not in KINDS or not typ:
+            raise ValueError(f"entry point {ep.name!r} = {ep.value!r} of group {ENTRY_POINT_GROUP}: the name must "
+                             f"be 'kind/type' with kind one of {KINDS}")
+        out.setdefault((kind, typ), ep.value)
+    return out
 
 
 def build_assignment_router(params: Mapping[str, Any]) -> Any:
@@ -168,7 +181,8 @@ class Plan:
         Raises:
             ValueError: no policy class is registered for (kind, type), or its module is absent.
         """
-        target = POLICY_CLASSES.get((self.kind, self.type))
+        targets = policy_targets()
+        target = targets.get((self.kind, self.type))
         if target is None and self.kind in REGISTRY_KIND:
             # a baseline heuristic exported as a plan (e.g. the best router of a reproduce run): the
             # simulator's policy registry builds it by name, with its config fields as parameters
@@ -178,7 +192,7 @@ class Plan:
             if self.type in policy_names(reg_kind):
                 return build_policy(reg_kind, {"name": self.type, **self.parameters}, seed=self.provenance.seed or 0)
         if target is None:
-            known = sorted(t for k, t in POLICY_CLASSES if k == self.kind)
+            known = sorted(t for k, t in targets if k == self.kind)
             raise ValueError(f"no policy class for kind={self.kind!r} type={self.type!r}; known types: {known}")
         module_name, cls_name = target.split(":")
         try:

@@ -37,6 +37,7 @@ __all__ = [
     "make_pricer",
     "paused_instance",
     "plan_from_workload",
+    "router_from_parameters",
     "solve_session_routing",
     "solve_session_routing_ti",
     "synthetic_session_instance",
@@ -222,3 +223,9 @@ def build_router(config: SessionRouterConfig, **pricer_kw) -> SessionRouter:
     pricer_kw.setdefault("decode_s_per_token", config.decode_s_per_token)
     pricer_kw.setdefault("link", config.link)
     return SessionRouter(config, make_pricer(cm, **pricer_kw))
+
+
+def router_from_parameters(params) -> SessionRouter:
+    """The policy a ``routing/session`` Plan stands for (`optsched.plan.policy_targets`, entry point
+    ``routing/session``): `build_router` of `config_from_parameters`."""
+    return build_router(config_from_parameters(params))

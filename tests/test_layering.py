@@ -298,3 +298,47 @@ def test_no_private_simulator_member_outside_sim():
                 continue
             hits += private_uses(path, private)
     assert not hits, "private Simulator members used outside optsched/sim/:\n" + "\n".join(hits)
+
+
+UPPER = ("optsched.pipelines", "optsched.models", "optsched.solvers", "optsched.envs", "optsched.reproduce",
+         "optsched.compare", "optsched.agents")
+
+
+def _upper_refs(path: Path) -> list[str]:
+    """Import statements and string constants in ``path`` (docstrings excluded) naming an upper layer."""
+    tree = ast.parse(path.read_text())
+    docs = {id(n.body[0].value) for n in ast.walk(tree)
+            if isinstance(n, (ast.Module, ast.FunctionDef, ast.ClassDef, ast.AsyncFunctionDef)) and n.body
+            and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
+    out = []
+    for n in ast.walk(tree):
+        if isinstance(n, ast.ImportFrom) and n.module and n.module.startswith(UPPER):
+            out.append(f"{path.name}:{n.lineno} from {n.module}")
+        elif isinstance(n, ast.Import):
+            out += [f"{path.name}:{n.lineno} import {a.name}" for a in n.names if a.name.startswith(UPPER)]
+        elif (isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docs
+              and n.value.startswith(UPPER)):
+            out.append(f"{path.name}:{n.lineno} {n.value!r}")
+    return out
+
+
+def test_upper_ref_scan_sees_a_lazy_import_and_a_module_string(tmp_path):
+    f = tmp_path / "m.py"
+    f.write_text('"""doc optsched.pipelines.x"""\ndef g():\n    from optsched.pipelines.x import y\n'
+                 'T = {"a": "optsched.pipelines.admission_cluster:C"}\n')
+    assert _upper_refs(f) == ["m.py:3 from optsched.pipelines.x", "m.py:4 'optsched.pipelines.admission_cluster:C'"]
+
+
+def test_plan_and_export_name_no_upper_layer():
+    """The Plan -> policy table of the core names core modules only; policies that live in
+    optsched.pipelines come in through the ``optsched.plan_policies`` entry points (pyproject.toml)."""
+    assert [r for f in ("plan.py", "export.py") for r in _upper_refs(ROOT / "optsched" / f)] == []
+
+
+def test_upper_layer_plan_policies_arrive_by_entry_point():
+    from optsched.plan import POLICY_CLASSES, policy_targets
+
+    t = policy_targets()
+    assert t[("routing", "session")] == "optsched.pipelines.session_routing:router_from_parameters"
+    assert t[("admission", "scenario_lookahead")] == "optsched.pipelines.admission_cluster:LookaheadAdmission"
+    assert all(not v.startswith(UPPER) for v in POLICY_CLASSES.values())

@@ -89,11 +89,11 @@ def _check_parameters(plan, path: str) -> None:
     hand-edited file with ``long_prefill_token_threshold: -5`` was printed as that flag, and an unknown key
     (e.g. ``max_num_partial_prefills``, not a parameter of any admission plan) was silently dropped.
     Types without a policy class are not checked."""
-    from optsched.plan import POLICY_CLASSES, REGISTRY_KIND
+    from optsched.plan import REGISTRY_KIND, policy_targets
     from optsched.sim.registry import policy_names
 
     reg = REGISTRY_KIND.get(plan.kind)
-    if (plan.kind, plan.type) not in POLICY_CLASSES and not (reg and plan.type in policy_names(reg)):
+    if (plan.kind, plan.type) not in policy_targets() and not (reg and plan.type in policy_names(reg)):
         return
     try:
         plan.to_policy()
