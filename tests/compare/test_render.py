@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from optsched.compare.render import markdown_table
+from optsched.compare.render import markdown_table, plot_fronts
 
 
 def _res(policies):
@@ -22,3 +22,18 @@ def test_missing_value_names_the_seeds_that_missed_the_target():
     rows = [ln for ln in markdown_table(_res([ok, missed])).splitlines() if ln.startswith("| b |")]
     assert rows == [("| b | heuristic | n/a (target missed at every load on seeds #1, #3 of 5: add a lower load) "
                      "| n/a | n/a | n/a |")]
+
+
+def _front_policy(name, ys):
+    return {"name": name, "kind": "heuristic",
+            "front": [{"load": k, "interactivity_tok_s": {"mean": 20.0 - 5 * k, "ci95": [19.0 - 5 * k, 21.0 - 5 * k]},
+                       "goodput_calls_s": {"mean": y, "ci95": [y - 0.01, y + 0.01]}} for k, y in enumerate(ys)]}
+
+
+def test_loose_bound_does_not_set_the_y_scale(tmp_path):
+    res = _res([_front_policy("a", [0.1, 0.15, 0.2])])
+    res["bound"] = {"mean": 3.0, "ci95": [3.0, 3.0], "method": ["capacity"]}
+    lo, hi = plot_fronts(res, tmp_path / "f.png")
+    assert (lo, hi) == (0.0, 1.1 * (0.2 + 0.01))  # the top of the highest CI, +10%
+    res["bound"] = {"mean": 0.3, "ci95": [0.3, 0.3], "method": ["capacity"]}  # a tight bound is drawn
+    assert plot_fronts(res, tmp_path / "g.png")[1] > 0.3
