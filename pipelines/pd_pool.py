@@ -39,8 +39,11 @@ class PoolSolve:
 
 def pool_instance(workloads: Sequence[Workload], configs: Sequence[tuple[str, str, int]], gpu_budget: int,
                   ttft_slo_s: float, tpot_slo_s: float, gpus_available: dict[str, int] | None = None,
-                  prices: dict[str, float] | None = None, link: str = "rdma") -> PoolInstance:
-    """Candidate pools of ``configs`` ((gpu, model, tp) triples) with predicted goodput (module docstring).
+                  prices: dict[str, float] | None = None, link: str = "rdma",
+                  roles: tuple[str, ...] = ("prefill", "decode", "colocated")) -> PoolInstance:
+    """Candidate pools of ``configs`` ((gpu, model, tp) triples) with predicted goodput (module docstring);
+    ``roles`` restricts the candidates (("prefill", "decode") = disaggregated only), ``prices`` $/GPU-hour per
+    GPU type (default 1).
 
     Raises:
         ValueError: no workload, or no configuration whose weights fit.
@@ -59,7 +62,7 @@ def pool_instance(workloads: Sequence[Workload], configs: Sequence[tuple[str, st
         cap = min(gpu_budget, (gpus_available or {}).get(gpu, gpu_budget)) // tp
         trs = [call_trace(wl, cm) for wl in workloads]
         xfers = [np.asarray(cm.kv_transfer_time(tr.input_tokens, link), dtype=float) for tr in trs]
-        for role in ("prefill", "decode", "colocated"):
+        for role in roles:
             for n in range(1, cap + 1):
                 g = float(np.mean([predict_pool(cm, tr, role, n, ttft_slo_s, tpot_slo_s, transfer_s=x).goodput_rps
                                    for tr, x in zip(trs, xfers, strict=True)]))
