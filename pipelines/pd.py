@@ -104,9 +104,13 @@ def pd_profile(wl: Workload, cm: CostModel) -> PDWorkload:
 def plan_from_workload(wl: Workload, gpu: str, model: str, tp: int, options: SolverOptions | None = None,
                        seed: int | None = None, gpu_budget: int = 16, ttft_p90_s: float = 2.0, tpot_s: float = 0.1,
                        tps: tuple[int, ...] = (1, 2, 4, 8),
-                       objective: str = "goodput_per_gpu") -> tuple[Plan, SolveResult]:
+                       objective: str = "goodput_per_gpu", formulation: str = "md1") -> tuple[Plan, SolveResult]:
     """Size prefill / decode / colocated pools for ``wl``; returns (Plan kind "pd_ratio" type "counts",
     the last MILP `SolveResult`).
+
+    ``formulation``: "md1" (default, the named baseline: per-instance M/D/1 capacities of the mean request,
+    `optsched.models.pd`) or "pool" (pool-level MILP with trace-driven goodput per pool,
+    `optsched.pipelines.pd_pool.pool_plan_from_workload`; goodput objective, ``objective`` ignored).
 
     Plan parameters: ``counts`` (list of {gpu, model, tp, role, instances}), ``prefill_instances``,
     ``decode_instances``, ``colocated_instances`` (totals), ``prefill_tp`` / ``decode_tp`` /
@@ -117,6 +121,12 @@ def plan_from_workload(wl: Workload, gpu: str, model: str, tp: int, options: Sol
         ValueError: unknown gpu / model, gpu_budget < 1, an SLO no configuration can meet (naming the
             fastest prefill and decode step it would need), or an infeasible MILP (with the diagnosis).
     """
+    if formulation == "pool":
+        from optsched.pipelines.pd_pool import pool_plan_from_workload
+
+        return pool_plan_from_workload(wl, gpu, model, tp, options, seed, gpu_budget, ttft_p90_s, tpot_s, tps)
+    if formulation != "md1":
+        raise ValueError(f"formulation must be 'md1' or 'pool', got {formulation!r}")
     if not (isinstance(gpu_budget, int) and gpu_budget >= 1):
         raise ValueError(f"gpu_budget must be an int >= 1 (GPUs available), got {gpu_budget!r}")
     cm = CostModel.from_names(gpu, model, tp=tp)

@@ -85,3 +85,16 @@ def test_prefill_share_rises_with_longer_prompts_and_fewer_hits():
         picks[name] = (c["prefill"], c["decode"])
     (pc, dc), (pl, dl) = picks["cached"], picks["long"]
     assert pl > pc and pl / (pl + dl) > pc / (pc + dc), picks
+
+
+def test_pool_formulation_plan_records_the_solve():
+    """The pipeline door with formulation="pool" gives a pd_ratio Plan whose counts are the MILP's pick and
+    whose provenance carries its objective, bound and gap (the long-prompt workload above: 4P4D)."""
+    from optsched.pipelines.pd import plan_from_workload
+
+    plan, res = plan_from_workload(poisson(300, 20.0, 8000, 0, 200), "h100-sxm", "llama-3-8b", 1, gpu_budget=8,
+                                   ttft_p90_s=1.0, tpot_s=0.05, tps=(1,), formulation="pool")
+    p = plan.parameters
+    assert p["formulation"] == "pool" and p["gpus"] <= 8 and res.status == "optimal"
+    assert plan.provenance.objective == res.objective and plan.provenance.bound == res.bound
+    assert p["goodput_rps"] == pytest.approx(min(p["pool_goodput_rps"].values()), rel=1e-6)  # min(P, D) or C
