@@ -89,7 +89,7 @@ def lookahead_plan(wl, cm, options: SolverOptions | None = None, *, windows: int
             reqs = tuple(KVRequest(q.arrival, q.prompt_tokens, min(q.output_tokens, mem - q.prompt_tokens)) for q in reqs)
             cmp_ = compare_rules_to_optimum(reqs, mem, options, rules=("mcsf",))
             res = cmp_.result
-            solves.append({"rounds_per_output": r, "window": w, "first_call": i0, "status": res.status, "optimum": cmp_.optimum,
+            solves.append({"rounds_per_output": r, "window": w, "first_call": i0, "memory_units": mem, "status": res.status, "optimum": cmp_.optimum,
                            "bound": res.bound, "gap": res.gap, "mcsf": cmp_.rule_latency["mcsf"]})
             if cmp_.optimum is None:
                 continue
