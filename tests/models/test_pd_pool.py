@@ -98,3 +98,15 @@ def test_pool_formulation_plan_records_the_solve():
     assert p["formulation"] == "pool" and p["gpus"] <= 8 and res.status == "optimal"
     assert plan.provenance.objective == res.objective and plan.provenance.bound == res.bound
     assert p["goodput_rps"] == pytest.approx(min(p["pool_goodput_rps"].values()), rel=1e-6)  # min(P, D) or C
+
+
+def test_heterogeneous_gpu_types_from_the_workload():
+    """Two GPU types, per-type limits: at most 4 H100 and 8 A100, 8 GPUs in all, the long-prompt workload.
+    Prefill needs 4 H100s (on A100 a 0.63 s prefill misses the 1 s P90 with 8 instances), so the decode pool
+    goes to the A100s: 4P on H100 + 4D on A100 (proven optimal)."""
+    inst = pool_instance([poisson(300, 20.0, 8000, 0, 200)], [("h100-sxm", "llama-3-8b", 1),
+                                                               ("a100-80gb", "llama-3-8b", 1)],
+                         8, 1.0, 0.05, gpus_available={"h100-sxm": 4, "a100-80gb": 8})
+    s = solve_pool(inst)
+    assert s.result.status == "optimal"
+    assert s.plan.counts == {("llama-3-8b/h100-sxm/tp1", "prefill"): 4, ("llama-3-8b/a100-80gb/tp1", "decode"): 4}
