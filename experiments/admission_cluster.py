@@ -1,7 +1,8 @@
 """In-cluster admission: the derived scenario_lookahead (plan from hindsight solves) vs fcfs and
 vllm_threshold at equal load, seeds, 95% t CIs and paired differences (`optsched.compare.stats`).
 
-Workload: ``tests.sim.helpers.random_workload`` sessions (seed = workload draw), Llama-2-7B on one A100
+Workload: ``tests.sim.helpers.random_workload`` sessions (seed = workload draw; each session cut before its first
+call longer than the model's 4,096-token context, `optsched.workload.context.cap_context`), Llama-2-7B on one A100
 whose HBM KV is cut to ``--hbm-blocks`` blocks of 16 tokens (`SmallKV`) so that KV memory binds, as in
 the unit-round model; every policy sees the same workload per seed (equal load). Metric: mean and P90
 TTFT (s), makespan (s). Writes ``<out>/results.json``.
@@ -22,8 +23,10 @@ from optsched.compare.stats import mean_ci, paired_difference
 from optsched.pipelines.admission_derive import lookahead_plan
 
 from optsched.cost import CostModel
+from optsched.cost.catalog import load_model
 from optsched.sim import simulate
 from optsched.sim.registry import build_policy
+from optsched.workload.context import cap_context
 from tests.sim.helpers import GPU, MODEL, SmallKV, cluster, random_workload
 
 
@@ -39,6 +42,7 @@ def main() -> None:
     for seed in range(a.seeds):
         wl = random_workload(np.random.default_rng(seed), n_sessions=a.sessions, max_calls=5, max_new=1500,
                              max_out=200, subagents=False)
+        wl, _ = cap_context(wl, load_model(MODEL).max_context_tokens)  # sessions end before an over-long call
         cm = SmallKV(CostModel.from_names(GPU, MODEL, tp=1), a.hbm_blocks, 2000)
         plan = lookahead_plan(wl, cm, windows=2, window_calls=6, seed=seed)
         plans.append({k: v for k, v in plan.parameters.items() if k != "size_law"})

@@ -13,8 +13,16 @@ the shipped LMCache agent sessions, started together, load = concurrent copies (
 staggers the session starts uniformly over [0, 2) s. Mean and Student-t 95% CI over seeds; paired
 difference of each candidate to the best one by seed.
 
-Writes ``--out``/results.json (per workload, candidate, seed: capacity, attainment/TTFT/TPOT at the
-chosen load, the model's predicted capacity) and prints a Markdown table.
+The P/D model's choice (`optsched.pipelines.pd_pool`, pool-level MILP with trace-driven coefficients from
+`optsched.cost.pool_queue`): its candidates are every pool of TP 2/4/8 in every role and size within the 16
+GPUs (a superset of the grid), coefficients averaged over ``--model-seeds`` replications of the workload
+(training seeds, disjoint from the evaluation seeds 0..``--seeds``-1). When the pick is not a grid candidate it
+is simulated as one more. The M/D/1 baseline (`optsched.pipelines.pd.plan_from_workload`, formulation "md1",
+goodput objective) is solved on the first training replication and reported by name.
+
+Writes ``--out``/results.json (per workload, candidate, seed: goodput, attainment/TTFT/TPOT at the chosen
+load; per workload the MILP's pick, solve record and predicted goodput per candidate) and prints a Markdown
+table.
 
 Usage: .venv/bin/python experiments/pd_grid.py --out runs/pd_grid --seeds 5
 """
@@ -78,6 +86,33 @@ def capacity(name: str, rows, seed: int, load: float, slo: SLO, max_calls: int) 
             "tpot_p90_s": float(s["tpot_p90_s"]), "attainment": float(s["slo_attainment"])}
 
 
+def model_pick(name: str, load: float, slo: SLO, max_calls: int, seeds: list[int]) -> dict:
+    """The pool MILP's pick on the training replications ``seeds`` (module docstring), its solve record, the
+    predicted goodput of every grid candidate and the M/D/1 baseline's pick."""
+    from optsched.pipelines.pd import plan_from_workload
+    from optsched.pipelines.pd_pool import pool_instance, solve_pool
+
+    wls = [workload(name, s, load, max_calls) for s in seeds]
+    inst = pool_instance(wls, [(GPU, MODEL, tp) for tp in (2, 4, 8)], 16, slo.ttft_s, slo.tpot_s)
+    sol = solve_pool(inst)
+    g = {(o.tp, o.role, o.size): o.goodput_rps for o in inst.options}
+    pred = {c: (g[rows[0][1], "colocated", rows[0][2]] if rows[0][0] == "colocated"
+                else min(g[tp, r, n] for r, tp, n in rows)) for c, rows in GRID.items()}
+    tps = {o.config: o.tp for o in inst.options}
+    rows = tuple((r, tps[k], n) for (k, r), n in sorted(sol.plan.counts.items(), key=lambda x: x[0][1] != "prefill"))
+    short = {"prefill": "P", "decode": "D", "colocated": "C"}
+    label = "".join(f"{n}{short[r]}" for r, _, n in rows) + "@" + "/".join(f"tp{tp}" for tp in dict.fromkeys(
+        tp for _, tp, _ in rows))
+    base, _ = plan_from_workload(wls[0], GPU, MODEL, 4, gpu_budget=16, ttft_p90_s=slo.ttft_s, tpot_s=slo.tpot_s,
+                                 tps=(2, 4, 8), objective="goodput")
+    r = sol.result
+    return {"pick": label, "rows": rows, "predicted_goodput": sol.plan.goodput_rps, "objective": r.objective,
+            "bound": r.bound, "gap": r.gap, "status": r.status, "wall_s": r.wall_time_s, "options": len(inst.options),
+            "predicted": pred, "training_seeds": seeds,
+            "md1_pick": " + ".join(f"{c['instances']}{short[c['role']]}@tp{c['tp']}" for c in base.parameters["counts"]),
+            "md1_predicted_goodput": base.parameters["goodput_rps"]}
+
+
 def main(argv: list[str]) -> dict:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--out", default="runs/pd_grid")
@@ -87,25 +122,41 @@ def main(argv: list[str]) -> dict:
     p.add_argument("--candidates", default=",".join(GRID))
     p.add_argument("--load-mooncake", type=float, default=1.0)
     p.add_argument("--load-lmcache", type=float, default=8.0)
+    p.add_argument("--model-seeds", default="100,101,102", help="training replications for the model's pick")
     a = p.parse_args(argv)
     slo = SLO(ttft_s=10.0, tpot_s=0.1)
     loads = {"mooncake": a.load_mooncake, "lmcache": a.load_lmcache}
     res: dict = {}
     for w in a.workloads.split(","):
         res[w] = {}
-        for c in a.candidates.split(","):
-            res[w][c] = [capacity(w, GRID[c], s, loads[w], slo, a.max_calls) for s in range(a.seeds)]
+        pick = model_pick(w, loads[w], slo, a.max_calls, [int(x) for x in a.model_seeds.split(",")])
+        logger.info("%s model pick %s (predicted %.3f), M/D/1 baseline %s", w, pick["pick"], pick["predicted_goodput"],
+                    pick["md1_pick"])
+        cands = {c: GRID[c] for c in a.candidates.split(",")}
+        cands.setdefault(pick["pick"], pick["rows"])
+        for c, rows in cands.items():
+            res[w][c] = [capacity(w, rows, s, loads[w], slo, a.max_calls) for s in range(a.seeds)]
             logger.info("%s %s %s", w, c, [round(r["capacity"], 3) for r in res[w][c]])
+        res[w]["_model"] = pick
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "results.json").write_text(json.dumps(res, indent=1, sort_keys=True))
     for w, cands in res.items():
-        caps = {c: [r["capacity"] for r in v] for c, v in cands.items()}
+        pick = cands["_model"]
+        caps = {c: [r["capacity"] for r in v] for c, v in cands.items() if c != "_model"}
         best = max(caps, key=lambda c: float(np.mean(caps[c])))
-        print(f"\n{w}: best {best}\n| candidate | goodput calls/s mean [95% CI] | vs best, paired [95% CI] |\n|---|---|---|")
+        d = paired_difference(caps[pick["pick"]], caps[best])
+        verdict = "within the CI of the best (tie)" if d.ci95[0] <= 0 <= d.ci95[1] or pick["pick"] == best else "NOT"
+        print(f"\n{w}: best {best}; model pick {pick['pick']} (MILP objective {pick['objective']:.4f}, bound "
+              f"{pick['bound']:.4f}, gap {pick['gap']}, {pick['options']} pool options, {pick['wall_s']:.2f} s): "
+              f"{verdict}; M/D/1 baseline pick {pick['md1_pick']}")
+        print("| candidate | predicted goodput | goodput calls/s mean [95% CI] | vs best, paired [95% CI] |\n|---|---|---|---|")
         for c, v in caps.items():
             m, d = mean_ci(v), paired_difference(v, caps[best])
-            print(f"| {c} | {m.mean:.3f} [{m.ci95[0]:.3f}, {m.ci95[1]:.3f}] | {d.mean:+.3f} [{d.ci95[0]:+.3f}, {d.ci95[1]:+.3f}] |")
+            pg = pick["predicted"].get(c, pick["predicted_goodput"] if c == pick["pick"] else float("nan"))
+            mark = " **(model)**" if c == pick["pick"] else ""
+            print(f"| {c}{mark} | {pg:.3f} | {m.mean:.3f} [{m.ci95[0]:.3f}, {m.ci95[1]:.3f}] | "
+                  f"{d.mean:+.3f} [{d.ci95[0]:+.3f}, {d.ci95[1]:+.3f}] |")
     return res
 
 

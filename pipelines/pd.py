@@ -42,13 +42,31 @@ logger = logging.getLogger(__name__)
 MAX_CACHED_FRACTION = 0.99  # PDWorkload needs < 1 (at least one new token per request)
 
 
+def _release_times(wl: Workload, cm: CostModel) -> dict[str, tuple[float, float]]:
+    """Uncontended (release, finish) per call. Closed loop: the simulator's rule (`optsched.sim.driver`): a root
+    at its session's ``start_s`` + ``wait_s`` (its trace ``arrival_s`` is ignored, unlike
+    `uncontended_timeline`, which would put the LMCache sample's second session 44 h later), a child at
+    max over parents (finish + think) + ``wait_s``. Open loop: `uncontended_timeline`."""
+    if not wl.closed_loop:
+        return uncontended_timeline(wl, cm)
+    out: dict[str, tuple[float, float]] = {}
+    for s in wl.sessions:
+        for c in s.calls:
+            rel = max((out[p][1] + s.call(p).think_time_s for p in c.parents), default=s.start_s) + c.wait_s
+            svc = float(cm.prefill_time(c.new_tokens, c.input_tokens - c.new_tokens)) + c.output_tokens * float(
+                cm.decode_step_time(1, c.input_tokens))
+            out[c.call_id] = (rel, rel + svc)
+    return out
+
+
 def call_trace(wl: Workload, cm: CostModel) -> CallTrace:
-    """Per-call release times (uncontended timeline), tokens and cached tokens (module docstring's replay).
+    """Per-call release times (uncontended, `_release_times`), tokens and cached tokens (module docstring's
+    replay); for a closed-loop workload also the parent indices, think and wait times (`CallTrace`).
 
     Raises:
         ValueError: a workload without calls.
     """
-    times = uncontended_timeline(wl, cm)
+    times = _release_times(wl, cm)
     calls = calls_in_release_order(wl, times)
     bs = wl.block_size
     cache = PrefixCache({"hbm": int(cm.kv_capacity_blocks(bs))}, bs)
@@ -60,9 +78,15 @@ def call_trace(wl: Workload, cm: CostModel) -> CallTrace:
         cached.append(min(c.input_tokens - 1, max(c.input_tokens - c.new_tokens, hit_tokens)))
         cache.allocate(c.call_id, max(0, len(c.block_hashes) - hit.hbm_blocks), now)
         cache.release(c.call_id, c.block_hashes, times[c.call_id][1])
+    loop: dict = {}
+    if wl.closed_loop:
+        pos = {c.call_id: i for i, c in enumerate(calls)}
+        loop = {"parents": tuple(tuple(pos[p] for p in c.parents) for c in calls),
+                "think_s": np.array([c.think_time_s for c in calls], dtype=float),
+                "wait_s": np.array([c.wait_s for c in calls], dtype=float)}
     return CallTrace(np.array([times[c.call_id][0] for c in calls], dtype=float),
                      np.array([c.input_tokens for c in calls], dtype=float), np.maximum(0, np.array(cached, float)),
-                     np.array([c.output_tokens for c in calls], dtype=float))
+                     np.array([c.output_tokens for c in calls], dtype=float), **loop)
 
 
 def pd_profile(wl: Workload, cm: CostModel) -> PDWorkload:
@@ -80,9 +104,13 @@ def pd_profile(wl: Workload, cm: CostModel) -> PDWorkload:
 def plan_from_workload(wl: Workload, gpu: str, model: str, tp: int, options: SolverOptions | None = None,
                        seed: int | None = None, gpu_budget: int = 16, ttft_p90_s: float = 2.0, tpot_s: float = 0.1,
                        tps: tuple[int, ...] = (1, 2, 4, 8),
-                       objective: str = "goodput_per_gpu") -> tuple[Plan, SolveResult]:
+                       objective: str = "goodput_per_gpu", formulation: str = "md1") -> tuple[Plan, SolveResult]:
     """Size prefill / decode / colocated pools for ``wl``; returns (Plan kind "pd_ratio" type "counts",
     the last MILP `SolveResult`).
+
+    ``formulation``: "md1" (default, the named baseline: per-instance M/D/1 capacities of the mean request,
+    `optsched.models.pd`) or "pool" (pool-level MILP with trace-driven goodput per pool,
+    `optsched.pipelines.pd_pool.pool_plan_from_workload`; goodput objective, ``objective`` ignored).
 
     Plan parameters: ``counts`` (list of {gpu, model, tp, role, instances}), ``prefill_instances``,
     ``decode_instances``, ``colocated_instances`` (totals), ``prefill_tp`` / ``decode_tp`` /
@@ -93,6 +121,12 @@ def plan_from_workload(wl: Workload, gpu: str, model: str, tp: int, options: Sol
         ValueError: unknown gpu / model, gpu_budget < 1, an SLO no configuration can meet (naming the
             fastest prefill and decode step it would need), or an infeasible MILP (with the diagnosis).
     """
+    if formulation == "pool":
+        from optsched.pipelines.pd_pool import pool_plan_from_workload
+
+        return pool_plan_from_workload(wl, gpu, model, tp, options, seed, gpu_budget, ttft_p90_s, tpot_s, tps)
+    if formulation != "md1":
+        raise ValueError(f"formulation must be 'md1' or 'pool', got {formulation!r}")
     if not (isinstance(gpu_budget, int) and gpu_budget >= 1):
         raise ValueError(f"gpu_budget must be an int >= 1 (GPUs available), got {gpu_budget!r}")
     cm = CostModel.from_names(gpu, model, tp=tp)

@@ -7,22 +7,36 @@ of the trace's rate: arrivals come in bursts and prompt lengths are heavy-tailed
 so the pool's parallelism, not its mean throughput, sets the TTFT tail (experiments/pd_grid.py).
 
 Model (documented approximation of `optsched.sim` with the round-robin router):
-- call i (release order) goes to instance i mod n; each instance is one FIFO server (Lindley recursion
-  W_{j+1} = max(0, W_j + S_j − (A_{j+1} − A_j)) per instance); service S_i = prefill time of call i
-  (``cm.prefill_time(new_i, cached_i)``) on a prefill or colocated instance; TTFT_i = W_i + S_i + the KV
-  transfer ``transfer_s[i]`` (P/D only) + one decode step.
+- calls are served in release order; the k-th released call goes to instance k mod n; each instance is one
+  FIFO server (Lindley recursion W_{j+1} = max(0, W_j + S_j − (A_{j+1} − A_j)) per instance); service
+  S_i = prefill time of call i (``cm.prefill_time(new_i, cached_i)``) on a prefill or colocated instance;
+  TTFT_i = W_i + S_i + the KV transfer ``transfer_s[i]`` (P/D only) + one decode step.
+- closed loop (``CallTrace.parents`` set): a call is released at max over its parents of (finish + think
+  time) + its wait, finish = release + TTFT + O·TPOT (the simulator's release rule, `optsched.sim.driver`),
+  so a slower pool releases later calls later; the pool is played as a discrete-event FIFO (heap of
+  releases). The decode batch comes from Little's law on the run itself, B = Σ_i O_i·TPOT_i / (n·makespan),
+  iterated to a fixed point (``CLOSED_LOOP_ITERS`` passes). Open loop: B = λ/n · O · τ_d(B)
+  (`decode_fixed_point`).
 - colocated instances: each prefill chunk step also carries the decode batch, S_i += ⌈new_i / chunk⌉ ·
-  τ_d(B) with B from Little's law (B = λ/n · O · τ_d); call i's TPOT = τ_d + (prefill work of its
-  instance starting in its decode window [finish_i, finish_i + O_i·τ_d]) / O_i (per call; the pool's
-  ``tpot_s`` is their P90).
-- decode instances: steady batch B = λ/n · O · t(B) (fixed point, `decode_fixed_point`), TPOT = t(B),
-  KV capacity bounds B (infinite TPOT beyond).
-Goodput = calls with TTFT ≤ SLO (and TPOT ≤ SLO) / span of releases (calls/s), the simulator's
-``goodput_calls_s`` definition up to the makespan tail.
+  τ_d(B). Call i's decode window D_i (finish of its prefill to its last token) has one token per engine step;
+  a step carrying a prefill chunk lasts τ_d + t_c. So D_i = O_i·τ_d + f·busy(fin_i, fin_i + D_i) with
+  busy(a, b) the instance's prefill-service time inside [a, b] and f = Σ prefill / Σ S on that instance
+  (the chunk share of a mixed step); solved by fixed-point iteration (busy has slope ≤ 1, f < 1, so it
+  converges). TPOT_i = D_i / O_i; the pool's ``tpot_s`` is their P90. Correction (issue 12 item 3): the
+  first version counted only prefills STARTING in the unstretched window [fin_i, fin_i + O_i·τ_d], so under a
+  saturated waiting queue (every step mixed; vLLM-v1 chunked prefill, Agrawal et al. OSDI 2024 "stall")
+  it predicted TPOT P90 0.03-0.05 s where the simulator shows 0.18-0.40 s on the Mooncake sample at 1.0x.
+- decode instances: steady batch B = λ/n · O · t(B) (fixed point), TPOT = t(B), KV capacity bounds B
+  (infinite TPOT beyond). In closed loop the prefill side is taken uncontended (prefill + transfer).
+Preemptions (KV exhaustion) are not modelled. Goodput = calls with TTFT ≤ SLO (and TPOT ≤ SLO) / span from
+the first release to the last finish (calls/s), the simulator's ``goodput_calls_s`` (per makespan). Correction
+(issue 12 item 3): the first version divided by the release span (or the TTFT tail), leaving out the last
+calls' decode (Mooncake 1.0x, 8×TP2: 116 s predicted vs 165 s simulated makespan, goodput 1.62 vs 1.14).
 """
 
 from __future__ import annotations
 
+import heapq
 import math
 from dataclasses import dataclass
 
@@ -31,23 +45,33 @@ import numpy as np
 from optsched.cost.model import CostModel
 from optsched.cost.queueing import decode_fixed_point
 
-__all__ = ["CallTrace", "PoolPrediction", "predict_pool"]
+__all__ = ["CLOSED_LOOP_ITERS", "CallTrace", "PoolPrediction", "predict_pool"]
+
+CLOSED_LOOP_ITERS = 6  # Little's-law passes of the closed-loop decode batch (change < 1% after 4 on the samples)
 
 
 @dataclass(frozen=True, slots=True)
 class CallTrace:
-    """Per-call arrays in release order: ``release_s`` (s), ``input_tokens``, ``cached_tokens`` (prefix hit),
-    ``output_tokens``. Raises ValueError on different lengths or no calls."""
+    """Per-call arrays in release order: ``release_s`` (s; for a closed loop: the uncontended release, roots at
+    their session's start + wait), ``input_tokens``, ``cached_tokens`` (prefix hit), ``output_tokens``.
+    Closed loop only: ``parents`` (per call, indices into this trace), ``think_s`` (think time after the call,
+    s), ``wait_s`` (delay after the parents, s). Raises ValueError on different lengths or no calls."""
 
     release_s: np.ndarray
     input_tokens: np.ndarray
     cached_tokens: np.ndarray
     output_tokens: np.ndarray
+    parents: tuple[tuple[int, ...], ...] | None = None
+    think_s: np.ndarray | None = None
+    wait_s: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         n = len(self.release_s)
-        if n == 0 or any(len(a) != n for a in (self.input_tokens, self.cached_tokens, self.output_tokens)):
-            raise ValueError("CallTrace needs equally long, non-empty arrays")
+        arrays = [self.input_tokens, self.cached_tokens, self.output_tokens]
+        if self.parents is not None:
+            arrays += [self.parents, self.think_s, self.wait_s]
+        if n == 0 or any(a is None or len(a) != n for a in arrays):
+            raise ValueError("CallTrace needs equally long, non-empty arrays (parents, think_s, wait_s together)")
 
     @property
     def span_s(self) -> float:
@@ -60,42 +84,85 @@ class CallTrace:
 
 @dataclass(frozen=True, slots=True)
 class PoolPrediction:
-    """``ttft_s`` per call (s), ``tpot_s`` (s, one value for the pool), ``goodput_rps`` (calls/s within SLO)."""
+    """``ttft_s`` and ``tpot_s_per_call`` per call (s), ``tpot_s`` (s, P90 over calls for colocated, the batch
+    step otherwise), ``goodput_rps`` (calls/s within SLO), ``makespan_s`` (first release to last finish)."""
 
     ttft_s: np.ndarray
     tpot_s: float
     goodput_rps: float
+    makespan_s: float = math.nan
+    tpot_s_per_call: np.ndarray | None = None
 
     @property
     def ttft_p90_s(self) -> float:
         return float(np.quantile(self.ttft_s, 0.9))
 
 
-def _fifo_round_robin(release: np.ndarray, service: np.ndarray, n: int) -> np.ndarray:
-    wait = np.zeros(len(release))
-    for k in range(n):
-        free = -math.inf
-        for i in range(k, len(release), n):
-            start = max(release[i], free)
-            wait[i] = start - release[i]
-            free = start + service[i]
-    return wait
+def _serve(tr: CallTrace, svc: np.ndarray, extra: np.ndarray, post: np.ndarray, n: int):
+    """Round-robin FIFO play: returns (release, wait, instance) per call. ``extra`` = time after the queue
+    before the first token, ``post`` = first token to finish (closed loop releases children on finish)."""
+    m = len(svc)
+    rel, wait, inst = np.array(tr.release_s, dtype=float), np.zeros(m), np.zeros(m, dtype=int)
+    free = [-math.inf] * n
+    if tr.parents is None:
+        order = range(m)
+    else:
+        kids: list[list[int]] = [[] for _ in range(m)]
+        for i, ps in enumerate(tr.parents):
+            for p in ps:
+                kids[p].append(i)
+        missing = [len(ps) for ps in tr.parents]
+        ready = [-math.inf] * m
+        heap = [(float(tr.release_s[i]), i) for i in range(m) if not missing[i]]
+        heapq.heapify(heap)
+
+        def pops():
+            while heap:
+                t, i = heapq.heappop(heap)
+                rel[i] = t
+                yield i
+
+        order = pops()
+    for k, i in enumerate(order):
+        s = k % n
+        start = max(rel[i], free[s])
+        wait[i], inst[i], free[s] = start - rel[i], s, start + svc[i]
+        if tr.parents is not None:
+            fin = start + svc[i] + extra[i] + post[i]
+            for c in kids[i]:
+                ready[c] = max(ready[c], fin + float(tr.think_s[i]))
+                missing[c] -= 1
+                if missing[c] == 0:
+                    heapq.heappush(heap, (ready[c] + float(tr.wait_s[c]), c))
+    return rel, wait, inst
 
 
-def _colocated_tpot(release: np.ndarray, wait: np.ndarray, service: np.ndarray, out: np.ndarray, n: int,
-                    tau: float) -> np.ndarray:
-    """Per-call TPOT on a colocated instance: τ_d plus the prefill work of the instance's other calls that
-    starts inside call i's decode window [finish_i, finish_i + O_i·τ_d], spread over its O_i tokens."""
-    tpot = np.full(len(release), tau)
+def _colocated_window(start, svc, pre, fin, out, inst, n, tau) -> np.ndarray:
+    """Decode window D_i per call (module docstring: D = O·τ + f·busy(fin, fin + D), fixed point)."""
+    d = out * tau
     for k in range(n):
-        idx = np.arange(k, len(release), n)
-        start = release[idx] + wait[idx]
-        fin = start + service[idx]
-        cum = np.concatenate([[0.0], np.cumsum(service[idx])])
-        lo = np.searchsorted(start, fin, side="right")
-        hi = np.searchsorted(start, fin + out[idx] * tau, side="right")
-        tpot[idx] = tau + (cum[hi] - cum[lo]) / np.maximum(1.0, out[idx])
-    return tpot
+        idx = np.flatnonzero(inst == k)
+        if len(idx) == 0:
+            continue
+        o = idx[np.argsort(start[idx], kind="stable")]
+        s, e = start[o], start[o] + svc[o]
+        cum = np.concatenate([[0.0], np.cumsum(svc[o])])
+        f = float(pre[o].sum() / max(svc[o].sum(), 1e-12))
+
+        def busy(t, s=s, e=e, cum=cum):  # prefill-service time of this instance before t
+            j = np.searchsorted(s, t, side="right")
+            last = np.maximum(0, j - 1)
+            return cum[last] + np.where(j > 0, np.clip(t - s[last], 0.0, e[last] - s[last]), 0.0)
+
+        a, b0 = fin[idx], busy(fin[idx])
+        di = d[idx]
+        for _ in range(60):
+            nd = out[idx] * tau + f * (busy(a + di) - b0)
+            if np.allclose(nd, di, rtol=1e-6, atol=1e-9):
+                break
+            di = nd
+        d[idx] = di
+    return d
 
 
 def predict_pool(cm: CostModel, tr: CallTrace, role: str, n: int, ttft_slo_s: float, tpot_slo_s: float,
@@ -109,32 +176,48 @@ def predict_pool(cm: CostModel, tr: CallTrace, role: str, n: int, ttft_slo_s: fl
     """
     if role not in ("prefill", "decode", "colocated") or n < 1:
         raise ValueError(f"predict_pool: role must be prefill/decode/colocated and n >= 1, got {role!r}, {n}")
+    m = len(tr.release_s)
     new = np.maximum(1, tr.input_tokens - tr.cached_tokens).astype(float)
-    lam = tr.rate_rps / n
-    out_mean = float(np.mean(tr.output_tokens))
-    ctx = float(np.mean(tr.input_tokens)) + out_mean / 2.0
+    out = np.maximum(1.0, tr.output_tokens.astype(float))
+    ctx = float(np.mean(tr.input_tokens)) + float(np.mean(out)) / 2.0
     max_b = cm.kv_capacity_tokens() / max(1.0, float(np.mean(tr.input_tokens + tr.output_tokens)))
 
     def t_dec(b: float) -> float:
         return float(cm.decode_step_time(b, b * ctx))
 
-    b, tau = decode_fixed_point(t_dec, lam, max(1, round(out_mean)), max_b) if math.isfinite(lam) else (1.0, t_dec(1))
+    lam = tr.rate_rps / n
+    b, tau = decode_fixed_point(t_dec, lam, max(1, round(float(np.mean(out)))), max_b) if math.isfinite(lam) \
+        else (1.0, t_dec(1))
+    pre = np.asarray(cm.prefill_time(new, tr.cached_tokens.astype(float)), dtype=float)
+    xfer = transfer_s if transfer_s is not None and role == "prefill" else np.zeros(m)
+    closed = tr.parents is not None
+    for _ in range(CLOSED_LOOP_ITERS if closed else 1):
+        tau_eff = tau if math.isfinite(tau) else t_dec(max_b)
+        if role == "decode":
+            svc, extra = np.zeros(m), pre + np.asarray(cm.kv_transfer_time(tr.input_tokens, "rdma"), dtype=float)
+        else:
+            steps = np.ceil(new / chunk)
+            svc = pre + (steps * t_dec(max(1.0, min(b, max_b))) if role == "colocated" else 0.0)
+            extra = xfer + t_dec(1.0)
+        post = out * (tau_eff if role != "prefill" else t_dec(1.0))
+        rel, wait, inst = _serve(tr, svc, extra, post, n)
+        if role == "colocated":
+            post = _colocated_window(rel + wait, svc, pre, rel + wait + svc, out, inst, n, tau_eff)
+            if closed:  # replay with the stretched decode windows (they delay the children's releases)
+                rel, wait, inst = _serve(tr, svc, extra, post, n)
+                post = _colocated_window(rel + wait, svc, pre, rel + wait + svc, out, inst, n, tau_eff)
+        ttft = wait + svc + extra
+        span = float(np.max(rel + ttft + post) - np.min(rel))
+        if closed:  # Little's law on this run's decode occupancy (module docstring)
+            nb = float(post.sum()) / (n * span) if span > 0 else 1.0
+            b, tau = (nb, t_dec(max(1.0, nb))) if nb <= max_b else (math.inf, math.inf)
     if role == "decode":
-        ok = tau <= tpot_slo_s
-        return PoolPrediction(np.zeros(len(new)), tau, tr.rate_rps * ok * (len(new) - 1) / len(new) if ok else 0.0)
-    svc = np.asarray(cm.prefill_time(new, tr.cached_tokens.astype(float)), dtype=float)
-    tpot = t_dec(1.0)
-    if role == "colocated":
-        steps = np.ceil(new / chunk)
-        bb = b if math.isfinite(b) else max_b
-        svc = svc + steps * t_dec(max(1.0, bb))
-    wait = _fifo_round_robin(tr.release_s, svc, n)
-    ttft = wait + svc + (transfer_s if transfer_s is not None and role == "prefill" else 0.0) + t_dec(1.0)
-    ok = ttft <= ttft_slo_s
-    if role == "colocated":
-        per_call = _colocated_tpot(tr.release_s, wait, svc, tr.output_tokens.astype(float), n,
-                                   tau if math.isfinite(tau) else t_dec(max_b))
-        ok &= per_call <= tpot_slo_s
-        tpot = float(np.quantile(per_call, 0.9))
-    span = max(tr.span_s, float(np.max(tr.release_s + ttft) - tr.release_s[0]))
-    return PoolPrediction(ttft, float(tpot), float(ok.sum()) / span if span > 0 else 0.0)
+        ok = np.full(m, tau <= tpot_slo_s)
+        per_call, ttft, tpot = np.full(m, tau), np.zeros(m), tau
+    else:
+        per_call = post / out if role == "colocated" else np.full(m, t_dec(1.0))
+        ok = ttft <= ttft_slo_s
+        if role == "colocated":
+            ok &= per_call <= tpot_slo_s
+        tpot = float(np.quantile(per_call, 0.9)) if role == "colocated" else t_dec(1.0)
+    return PoolPrediction(ttft, float(tpot), float(ok.sum()) / span if span > 0 else 0.0, span, per_call)

@@ -99,3 +99,18 @@ def test_plan_records_the_hindsight_solves_and_builds_the_rule():
     pol = plan.to_policy()
     assert isinstance(pol, LookaheadAdmission) and pol.unit_tokens == plan.parameters["unit_tokens"]
     assert pol.cfg.continue_prob == 0.9
+
+
+def test_hindsight_memory_is_the_clusters_kv_view():
+    """The hindsight solves use the KV the rule sees in the cluster (HBM blocks x block size = 400 x 16 tokens,
+    M = 6,400 // u units), not `kv_capacity_tokens()` (the unlowered A100 HBM: ~120K tokens, M in the
+    thousands, so memory never bound and every parameter setting scored 1.000 of the optimum)."""
+    from optsched.pipelines.admission_derive import lookahead_plan
+
+    from tests.sim.helpers import random_workload
+
+    wl = random_workload(np.random.default_rng(0), n_sessions=6, max_calls=3, max_new=1500, max_out=200,
+                         subagents=False)
+    plan = lookahead_plan(wl, _cm(), windows=1, window_calls=4, rounds_per_output=(2,), continue_probs=(0.9,))
+    u = plan.parameters["unit_tokens"]
+    assert [s["memory_units"] for s in plan.parameters["derivation"]["hindsight_solves"]] == [HBM * BS // u]

@@ -1,0 +1,125 @@
+"""Pool-level P/D sizing from workloads: every candidate pool predicted on the workload's own calls
+(`optsched.cost.pool_queue.predict_pool`), then the pool MILP (`optsched.models.pd_pool`) picks one.
+
+Candidates: for each (GPU type, model, TP) in ``configs`` whose weights fit, each role (prefill, decode,
+colocated) and each size 1 .. ⌊budget / TP⌋ (⌊per-type limit / TP⌋ when smaller). Coefficient g[o] = mean over
+``workloads`` (e.g. training replications; the evaluation seeds are kept apart by the caller) of the pool's
+predicted goodput (calls/s within SLO). A prefill pool's TTFT includes the KV transfer of the whole prompt
+over ``link`` (`CostModel.kv_transfer_time`), as the simulator's P/D path does.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from optsched.models.pd_data import PDPlan
+from optsched.models.pd_pool import PoolInstance, PoolOption, build_pd_pool, extract_pd_pool
+from optsched.solvers import SolveResult, SolverOptions, solve
+
+from optsched.cost import CostModel
+from optsched.cost.pool_queue import predict_pool
+from optsched.workload.types import Workload
+
+__all__ = ["PoolSolve", "pool_instance", "pool_plan_from_workload", "solve_pool"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class PoolSolve:
+    """``plan`` (None when infeasible), the MILP's ``result`` (objective, bound, gap) and the ``instance``."""
+
+    plan: PDPlan | None
+    result: SolveResult
+    instance: PoolInstance
+
+
+def pool_instance(workloads: Sequence[Workload], configs: Sequence[tuple[str, str, int]], gpu_budget: int,
+                  ttft_slo_s: float, tpot_slo_s: float, gpus_available: dict[str, int] | None = None,
+                  prices: dict[str, float] | None = None, link: str = "rdma",
+                  roles: tuple[str, ...] = ("prefill", "decode", "colocated")) -> PoolInstance:
+    """Candidate pools of ``configs`` ((gpu, model, tp) triples) with predicted goodput (module docstring);
+    ``roles`` restricts the candidates (("prefill", "decode") = disaggregated only), ``prices`` $/GPU-hour per
+    GPU type (default 1).
+
+    Raises:
+        ValueError: no workload, or no configuration whose weights fit.
+    """
+    from optsched.pipelines.pd import call_trace
+
+    if not workloads:
+        raise ValueError("pool_instance needs at least one workload")
+    opts: list[PoolOption] = []
+    for gpu, model, tp in configs:
+        try:
+            cm = CostModel.from_names(gpu, model, tp=tp)
+        except ValueError as exc:  # weights do not fit at this TP
+            logger.info("pd_pool: skip %s/%s/tp%d: %s", gpu, model, tp, exc)
+            continue
+        cap = min(gpu_budget, (gpus_available or {}).get(gpu, gpu_budget)) // tp
+        trs = [call_trace(wl, cm) for wl in workloads]
+        xfers = [np.asarray(cm.kv_transfer_time(tr.input_tokens, link), dtype=float) for tr in trs]
+        for role in roles:
+            for n in range(1, cap + 1):
+                g = float(np.mean([predict_pool(cm, tr, role, n, ttft_slo_s, tpot_slo_s, transfer_s=x).goodput_rps
+                                   for tr, x in zip(trs, xfers, strict=True)]))
+                opts.append(PoolOption(f"{model}/{gpu}/tp{tp}", gpu, tp, role, n, g,
+                                       (prices or {}).get(gpu, 1.0)))
+    if not opts:
+        raise ValueError(f"pool_instance: no configuration of {list(configs)} fits its model's weights")
+    return PoolInstance(tuple(opts), gpu_budget, gpus_available)
+
+
+def solve_pool(inst: PoolInstance, options: SolverOptions | None = None) -> PoolSolve:
+    """Solve the pool MILP (HiGHS via `optsched.solvers`); ``plan`` is None when it has no solution."""
+    m = build_pd_pool(inst)
+    res = solve(m, options or SolverOptions(time_limit_s=60.0, mip_gap=1e-6))
+    plan = extract_pd_pool(m, res.objective, res.bound, res.gap) if res.has_solution else None
+    return PoolSolve(plan, res, inst)
+
+
+def pool_plan_from_workload(wl: Workload, gpu: str, model: str, tp: int, options: SolverOptions | None = None,
+                            seed: int | None = None, gpu_budget: int = 16, ttft_p90_s: float = 2.0,
+                            tpot_s: float = 0.1, tps: tuple[int, ...] = (1, 2, 4, 8)):
+    """`optsched.pipelines.pd.plan_from_workload` with ``formulation="pool"``: the pool MILP on ``wl`` alone;
+    returns (Plan kind "pd_ratio" type "counts", the MILP's `SolveResult`). Parameters as the M/D/1 plan's
+    (``counts``, ``<role>_instances``, ``<role>_tp``, ``gpus``, ``goodput_rps``, ``goodput_per_gpu``, ``slo``)
+    plus ``formulation`` = "pool" and ``pool_goodput_rps`` {role: predicted goodput of the chosen pool}.
+
+    Raises:
+        ValueError: gpu_budget < 1, no fitting configuration, or no plan with positive predicted goodput.
+    """
+    from optsched.plan import Plan, Provenance
+    from optsched.revision import git_revision
+    from optsched.workload.digest import workload_digest
+
+    if not (isinstance(gpu_budget, int) and gpu_budget >= 1):
+        raise ValueError(f"gpu_budget must be an int >= 1 (GPUs available), got {gpu_budget!r}")
+    inst = pool_instance([wl], [(gpu, model, k) for k in sorted({*tps, tp}) if k <= gpu_budget], gpu_budget,
+                         ttft_p90_s, tpot_s)
+    sol = solve_pool(inst, options)
+    r = sol.result
+    if sol.plan is None or sol.plan.goodput_rps <= 0:
+        raise ValueError(f"pool P/D MILP {r.status}: no plan with positive predicted goodput "
+                         f"(P90 TTFT {ttft_p90_s} s, TPOT {tpot_s} s, {gpu_budget} GPUs) {r.message}".strip())
+    tp_of = {o.config: o.tp for o in inst.options}
+    counts = [{"gpu": gpu, "model": model, "tp": tp_of[k], "role": role, "instances": int(n)}
+              for (k, role), n in sorted(sol.plan.counts.items())]
+    params: dict = {"counts": counts, "gpu_budget": gpu_budget, "gpus": int(sol.plan.gpus),
+                    "goodput_rps": float(sol.plan.goodput_rps), "goodput_per_gpu": float(sol.plan.goodput_per_gpu),
+                    "slo": {"ttft_p90_s": ttft_p90_s, "tpot_s": tpot_s}, "objective": "goodput",
+                    "formulation": "pool",
+                    "pool_goodput_rps": {role: float(g) for (_, role), g in sorted(sol.plan.flows_rps.items())}}
+    for role in ("prefill", "decode", "colocated"):
+        rows = [c for c in counts if c["role"] == role]
+        params[f"{role}_instances"] = sum(c["instances"] for c in rows)
+        if len(rows) == 1:
+            params[f"{role}_tp"] = rows[0]["tp"]
+    prov = Provenance(workload_digest=workload_digest(wl), cost_model=f"{gpu}/{model}/tp{sorted({*tps, tp})}",
+                      calibration_id="shipped", solver=r.solver, solver_version=r.solver_version,
+                      objective=r.objective, bound=r.bound, gap=r.gap, seed=seed,
+                      git_revision=git_revision()["commit"], objective_units="req/s")
+    return Plan("pd_ratio", "counts", params, prov), r
