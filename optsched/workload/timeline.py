@@ -1,8 +1,11 @@
 """The uncontended closed-loop timeline of a workload: when each call would be released and finish if it
 ran alone on one instance.
 
-A call is released at max(parent finish + parent think time) (DESIGN.md release rule; a root call at its
-session's ``start_s``, an open-loop root call at its ``arrival_s``) and served in
+A call is released as `optsched.sim.driver.SessionDriver` releases it when nothing contends: closed loop
+(``workload.closed_loop``), at max over parents of (parent finish + parent think time) + its ``wait_s``,
+a root at its session's ``start_s`` + ``wait_s`` (DESIGN.md release rule; a trace's ``arrival_s`` is not
+used: replaying closed-loop calls at trace timestamps is the fidelity bug the rule avoids); open loop, at
+its ``arrival_s`` (the session's ``start_s`` when it has none). It is served in
 ``prefill_time(new, cached) + output_tokens * decode_step_time(1, input_tokens)`` seconds (the cost-model
 contract of `optsched.cost.CostModel`). The cluster simulator gives contended times; the formulations
 (routing window, P/D profile, admission rounds, residency pauses) order and time calls on this one.
@@ -24,9 +27,10 @@ def uncontended_timeline(wl: Workload, cm: CostModel) -> dict[str, tuple[float, 
     out: dict[str, tuple[float, float]] = {}
     for s in wl.sessions:
         for c in s.calls:
-            rel = max((out[p][1] + s.call(p).think_time_s for p in c.parents), default=s.start_s)
-            if c.arrival_s is not None and not c.parents:
-                rel = c.arrival_s
+            if wl.closed_loop:
+                rel = max((out[p][1] + s.call(p).think_time_s for p in c.parents), default=s.start_s) + c.wait_s
+            else:
+                rel = c.arrival_s if c.arrival_s is not None else s.start_s
             svc = float(cm.prefill_time(c.new_tokens, c.input_tokens - c.new_tokens)) + c.output_tokens * float(
                 cm.decode_step_time(1, c.input_tokens))
             out[c.call_id] = (rel, rel + svc)
