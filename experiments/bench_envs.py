@@ -26,7 +26,7 @@ def _kwargs(env_id: str, n_inst: int) -> dict:
     if env_id == "optsched/Routing-v0":
         from optsched.sim import ClusterConfig, InstanceConfig, SchedulerConfig
 
-        return {"cluster": ClusterConfig(instances=(InstanceConfig(model="llama-3-8b", tp=1, count=n_inst),),
+        return {"cluster": ClusterConfig(instances=(InstanceConfig(model="llama-3-70b", tp=4, count=n_inst),),
                                          scheduler=SchedulerConfig())}
     return {}
 
