@@ -258,7 +258,7 @@ class Simulator(PDMixin, SteppingMixin):
             return
         be = self.step_backend
         if be is None:
-            b.time_s = inst.cm.step_time(b.prefill_tokens, b.attn_pairs, b.prefill_kv, b.n_dec, b.dec_kv)
+            b.time_s = inst.step_time(b.prefill_tokens, b.attn_pairs, b.prefill_kv, b.n_dec, b.dec_kv)
         else:
             b.time_s = be.step_time_s(inst, b, t)
         b.t0 = t
@@ -294,7 +294,7 @@ class Simulator(PDMixin, SteppingMixin):
             if not b.empty:
                 be = self.step_backend
                 if be is None:
-                    b.time_s = float(inst.cm.step_time(b.prefill_tokens, b.attn_pairs, b.prefill_kv, b.n_dec, b.dec_kv))
+                    b.time_s = float(inst.step_time(b.prefill_tokens, b.attn_pairs, b.prefill_kv, b.n_dec, b.dec_kv))
                 else:
                     b.time_s = float(be.step_time_s(inst, b, t))
                 longest = max(longest, b.time_s)

@@ -65,16 +65,16 @@ def decode_run(inst: Instance, b: Batch, t: float, horizon_s: float) -> float:
     d = inst.dstep
     bs = inst.bs
     buckets = inst.buckets
-    cm = inst.cm
+    step_time, decode_times = inst.step_time, inst.decode_times
     ends = [end]
     k = 1
     while k < k_max and end < horizon_s:
         est = (horizon_s - end) / b.time_s
         if est >= VECTOR_MIN and k_max - k >= VECTOR_MIN:
             cnt = int(min(k_max - k, 1.25 * est + 8))
-            times = np.asarray(cm.step_time(0, 0, 0, n, a + n * (d + np.arange(k, k + cnt))), dtype=float).tolist()
+            times = decode_times(n, (a + n * (d + np.arange(k, k + cnt))).astype(float)).tolist()
         else:
-            times = (float(cm.step_time(0, 0, 0, n, a + n * (d + k))),)
+            times = (float(step_time(0, 0, 0, n, a + n * (d + k))),)
         stop = False
         m = len(times)
         if m > 1:
