@@ -174,6 +174,11 @@ class PrefixCache(ResidencyStore):
         k, h, d = self._split(block_hashes, len(block_hashes))
         return PrefixMatch(h, d - h, k - d)
 
+    def split_counts(self, block_hashes: Sequence[int]) -> tuple[int, int, int]:
+        """``match`` as ``(resident blocks, end of the HBM run, end of the DRAM run)``: hbm = h, dram =
+        d - h, ssd = k - d (the hot path of views' ``prefix_hit_blocks``; no PrefixMatch built)."""
+        return self._split(block_hashes, len(block_hashes))
+
     def match_linear(self, block_hashes: Sequence[int]) -> PrefixMatch:
         """Reference for ``match``: walk the query block by block following parent links."""
         counts = [0, 0, 0]

@@ -72,7 +72,7 @@ def decode_run(inst: Instance, b: Batch, t: float, horizon_s: float) -> float:
         est = (horizon_s - end) / b.time_s
         if est >= VECTOR_MIN and k_max - k >= VECTOR_MIN:
             cnt = int(min(k_max - k, 1.25 * est + 8))
-            times = decode_times(n, (a + n * (d + np.arange(k, k + cnt))).astype(float)).tolist()
+            times = decode_times(n, (a + n * (d + np.arange(k, k + cnt))).astype(float))
         else:
             times = (float(step_time(0, 0, 0, n, a + n * (d + k))),)
         stop = False
@@ -80,12 +80,15 @@ def decode_run(inst: Instance, b: Batch, t: float, horizon_s: float) -> float:
         if m > 1:
             # ends of these steps by sequential addition (np.cumsum adds left to right: the same floats
             # as ``end += dt`` step by step); the run stops after the first step ending at/after horizon
-            cum = np.cumsum(np.asarray([end, *times]))[1:].tolist()
+            cum = np.cumsum(np.concatenate(((end,), times)))[1:].tolist()
             stop_at = bisect_left(cum, horizon_s)
             m = min(m, stop_at + 1)
-            # growth happens only on steps whose bucket is non-empty: visit those steps in order
+            # growth happens only on steps whose bucket is non-empty: visit those steps in order (the
+            # non-empty residues are those of the running decodes: buckets hold exactly inst.dec)
             base = d + k
-            grow_at = sorted(j for r in range(bs) if buckets[r] for j in range((r - base) % bs, m, bs))
+            live = {s.residue for s in inst.dec.values()} if len(inst.dec) < bs else \
+                [r for r in range(bs) if buckets[r]]
+            grow_at = sorted(j for r in live for j in range((r - base) % bs, m, bs))
             for j in grow_at:
                 bucket = buckets[(base + j) % bs]
                 if bucket:
