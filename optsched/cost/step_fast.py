@@ -83,7 +83,7 @@ class StepTimeFast:
     def decode_times(self, n: int, dkv: np.ndarray) -> np.ndarray:
         """``CostModel.step_time(0, 0, 0, n, dkv)`` (s) for ``n`` >= 1 decodes and a float64 array ``dkv``
         (>= 0) of decode KV tokens, element for element the same floats."""
-        if not (1 <= n <= self._rows_max):
+        if not (1 <= n <= self._rows_max and self._qo > 0 and self._bw > 0):
             return np.asarray(self.cm.step_time(0, 0, 0, n, dkv), dtype=float)
         ds = float(n)
         lin = np.float64(self._lin[n]) + np.float64(self._lm[n]) + np.float64(self._comm[n])
@@ -96,11 +96,12 @@ class StepTimeFast:
         p = fd.overlap_p
         hi = np.maximum(tc, tm)
         lo = np.minimum(tc, tm)
-        ratio = np.divide(lo, hi, out=np.zeros_like(hi), where=hi > 0)
-        t = hi * (1.0 + ratio**p) ** (1.0 / p)
+        # tm >= ds·qo / (bw·ε) > 0, so hi > 0 everywhere: kernel_time's masks (divide where hi > 0,
+        # where(hi > 0, ...)) select every element and are dropped
+        t = hi * (1.0 + (lo / hi) ** p) ** (1.0 / p)
         if fd.row_s:
             t = t + fd.row_s * m
-        kd = np.where(hi > 0, t + 1.0 * fd.launch_s, 0.0)
+        kd = t + 1.0 * fd.launch_s
         return lin + self._L * kd + (self._so + self._sq * ds)
 
 
