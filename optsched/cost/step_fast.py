@@ -7,7 +7,9 @@
   five arguments (the cost model is a pure function of them; the memo is cleared past ``MEMO_MAX``
   entries so memory stays bounded);
 - ``decode_times(n, dkv)``: ``CostModel.step_time(0, 0, 0, n, dkv)`` for a float array ``dkv`` (one
-  decode run, `optsched.sim.fastforward`), the vectorized formula with the prefill terms dropped.
+  decode run, `optsched.sim.fastforward`), the vectorized formula with the prefill terms dropped;
+  ``decode_run_times(n, start, cnt)`` the same over ``dkv = start + n·j`` from a lazily filled table
+  (decode runs of a few sequences revisit the same KV lengths).
 
 Exactness: every float operation is the one ``step_time`` performs, in the same order and with the same
 operand types (IEEE-754 ``+ - * /`` of Python floats and numpy float64 scalars round identically; the
@@ -29,9 +31,13 @@ import numpy as np
 
 from optsched.cost.model import CostModel, _check_nonneg
 
-__all__ = ["MEMO_MAX", "StepTimeFast", "fast_decode_times", "fast_step_time"]
+__all__ = ["MEMO_MAX", "TABLE_BLOCK", "TABLE_MAX_BLOCKS", "TABLE_MAX_SEQS", "StepTimeFast", "fast_decode_times",
+           "fast_step_time"]
 
 MEMO_MAX = 1 << 18  # memo entries before the memo is cleared (~40 MB at most)
+TABLE_BLOCK = 1024  # decode steps per block of the decode-run table
+TABLE_MAX_SEQS = 4  # decode runs of at most this many sequences use the table
+TABLE_MAX_BLOCKS = 2048  # blocks before the table is cleared (16 MiB)
 
 
 class StepTimeFast:
@@ -49,6 +55,7 @@ class StepTimeFast:
         self._peak, self._bw = g.bf16_flops, g.hbm_bw
         self._so, self._sq = cm.calibration.step_overhead_s, cm.calibration.seq_overhead_s
         self._memo: dict[tuple, float] = {}
+        self._dtab: dict[tuple[int, int, int], np.ndarray] = {}  # (n, start mod n, block) -> step times
 
     def scalar(self, pt, pairs, pkv, ds, dkv) -> float:
         """``CostModel.step_time`` of scalar arguments (s), memoized. Raises ValueError as step_time."""
@@ -105,6 +112,29 @@ class StepTimeFast:
         return lin + self._L * kd + (self._so + self._sq * ds)
 
 
+    def decode_run_times(self, n: int, start: int, cnt: int) -> np.ndarray:
+        """``decode_times(n, dkv)`` for ``dkv_j = start + n·j``, ``j < cnt`` (a decode run: every context one
+        token longer per step), served from a table of ``TABLE_BLOCK``-step blocks keyed by ``(n, start
+        mod n, block)`` for ``n <= TABLE_MAX_SEQS`` (runs of a few decodes recur across calls and episodes
+        over the same KV lengths). Elementwise the same floats: each entry is ``decode_times`` of its own
+        ``dkv`` (numpy's elementwise results do not depend on an element's position in the array; tested)."""
+        if not (1 <= n <= TABLE_MAX_SEQS):
+            return self.decode_times(n, (start + n * np.arange(cnt)).astype(float))
+        r, q0 = start % n, start // n
+        tabs, B = self._dtab, TABLE_BLOCK
+        parts = []
+        for blk in range(q0 // B, (q0 + cnt - 1) // B + 1):
+            key = (n, r, blk)
+            tab = tabs.get(key)
+            if tab is None:
+                if len(tabs) >= TABLE_MAX_BLOCKS:
+                    tabs.clear()
+                tab = tabs[key] = self.decode_times(n, ((blk * B + np.arange(B)) * n + r).astype(float))
+            base = blk * B
+            parts.append(tab[max(q0, base) - base: min(q0 + cnt, base + B) - base])
+        return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+
 def _kernel(flops: float, nbytes: float, m: float, peak: float, bw: float, fp: Any) -> float:
     """``efficiency.kernel_time_scalar`` (the same statements; kept inline-able here)."""
     sat = m / (m + fp.m_half) if m > 0 and (m + fp.m_half) > 0 else 1.0
@@ -134,8 +164,8 @@ def fast_step_time(cm: Any):
 
 
 def fast_decode_times(cm: Any):
-    """``f(n, dkv_array) -> step times`` of a decode run: `StepTimeFast.decode_times` for a plain
-    `CostModel`, else ``cm.step_time(0, 0, 0, n, dkv)`` as an array."""
+    """``f(n, start, cnt) -> step times`` of a decode run (``dkv_j = start + n·j``):
+    `StepTimeFast.decode_run_times` for a plain `CostModel`, else ``cm.step_time(0, 0, 0, n, dkv)``."""
     if type(cm) is CostModel:
-        return _fast(cm).decode_times
-    return lambda n, dkv: np.asarray(cm.step_time(0, 0, 0, n, dkv), dtype=float)
+        return _fast(cm).decode_run_times
+    return lambda n, start, cnt: np.asarray(cm.step_time(0, 0, 0, n, start + n * np.arange(cnt)), dtype=float)

@@ -72,7 +72,7 @@ def decode_run(inst: Instance, b: Batch, t: float, horizon_s: float) -> float:
         est = (horizon_s - end) / b.time_s
         if est >= VECTOR_MIN and k_max - k >= VECTOR_MIN:
             cnt = int(min(k_max - k, 1.25 * est + 8))
-            times = decode_times(n, (a + n * (d + np.arange(k, k + cnt))).astype(float))
+            times = decode_times(n, a + n * (d + k), cnt)
         else:
             times = (float(step_time(0, 0, 0, n, a + n * (d + k))),)
         stop = False

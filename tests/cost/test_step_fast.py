@@ -53,4 +53,23 @@ def test_fallback_for_other_cost_models():
 
     o = Other()
     assert float(fast_step_time(o)(1, 2, 3, 4, 5)) == 1.5
-    assert fast_decode_times(o)(3, np.zeros(4)).tolist() == [1.5] * 4
+    assert fast_decode_times(o)(3, 10, 4).tolist() == [1.5] * 4
+
+
+@pytest.mark.parametrize(("gpu", "model", "tp"), MODELS[:2])
+def test_decode_run_times_from_table_equal_step_time(gpu, model, tp):
+    # elementwise results must not depend on where an element sits in the array (SIMD body vs tail):
+    # the table computes each KV length inside a different block than a direct run would
+    cm = CostModel.from_names(gpu, model, tp=tp)
+    f = StepTimeFast(cm)
+    g = fast_decode_times(cm)
+    rng = np.random.default_rng(2)
+    for _ in range(60):
+        n = int(rng.integers(1, 7))
+        start = int(rng.integers(0, 300000))
+        cnt = int(rng.integers(1, 3000))
+        want = np.asarray(cm.step_time(0, 0, 0, n, (start + n * np.arange(cnt)).astype(float)), dtype=float)
+        assert f.decode_run_times(n, start, cnt).tolist() == want.tolist(), (n, start, cnt)
+        assert g(n, start, cnt).tolist() == want.tolist()
+        sub = int(rng.integers(0, cnt))  # a sub-run starting mid-block, after the table was filled
+        assert f.decode_run_times(n, start + n * sub, cnt - sub).tolist() == want[sub:].tolist()
