@@ -376,7 +376,9 @@ class Simulator(PDMixin, SteppingMixin):
                         h.add_step(d + j, ends[j] - prev, b.n_dec)
                         prev = ends[j]
                 else:
-                    h.add_run(d, np.diff(np.asarray([b.t0, *ends[: b.steps]])), b.n_dec)
+                    e = b.ends_np  # [t0, *ends] already an array (np.diff = e[1:] - e[:-1])
+                    e = np.asarray([b.t0, *ends[: b.steps]]) if e is None else e[: b.steps + 1]
+                    h.add_run(d, e[1:] - e[:-1], b.n_dec)
             if inst.decodes_paused:
                 self._fix_paused(inst, d, dur, b.t0)
             if inst.fresh:

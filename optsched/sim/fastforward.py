@@ -67,6 +67,7 @@ def decode_run(inst: Instance, b: Batch, t: float, horizon_s: float) -> float:
     buckets = inst.buckets
     step_time, decode_times = inst.step_time, inst.decode_times
     ends = [end]
+    parts = [np.array((t, end))]  # [t0, *ends] as arrays while only vectorized chunks are appended
     k = 1
     while k < k_max and end < horizon_s:
         est = (horizon_s - end) / b.time_s
@@ -80,7 +81,8 @@ def decode_run(inst: Instance, b: Batch, t: float, horizon_s: float) -> float:
         if m > 1:
             # ends of these steps by sequential addition (np.cumsum adds left to right: the same floats
             # as ``end += dt`` step by step); the run stops after the first step ending at/after horizon
-            cum = np.cumsum(np.concatenate(((end,), times)))[1:].tolist()
+            cum_np = np.cumsum(np.concatenate(((end,), times)))[1:]
+            cum = cum_np.tolist()
             stop_at = bisect_left(cum, horizon_s)
             m = min(m, stop_at + 1)
             # growth happens only on steps whose bucket is non-empty: visit those steps in order (the
@@ -99,6 +101,8 @@ def decode_run(inst: Instance, b: Batch, t: float, horizon_s: float) -> float:
                         seq.grow += 1
             if m:
                 ends.extend(cum[:m])
+                if parts is not None:
+                    parts.append(cum_np[:m])
                 end = cum[m - 1]
                 k += m
             if stop or end >= horizon_s:
@@ -114,6 +118,7 @@ def decode_run(inst: Instance, b: Batch, t: float, horizon_s: float) -> float:
                     seq.grow += 1
             end += dt
             ends.append(end)
+            parts = None
             k += 1
             if end >= horizon_s:
                 break
@@ -121,6 +126,7 @@ def decode_run(inst: Instance, b: Batch, t: float, horizon_s: float) -> float:
             break
     b.steps = k
     b.ends = ends
+    b.ends_np = np.concatenate(parts) if parts is not None and k >= 2 else None
     b.run_d = d
     return end
 
