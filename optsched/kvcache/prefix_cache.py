@@ -374,6 +374,7 @@ class PrefixCache(ResidencyStore):
         if n <= start:
             return 0
         blocks = self._blocks
+        push = self._push
         alloc = self._alloc.get(seq_id, 0)
         pin = old_pin
         added = 0
@@ -398,7 +399,10 @@ class PrefixCache(ResidencyStore):
                     pin.child_tier[HBM] += 1
                 added += 1
             b.ref += 1
-            self._unpin(pin)
+            if pin is not None:  # self._unpin(pin) inlined (hot loop); _push skips a block with children
+                pin.ref -= 1
+                if not pin.ref and not pin.child_tier[pin.tier]:
+                    push(pin)
             pin = b
         if pin is not old_pin:
             self._alloc[seq_id] = alloc
