@@ -7,7 +7,8 @@ changes the hash. Cases cover the Vidur splitwise_conv trace (1 and 4 replicas),
 sample, AgentX with the DRAM tier, residency policies, P/D, several routers, admission policies,
 small chunk budgets, ``fast_forward=False``, and a Routing-v0 episode (observations and rewards).
 
-To re-record after an INTENDED schedule change: ``.venv/bin/python -m tests.sim.test_speed_golden``.
+To re-record after an INTENDED schedule change: ``.venv/bin/python -m tests.sim.test_speed_golden``
+(on another platform, re-record from the commit before a speed change, then apply it).
 """
 
 from __future__ import annotations
@@ -134,14 +135,30 @@ CASES = {
 REF_FILE = Path(__file__).with_name("speed_golden.json")
 
 
+def _platform() -> str:
+    """numpy version, machine and the SIMD level numpy dispatches to: the last bits of numpy's
+    transcendental functions (log, power: ITL bins, attention roofline) may differ elsewhere, so the
+    recorded hashes are compared only on a matching platform."""
+    import platform
+
+    from numpy._core._multiarray_umath import __cpu_features__ as feats
+
+    simd = [k for k in ("AVX2", "AVX512F", "AVX512_SKX", "ASIMD", "SVE") if feats.get(k)]
+    return f"numpy {np.__version__} {platform.machine()} {'+'.join(simd)}"
+
+
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_schedule_hash_unchanged(name):
     if name.startswith("vidur") and not TRACE.is_file():
         pytest.skip("Vidur trace not available")
     ref = json.loads(REF_FILE.read_text())
+    if ref["_platform"] != _platform():
+        pytest.skip(f"hashes recorded on {ref['_platform']!r}, this is {_platform()!r}")
     assert CASES[name]() == ref[name]
 
 
 if __name__ == "__main__":
-    REF_FILE.write_text(json.dumps({k: f() for k, f in sorted(CASES.items())}, indent=1) + "\n")
+    out = {k: f() for k, f in sorted(CASES.items())}
+    out["_platform"] = _platform()
+    REF_FILE.write_text(json.dumps(out, indent=1, sort_keys=True) + "\n")
     print(REF_FILE.read_text())
