@@ -5,9 +5,13 @@ Single env: ``gym.make(id).unwrapped`` stepped with a fixed cyclic action for ``
 load on a shared machine). Routing-v0 runs with 8 instances (``--instances``). Vectorized:
 ``gymnasium.vector.SyncVectorEnv`` of ``--num-envs`` copies in one process (steps of all envs / CPU-s),
 and ``AsyncVectorEnv`` with ``--num-envs`` worker processes (wall-clock steps/s; meaningful only on an
-otherwise idle machine). ``--profile`` prints the top cProfile entries of the Routing-v0 single env.
+otherwise idle machine). ``BatchedVectorEnv`` (`optsched.envs.vector`) in this process (steps / CPU-s) and in
+``--procs`` processes at once (sum of their steps / CPU-s: the aggregate on that many dedicated cores).
+``--profile`` prints the top cProfile entries of the Routing-v0 single env.
 
-Usage: .venv/bin/python experiments/bench_envs.py [--episodes 3] [--num-envs 2] [--profile]
+Routing-v0 runs 8 llama-3-70b TP-4 H200 instances (AgentX calls exceed llama-3-8b's 8K context).
+
+Usage: .venv/bin/python experiments/bench_envs.py [--episodes 3] [--num-envs 2] [--procs 2] [--only-routing] [--profile]
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ def _kwargs(env_id: str, n_inst: int) -> dict:
     if env_id == "optsched/Routing-v0":
         from optsched.sim import ClusterConfig, InstanceConfig, SchedulerConfig
 
-        return {"cluster": ClusterConfig(instances=(InstanceConfig(model="llama-3-8b", tp=1, count=n_inst),),
+        return {"cluster": ClusterConfig(instances=(InstanceConfig(model="llama-3-70b", tp=4, count=n_inst),),
                                          scheduler=SchedulerConfig())}
     return {}
 
@@ -61,6 +65,34 @@ def vector(env_id: str, num_envs: int, n_steps: int, n_inst: int, mode: str) -> 
             "steps_per_wall_s": total / wall}
 
 
+def batched(env_id: str, num_envs: int, n_steps: int, n_inst: int) -> dict:
+    """`optsched.envs.vector.BatchedVectorEnv` in this process: steps of all envs / CPU-s."""
+    from optsched.envs.vector import BatchedVectorEnv
+
+    venv = BatchedVectorEnv(env_id, num_envs, **_kwargs(env_id, n_inst))
+    venv.reset(seed=list(range(num_envs)))
+    acts = np.zeros(num_envs, dtype=np.int64)
+    c0 = time.process_time()
+    for k in range(n_steps):
+        acts[:] = k % venv.single_action_space.n
+        venv.step(acts)
+    cpu = time.process_time() - c0
+    return {"steps": n_steps * num_envs, "cpu_s": cpu, "steps_per_cpu_s": n_steps * num_envs / cpu}
+
+
+def batched_procs(env_id: str, procs: int, num_envs: int, n_steps: int, n_inst: int) -> dict:
+    """``procs`` processes (one per core), each a `BatchedVectorEnv` of ``num_envs``: aggregate of the
+    processes' steps per CPU-second (what ``procs`` dedicated cores would deliver)."""
+    import subprocess
+    import sys
+
+    cmd = [sys.executable, __file__, "--one-batched", env_id, "--num-envs", str(num_envs),
+           "--vec-steps", str(n_steps), "--instances", str(n_inst)]
+    ps = [subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True) for _ in range(procs)]
+    rs = [json.loads(p.communicate()[0]) for p in ps]
+    return {"procs": procs, "per_proc": rs, "aggregate_steps_per_cpu_s": sum(r["steps_per_cpu_s"] for r in rs)}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--episodes", type=int, default=3)
@@ -68,15 +100,24 @@ def main() -> None:
     ap.add_argument("--vec-steps", type=int, default=500)
     ap.add_argument("--instances", type=int, default=8)
     ap.add_argument("--profile", action="store_true")
+    ap.add_argument("--procs", type=int, default=2, help="processes of the batched aggregate figure")
+    ap.add_argument("--only-routing", action="store_true", help="skip the other envs' single-env figures")
+    ap.add_argument("--one-batched", help=argparse.SUPPRESS)  # child process of batched_procs
     a = ap.parse_args()
     import optsched.envs
 
+    if a.one_batched:
+        print(json.dumps(batched(a.one_batched, a.num_envs, a.vec_steps, a.instances)))
+        return
+
     out = {}
-    for env_id in optsched.envs.ENV_IDS:
-        out[env_id] = {"single": single(env_id, a.episodes, a.instances)}
     rid = "optsched/Routing-v0"
+    for env_id in (rid,) if a.only_routing else optsched.envs.ENV_IDS:
+        out[env_id] = {"single": single(env_id, a.episodes, a.instances)}
     out[rid]["sync"] = vector(rid, a.num_envs, a.vec_steps, a.instances, "sync")
     out[rid]["async"] = vector(rid, a.num_envs, a.vec_steps, a.instances, "async")
+    out[rid]["batched"] = batched(rid, a.num_envs, a.vec_steps, a.instances)
+    out[rid]["batched_procs"] = batched_procs(rid, a.procs, a.num_envs, a.vec_steps, a.instances)
     print(json.dumps(out, indent=2))
     if a.profile:
         pr = cProfile.Profile()

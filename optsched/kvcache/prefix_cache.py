@@ -174,6 +174,11 @@ class PrefixCache(ResidencyStore):
         k, h, d = self._split(block_hashes, len(block_hashes))
         return PrefixMatch(h, d - h, k - d)
 
+    def split_counts(self, block_hashes: Sequence[int]) -> tuple[int, int, int]:
+        """``match`` as ``(resident blocks, end of the HBM run, end of the DRAM run)``: hbm = h, dram =
+        d - h, ssd = k - d (the hot path of views' ``prefix_hit_blocks``; no PrefixMatch built)."""
+        return self._split(block_hashes, len(block_hashes))
+
     def match_linear(self, block_hashes: Sequence[int]) -> PrefixMatch:
         """Reference for ``match``: walk the query block by block following parent links."""
         counts = [0, 0, 0]
@@ -369,6 +374,7 @@ class PrefixCache(ResidencyStore):
         if n <= start:
             return 0
         blocks = self._blocks
+        push = self._push
         alloc = self._alloc.get(seq_id, 0)
         pin = old_pin
         added = 0
@@ -393,7 +399,10 @@ class PrefixCache(ResidencyStore):
                     pin.child_tier[HBM] += 1
                 added += 1
             b.ref += 1
-            self._unpin(pin)
+            if pin is not None:  # self._unpin(pin) inlined (hot loop); _push skips a block with children
+                pin.ref -= 1
+                if not pin.ref and not pin.child_tier[pin.tier]:
+                    push(pin)
             pin = b
         if pin is not old_pin:
             self._alloc[seq_id] = alloc

@@ -258,7 +258,7 @@ class Simulator(PDMixin, SteppingMixin):
             return
         be = self.step_backend
         if be is None:
-            b.time_s = inst.cm.step_time(b.prefill_tokens, b.attn_pairs, b.prefill_kv, b.n_dec, b.dec_kv)
+            b.time_s = inst.step_time(b.prefill_tokens, b.attn_pairs, b.prefill_kv, b.n_dec, b.dec_kv)
         else:
             b.time_s = be.step_time_s(inst, b, t)
         b.t0 = t
@@ -294,7 +294,7 @@ class Simulator(PDMixin, SteppingMixin):
             if not b.empty:
                 be = self.step_backend
                 if be is None:
-                    b.time_s = float(inst.cm.step_time(b.prefill_tokens, b.attn_pairs, b.prefill_kv, b.n_dec, b.dec_kv))
+                    b.time_s = float(inst.step_time(b.prefill_tokens, b.attn_pairs, b.prefill_kv, b.n_dec, b.dec_kv))
                 else:
                     b.time_s = float(be.step_time_s(inst, b, t))
                 longest = max(longest, b.time_s)
@@ -376,7 +376,9 @@ class Simulator(PDMixin, SteppingMixin):
                         h.add_step(d + j, ends[j] - prev, b.n_dec)
                         prev = ends[j]
                 else:
-                    h.add_run(d, np.diff(np.asarray([b.t0, *ends[: b.steps]])), b.n_dec)
+                    e = b.ends_np  # [t0, *ends] already an array (np.diff = e[1:] - e[:-1])
+                    e = np.asarray([b.t0, *ends[: b.steps]]) if e is None else e[: b.steps + 1]
+                    h.add_run(d, e[1:] - e[:-1], b.n_dec)
             if inst.decodes_paused:
                 self._fix_paused(inst, d, dur, b.t0)
             if inst.fresh:

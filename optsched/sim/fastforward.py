@@ -65,27 +65,32 @@ def decode_run(inst: Instance, b: Batch, t: float, horizon_s: float) -> float:
     d = inst.dstep
     bs = inst.bs
     buckets = inst.buckets
-    cm = inst.cm
+    step_time, decode_times = inst.step_time, inst.decode_times
     ends = [end]
+    parts = [np.array((t, end))]  # [t0, *ends] as arrays while only vectorized chunks are appended
     k = 1
     while k < k_max and end < horizon_s:
         est = (horizon_s - end) / b.time_s
         if est >= VECTOR_MIN and k_max - k >= VECTOR_MIN:
             cnt = int(min(k_max - k, 1.25 * est + 8))
-            times = np.asarray(cm.step_time(0, 0, 0, n, a + n * (d + np.arange(k, k + cnt))), dtype=float).tolist()
+            times = decode_times(n, a + n * (d + k), cnt)
         else:
-            times = (float(cm.step_time(0, 0, 0, n, a + n * (d + k))),)
+            times = (float(step_time(0, 0, 0, n, a + n * (d + k))),)
         stop = False
         m = len(times)
         if m > 1:
             # ends of these steps by sequential addition (np.cumsum adds left to right: the same floats
             # as ``end += dt`` step by step); the run stops after the first step ending at/after horizon
-            cum = np.cumsum(np.asarray([end, *times]))[1:].tolist()
+            cum_np = np.cumsum(np.concatenate(((end,), times)))[1:]
+            cum = cum_np.tolist()
             stop_at = bisect_left(cum, horizon_s)
             m = min(m, stop_at + 1)
-            # growth happens only on steps whose bucket is non-empty: visit those steps in order
+            # growth happens only on steps whose bucket is non-empty: visit those steps in order (the
+            # non-empty residues are those of the running decodes: buckets hold exactly inst.dec)
             base = d + k
-            grow_at = sorted(j for r in range(bs) if buckets[r] for j in range((r - base) % bs, m, bs))
+            live = {s.residue for s in inst.dec.values()} if len(inst.dec) < bs else \
+                [r for r in range(bs) if buckets[r]]
+            grow_at = sorted(j for r in live for j in range((r - base) % bs, m, bs))
             for j in grow_at:
                 bucket = buckets[(base + j) % bs]
                 if bucket:
@@ -96,6 +101,8 @@ def decode_run(inst: Instance, b: Batch, t: float, horizon_s: float) -> float:
                         seq.grow += 1
             if m:
                 ends.extend(cum[:m])
+                if parts is not None:
+                    parts.append(cum_np[:m])
                 end = cum[m - 1]
                 k += m
             if stop or end >= horizon_s:
@@ -111,6 +118,7 @@ def decode_run(inst: Instance, b: Batch, t: float, horizon_s: float) -> float:
                     seq.grow += 1
             end += dt
             ends.append(end)
+            parts = None
             k += 1
             if end >= horizon_s:
                 break
@@ -118,6 +126,7 @@ def decode_run(inst: Instance, b: Batch, t: float, horizon_s: float) -> float:
             break
     b.steps = k
     b.ends = ends
+    b.ends_np = np.concatenate(parts) if parts is not None and k >= 2 else None
     b.run_d = d
     return end
 

@@ -28,6 +28,7 @@ from bisect import bisect_right
 from collections import deque
 from typing import Any
 
+from optsched.cost.step_fast import fast_decode_times, fast_step_time
 from optsched.sim.config import InstanceConfig, SchedulerConfig
 from optsched.sim.itl import ItlHistogram
 from optsched.sim.seq import DECODE, Seq
@@ -48,6 +49,9 @@ class Instance:
         self.sched = sched
         self.bs = block_size
         self.cm = cm
+        # cm.step_time on scalars / on a decode run's KV array, same floats (optsched.cost.step_fast)
+        self.step_time = fast_step_time(cm)
+        self.decode_times = fast_decode_times(cm)
         self.cache = cache
         self.num_gpus = int(cm.num_gpus)
         self.kv_capacity_blocks = int(cache_capacity(cache))

@@ -92,13 +92,14 @@ class ItlHistogram:
         self.tokens += n * len(durs)
         # suffix-max records: steps longer than every later step of the run (usually just the last)
         suf = np.maximum.accumulate(durs[::-1])[::-1]
-        keep = np.flatnonzero(np.append(durs[:-1] > suf[1:], True))
+        keep = np.flatnonzero(durs[:-1] > suf[1:]).tolist()
+        keep.append(len(durs) - 1)
         sv, sd = self.stack_v, self.stack_d
         top = float(durs[keep[0]])
         while sv and sv[-1] <= top:
             sv.pop()
             sd.pop()
-        for j in keep.tolist():
+        for j in keep:
             sv.append(float(durs[j]))
             sd.append(d + j)
 

@@ -60,8 +60,8 @@ __all__ = ["Batch", "plan_step", "preempt_newest"]
 class Batch:
     """One planned engine step on one instance (aggregates in the cost model's argument names)."""
 
-    __slots__ = ("attn_pairs", "chunks", "dec_kv", "ends", "n_dec", "prefill_kv", "prefill_tokens", "run_d", "steps",
-                 "t0", "time_s")
+    __slots__ = ("attn_pairs", "chunks", "dec_kv", "ends", "ends_np", "n_dec", "prefill_kv", "prefill_tokens", "run_d",
+                 "steps", "t0", "time_s")
 
     def __init__(self) -> None:
         self.chunks: list[tuple[Seq, int, int]] = []  # (seq, new tokens, cached tokens before)
@@ -74,6 +74,7 @@ class Batch:
         self.t0 = 0.0  # start time of the step (s)
         self.steps = 1  # > 1: a fast-forwarded decode run (optsched.sim.fastforward)
         self.ends: list[float] | None = None  # run: end time of each step
+        self.ends_np = None  # run: float64 array [t0, *ends] when built from vectorized chunks only (ITL)
         self.run_d = 0  # run: decode counter at its first step
 
     @property

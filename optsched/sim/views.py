@@ -97,10 +97,15 @@ class InstanceViewImpl:
             raise ValueError(f"tier must be one of {_TIERS}, got {tier!r}")
         if not block_hashes:
             return 0
-        m = self._inst.cache.match(block_hashes)
-        if tier == "any":
-            return m.hbm_blocks + m.dram_blocks + m.ssd_blocks
-        return int(getattr(m, f"{tier}_blocks"))
+        cache = self._inst.cache
+        split = getattr(cache, "split_counts", None)
+        if split is None:
+            m = cache.match(block_hashes)
+            if tier == "any":
+                return m.hbm_blocks + m.dram_blocks + m.ssd_blocks
+            return int(getattr(m, f"{tier}_blocks"))
+        k, h, d = split(block_hashes)  # PrefixCache.match's counts without building a PrefixMatch
+        return h if tier == "hbm" else k if tier == "any" else d - h if tier == "dram" else k - d
 
 
 class ClusterViewImpl:

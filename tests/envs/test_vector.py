@@ -1,0 +1,71 @@
+"""`optsched.envs.vector.BatchedVectorEnv`: the same episodes as SyncVectorEnv, gymnasium's vector API."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import optsched.envs  # noqa: F401  (registers the ids)
+import pytest
+from optsched.envs.vector import BatchedVectorEnv
+
+RID = "optsched/Routing-v0"
+KW = {"n_sessions": 1}
+
+
+def _rollout(venv, steps: int, seed: int):
+    obs, _ = venv.reset(seed=seed)
+    out = [obs]
+    n = venv.single_action_space.n
+    for k in range(steps):
+        acts = np.array([(k + i) % n for i in range(venv.num_envs)], dtype=np.int64)
+        obs, r, te, tr, _ = venv.step(acts)
+        assert venv.observation_space.contains(obs)
+        out.append((obs, r, te, tr))
+    return out
+
+
+def _same(a, b):
+    if isinstance(a, dict):
+        assert a.keys() == b.keys()
+        for k in a:
+            _same(a[k], b[k])
+    elif isinstance(a, tuple):
+        for x, y in zip(a, b, strict=True):
+            _same(x, y)
+    else:
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+def test_batched_equals_sync_vector_env_across_autoresets():
+    ref = gym.make_vec(RID, num_envs=2, vectorization_mode="sync", **KW)
+    bat = BatchedVectorEnv(RID, 2, **KW)
+    assert bat.observation_space == ref.observation_space and bat.action_space == ref.action_space
+    a, b = _rollout(ref, 160, 3), _rollout(bat, 160, 3)
+    assert any(x[2].any() for x in b[1:])  # at least one episode ended and was autoreset
+    for x, y in zip(a, b, strict=True):
+        _same(x, y)
+    ref.close()
+    bat.close()
+
+
+def test_same_seed_same_rollout_and_truncation():
+    r1 = _rollout(BatchedVectorEnv(RID, 2, **KW), 40, 7)
+    r2 = _rollout(BatchedVectorEnv(RID, 2, **KW), 40, 7)
+    for x, y in zip(r1, r2, strict=True):
+        _same(x, y)
+    v = BatchedVectorEnv(RID, 1, **KW)
+    v.max_episode_steps = 5
+    v.reset(seed=0)
+    trunc = [v.step(np.zeros(1, dtype=np.int64))[3][0] for _ in range(6)]
+    assert trunc == [False] * 4 + [True, False]
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError, match="num_envs"):
+        BatchedVectorEnv(RID, 0)
+    v = BatchedVectorEnv(RID, 2, **KW)
+    with pytest.raises(ValueError, match="seed list"):
+        v.reset(seed=[1])
+    v.reset(seed=0)
+    with pytest.raises(ValueError, match="action"):
+        v.step(np.array([0, 99]))
