@@ -3,7 +3,8 @@
 Instance (`optsched.models.residency_priced`): the tool pauses of `optsched.pipelines.residency.
 pauses_from_workload` (uncontended timeline), sessions placed round-robin on ``n_instances`` instances in
 session order (a sticky router keeps a session on one instance; which one is an assumption here), running
-KV R[i,t] = input + output tokens of every call of instance i running in slot t on the same timeline,
+KV R[i,t] = input + output tokens of every call of instance i running in slot t on the same timeline
+(not in a slot where its own session is paused: the pause row already holds that context),
 H = ``hbm_share`` x ``CostModel.kv_capacity_tokens()``, D = the DRAM tier (``tier_capacity_blocks``).
 Prices: the LP relaxation's HBM-row duals pi[i,t] (s per token-s). What the rules take from them:
 
@@ -72,6 +73,10 @@ def priced_instance(wl: Workload, cm: CostModel, *, n_instances: int = 1, slot_s
     pauses, calls = pauses_from_workload(wl, cm)
     if not pauses:
         raise NoToolPauses(f"workload {wl.name!r} has no tool pauses (no call with children and think time)")
+    paused_slots: dict[str, set[int]] = defaultdict(set)  # a session's KV is counted once per slot
+    for p, c in zip(pauses, calls, strict=True):
+        first = math.floor(p.start_s / slot_s + 1e-9)
+        paused_slots[c.session_id].update(range(first, first + max(1, math.ceil(p.duration_s / slot_s - 1e-9))))
     if max_pauses is not None:
         keep = sorted(range(len(pauses)), key=lambda j: (pauses[j].start_s, j))[:max_pauses]
         pauses, calls = [pauses[j] for j in sorted(keep)], [calls[j] for j in sorted(keep)]
@@ -85,7 +90,8 @@ def priced_instance(wl: Workload, cm: CostModel, *, n_instances: int = 1, slot_s
             if start > horizon:
                 continue
             for t in range(math.floor(start / slot_s), math.floor(finish / slot_s) + 1):
-                running[(home[s.session_id], t)] += c.input_tokens + c.output_tokens
+                if t not in paused_slots[s.session_id]:
+                    running[(home[s.session_id], t)] += c.input_tokens + c.output_tokens
     bs = int(wl.block_size)
     inst = PricedResidencyInstance(tuple(pauses), tuple(home[c.session_id] for c in calls), slot_s,
                                    int(cm.kv_capacity_tokens() * hbm_share),
