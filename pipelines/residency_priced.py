@@ -8,12 +8,16 @@ KV R[i,t] = input + output tokens of every call of instance i running in slot t 
 H = ``hbm_share`` x ``CostModel.kv_capacity_tokens()``, D = the DRAM tier (``tier_capacity_blocks``).
 Prices: the LP relaxation's HBM-row duals pi[i,t] (s per token-s). What the rules take from them:
 
-- ``price_table``: rows binned by demand u[i,t] = (R[i,t] + paused tokens present) / H at the edges
-  ``DEMAND_EDGES``; each bin's price is the mean pi of its rows, an empty bin takes the bin below, and the
-  table is made non-decreasing (running max: more demand never lowers the price);
+- ``price_table``: pauses binned by the demand u[i,t] = (R[i,t] + paused tokens present) / H of their
+  first slot at the edges ``DEMAND_EDGES``; each bin's price is the time-weighted mean pi along its pauses,
+  an empty bin takes the bin below, and the table is made non-decreasing (running max: more demand never
+  lowers the price);
 - ``class_prices``: per tool class, the token-weighted mean pi over the slots its pauses spent (the HBM
   price that class met), used by the optimized TTL rule as its per-class hold price;
-- ``expected_pause_s``: mean think time per tool class of ``durations`` (and "*" pooled).
+- ``expected_pause_s``: the ``pause_stat`` ("median" default, or "mean") of the think times per tool class of
+  ``durations`` (and "*" pooled). The median is the default because pause times are heavy-tailed
+  (AgentX: median 3.84 s, p95 185 s): with the mean the rule offloads pauses that LRU would keep and pays
+  more (BENCHMARKS.md, KV residency).
 
 Every rule is replayed on the same instance (`optsched.models.residency_priced_slots`) and divided by
 the MILP optimum. The exported Plan (kind "residency", type "load_priced") carries the rule's parameters
@@ -106,15 +110,20 @@ def _demand(inst: PricedResidencyInstance) -> dict[tuple[int, int], float]:
 
 
 def price_table(inst: PricedResidencyInstance, prices: Mapping[tuple[int, int], float]) -> tuple[tuple[float, float], ...]:
-    """((demand edge, price s per token-s), ...) over ``DEMAND_EDGES`` (module docstring)."""
+    """((demand edge, price s per token-s), ...) over ``DEMAND_EDGES`` (module docstring): pause j is binned by
+    the demand of its first row (i_j, first slot); a bin's price is sum_j sum_{t in S_j} pi[i_j,t] slot /
+    sum_j |S_j| slot, the mean HBM price along the pauses that started at that demand (by complementary
+    slackness the LP offloads pause j iff its price summed along the pause reaches its offload cost)."""
     dem = _demand(inst)
-    sums = [[0.0, 0] for _ in DEMAND_EDGES]
-    for key, u in dem.items():
-        b = int(np.searchsorted(DEMAND_EDGES, u, side="right")) - 1
-        sums[b][0] += prices.get(key, 0.0)
-        sums[b][1] += 1
+    num = [0.0] * len(DEMAND_EDGES)
+    den = [0.0] * len(DEMAND_EDGES)
+    for j in range(len(inst.pauses)):
+        i, sl = inst.instance_of[j], inst.slots(j)
+        b = int(np.searchsorted(DEMAND_EDGES, dem[(i, sl[0])], side="right")) - 1
+        num[b] += sum(prices.get((i, t), 0.0) for t in sl) * inst.slot_s
+        den[b] += len(sl) * inst.slot_s
     out, last = [], 0.0
-    for edge, (s, n) in zip(DEMAND_EDGES, sums, strict=True):
+    for edge, s, n in zip(DEMAND_EDGES, num, den, strict=True):
         last = max(last, s / n) if n else last
         out.append((edge, last))
     return tuple(out)
@@ -174,13 +183,16 @@ def _rules(cm: CostModel, durations: Mapping[str, Sequence[float]], bs: int, rul
 
 def solve_priced(wl: Workload, cm: CostModel, options: SolverOptions, *, cost_model_id: str, seed: int | None = None,
                  n_instances: int = 1, slot_s: float = 5.0, hbm_share: float = 1.0, max_pauses: int | None = None,
-                 durations: Mapping[str, Sequence[float]] | None = None) -> PricedSolve:
+                 durations: Mapping[str, Sequence[float]] | None = None, pause_stat: str = "median") -> PricedSolve:
     """The load-priced assembly of the module docstring. ``durations`` (tool -> think times, s) feed the
     forecasts and the TTL rules (default: the solved pauses' own calls, in-sample).
 
     Raises:
-        NoToolPauses, ValueError: as `priced_instance`.
+        NoToolPauses, ValueError: as `priced_instance`; an unknown ``pause_stat``.
     """
+    if pause_stat not in ("median", "mean"):
+        raise ValueError(f"pause_stat must be 'median' or 'mean', got {pause_stat!r}")
+    stat = np.median if pause_stat == "median" else np.mean
     inst, calls = priced_instance(wl, cm, n_instances=n_instances, slot_s=slot_s, hbm_share=hbm_share,
                                   max_pauses=max_pauses)
     bs = int(wl.block_size)
@@ -191,8 +203,8 @@ def solve_priced(wl: Workload, cm: CostModel, options: SolverOptions, *, cost_mo
     table = price_table(inst, prices)
     cls_price = class_prices(inst, calls, prices)
     pooled = [float(x) for v in durations.values() for x in v]
-    pause = {k: float(np.mean(v)) for k, v in durations.items() if len(v)}
-    pause["*"] = float(np.mean(pooled)) if pooled else 0.0
+    pause = {k: float(stat(v)) for k, v in durations.items() if len(v)}
+    pause["*"] = float(stat(pooled)) if pooled else 0.0
     coef = cost_coefficients(cm)
     milp_model = build_priced_residency(inst)
     milp = solve(milp_model, options)
@@ -200,6 +212,7 @@ def solve_priced(wl: Workload, cm: CostModel, options: SolverOptions, *, cost_mo
         extract_priced_paths(milp_model, inst)  # integrality check of the incumbent
     binding = sorted(k for k, v in prices.items() if v > 0)
     record = {"milp": _record(milp), "lp": _record(lp), "slot_s": slot_s, "n_instances": n_instances,
+              "pause_stat": pause_stat,
               "hbm_tokens": inst.hbm_tokens, "pauses": len(inst.pauses),
               "duals_used": {"price_table": [list(r) for r in table], "class_prices": cls_price,
                              "rows": len(prices), "binding_rows": len(binding),
