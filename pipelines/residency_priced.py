@@ -161,6 +161,13 @@ class PricedSolve:
     rule: LoadPricedResidency
     policy_cost_s: dict
     optimum_s: float | None
+    rules: dict
+
+    def fresh_rules(self) -> dict[str, object]:
+        """The compared rules by name, the stateful load-priced rule rebuilt from its Plan parameters (one
+        fresh set per simulation run)."""
+        return {k: (LoadPricedResidency.from_parameters(_params(v)) if isinstance(v, LoadPricedResidency) else v)
+                for k, v in self.rules.items()}
 
 
 def _rules(cm: CostModel, durations: Mapping[str, Sequence[float]], bs: int, rule: LoadPricedResidency,
@@ -183,9 +190,12 @@ def _rules(cm: CostModel, durations: Mapping[str, Sequence[float]], bs: int, rul
 
 def solve_priced(wl: Workload, cm: CostModel, options: SolverOptions, *, cost_model_id: str, seed: int | None = None,
                  n_instances: int = 1, slot_s: float = 5.0, hbm_share: float = 1.0, max_pauses: int | None = None,
-                 durations: Mapping[str, Sequence[float]] | None = None, pause_stat: str = "median") -> PricedSolve:
+                 durations: Mapping[str, Sequence[float]] | None = None, pause_stat: str = "median",
+                 replay: Mapping[str, object] | None = None) -> PricedSolve:
     """The load-priced assembly of the module docstring. ``durations`` (tool -> think times, s) feed the
-    forecasts and the TTL rules (default: the solved pauses' own calls, in-sample).
+    forecasts and the TTL rules (default: the solved pauses' own calls, in-sample). ``replay``: rules to
+    replay instead of the ones derived here (e.g. `PricedSolve.fresh_rules` of a training solve, so that
+    the ratio to this instance's optimum is out of sample).
 
     Raises:
         NoToolPauses, ValueError: as `priced_instance`; an unknown ``pause_stat``.
@@ -220,7 +230,8 @@ def solve_priced(wl: Workload, cm: CostModel, options: SolverOptions, *, cost_mo
                              "max_price_s_per_token_s": max(prices.values(), default=0.0)}}
     rule = LoadPricedResidency(table, pause, coef["pcie_coef_s"], coef["recompute_coef_s"], bs, record)
     costs = {}
-    for name, pol in _rules(cm, durations, bs, rule, cls_price).items():
+    rules = _rules(cm, durations, bs, rule, cls_price)
+    for name, pol in (rules if replay is None else replay).items():
         fresh = LoadPricedResidency.from_parameters(_params(pol)) if pol is rule else pol
         costs[name] = replay_priced(inst, calls, fresh, bs)[1]
     optimum = milp.objective if milp.status == "optimal" else None
@@ -235,7 +246,7 @@ def solve_priced(wl: Workload, cm: CostModel, options: SolverOptions, *, cost_mo
         plan = Plan("residency", "load_priced", _params(rule), prov)
     logger.info("residency (priced): %d pauses, %d HBM rows (%d binding); MILP %s %s", len(inst.pauses),
                 len(prices), len(binding), milp.status, milp.objective)
-    return PricedSolve(plan, milp, lp, inst, prices, rule, costs, optimum)
+    return PricedSolve(plan, milp, lp, inst, prices, rule, costs, optimum, rules)
 
 
 def _params(rule: LoadPricedResidency) -> dict:
