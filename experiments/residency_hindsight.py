@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import math
 import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -115,7 +114,7 @@ def run_source(source: str, cfg: Config, cm: CostModel, opts: SolverOptions) -> 
             ratios.append({"seed": seed, "pauses": len(h.instance.pauses), "milp_status": h.milp.status,
                            "optimum_s": opt, "gap": h.milp.gap, "binding_rows": len([p for p in h.prices.values() if p > 0]),
                            "cost_s": h.policy_cost_s,
-                           "ratio": {k: (v / opt if opt else (1.0 if v <= 1e-9 else math.inf))
+                           "ratio": {k: (v / opt if opt else (1.0 if v <= 1e-9 else None))
                                      for k, v in h.policy_cost_s.items()}})
     return {"source": source, "train_seed": train_seed, "derived": derived.rule.solve,
             "goodput_calls_s": _stats(goodput, "lru", relative=True), "hit_rate_hbm": _stats(hit, "lru", relative=False),
@@ -143,7 +142,8 @@ def render(results: list[dict]) -> str:
                       "|---" * (4 + len(names)) + "|"]
             for h in r["hindsight"]:
                 lines.append(f"| {h['seed']} | {h['pauses']} | {h['optimum_s']:.4g} | {h['binding_rows']} | "
-                             + " | ".join(f"{h['ratio'][n]:.3f}" for n in names) + " |")
+                             + " | ".join(f"{h['ratio'][n]:.3f}" if h["ratio"][n] is not None
+                                          else f"opt 0, {h['cost_s'][n]:.3g} s" for n in names) + " |")
         lines.append("")
     return "\n".join(lines)
 
