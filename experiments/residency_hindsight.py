@@ -62,6 +62,7 @@ class Config:
     tp: int = 4
     time_limit_s: float = 300.0
     hindsight: int = 1
+    mean_variant: int = 1
     out: str = "runs/residency"
 
 
@@ -81,6 +82,22 @@ def _stats(per: dict[str, list[float]], ref: str, relative: bool) -> dict:
     return out
 
 
+def _mean_pause_variant(derived, durations) -> dict:
+    """The same solve's load-priced rule with MEAN pause forecasts per tool class instead of medians."""
+    import numpy as np
+
+    params = dict(derived.plan.parameters)
+    pooled = [x for v in durations.values() for x in v]
+    params["expected_pause_s"] = {**{k: float(np.mean(v)) for k, v in durations.items()}, "*": float(np.mean(pooled))}
+    return {"load_priced (mean pause)": params}
+
+
+def _fresh(variant: dict) -> dict:
+    from optsched.policies.residency_priced import LoadPricedResidency
+
+    return {k: LoadPricedResidency.from_parameters(v) for k, v in variant.items()}
+
+
 def run_source(source: str, cfg: Config, cm: CostModel, opts: SolverOptions) -> dict:
     """Derive on the training replication, then simulate and solve every evaluated seed (module docstring)."""
     ctx = load_model(cfg.model).max_context_tokens
@@ -91,14 +108,15 @@ def run_source(source: str, cfg: Config, cm: CostModel, opts: SolverOptions) -> 
           "max_pauses": cfg.max_pauses, "durations": durations, "pause_stat": cfg.pause_stat}
     derived = solve_priced(train, cm, opts, seed=train_seed, **kw)
     logger.info("%s: derived on the training replication: %s", source, derived.rule.solve["duals_used"])
-    names = list(derived.rules)
+    variant = _mean_pause_variant(derived, durations) if cfg.mean_variant else {}
+    names = list(derived.rules) + list(variant)
     goodput = {n: [] for n in names}
     hit = {n: [] for n in names}
     ratios: list[dict] = []
     slo = SLO(ttft_s=10.0, tpot_s=0.1)
     for seed in range(cfg.base_seed, cfg.base_seed + cfg.seeds):
         wl, _ = build_replication(source, seed, 1.0, ctx)
-        for name, rule in derived.fresh_rules().items():
+        for name, rule in {**derived.fresh_rules(), **_fresh(variant)}.items():
             router = build_policy("router", cfg.router, seed=seed)
             s = simulate(wl, _cluster(cfg), router=router, residency=rule, slo=slo, seed=seed).summary
             goodput[name].append(float(s["goodput_calls_s"]))
@@ -107,7 +125,7 @@ def run_source(source: str, cfg: Config, cm: CostModel, opts: SolverOptions) -> 
                         s["goodput_calls_s"], s["hit_rate_hbm"], s.get("residency_actions"))
         if cfg.hindsight:
             try:
-                h = solve_priced(wl, cm, opts, seed=seed, replay=derived.fresh_rules(), **kw)
+                h = solve_priced(wl, cm, opts, seed=seed, replay={**derived.fresh_rules(), **_fresh(variant)}, **kw)
             except NoToolPauses:
                 continue
             opt = h.optimum_s
