@@ -161,7 +161,10 @@ def _residency(args, opts):
           + ", ".join(f"u>={u:g}: {p:.3g}" for u, p in out.rule.price_table))
     width = max(map(len, out.policy_cost_s))
     for name, cost in out.policy_cost_s.items():
-        ratio = f"  ratio {cost / out.optimum_s:.4f}" if out.optimum_s else ""
+        ratio = ""
+        if out.optimum_s is not None:  # optimum 0 (HBM never tight): a rule at cost 0 is optimal, else inf
+            r = cost / out.optimum_s if out.optimum_s > 0 else (1.0 if cost <= 1e-9 else float("inf"))
+            ratio = f"  ratio {r:.4f}"
         print(f"  {name:{width}s} cost {cost:12.3f} s{ratio}")
     return out.plan
 
