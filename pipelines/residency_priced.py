@@ -150,8 +150,9 @@ def _record(r: SolveResult) -> dict:
 @dataclass(frozen=True, slots=True)
 class PricedSolve:
     """What `solve_priced` built: the exported ``plan`` (None without an LP optimum), the MILP and LP
-    results, the instance, HBM ``prices`` per (instance, slot), the ``rule`` and every rule's replayed
-    ``policy_cost_s`` (s), the MILP ``optimum_s`` (None unless optimal) and the LRU-path cost check."""
+    results, the instance, HBM ``prices`` per (instance, slot) (s per token-s), the load-priced ``rule``,
+    every replayed rule's ``policy_cost_s`` (s), the MILP ``optimum_s`` (None unless optimal) and the
+    compared ``rules`` by name."""
 
     plan: Plan | None
     milp: SolveResult
