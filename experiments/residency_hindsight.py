@@ -1,16 +1,24 @@
-"""KV residency on an agentic workload: hindsight optimum vs LRU / TTL / InferCept-style / ski-rental rules.
+"""KV residency: load-priced rule vs LRU / TTL / InferCept in the cluster simulator (seeds, 95% CIs, paired by
+seed) and against the hindsight optimum of the priced slot model (ratio per instance).
 
-AgentX-like sessions (`optsched.workload.gen_agentx.generate_agentx`, test stream "residency_test" of
-``--seed``) give the tool pauses (`optsched.pipelines.residency.pauses_from_workload`); the hindsight
-slot MILP (`optsched.models.residency`) is solved with HiGHS and every policy is replayed on the same
-slot model (`optsched.models.residency_slots`). The optimized TTL rule's think-time samples come from a
-separate training workload (stream "residency_train"), so its thresholds are not fitted to the test
-pauses. Baseline parameters: Continuum-style TTL (`residency_ttl.TTLResidency`) with the same HBM price
-and a hit saving the DRAM round trip (then = offload_dram); InferCept (`residency_infercept`, cost-model
-fit, oracle pause length as in its paper); LRU = keep until HBM pressure evicts (then drop).
-Writes ``summary.json`` and ``provenance.json`` to ``--out``.
+Per workload source (a generator spec such as ``agentx:sessions=16`` or a trace path), replications come
+from `optsched.compare.replication.build_replication` (seed s: its own generated sessions / permuted
+arrival gaps, context cut to the model's window), all at the same load. The rules are derived ONCE on a
+training replication (stream "train" of ``--base-seed``, never an evaluated seed) through the door
+`optsched.pipelines.residency_priced.solve_priced` (LP duals -> HBM price table, per-class prices for the
+optimized TTL, pause forecasts; ``--instances`` instances, ``--slot-s`` slots, first ``--max-pauses`` pauses).
+Each evaluated seed then:
 
-Usage: .venv/bin/python experiments/residency_hindsight.py --sessions 6 --slot-s 2 --out runs/residency_hindsight
+1. simulates every rule on ``--instances`` colocated instances (router ``--router``, SLO TTFT 10 s / TPOT
+   0.1 s): goodput (calls/s meeting the SLO) and HBM hit rate (reused HBM tokens / input tokens);
+2. solves the priced slot model of that seed's workload (hindsight MILP) and replays the training rules on
+   it: cost / optimum per rule and instance.
+
+Statistics: `optsched.compare.stats` (Student-t 95% CI over seeds; differences to LRU paired by seed,
+goodput relative, hit rate absolute; a CI containing 0 is a tie). Writes ``summary.json``,
+``results.md`` and ``provenance.json`` to ``--out``.
+
+Usage: .venv/bin/python experiments/residency_hindsight.py --sources agentx:sessions=16 --seeds 5 --out runs/residency
 """
 
 from __future__ import annotations
@@ -22,89 +30,140 @@ import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-import numpy as np
-from optsched.models.residency_slots import path_cost
-from optsched.pipelines.residency import solve_workload, ttl_opt_policy
-from optsched.reproduce.provenance import collect_provenance, stream_seed
+from optsched.compare.replication import build_replication, stream
+from optsched.compare.stats import mean_ci, paired_difference, verdict
+from optsched.pipelines.residency import NoToolPauses
+from optsched.pipelines.residency_priced import solve_priced
+from optsched.reproduce.provenance import collect_provenance
 from optsched.solvers import SolverOptions
 
 from optsched.cost import CostModel
-from optsched.policies.base import ResidencyDecision
-from optsched.policies.residency_infercept import InferceptResidency
-from optsched.policies.residency_lru import LRUResidency
-from optsched.policies.residency_ttl import TTLResidency, tool_durations_from_calls
-from optsched.workload.gen_agentx import generate_agentx
+from optsched.cost.catalog import load_model
+from optsched.policies.residency_ttl import tool_durations_from_calls
+from optsched.sim import ClusterConfig, InstanceConfig, SchedulerConfig, simulate
+from optsched.sim.config import SLO
+from optsched.sim.registry import build_policy
 
 logger = logging.getLogger("residency_hindsight")
 
 
-class LRUOffloadResidency:
-    """LRU whose HBM evictions go to DRAM (vLLM CPU offload / LMCache style) instead of being dropped."""
-
-    name = "lru_offload"
-
-    def on_pause(self, call, kv_blocks, view) -> ResidencyDecision:
-        return ResidencyDecision("keep", then="offload_dram")
-
-
 @dataclass(frozen=True, slots=True)
 class Config:
-    sessions: int = 6
-    train_sessions: int = 20
-    seed: int = 0
-    slot_s: float = 2.0
-    hbm_share: float = 0.5
+    sources: str = "agentx:sessions=16"
+    seeds: int = 5
+    base_seed: int = 0
+    instances: int = 2
+    slot_s: float = 10.0
+    max_pauses: int = 150
+    pause_stat: str = "median"
+    router: str = "cache_aware"
     gpu: str = "h200-sxm"
     model: str = "llama-3-70b"
     tp: int = 4
-    time_limit_s: float = 600.0
-    out: str = "runs/residency_hindsight"
+    time_limit_s: float = 300.0
+    hindsight: int = 1
+    mean_variant: int = 1
+    out: str = "runs/residency"
 
 
-def clairvoyant_uncapacitated(inst) -> float:
-    """sum over pauses of the cheapest single-tier path knowing the pause length, ignoring capacities
-    (a lower bound on the MILP optimum; with ample capacity equal to it)."""
-    total = 0.0
-    for j in range(len(inst.pauses)):
-        n = len(inst.slots(j))
-        total += min(path_cost(inst, j, [k] * n) for k in range(4))
-    return total
+def _cluster(cfg: Config) -> ClusterConfig:
+    return ClusterConfig(instances=(InstanceConfig(gpu=cfg.gpu, model=cfg.model, tp=cfg.tp, count=cfg.instances),),
+                         scheduler=SchedulerConfig(max_num_batched_tokens=8192))
 
 
-def run(cfg: Config) -> dict:
-    out = Path(cfg.out)
-    out.mkdir(parents=True, exist_ok=True)
-    cm = CostModel.from_names(cfg.gpu, cfg.model, tp=cfg.tp)
-    test = generate_agentx(cfg.sessions, np.random.default_rng(stream_seed(cfg.seed, "residency_test")))
-    train = generate_agentx(cfg.train_sessions, np.random.default_rng(stream_seed(cfg.seed, "residency_train")))
+def _stats(per: dict[str, list[float]], ref: str, relative: bool) -> dict:
+    out = {}
+    for name, xs in per.items():
+        row = {"per_seed": xs, **mean_ci(xs).to_dict()}
+        if name != ref:
+            d = paired_difference(xs, per[ref], relative=relative) if not relative or min(per[ref]) > 0 else None
+            row["vs_lru"] = None if d is None else {**d.to_dict(), "verdict": verdict(d)}
+        out[name] = row
+    return out
+
+
+def _mean_pause_variant(derived, durations) -> dict:
+    """The same solve's load-priced rule with MEAN pause forecasts per tool class instead of medians."""
+    import numpy as np
+
+    params = dict(derived.plan.parameters)
+    pooled = [x for v in durations.values() for x in v]
+    params["expected_pause_s"] = {**{k: float(np.mean(v)) for k, v in durations.items()}, "*": float(np.mean(pooled))}
+    return {"load_priced (mean pause)": params}
+
+
+def _fresh(variant: dict) -> dict:
+    from optsched.policies.residency_priced import LoadPricedResidency
+
+    return {k: LoadPricedResidency.from_parameters(v) for k, v in variant.items()}
+
+
+def run_source(source: str, cfg: Config, cm: CostModel, opts: SolverOptions) -> dict:
+    """Derive on the training replication, then simulate and solve every evaluated seed (module docstring)."""
+    ctx = load_model(cfg.model).max_context_tokens
+    train_seed = int(stream(cfg.base_seed, "train").integers(2**31))
+    train, _ = build_replication(source, train_seed, 1.0, ctx)
     durations = tool_durations_from_calls(train.calls())
-    bs = test.block_size  # the workload's own block (AgentX-like: 512 tokens), as the door uses
-    pcie_block = 2.0 * float(cm.kv_transfer_time(bs, "pcie"))
-    policies = {
-        "lru": LRUResidency(),
-        "lru_offload_dram": LRUOffloadResidency(),
-        "ttl_continuum": TTLResidency(durations, reload_s_per_block=pcie_block,
-                                      price_s_per_block_s=bs / cm.kv_capacity_tokens(), then="offload_dram"),
-        "infercept": InferceptResidency.from_cost_model(cm, bs),
-        "ski_break_even": ttl_opt_policy(durations, cm, bs, mode="break_even"),
-        "ski_randomized": ttl_opt_policy(durations, cm, bs, mode="randomized", seed=cfg.seed),
-        "ttl_opt_slotted": ttl_opt_policy(durations, cm, bs, mode="optimized", slot_s=cfg.slot_s),
-    }
-    # the door adds the optimized rule ("ttl_opt") to these and solves the hindsight MILP on the same pauses
-    out_ = solve_workload(test, cm, SolverOptions(time_limit_s=cfg.time_limit_s, mip_gap=1e-6),
-                          cost_model_id=f"{cfg.gpu}/{cfg.model}/tp{cfg.tp}", seed=cfg.seed, slot_s=cfg.slot_s,
-                          hbm_share=cfg.hbm_share, durations=durations, rules=policies, ttl_opt_name="ttl_opt")
-    cmp_, inst = out_.comparison, out_.instance
-    r = cmp_.result
-    summary = {"pauses": len(out_.pauses), "block_size": bs, "status": r.status, "optimum_s": r.objective, "bound_s": r.bound, "gap": r.gap,
-               "solve_s": r.wall_time_s, "clairvoyant_uncapacitated_s": clairvoyant_uncapacitated(inst),
-               "capacity_tokens": list(inst.capacity_tokens), "policies": {}}
-    for name, cost in cmp_.policy_cost_s.items():
-        summary["policies"][name] = {"cost_s": cost, "ratio": cost / r.objective if r.objective else None}
-    (out / "summary.json").write_text(json.dumps(summary, indent=2))
-    prov = collect_provenance(asdict(cfg), sys.argv, cfg.seed, ["residency_test", "residency_train"])
-    (out / "provenance.json").write_text(json.dumps(prov, indent=2))
-    return summary
+    kw = {"cost_model_id": f"{cfg.gpu}/{cfg.model}/tp{cfg.tp}", "n_instances": cfg.instances, "slot_s": cfg.slot_s,
+          "max_pauses": cfg.max_pauses, "durations": durations, "pause_stat": cfg.pause_stat}
+    derived = solve_priced(train, cm, opts, seed=train_seed, **kw)
+    logger.info("%s: derived on the training replication: %s", source, derived.rule.solve["duals_used"])
+    variant = _mean_pause_variant(derived, durations) if cfg.mean_variant else {}
+    names = list(derived.rules) + list(variant)
+    goodput = {n: [] for n in names}
+    hit = {n: [] for n in names}
+    ratios: list[dict] = []
+    slo = SLO(ttft_s=10.0, tpot_s=0.1)
+    for seed in range(cfg.base_seed, cfg.base_seed + cfg.seeds):
+        wl, _ = build_replication(source, seed, 1.0, ctx)
+        for name, rule in {**derived.fresh_rules(), **_fresh(variant)}.items():
+            router = build_policy("router", cfg.router, seed=seed)
+            s = simulate(wl, _cluster(cfg), router=router, residency=rule, slo=slo, seed=seed).summary
+            goodput[name].append(float(s["goodput_calls_s"]))
+            hit[name].append(float(s["hit_rate_hbm"]))
+            logger.info("%s seed %d %s: goodput %.5f hbm hit %.4f actions %s", source, seed, name,
+                        s["goodput_calls_s"], s["hit_rate_hbm"], s.get("residency_actions"))
+        if cfg.hindsight:
+            try:
+                h = solve_priced(wl, cm, opts, seed=seed, replay={**derived.fresh_rules(), **_fresh(variant)}, **kw)
+            except NoToolPauses:
+                continue
+            opt = h.optimum_s
+            ratios.append({"seed": seed, "pauses": len(h.instance.pauses), "milp_status": h.milp.status,
+                           "optimum_s": opt, "gap": h.milp.gap, "binding_rows": len([p for p in h.prices.values() if p > 0]),
+                           "cost_s": h.policy_cost_s,
+                           "ratio": {k: (v / opt if opt else (1.0 if v <= 1e-9 else None))
+                                     for k, v in h.policy_cost_s.items()}})
+    return {"source": source, "train_seed": train_seed, "derived": derived.rule.solve,
+            "goodput_calls_s": _stats(goodput, "lru", relative=True), "hit_rate_hbm": _stats(hit, "lru", relative=False),
+            "hindsight": ratios}
+
+
+def _fmt(e: dict) -> str:
+    return f"{e['mean']:.4g} [{e['ci95'][0]:.4g}, {e['ci95'][1]:.4g}]"
+
+
+def render(results: list[dict]) -> str:
+    """Markdown tables: per source, goodput and HBM hit (mean [95% CI], paired vs LRU), hindsight ratios."""
+    lines = []
+    for r in results:
+        lines += [f"### {r['source']}", "", "| rule | goodput (calls/s) | vs LRU (rel.) | HBM hit | vs LRU (abs.) |",
+                  "|---|---|---|---|---|"]
+        for name, g in r["goodput_calls_s"].items():
+            h = r["hit_rate_hbm"][name]
+            gv = "reference" if name == "lru" else (f"{_fmt(g['vs_lru'])} {g['vs_lru']['verdict']}" if g.get("vs_lru") else "n/a")
+            hv = "reference" if name == "lru" else f"{_fmt(h['vs_lru'])} {h['vs_lru']['verdict']}"
+            lines.append(f"| {name} | {_fmt(g)} | {gv} | {_fmt(h)} | {hv} |")
+        if r["hindsight"]:
+            names = list(r["hindsight"][0]["ratio"])
+            lines += ["", "| seed | pauses | optimum (s) | binding HBM rows | " + " | ".join(names) + " |",
+                      "|---" * (4 + len(names)) + "|"]
+            for h in r["hindsight"]:
+                lines.append(f"| {h['seed']} | {h['pauses']} | {h['optimum_s']:.4g} | {h['binding_rows']} | "
+                             + " | ".join(f"{h['ratio'][n]:.3f}" if h["ratio"][n] is not None
+                                          else f"opt 0, {h['cost_s'][n]:.3g} s" for n in names) + " |")
+        lines.append("")
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -112,9 +171,22 @@ def main(argv: list[str] | None = None) -> int:
     for f, d in asdict(Config()).items():
         p.add_argument(f"--{f.replace('_', '-')}", type=type(d), default=d)
     cfg = Config(**vars(p.parse_args(argv)))
+    if cfg.seeds < 2:
+        print("residency_hindsight: --seeds must be >= 2 (a CI needs spread)", file=sys.stderr)
+        return 2
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     logging.getLogger("pyomo").setLevel(logging.WARNING)
-    print(json.dumps(run(cfg), indent=2))
+    logging.getLogger("optsched.solvers").setLevel(logging.WARNING)
+    out = Path(cfg.out)
+    out.mkdir(parents=True, exist_ok=True)
+    cm = CostModel.from_names(cfg.gpu, cfg.model, tp=cfg.tp)
+    opts = SolverOptions(time_limit_s=cfg.time_limit_s, mip_gap=1e-4, threads=1)
+    results = [run_source(s, cfg, cm, opts) for s in cfg.sources.split(";")]
+    (out / "summary.json").write_text(json.dumps(results, indent=2, default=str))
+    (out / "results.md").write_text(render(results))
+    prov = collect_provenance(asdict(cfg), sys.argv, cfg.base_seed, ["train", "arrivals"])
+    (out / "provenance.json").write_text(json.dumps(prov, indent=2))
+    print(render(results))
     return 0
 
 

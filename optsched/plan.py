@@ -35,6 +35,7 @@ POLICY_CLASSES: dict[tuple[str, str], str] = {
     ("admission", "mlp"): "optsched.policies.admission_mlp:MLPAdmission",
     ("admission", "mcsf_rollout"): "optsched.policies.admission_derived:DerivedAdmission",
     ("residency", "ttl_opt"): "optsched.policies.residency_ttl_opt:OptimizedTTLResidency",
+    ("residency", "load_priced"): "optsched.policies.residency_priced:LoadPricedResidency",
     ("routing", "price"): "optsched.plan:build_price_router",
     ("routing", "mlp"): "optsched.policies.router_mlp:MLPRouter",
     ("routing", "assignment"): "optsched.plan:build_assignment_router",

@@ -227,14 +227,17 @@ def solve_workload(wl: Workload, cm: CostModel, options: SolverOptions, *, cost_
 
 def plan_from_workload(wl: Workload, gpu: str, model: str, tp: int, options: SolverOptions | None = None,
                        seed: int | None = None, **kwargs) -> tuple[Plan | None, SolveResult]:
-    """Door (`optsched solve residency`): (Plan kind "residency" type "ttl_opt" or None when the MILP found no
-    incumbent, the hindsight MILP's `SolveResult`). ``kwargs`` go to `solve_workload` (slot_s, hbm_share,
-    max_pauses, durations, rules).
+    """Door (`optsched solve residency`): (Plan kind "residency" type "load_priced" carrying its solve record,
+    or None when the LP found no optimum; the hindsight MILP's `SolveResult`), from the priced slot model
+    (`optsched.pipelines.residency_priced.solve_priced`). ``kwargs`` go there (n_instances, slot_s, hbm_share,
+    max_pauses, durations). The constant-price formulation stays available as `solve_workload` (baseline).
 
     Raises:
         ValueError: unknown gpu / model, a workload without tool pauses.
     """
+    from optsched.pipelines.residency_priced import solve_priced
+
     cm = CostModel.from_names(gpu, model, tp=tp)
-    out = solve_workload(wl, cm, options or SolverOptions(time_limit_s=120.0, mip_gap=1e-4),
-                         cost_model_id=f"{gpu}/{model}/tp{tp}", seed=seed, **kwargs)
-    return out.plan, out.result
+    out = solve_priced(wl, cm, options or SolverOptions(time_limit_s=120.0, mip_gap=1e-4),
+                       cost_model_id=f"{gpu}/{model}/tp{tp}", seed=seed, **kwargs)
+    return out.plan, out.milp

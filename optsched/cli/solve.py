@@ -6,9 +6,10 @@ no solver package.
 admission: ``--workload jaillet:N`` solves one Jaillet-style unit-round instance of N requests
 (`optsched.pipelines.admission.jaillet_instance`, seed ``--seed``, `solve_requests`); a trace or
 ``agentx:N`` is quantized to the unit-round model (`optsched.pipelines.admission.solve_workload`).
-residency: ``--workload`` (a trace path or ``agentx:N``) -> tool pauses -> hindsight slot MILP vs the
-online rules, and the optimized TTL rule as the policy (`optsched.pipelines.residency.solve_workload`;
-block-denominated prices and the policy's ``block_size`` are the workload's block size).
+residency: ``--workload`` (a trace path or ``agentx:N``) -> tool pauses on ``--instances`` instances ->
+priced slot model: LP relaxation (HBM-row duals = load-dependent HBM price) + hindsight MILP vs the online
+rules, and the load-priced rule as the policy with the solve record
+(`optsched.pipelines.residency_priced.solve_priced`; block-denominated quantities use the workload's block).
 routing: ``optsched.pipelines.routing.plan_from_workload``: a window of ``--window`` calls after
 ``--warmup`` calls replayed through per-instance prefix caches, on ``--instances`` instances; the
 window MILP + LP bound; the price router's weights (policy routing/price).
@@ -47,7 +48,7 @@ def register(subparsers) -> None:
                         "~5.5 min at 40 on a 2-core VM, also for jaillet:N; BENCHMARKS.md)")
     p.add_argument("--slot", type=float, default=2.0, help="residency: slot length (s)")
     p.add_argument("--sessions", type=int, default=0, help="residency: use only the first N sessions (0 = all)")
-    p.add_argument("--instances", type=int, default=4, help="routing: instances of the cluster")
+    p.add_argument("--instances", type=int, default=4, help="routing / residency: instances of the cluster")
     p.add_argument("--window", type=int, default=32, help="routing: calls in the solved window")
     p.add_argument("--formulation", choices=("window", "session"), default="window",
                    help="routing: 'window' = the window makespan MILP + price router (baseline); 'session' = "
@@ -144,19 +145,26 @@ def _residency(args, opts):
     from dataclasses import replace
 
     from optsched.cost import CostModel
-    from optsched.pipelines.residency import solve_workload
+    from optsched.pipelines.residency_priced import solve_priced
 
     wl = _workload(args.workload, args.seed)
     if args.sessions:
         wl = replace(wl, sessions=wl.sessions[: args.sessions])
     cm = CostModel.from_names(args.gpu, args.model, tp=args.tp)
-    out = solve_workload(wl, cm, opts, cost_model_id=f"{args.gpu}/{args.model}/tp{args.tp}", seed=args.seed,
-                         slot_s=args.slot)
-    cmp_ = out.comparison
-    _summary("residency hindsight MILP", cmp_.result)
-    width = max(map(len, cmp_.policy_cost_s))
-    for name, cost in cmp_.policy_cost_s.items():
-        ratio = f"  ratio {cost / cmp_.optimum_s:.4f}" if cmp_.optimum_s else ""
+    out = solve_priced(wl, cm, opts, cost_model_id=f"{args.gpu}/{args.model}/tp{args.tp}", seed=args.seed,
+                       slot_s=args.slot, n_instances=args.instances)
+    _summary("residency LP relaxation (HBM prices)", out.lp)
+    _summary("residency hindsight MILP", out.milp)
+    used = out.rule.solve["duals_used"]
+    print(f"  HBM rows {used['rows']}, binding {used['binding_rows']}, mean price "
+          f"{used['mean_price_s_per_token_s']:.4g} s/token-s; price by demand: "
+          + ", ".join(f"u>={u:g}: {p:.3g}" for u, p in out.rule.price_table))
+    width = max(map(len, out.policy_cost_s))
+    for name, cost in out.policy_cost_s.items():
+        ratio = ""
+        if out.optimum_s is not None:  # optimum 0 (HBM never tight): a rule at cost 0 is optimal, else inf
+            r = cost / out.optimum_s if out.optimum_s > 0 else (1.0 if cost <= 1e-9 else float("inf"))
+            ratio = f"  ratio {r:.4f}"
         print(f"  {name:{width}s} cost {cost:12.3f} s{ratio}")
     return out.plan
 

@@ -71,6 +71,9 @@ class OptimizedTTLResidency:
         slot_s: 0 for continuous time; > 0 to optimize for a slotted model in which holding is paid per
             started slot (`optsched.models.residency_slots`): samples become ceil(d / slot) * slot, so
             the candidate TTLs are whole slots and the expected cost is the slot model's.
+        hbm_price_by_tool: tool class -> p_hbm for that class (s per token-s), overriding
+            ``hold_price_s_per_token_s[0]``: the load-dependent HBM price the class's pauses met in the
+            hindsight LP (`optsched.pipelines.residency_priced.class_prices`); empty = one price for all.
 
     Raises:
         ValueError: no samples, negative or non-finite numbers, wrong tuple lengths, unknown mode.
@@ -88,6 +91,7 @@ class OptimizedTTLResidency:
     allow_ssd: bool = True
     seed: int = 0
     slot_s: float = 0.0
+    hbm_price_by_tool: Mapping[str, float] = field(default_factory=dict)
     _samples: dict = field(default_factory=dict, init=False, repr=False, compare=False)
     _rng: Any = field(default=None, init=False, repr=False, compare=False)
 
@@ -103,6 +107,8 @@ class OptimizedTTLResidency:
             raise ValueError(f"block_size must be an int >= 1, got {self.block_size!r}")
         if not (math.isfinite(self.slot_s) and self.slot_s >= 0):
             raise ValueError(f"slot_s must be a finite number >= 0, got {self.slot_s!r}")
+        if not all(math.isfinite(v) and v >= 0 for v in self.hbm_price_by_tool.values()):
+            raise ValueError(f"hbm_price_by_tool must be finite prices >= 0, got {dict(self.hbm_price_by_tool)!r}")
         pooled: list[float] = []
         for tool, s in self.tool_durations_s.items():
             arr = np.sort(np.asarray(list(s), dtype=float))
@@ -139,7 +145,7 @@ class OptimizedTTLResidency:
     def decide(self, tool: str, kv_tokens: int) -> tuple[float, str]:
         """(ttl_s, then) for a pause of ``kv_tokens`` after a ``tool`` call; ttl 0 = ``then`` at once."""
         samples = self._samples.get(tool, self._samples[None])
-        rent = self.hold_price_s_per_token_s[0] * kv_tokens
+        rent = self.hbm_price_by_tool.get(tool, self.hold_price_s_per_token_s[0]) * kv_tokens
         best = None
         for then, (buy, rent_after) in self._buys(kv_tokens).items():
             if self.mode == "optimized":

@@ -1,0 +1,135 @@
+"""Replays an online `Residency` policy on the priced slot model (`residency_priced`), as the cluster cache would.
+
+Slots are processed in time order. When pause j starts (pauses in start order), the policy's
+``on_pause(call, kv_blocks, view)`` is mapped to a tier (``keep`` 0, ``offload_dram`` 1, ``drop`` 2;
+``offload_ssd`` is refused: the priced model has no SSD tier); a ``keep`` with a finite TTL moves to its
+``then`` tier after ceil(ttl / slot) slots. The view shows, per instance, ``kv_capacity_blocks`` = H / block,
+``kv_used_blocks`` = (running + paused HBM) / block, ``active_kv_blocks`` = running / block, and the
+session's home instance. After placing and expiring, an instance whose paused HBM exceeds C[i,t] evicts
+its least recently paused HBM entries (earliest start first, the LRU order of the prefix cache) to DRAM
+while DRAM has room, else drops them (the cluster cache demotes HBM evictions to DRAM the same way,
+`optsched.kvcache.tier_store`); DRAM over D evicts the same way to none. Every path is demote-only and
+within capacity, i.e. feasible for the hindsight MILP, and is costed with its objective terms
+(`PricedResidencyInstance.path_cost`), so a policy's cost is >= the optimum (tested).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from optsched.models.residency_priced import PricedResidencyInstance
+
+from optsched.policies.base import Residency
+from optsched.workload.types import Call
+
+__all__ = ["PRICED_ACTION_TIER", "replay_priced"]
+
+PRICED_ACTION_TIER = {"keep": 0, "offload_dram": 1, "drop": 2}
+
+
+@dataclass
+class _Inst:
+    kv_capacity_blocks: int
+    kv_used_blocks: int
+    active_kv_blocks: int
+    instance_id: int
+    role: str = "colocated"
+    group: int = -1
+    queued_prefill_tokens: int = 0
+    running_decodes: int = 0
+    outstanding_tokens: int = 0
+
+    def prefix_hit_blocks(self, block_hashes, tier: str = "hbm") -> int:
+        return 0
+
+
+@dataclass
+class _View:
+    now_s: float
+    block_size: int
+    instances: tuple
+    homes: dict
+
+    def session_home(self, session_id: str) -> int | None:
+        return self.homes.get(session_id)
+
+
+def _tier(action: str) -> int:
+    if action not in PRICED_ACTION_TIER:
+        raise ValueError(f"residency action {action!r} has no tier in the priced slot model (hbm, dram, none)")
+    return PRICED_ACTION_TIER[action]
+
+
+def replay_priced(inst: PricedResidencyInstance, calls: Sequence[Call], policy: Residency, block_size: int
+                  ) -> tuple[tuple[tuple[int, ...], ...], float]:
+    """(tier paths, total cost s) of ``policy`` on ``inst``; ``calls[j]`` is the call before pause j.
+
+    Raises:
+        ValueError: ``calls`` and pauses differ in length, block_size < 1, an SSD action.
+    """
+    n = len(inst.pauses)
+    if len(calls) != n:
+        raise ValueError(f"{len(calls)} calls for {n} pauses")
+    if block_size < 1:
+        raise ValueError(f"block_size must be >= 1, got {block_size!r}")
+    slots = [inst.slots(j) for j in range(n)]
+    homes = {calls[j].session_id: inst.instance_of[j] for j in range(n)}
+    n_inst = max(inst.instance_of) + 1
+    starts: dict[int, list[int]] = {}
+    for j in sorted(range(n), key=lambda j: (inst.pauses[j].start_s, j)):
+        starts.setdefault(slots[j][0], []).append(j)
+    tier: dict[int, int] = {}
+    expire: dict[int, tuple[int, int]] = {}
+    paths: list[list[int]] = [[] for _ in range(n)]
+    hbm = [0] * n_inst
+    dram = [0] * n_inst
+    tok = [p.kv_tokens for p in inst.pauses]
+
+    def move(j: int, dest: int) -> None:
+        i, src = inst.instance_of[j], tier[j]
+        dest = max(dest, src + 1)
+        (hbm if src == 0 else dram)[i] -= tok[j] if src < 2 else 0
+        if dest == 1 and dram[i] + tok[j] > inst.dram_tokens:
+            dest = 2
+        if dest == 1:
+            dram[i] += tok[j]
+        tier[j] = dest
+
+    for t in range(min(s[0] for s in slots), max(s[-1] for s in slots) + 1):
+        for j in starts.get(t, []):
+            i = inst.instance_of[j]
+            views = tuple(_Inst(inst.hbm_tokens // block_size,
+                                (inst.running_tokens.get((k, t), 0) + hbm[k]) // block_size,
+                                inst.running_tokens.get((k, t), 0) // block_size, k) for k in range(n_inst))
+            dec = policy.on_pause(calls[j], math.ceil(tok[j] / block_size),
+                                  _View(inst.pauses[j].start_s, block_size, views, homes))
+            k = _tier(dec.action)
+            if k == 1 and dram[i] + tok[j] > inst.dram_tokens:
+                k = 2
+            tier[j] = k
+            hbm[i] += tok[j] if k == 0 else 0
+            dram[i] += tok[j] if k == 1 else 0
+            if dec.action == "keep" and math.isfinite(dec.ttl_s):
+                expire[j] = (t + math.ceil(dec.ttl_s / inst.slot_s - 1e-9), _tier(dec.then))
+        for j, (at, dest) in list(expire.items()):
+            if at <= t and tier.get(j) == 0:
+                move(j, dest)
+                del expire[j]
+        for i in range(n_inst):
+            for lvl, load, cap in ((0, hbm, inst.hbm_capacity(i, t)), (1, dram, inst.dram_tokens)):
+                while load[i] > cap:
+                    victim = min((j for j, k in tier.items() if k == lvl and inst.instance_of[j] == i),
+                                 key=lambda j: (inst.pauses[j].start_s, j))
+                    move(victim, lvl + 1)
+        for j in list(tier):
+            paths[j].append(tier[j])
+            if t == slots[j][-1]:
+                i = inst.instance_of[j]
+                hbm[i] -= tok[j] if tier[j] == 0 else 0
+                dram[i] -= tok[j] if tier[j] == 1 else 0
+                del tier[j]
+                expire.pop(j, None)
+    total = sum(inst.path_cost(j, paths[j]) for j in range(n))
+    return tuple(tuple(p) for p in paths), float(total)
