@@ -10,7 +10,8 @@ per-family least-squares fit, saved as files ``CostModel`` loads by name.
    (GEMMs + element-wise), prefill attention, decode attention — solve
    t ≈ a·linear + b·attn_prefill + c·attn_decode + step_overhead + seq_overhead·sequences by
    non-negative least squares on relative residuals (rows weighted by 1/t, as
-   ``optsched.cost.fit_steps.fit_step_terms`` does with one common factor), then fold a, b, c into the
+   ``optsched.cost.fit_steps.fit_step_terms`` does with one common factor), made outlier-robust by
+   Huber weights (``robust_nnls``: iteratively reweighted), then fold a, b, c into the
    families' efficiencies and fixed times (``scale_family``), so the result is an ordinary ``Calibration``.
 
 Files (``save_calibration``): ``DIR/gpus/<device name>.yaml``, ``DIR/models/<model name>.yaml`` and
@@ -40,7 +41,7 @@ from optsched.executor.model import TinyDecoder
 from optsched.executor.paged import PagedSequences
 
 __all__ = ["calibrate", "fit_executor", "grid_shapes", "measure_ceilings", "measure_grid", "measure_shapes",
-           "save_calibration_dir", "scale_family", "set_threads", "shape_row", "timer"]
+           "robust_nnls", "save_calibration_dir", "scale_family", "set_threads", "shape_row", "timer"]
 
 log = logging.getLogger(__name__)
 _COLS = ["prefill_tokens", "prefill_attn_pairs", "prefill_kv_tokens", "decode_seqs", "decode_kv_tokens"]
@@ -183,6 +184,30 @@ def scale_family(cal: Calibration, fams: tuple[str, ...], s: float, elementwise_
     return dataclasses.replace(cal, families=fam, elementwise_op_eps=ew)
 
 
+HUBER_K = 1.345  # Huber's tuning constant (95% efficiency under normal errors; Huber 1964, Holland & Welsch 1977)
+IRLS_ITERS = 8
+
+
+def robust_nnls(a: np.ndarray, b: np.ndarray, iters: int = IRLS_ITERS) -> tuple[np.ndarray, np.ndarray]:
+    """Non-negative Huber regression of ``b`` [n] on ``a`` [n, k] by iteratively reweighted NNLS
+    (Holland & Welsch 1977): weights 1 for residuals within ``HUBER_K`` robust scales (1.4826 · MAD),
+    ``HUBER_K`` · scale / |r| beyond, so a step timed in a slow phase of a shared machine pulls the fit
+    linearly, not quadratically. Returns (coefficients [k], final weights [n])."""
+    w = np.ones(len(b))
+    coef = np.zeros(a.shape[1])
+    for _ in range(iters):
+        coef, _ = nnls(a * w[:, None], b * w)
+        r = a @ coef - b
+        scale = 1.4826 * float(np.median(np.abs(r - np.median(r))))
+        if scale <= 0:
+            break
+        w_new = np.minimum(1.0, HUBER_K * scale / np.maximum(np.abs(r), 1e-300))
+        if np.allclose(w_new, w, rtol=1e-6, atol=1e-9):
+            break
+        w = w_new
+    return coef, w
+
+
 def _fit_once(gpu: GPUSpec, cfg: ExecModelConfig, device: str, x: list, t: np.ndarray, base: Calibration):
     cm0 = CostModel(gpu, cfg.model_spec(device), 1, base)
     z = np.zeros_like(x[0])
@@ -191,7 +216,7 @@ def _fit_once(gpu: GPUSpec, cfg: ExecModelConfig, device: str, x: list, t: np.nd
     adc = np.asarray(cm0.step_breakdown(z, z, z, x[3], x[4])["attention_s"], dtype=float)
     seqs = x[3] + (x[0] > 0)
     a = np.stack([lin, apf, adc, np.ones_like(t), seqs], axis=1) / t[:, None]
-    coef, _ = nnls(a, np.ones_like(t))
+    coef, _ = robust_nnls(a, np.ones_like(t))
     sa, sb, sc = (max(float(v), 1e-6) for v in coef[:3])
     cal = scale_family(base, ("gemm", "elementwise"), sa, elementwise_ops=True)
     cal = scale_family(cal, ("attn_prefill",), sb)
