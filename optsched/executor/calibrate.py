@@ -73,16 +73,17 @@ def timer(device: torch.device):
 
 
 def measure_ceilings(device: str, dtype: torch.dtype, size: int | None = None, repeats: int = 5) -> dict:
-    """{"matmul_flops", "copy_bytes_s"}: best-of-``repeats`` square matmul (n = ``size``, default 4096 on
-    CUDA / 512 on CPU) and a device-to-device copy of 2^28 (CUDA) / 2^24 (CPU) bytes."""
+    """{"matmul_flops", "copy_bytes_s"}: best-of-``repeats`` square matmul (n = ``size``, default 8192 on
+    CUDA: ~1 ms at an H200's bf16 peak, long enough for event timing / 512 on CPU) and a device-to-device
+    copy of 2^30 (CUDA: 2 GiB moved, ~0.5 ms at HBM3e speed) / 2^24 (CPU) bytes."""
     dev = torch.device(device)
     t = timer(dev)
-    n = size or (4096 if dev.type == "cuda" else 512)
+    n = size or (8192 if dev.type == "cuda" else 512)
     a = torch.randn(n, n, device=dev).to(dtype)
     b = torch.randn(n, n, device=dev).to(dtype)
     a @ b
     mm = min(t(lambda: a @ b) for _ in range(repeats))
-    nbytes = (1 << 28) if dev.type == "cuda" else (1 << 24)
+    nbytes = (1 << 30) if dev.type == "cuda" else (1 << 24)
     x = torch.empty(nbytes // 4, device=dev)
     y = torch.empty_like(x)
     y.copy_(x)
