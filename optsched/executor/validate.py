@@ -140,10 +140,10 @@ def validate(workload, variants: list[Variant], *, cfg: ExecModelConfig, device:
     Calibration (a separate pass before the scored runs), ``calibration="run"`` (default): every variant
     runs once on the executor (uncalibrated cost model over the measured ceilings for the policies) and
     the cost model is fitted on all its measured steps; the scored runs are new executions, never fitted
-    on (an earlier version fitted one half of the calibration pass: half the data, same honesty). ``calibration="shapes"``: the simulator records every
-    step's per-sequence shape instead; ``calibration_shapes`` keeps one half of the distinct shapes,
-    ``measure_shapes`` times them on scratch pools
-    (warm-up, min of ``repeats``) and ``fit_executor`` fits the cost model to them. Each executor step is
+    on (an earlier version fitted one half of the calibration pass: half the data, same honesty).
+    ``calibration="shapes"``: the simulator records every step's per-sequence shape instead;
+    ``calibration_shapes`` keeps one half of the distinct shapes, ``measure_shapes`` times them on
+    scratch pools (warm-up, min of ``repeats``) and ``fit_executor`` fits the cost model to them. Each executor step is
     timed as the min of ``step_repeats`` executions, up to ``step_max_repeats`` until the minimum is seen
     twice within 3% (``TorchStepBackend``)."""
     t0 = time.perf_counter()
