@@ -21,6 +21,7 @@ Files (``save_calibration``): ``DIR/gpus/<device name>.yaml``, ``DIR/models/<mod
 from __future__ import annotations
 
 import dataclasses
+import gc
 import json
 import logging
 import time
@@ -144,13 +145,19 @@ def measure_shapes(model: TinyDecoder, shapes: list[list[tuple[int, int]]], repe
                 ps.step(model, [(i, toks(c))])
         built.append((ps, [(i, toks(n)) for i, (_, n) in enumerate(spec)]))
     times: list[list[float]] = [[] for _ in shapes]
-    for r in range(warmup + repeats):  # round robin over the shapes: a slow phase of the machine hits
-        for j, (spec, (ps, items)) in enumerate(zip(shapes, built)):  # one repeat of many shapes
-            for i, (c, _) in enumerate(spec):
-                ps.tokens[i] = c
-            dt = t(lambda ps=ps, items=items: ps.step(model, items).argmax(-1))
-            if r >= warmup:
-                times[j].append(dt)
+    gc_on = gc.isenabled()
+    gc.disable()  # as in TorchStepBackend: no garbage collection inside a timed step
+    try:
+        for r in range(warmup + repeats):  # round robin over the shapes: a slow phase of the machine hits
+            for j, (spec, (ps, items)) in enumerate(zip(shapes, built)):  # one repeat of many shapes
+                for i, (c, _) in enumerate(spec):
+                    ps.tokens[i] = c
+                dt = t(lambda ps=ps, items=items: ps.step(model, items).argmax(-1))
+                if r >= warmup:
+                    times[j].append(dt)
+    finally:
+        if gc_on:
+            gc.enable()
     for spec, ts in zip(shapes, times):
         rows.append({**shape_row(spec), "time_s": float(np.min(ts)), "sequences": len(spec)})
     return pd.DataFrame(rows)
