@@ -10,7 +10,13 @@ from __future__ import annotations
 
 import torch
 
-from optsched.executor.attention import Segment, dense_causal_attention, paged_attention
+from optsched.executor.attention import (
+    DECODE_IMPLS,
+    Segment,
+    dense_causal_attention,
+    paged_attention,
+    plan_decodes,
+)
 from optsched.executor.config import ExecModelConfig
 from optsched.executor.kv_pool import PagedKVPool
 
@@ -31,12 +37,18 @@ def _rms(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
 
 class TinyDecoder:
     """Decoder of shape ``cfg`` on ``device``; weights drawn from ``torch.Generator`` seeded with
-    ``cfg.seed`` on the CPU (same weights on every device), N(0, 1/fan_in)."""
+    ``cfg.seed`` on the CPU (same weights on every device), N(0, 1/fan_in). ``decode``: the decode
+    attention of ``optsched.executor.attention`` ("varlen" or "padded"; default varlen on CPU, padded
+    on CUDA). Raises ValueError for another ``decode``."""
 
-    def __init__(self, cfg: ExecModelConfig, device: str = "cpu", dtype: torch.dtype | None = None) -> None:
+    def __init__(self, cfg: ExecModelConfig, device: str = "cpu", dtype: torch.dtype | None = None,
+                 decode: str | None = None) -> None:
         self.cfg = cfg
         self.device = torch.device(device)
         self.dtype = dtype or dtype_for(device)
+        self.decode = decode or ("varlen" if self.device.type == "cpu" else "padded")
+        if self.decode not in DECODE_IMPLS:
+            raise ValueError(f"decode attention must be one of {DECODE_IMPLS}, got {decode!r}")
         g = torch.Generator().manual_seed(cfg.seed)
         e, h, k, d, f, v = cfg.hidden_size, cfg.num_heads, cfg.num_kv_heads, cfg.head_dim, cfg.mlp_size, cfg.vocab_size
 
@@ -81,6 +93,7 @@ class TinyDecoder:
         h, k, d = cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
         dec = [i for i, s in enumerate(segments) if s.n == 1]
         pre = [i for i, s in enumerate(segments) if s.n > 1]
+        plan = plan_decodes(segments, dec, pool.block_size, self.device, self.decode)  # shared by all layers
         x = self.embed[tokens]  # [T, E]
         for li, lw in enumerate(self.layers):
             a = _rms(x, lw["n1"])
@@ -89,7 +102,7 @@ class TinyDecoder:
             vv = (a @ lw["wv"]).view(t, k, d)  # [T, K, D]
             pool.k[li, slot_pages, slot_offsets] = kk  # scatter into [P, S, K, D]
             pool.v[li, slot_pages, slot_offsets] = vv
-            o = paged_attention(q, pool.k[li], pool.v[li], segments, dec, pre)  # [T, H, D]
+            o = paged_attention(q, pool.k[li], pool.v[li], segments, dec, pre, plan)  # [T, H, D]
             x = x + o.reshape(t, h * d) @ lw["wo"]  # [T, E]
             m = _rms(x, lw["n2"])
             x = x + (torch.nn.functional.silu(m @ lw["wg"]) * (m @ lw["wu"])) @ lw["wd"]  # [T, E]

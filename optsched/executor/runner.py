@@ -76,10 +76,11 @@ def check_fits_memory(workload: Workload, hbm_blocks: int, where: str = "workloa
 
 def run(workload: Workload, cluster: ClusterConfig, cost_model: Any, *, router: Any = None, admission: Any = None,
         residency: Any = None, executor: bool, model: Any = None, hbm_blocks: int, dram_blocks: int,
-        check: bool = False, model_clock: bool = False, backend: Any = None, repeats: int = 1) -> ExecRun:
+        check: bool = False, model_clock: bool = False, backend: Any = None, repeats: int = 1,
+        max_repeats: int | None = None) -> ExecRun:
     """Run ``workload`` (already scaled) on the executor (``executor=True``, needs ``model``) or the
     simulator (``backend``: a ``CostModelBackend`` subclass for the simulator side, default the plain one;
-    ``repeats``: executions per step, min time kept, ``TorchStepBackend``).
+    ``repeats`` / ``max_repeats``: executions per step, min time kept, ``TorchStepBackend``).
     Raises ValueError for a call that does not fit ``hbm_blocks``."""
     from optsched.executor.engine import (
         STEP_LOG_COLUMNS,
@@ -98,7 +99,8 @@ def run(workload: Workload, cluster: ClusterConfig, cost_model: Any, *, router: 
         check_executor_cluster(cluster)
         backend = TorchStepBackend(model, block_size=workload.block_size, hbm_blocks=hbm_blocks,
                                    dram_blocks=dram_blocks, max_num_seqs=cluster.scheduler.max_num_seqs,
-                                   check=check, model_clock=model_clock, repeats=repeats)
+                                   check=check, model_clock=model_clock, repeats=repeats,
+                                   max_repeats=max_repeats)
     elif backend is None:
         backend = CostModelBackend()
     sim = Simulator(workload, cluster, router=router, admission=admission, residency=residency,
@@ -109,6 +111,7 @@ def run(workload: Workload, cluster: ClusterConfig, cost_model: Any, *, router: 
     if executor:
         backend.finish(sim.instances)
         hosts = [ps.host for ps in backend.paged.values() if ps.host is not None]
+        extra["step_executions"] = backend.executions
         extra["reloaded_pages"] = sum(ps.reloaded_pages for ps in backend.paged.values())
         for kind in ("offload", "reload"):
             nb = sum(h.bytes[kind] for h in hosts)

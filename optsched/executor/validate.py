@@ -10,7 +10,9 @@ Reported (``validate`` return value, ``optsched validate --json``):
   lower is better) in simulator and executor; ``rankings`` lists both orders;
 - ``device``, ``calibration_fit`` (the fit's own APE on the measured calibration shapes),
   ``calibration_shapes`` / ``run_shapes`` (distinct step shapes measured for the fit / seen in the
-  simulator pass), ``threads``, ``ceilings``, ``wall_s``.
+  simulator pass), ``threads``, ``ceilings``, ``wall_s``, ``executions_per_step`` (mean executions of
+  each scored step, ``TorchStepBackend``), ``step_time_bias_median`` (median of predicted / measured − 1:
+  > 0 when the scored pass ran faster than the calibration pass predicted).
 """
 
 from __future__ import annotations
@@ -130,19 +132,20 @@ def scheduler_for(v: Variant, budget: int, max_seqs: int, scale: int = 1) -> Sch
 def validate(workload, variants: list[Variant], *, cfg: ExecModelConfig, device: str, instances: int = 1,
              budget: int = 2048, max_seqs: int = 32, hbm_blocks: int = 2048, dram_blocks: int = 8192,
              repeats: int = 5, threads: int = 1, max_shapes: int = 48, scale: int = 1,
-             step_repeats: int = 3, calibration: str = "run") -> dict:
+             step_repeats: int = 3, step_max_repeats: int = 8, calibration: str = "run") -> dict:
     """Run every variant on simulator and executor (``workload`` already scaled). Returns the dict of the
     module docstring. ``scale``: the factor ``workload`` was scaled down by (thresholds are divided by it).
     Raises ValueError when a call does not fit ``hbm_blocks``.
 
     Calibration (a separate pass before the scored runs), ``calibration="run"`` (default): every variant
-    runs once on the executor (uncalibrated cost model over the measured ceilings for the policies);
-    its measured steps, sorted by shape, are split in two halves and the cost model is fitted on one
-    (the scored runs are new executions). ``calibration="shapes"``: the simulator records every
-    step's per-sequence shape instead; ``calibration_shapes`` keeps one half of the distinct shapes,
-    ``measure_shapes`` times them on scratch pools
-    (warm-up, min of ``repeats``) and ``fit_executor`` fits the cost model to them. Each executor step is
-    timed as the min of ``step_repeats`` executions (``TorchStepBackend``)."""
+    runs once on the executor (uncalibrated cost model over the measured ceilings for the policies) and
+    the cost model is fitted on all its measured steps; the scored runs are new executions, never fitted
+    on (an earlier version fitted one half of the calibration pass: half the data, same honesty).
+    ``calibration="shapes"``: the simulator records every step's per-sequence shape instead;
+    ``calibration_shapes`` keeps one half of the distinct shapes, ``measure_shapes`` times them on
+    scratch pools (warm-up, min of ``repeats``) and ``fit_executor`` fits the cost model to them. Each executor step is
+    timed as the min of ``step_repeats`` executions, up to ``step_max_repeats`` until the minimum is seen
+    twice within 3% (``TorchStepBackend``)."""
     t0 = time.perf_counter()
     check_fits_memory(workload, hbm_blocks)
     if calibration not in ("run", "shapes"):
@@ -166,31 +169,35 @@ def validate(workload, variants: list[Variant], *, cfg: ExecModelConfig, device:
             rec = ShapeRecorder()
             run(workload, cluster, cm0, executor=False, backend=rec, **kw)
             shapes += rec.shapes
-        else:  # a separate executor pass: its measured steps, the even half of them sorted by shape
-            passes.append(run(workload, cluster, cm0, executor=True, model=model, repeats=step_repeats, **kw).steps)
+        else:  # a separate executor pass: all its measured steps (the scored passes are new executions)
+            passes.append(run(workload, cluster, cm0, executor=True, model=model, repeats=step_repeats,
+                              max_repeats=step_max_repeats, **kw).steps)
     if calibration == "shapes":
         cal_shapes = calibration_shapes(shapes, max_shapes)
         steps = measure_shapes(model, cal_shapes, repeats, pool_pages=min(hbm_blocks + max_seqs + 8, 4096))
         n_cal, n_run = len(cal_shapes), len({tuple(x) for x in shapes})
     else:
-        allsteps = pd.concat(passes, ignore_index=True).sort_values([*_STEP_COLS, "time_s"], kind="stable")
-        steps = allsteps.iloc[::2].reset_index(drop=True)
-        n_cal, n_run = len(steps), len(allsteps)
+        steps = pd.concat(passes, ignore_index=True)
+        n_cal = n_run = len(steps)
     cal, fit = fit_executor(gpu, cfg, device, steps, name=f"{gpu.name} {cfg.name(device)}")
     cm = CostModel(gpu, cfg.model_spec(device), 1, cal)
     out: dict = {"device": device, "variants": [v.label for v in variants], "metric_error": {},
                  "sim": {}, "executor": {}, "calibration_fit": fit, "calibration_shapes": n_cal,
                  "run_shapes": n_run, "calibration": calibration, "threads": threads, "ceilings": ceil}
-    apes, kinds = [], []
+    apes, kinds, rels = [], [], []
+    execs = 0
     for v in variants:
         cluster = executor_cluster(instances, scheduler_for(v, budget, max_seqs, scale))
         kw = {"router": v.router, "admission": v.admission, "residency": v.residency,
               "hbm_blocks": hbm_blocks, "dram_blocks": dram_blocks}
         sim = run(workload, cluster, cm, executor=False, **kw)
-        exe = run(workload, cluster, cm, executor=True, model=model, repeats=step_repeats, **kw)
+        exe = run(workload, cluster, cm, executor=True, model=model, repeats=step_repeats,
+                  max_repeats=step_max_repeats, **kw)
         st = exe.steps
+        execs += exe.extra["step_executions"]
         pred = np.asarray(cm.step_time(*[st[c].to_numpy(float) for c in _STEP_COLS]), dtype=float)
-        apes.append(np.abs(pred / st["time_s"].to_numpy(float) - 1))
+        rels.append(pred / st["time_s"].to_numpy(float) - 1)
+        apes.append(np.abs(rels[-1]))
         kinds.append(np.where(st["prefill_tokens"] == 0, "decode", np.where(st["decode_seqs"] == 0, "prefill", "mixed")))
         s, e = sim.result.summary, exe.result.summary
         out["sim"][v.label] = {k: s.get(k) for k in (*METRICS, RANK_METRIC)}
@@ -198,6 +205,8 @@ def validate(workload, variants: list[Variant], *, cfg: ExecModelConfig, device:
         out["metric_error"][v.label] = {k: (s[k] - e[k]) / e[k] if e.get(k) else None for k in METRICS}
     ape = np.concatenate(apes)
     out["step_time_ape"] = {"median": float(np.median(ape)), "p90": float(np.quantile(ape, 0.9)), "n": int(ape.size)}
+    out["step_time_bias_median"] = float(np.median(np.concatenate(rels)))
+    out["executions_per_step"] = execs / max(1, ape.size)
     kind = np.concatenate(kinds)
     out["step_time_ape_by_kind"] = {k: {"median": float(np.median(ape[kind == k])), "p90": float(np.quantile(ape[kind == k], 0.9)),
                                         "n": int((kind == k).sum())} for k in ("decode", "prefill", "mixed") if (kind == k).any()}

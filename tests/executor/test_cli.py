@@ -104,6 +104,15 @@ def test_unknown_device(tmp_path, capsys, argv):
     assert not list(tmp_path.iterdir())
 
 
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="checks the message on a machine without CUDA")
+@pytest.mark.parametrize("argv", [["executor", "calibrate", "--device", "cuda"], ["validate", "--workload", W, "--device", "cuda:0"]])
+def test_cuda_device_without_cuda(tmp_path, capsys, argv):
+    extra = ["--out", str(tmp_path / "o")] if argv[0] == "executor" else []
+    err = _err(capsys, argv + extra)
+    assert "CUDA is not available" in err
+    assert not list(tmp_path.iterdir())
+
+
 def test_nonempty_out_refused(tmp_path, capsys):
     (tmp_path / "keep.txt").write_text("x")
     err = _err(capsys, ["executor", "run", "--workload", W, "--out", str(tmp_path)])

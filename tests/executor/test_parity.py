@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from optsched.executor.attention import DECODE_IMPLS, Segment, decode_attention, plan_decodes
 from optsched.executor.config import ExecModelConfig
 from optsched.executor.host_tier import HostTier
 from optsched.executor.kv_pool import PagedKVPool
@@ -29,9 +30,9 @@ def _seqs(device: str = "cpu"):
     return [torch.randint(0, CFG.vocab_size, (n,), generator=g).tolist() for n in (13, 6, 22)]
 
 
-def run_paged(device: str = "cpu"):
+def run_paged(device: str = "cpu", decode: str | None = None):
     """Three sequences: chunked prefills (chunks 5/4/rest) mixed with batched decodes of different lengths."""
-    model = TinyDecoder(CFG, device)
+    model = TinyDecoder(CFG, device, decode=decode)
     ps = PagedSequences(_pool(device=device))
     seqs = _seqs()
     got = {i: [] for i in range(3)}
@@ -53,12 +54,42 @@ def run_paged(device: str = "cpu"):
     return model, seqs, got
 
 
-def test_paged_chunked_batched_equals_dense():
-    model, seqs, got = run_paged()
+@pytest.mark.parametrize("decode", DECODE_IMPLS)
+def test_paged_chunked_batched_equals_dense(decode):
+    model, seqs, got = run_paged(decode=decode)
     for i, s in enumerate(seqs):
         ref = model.forward_dense(torch.tensor(s))
         for p, row in got[i]:
             assert torch.allclose(row, ref[p], atol=ATOL, rtol=0), (i, p, (row - ref[p]).abs().max())
+
+
+def test_varlen_decode_equals_padded_and_per_sequence_softmax():
+    """Five decodes of KV lengths 1, 4, 5, 9, 16 (page multiples and partial last pages, S = 4) on
+    scattered pages: the unpadded segment softmax equals the padded SDPA and a per-sequence explicit
+    softmax (float32, 1e-6 absolute on outputs of magnitude ~1)."""
+    g = torch.Generator().manual_seed(11)
+    s, k, groups, d = 4, 2, 2, 8
+    kp, vp = torch.randn(40, s, k, d, generator=g), torch.randn(40, s, k, d, generator=g)
+    order = torch.randperm(40, generator=g).tolist()
+    segs, used = [], 0
+    for row, c in enumerate((0, 3, 4, 8, 15)):  # cached; KV length c + 1
+        npg = -(-(c + 1) // s) + (row == 3)  # one decode holds a spare (unused) page in its table
+        segs.append(Segment(row, 1, c, tuple(order[used: used + npg])))
+        used += npg
+    q = torch.randn(len(segs), k * groups, d, generator=g)
+    idx = list(range(len(segs)))
+    var = decode_attention(q, kp, vp, plan_decodes(segs, idx, s, q.device, "varlen"))
+    pad = decode_attention(q, kp, vp, plan_decodes(segs, idx, s, q.device, "padded"))
+    for sg in segs:
+        c = sg.cached + 1
+        kk = kp[list(sg.pages)].reshape(-1, k, d)[:c].repeat_interleave(groups, 1)  # [C, H, D]
+        vv = vp[list(sg.pages)].reshape(-1, k, d)[:c].repeat_interleave(groups, 1)
+        att = ((kk * q[sg.row0][None]).sum(-1) / d ** 0.5).softmax(0)  # [C, H]
+        ref = (att[..., None] * vv).sum(0)  # [H, D]
+        assert torch.allclose(var[sg.row0], ref, atol=1e-6, rtol=0), sg
+        assert torch.allclose(pad[sg.row0], ref, atol=1e-6, rtol=0), sg
+    with pytest.raises(ValueError, match="decode attention impl"):
+        plan_decodes(segs, idx, s, q.device, "flash")
 
 
 def test_prefix_hits_equal_no_hits():
@@ -164,9 +195,10 @@ def ps_begin(pool, open_, key, hashes, cached):
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
-def test_cuda_paged_equals_dense_bf16():
+@pytest.mark.parametrize("decode", DECODE_IMPLS)
+def test_cuda_paged_equals_dense_bf16(decode):
     """CUDA, bf16: tolerance 5e-2 absolute (bf16 has 8 mantissa bits; logits ~1-5)."""
-    model, seqs, got = run_paged("cuda")
+    model, seqs, got = run_paged("cuda", decode)
     for i, s in enumerate(seqs):
         ref = model.forward_dense(torch.tensor(s, device="cuda"))
         for p, row in got[i]:

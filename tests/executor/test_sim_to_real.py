@@ -21,4 +21,4 @@ def test_admission_pair_ranks_the_same():
     sim = out["sim"]
     assert sim["threshold=512"]["ttft_mean_s"] > 1.5 * sim["threshold=none"]["ttft_mean_s"]
     assert {"median", "p90", "n"} <= set(out["step_time_ape"])
-    assert out["calibration_shapes"] == (out["run_shapes"] + 1) // 2  # one half of the calibration pass
+    assert out["calibration_shapes"] == out["run_shapes"] > 0  # every step of the separate calibration pass
