@@ -128,6 +128,13 @@ class SessionRouter:
         dec = max(0, inst.outstanding_tokens - q)
         return q * self._ema.get(i, self._prefill_s(8192, 0) / 8192) + dec * self.config.decode_s_per_token
 
+    @staticmethod
+    def _room(view: ClusterView, i: int) -> int:
+        """HBM tokens on i not pinned by running sequences: the most a KV copy into i can reserve (the
+        simulator's copy fails, and the call recomputes, when it cannot make room; `optsched.sim.kv_move`)."""
+        v = view.instances[i]
+        return max(0, v.kv_capacity_blocks - active_kv_blocks(v)) * view.block_size
+
     def _bucket(self, t_s: float) -> int:
         p = self.prices
         return min(p.backlog_s.shape[1] - 1, max(0, int((t_s - p.t0_s) // p.bucket_s)))
@@ -163,7 +170,7 @@ class SessionRouter:
             best = (self._move_s(anyt - hbm, "pcie") + pre, "stay" if anyt == hbm else "reload", pre, n_in - anyt)
             if anyt == 0:
                 best = (pre, "recompute", pre, n_in)
-            if home is not None and home != i and home_any > anyt:
+            if home is not None and home != i and home_any > anyt and self._room(view, i) >= home_any - anyt:
                 pre_t = self._prefill_s(n_in - home_any, home_any)
                 fixed_t = self._move_s(home_any - anyt, self.config.link) + pre_t
                 if fixed_t < best[0]:
@@ -215,7 +222,7 @@ class SessionRouter:
         xfer = self._move_s(tokens, cfg.link)
         best, best_c = None, c_home - cfg.move_margin_s
         for i in prefill_candidates(view):
-            if i != home:
+            if i != home and self._room(view, i) >= tokens:
                 c = cost(i) + max(0.0, xfer - think)
                 if c < best_c:
                     best, best_c = i, c
