@@ -63,3 +63,15 @@ def test_no_transfer_into_an_instance_whose_hbm_is_pinned():
     r = _router()
     assert r.route(_call(), view) == 0
     assert r.decisions["transfer"] == 0 and r.decisions["stay"] == 1
+
+
+def test_prefill_avoids_an_instance_with_a_busy_decode_batch():
+    # home 0 holds the prefix and has 30 sequences decoding; instance 1 is idle with room. Staying costs this
+    # call ~0.25 s of prefill but delays each of the 30 streams by as much (7.5 user-seconds); a 0.1 s copy to
+    # 1 costs only this call's 0.35 s -> transfer to 1 (without the decode term: stay, 0.25 < 0.35).
+    view = _View([_Inst(3968, running_decodes=30), _Inst(0)], home=0)
+    r = _router()
+    assert r.route(_call(), view) == 1
+    assert r.decisions["transfer"] == 1
+    view = _View([_Inst(3968, running_decodes=0), _Inst(0)], home=0)
+    assert _router().route(_call(), view) == 0
