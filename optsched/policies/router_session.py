@@ -10,7 +10,9 @@ recompute what is not resident), the router picks the option with the lowest
   token of the calls this router sent to i (non-linear prefill with attention, so long contexts cost
   more per token) + remaining decode tokens × ``decode_s_per_token``;
 * fixed(i, o) (s): DRAM/SSD promotion over PCIe or RDMA/NVLink transfer of the part not resident on i,
-  + ``prefill_time(new, cached)`` from the cost model (exact for the option's known lengths);
+  + ``prefill_time(new, cached)`` from the cost model (exact for the option's known lengths); a transfer
+  (or a pause move) is an option only where i's HBM not pinned by running sequences can take the copy
+  (the simulator drops a copy that cannot make room, and the call would recompute, `optsched.sim.kv_move`);
 * d_i·prefill(i, o) (user-seconds): decode interference. The option's prefill runs in the same engine
   steps as the d_i sequences decoding on i (vLLM v1 chunked prefill; a decode gets one token per step
   whatever the step's length, `optsched.sim.engine`), so each of them streams ``prefill(i, o)`` seconds
