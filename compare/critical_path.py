@@ -26,10 +26,11 @@ the capacity proof). A call of n input and o output tokens with maximal prefix h
 ⌈(n − H)/n_max⌉ steps of one instance, run one after another; their linear parts sum to >= max(k·lin_min,
 c_lin·(n − H)) and their attention to >= pf·pairs (pairs >= (n(n+1) − H(H+1))/2, the capacity proof's
 per-token coefficients). The first token is produced at the end of the last prefill step, so TTFT >=
-TTFT_lb = max(k·lin_min, c_lin·(n − H)) + k·(lm_min + overheads) + pf·pairs. Each further token needs its own
-decode step (one token per sequence per step), reading >= n KV tokens of this call, so finish − first
-token >= (o − 1)·(m + dkv_coef·n) and TPOT >= m + dkv_coef·n = TPOT_lb. Preemption, DRAM loads and KV
-transfers only add time. (5) A call is released at R(c) = max over parents p (finish(p) +
+TTFT_lb = max(k·lin_min, c_lin·(n − H)) + k·(lm_min + overheads) + pf·pairs. Each further token is produced
+by its own later step of the same instance (one token per sequence per step: a decode step, or the re-prefill
+step after a recompute preemption, `optsched.sim.engine`), so finish − first token >= (o − 1)·m and TPOT >= m =
+TPOT_lb. (The decode attention's KV read is not added: a token produced by a re-prefill step pays prefill
+attention, whose per-token coefficient is smaller.) Preemption, DRAM loads and KV transfers only add time. (5) A call is released at R(c) = max over parents p (finish(p) +
 think_time(p)) + wait_s (closed loop; a root at start_s + wait_s) or at its arrival (open loop)
 (`optsched.sim.driver`); by induction over the session DAG finish(c) >= EF(c) = R_lb(c) + TTFT_lb(c) +
 (o − 1)·TPOT_lb(c) with R_lb using EF of the parents. Hence T >= max_c EF(c) − R_0 = T_chain. QED.
@@ -88,7 +89,7 @@ def call_lower_bounds(wl: Any, gpu: str, model: str, tp: int, max_num_batched_to
         steps = max(1, math.ceil(new / n_max))
         pairs = (n * (n + 1) - h * (h + 1)) / 2.0
         ttft[k] = max(steps * lin_min, lb.c_lin * new) + steps * rest + lb.pf * pairs
-        tpot[k] = lin_min + rest + lb.dkv_coef * n
+        tpot[k] = lin_min + rest
         lat[k] = ttft[k] + max(int(c.output_tokens) - 1, 0) * tpot[k]
     return CallLowerBounds(ttft, tpot, lat)
 
