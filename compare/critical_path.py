@@ -1,8 +1,8 @@
 """A proven upper bound on any router's goodput that counts time, not only work: the critical-path bound.
 
 The capacity bound (`optsched.compare.capacity`) divides instance-seconds by the work; on agentic traffic
-the makespan is set by the sessions' arrival window and their tool pauses, not by the GPUs (AgentX-like:
-≈ 6% GPU busy at the target), so it is ~15x loose. This bound adds the one thing no router can shorten:
+the makespan is set by the sessions' arrival window and their tool pauses, not by the GPUs (AgentX-like 256k
+at load 16: GPUs busy 22-25% of the makespan), so it is ~11x loose there. This bound adds the one thing no router can shorten:
 each session's chain of calls and pauses.
 
 Claim. For a workload run on I identical colocated instances by the simulator's step scheduler (no
