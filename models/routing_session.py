@@ -11,11 +11,18 @@ bucket t); W[d] ≥ 0 queueing wait (s) of d's call; z[d] ∈ {0,1} SLO miss (ob
               (B[i,−1] = backlog0[i])
   wait        W[d] ≥ B[i,t−1] + ½(base[i,t] + Σ_{o: i(o)=i, t(d(o))=t, d(o)≠d} work[o]x[o])
                      − M[i,t](1 − Σ_{o∈O(d,i)} x[o])                                  ∀d, i, t = t(d)
-  hbm         Σ_{o: i(o)=i} hold[o,t]·x[o] ≤ hbm_free[i,t]                            ∀i,t
+  hbm         Σ_{o: i(o)=i} hold[o,t]·x[o] ≤ hbm_free[i,t] (+ e[i] when elastic)       ∀i,t
   slo         W[d] + Σ_{o∈O(d)} fixed[o]x[o] − slo ≤ M_slo·z[d]                      ∀d ("slo")
 
   TTFT[d] = W[d] + Σ_{o∈O(d)} fixed[o]·x[o]
-  "ttft":  min Σ_d w_d·TTFT[d] + link_price·Σ_o link[o]x[o] + 1e-6·Σ B
+  "ttft":  min Σ_d w_d·TTFT[d] + link_price·Σ_o link[o]x[o] + 1e-6·Σ B (+ spill·Σ_i e[i])
+
+Elastic HBM (``inst.spill_s_per_token`` set): e[i] ≥ 0 is the peak number of KV tokens on i that do not
+fit and leave HBM (offloaded to DRAM, reloaded over PCIe when their session returns), charged
+``spill_s_per_token`` each. Without it the model is infeasible as soon as running requests leave less free
+HBM than the paused sessions hold (observed online at high load, issue 12); with it the HBM price is
+capped: Σ_t π[i,t] ≤ spill (reduced cost of e[i] ≥ 0), i.e. holding is never priced above not holding.
+The peak is a lower estimate of the spilled tokens when different sessions overflow in different buckets.
   "slo":   min Σ_d w_d·z[d] + 1e-3·Σ_d w_d·TTFT[d] + link_price·Σ_o link[o]x[o] + 1e-6·Σ B
 
 SOURCES: the backlog recursion is the fluid (Lindley) workload recursion W_{n+1} = max(0, W_n + S − Δ)
@@ -116,11 +123,15 @@ def _hbm(m: pyo.ConcreteModel, inst: SessionRoutingInstance) -> None:
     2025, memory constraint per time step, here per bucket). Its LP dual is the HBM price."""
     on_i = [np.flatnonzero(inst.opt_instance == i) for i in range(inst.n_instances)]
 
+    elastic = inst.spill_s_per_token is not None
+    if elastic:
+        m.E = pyo.Var(m.I, domain=pyo.NonNegativeReals)
+
     def rule(m, i, t):
         terms = [float(inst.hold_tokens[o, t]) * m.x[int(o)] for o in on_i[i] if inst.hold_tokens[o, t] > 0]
         if not terms:
             return pyo.Constraint.Skip
-        return sum(terms) <= float(inst.hbm_free_tokens[i, t])
+        return sum(terms) <= float(inst.hbm_free_tokens[i, t]) + (m.E[i] if elastic else 0.0)
 
     m.hbm = pyo.Constraint(m.I, m.T, rule=rule)
 
@@ -165,6 +176,8 @@ def build_session_routing(instance: SessionRoutingInstance, relax: bool = False)
     ttft = sum(float(w[d]) * _ttft(m, inst, d) for d in range(inst.n_decisions))
     extra = inst.link_price * sum(float(inst.link_s[o]) * m.x[o] for o in range(inst.n_options)) \
         + _EPS_B * sum(m.B[i, t] for i in m.I for t in m.T)
+    if inst.spill_s_per_token is not None:
+        extra = extra + float(inst.spill_s_per_token) * sum(m.E[i] for i in m.I)
     if inst.objective == "slo":
         m.z = pyo.Var(m.D, domain=dom)
         _slo(m, inst)

@@ -69,6 +69,13 @@ class SessionRoutingInstance:
         objective: "ttft" (min Σ w·TTFT) or "slo" (min Σ w·[TTFT > slo_s], ties by TTFT/1000).
         slo_s: TTFT SLO (s) for ``objective="slo"``.
         link_price: objective weight of one link-second (default 0.01: a tie-breaker).
+        spill_s_per_token: None (default): the ``hbm`` rows are hard, and the model is infeasible when the
+            sessions' KV cannot fit (e.g. running requests hold all HBM). A number >= 0: the rows are
+            elastic: e[i] ≥ 0 tokens of peak overflow on i may leave HBM (offloaded to DRAM, reloaded when
+            their session returns) at this many objective seconds per token (the caller derives it from
+            the cost model: the per-token PCIe reload time, or recompute when cheaper). Then every
+            instance is feasible, and Σ_t π[i,t] ≤ spill_s_per_token (the HBM price is capped by the
+            price of not holding).
 
     Raises:
         ValueError: naming the field on a wrong shape, a negative or non-finite value, an index out
@@ -93,6 +100,7 @@ class SessionRoutingInstance:
     objective: str = "ttft"
     slo_s: float = math.inf
     link_price: float = 0.01
+    spill_s_per_token: float | None = None
 
     def __post_init__(self) -> None:
         d = len(self.decision_ids)
@@ -132,6 +140,9 @@ class SessionRoutingInstance:
             raise ValueError(f"SessionRoutingInstance.slo_s must be finite and > 0 for objective 'slo', got {self.slo_s!r}")
         if not (math.isfinite(self.link_price) and self.link_price >= 0):
             raise ValueError(f"SessionRoutingInstance.link_price must be finite and >= 0, got {self.link_price!r}")
+        sp = self.spill_s_per_token
+        if sp is not None and not (isinstance(sp, (int, float)) and math.isfinite(sp) and sp >= 0):
+            raise ValueError(f"SessionRoutingInstance.spill_s_per_token must be None or finite and >= 0, got {sp!r}")
 
     @property
     def n_decisions(self) -> int:

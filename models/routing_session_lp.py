@@ -2,7 +2,8 @@
 re-pricing inside the online router (a Pyomo build costs more than the 50 ms budget of a decision).
 
 Same rows, same order of variables as the Pyomo model's relaxation: x[o] ∈ [0,1] (O), B[i,t] ≥ 0
-(I·T, row-major), W[d] ≥ 0 (D). Equalities: ``assign`` (D). Inequalities, as A_ub·v ≤ b_ub, in blocks
+(I·T, row-major), W[d] ≥ 0 (D), and with ``inst.spill_s_per_token`` set the peak HBM overflow e[i] ≥ 0
+(I, tokens, cost spill_s_per_token each; rows ``hbm`` become Σ hold x − e[i] ≤ free). Equalities: ``assign`` (D). Inequalities, as A_ub·v ≤ b_ub, in blocks
 ``backlog`` (I·T), ``wait`` (one per (d, i) pair with an option), ``hbm`` (I·T, rows with no holding
 option are 0 ≤ free, harmless). `tests/models/test_routing_session_lp.py` checks that both
 formulations reach the same optimum.
@@ -35,6 +36,7 @@ class SessionLP:
     hbm_rows: slice
     n_options: int
     shape_it: tuple[int, int]
+    spill_cols: slice | None = None
 
 
 def build_session_lp(inst: SessionRoutingInstance) -> SessionLP:
@@ -43,14 +45,18 @@ def build_session_lp(inst: SessionRoutingInstance) -> SessionLP:
         raise ValueError("build_session_lp supports objective 'ttft' only")
     n_o, n_i, n_t, n_d = inst.n_options, inst.n_instances, inst.n_buckets, inst.n_decisions
     bb, wb = n_o, n_o + n_i * n_t
-    n_v = wb + n_d
+    elastic = inst.spill_s_per_token is not None
+    eb = wb + n_d
+    n_v = eb + (n_i if elastic else 0)
     od, oi = inst.opt_decision, inst.opt_instance
     ot = inst.bucket[od]
     w = inst.weight
     c = np.zeros(n_v)
     c[:n_o] = w[od] * inst.fixed_s + inst.link_price * inst.link_s
     c[bb:wb] = _EPS_B
-    c[wb:] = w
+    c[wb:eb] = w
+    if elastic:
+        c[eb:] = float(inst.spill_s_per_token)
     bidx = lambda i, t: bb + i * n_t + t
     rows, cols, vals, rhs = [], [], [], []
 
@@ -88,10 +94,12 @@ def build_session_lp(inst: SessionRoutingInstance) -> SessionLP:
         rhs.append(b)
         r += 1
     h0 = r
-    for i in range(n_i):  # hbm: Σ hold x ≤ free
+    for i in range(n_i):  # hbm: Σ hold x (− e[i] when elastic) ≤ free
         sel = np.flatnonzero(oi == i)
         for t in range(n_t):
             add(r, sel.tolist(), inst.hold_tokens[sel, t].tolist())
+            if elastic:
+                add(r, [eb + i], [-1.0])
             rhs.append(inst.hbm_free_tokens[i, t])
             r += 1
     a_ub = csr_matrix((vals, (rows, cols)), shape=(r, n_v))
@@ -99,4 +107,4 @@ def build_session_lp(inst: SessionRoutingInstance) -> SessionLP:
     upper = np.full(n_v, np.inf)
     upper[:n_o] = 1.0
     return SessionLP(c, a_ub, np.asarray(rhs, float), a_eq, np.ones(n_d), upper, backlog_rows, slice(h0, r),
-                     n_o, (n_i, n_t))
+                     n_o, (n_i, n_t), slice(eb, n_v) if elastic else None)

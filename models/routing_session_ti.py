@@ -24,7 +24,9 @@ that no optimum uses it — checked by `extract_session_routing_ti`'s ``n_late``
 
   assign   Σ_{o∈O(d), s} x[o,s] + late[d] = 1                                      ∀d
   slotcap  Σ_{o: i(o)=i} Σ_{s ≤ τ < s+p_o} a[o, τ−s]·x[o,s] ≤ R[i,τ]                  ∀i,τ   (s of work)
-  hbm      Σ_{o: i(o)=i} hold[o,t]·Σ_s x[o,s] ≤ hbm_free[i,t]                       ∀i,t<T (tokens)
+  hbm      Σ_{o: i(o)=i} hold[o,t]·Σ_s x[o,s] ≤ hbm_free[i,t] (+ e[i])              ∀i,t<T (tokens)
+           (e[i] ≥ 0 only with ``inst.spill_s_per_token`` set: elastic HBM, + spill·Σ_i e[i] in the
+           objective, as in the big-M model)
 
   TTFT(o,s) = (s − k·t(d))·δ + fixed[o];   TTFT(late d) = (S − k·t(d))·δ + min_{o∈O(d)} fixed[o]
   "ttft":  min Σ_d w_d Σ TTFT·x + link_price·Σ link[o]·x[o,s]
@@ -167,9 +169,11 @@ def build_session_routing_ti(instance: SessionRoutingInstance, slots_per_bucket:
     m.slotcap = pyo.Constraint(sorted(by_slot), rule=lambda m, i, t: pyo.quicksum(
         a * v for a, v in by_slot[i, t]) <= float(r[i, t]))
     _hbm_ti(m, inst, keys)
+    spill = 0.0 if inst.spill_s_per_token is None else float(inst.spill_s_per_token) * pyo.quicksum(
+        m.E[i] for i in range(inst.n_instances))
     m.obj = pyo.Objective(expr=pyo.quicksum(
         cost(int(od[o]), (s - int(first[o])) * delta + float(inst.fixed_s[o]), float(inst.link_s[o])) * m.x[o, s]
-        for o, s in keys) + pyo.quicksum(cost(d, float(late_ttft[d]), 0.0) * m.late[d] for d in m.D))
+        for o, s in keys) + pyo.quicksum(cost(d, float(late_ttft[d]), 0.0) * m.late[d] for d in m.D) + spill)
     m.dual = pyo.Suffix(direction=pyo.Suffix.IMPORT)
     m._ti = (inst, k, n_s, relax, keys, late_ttft)
     return m
@@ -181,11 +185,16 @@ def _hbm_ti(m: pyo.ConcreteModel, inst: SessionRoutingInstance, keys: list) -> N
     starts: dict[int, list] = {}
     for o, s in keys:
         starts.setdefault(o, []).append(m.x[o, s])
+    elastic = inst.spill_s_per_token is not None
+    if elastic:
+        m.E = pyo.Var(range(inst.n_instances), domain=pyo.NonNegativeReals)
 
     def rule(m, i, t):
         terms = [float(inst.hold_tokens[o, t]) * v for o in np.flatnonzero(inst.opt_instance == i)
                  if inst.hold_tokens[o, t] > 0 for v in starts.get(int(o), [])]
-        return pyo.quicksum(terms) <= float(inst.hbm_free_tokens[i, t]) if terms else pyo.Constraint.Skip
+        if not terms:
+            return pyo.Constraint.Skip
+        return pyo.quicksum(terms) <= float(inst.hbm_free_tokens[i, t]) + (m.E[i] if elastic else 0.0)
 
     m.hbm = pyo.Constraint(range(inst.n_instances), range(inst.n_buckets), rule=rule)
 

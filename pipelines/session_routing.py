@@ -50,8 +50,14 @@ _STAY, _TRANSFER = MODES.index("stay"), MODES.index("transfer")
 def paused_instance(cm: CostModel, now_s: float, paused: Sequence[tuple[int, int, float]], backlog_s: np.ndarray,
                     hbm_free_tokens: np.ndarray, bucket_s: float = 2.0, n_buckets: int = 8,
                     new_tokens: int = 2048, output_tokens: int = 400, decode_s_per_token: float = 0.0,
-                    link: str = "rdma", weights: Sequence[float] | None = None) -> SessionRoutingInstance:
+                    link: str = "rdma", weights: Sequence[float] | None = None,
+                    spill: str | None = "pcie") -> SessionRoutingInstance:
     """`SessionRoutingInstance` of ``paused`` sessions ``(home, kv_tokens, return_s)`` (module docstring).
+
+    ``spill``: how KV that does not fit in free HBM comes back (elastic ``hbm`` rows, `spill_s_per_token`):
+    "pcie" (offloaded to host DRAM, reloaded over PCIe: ``kv_transfer_time(K, "pcie") / K``), "recompute"
+    (``prefill_time(K, 0) / K``), K = the paused sessions' mean KV tokens; None: hard rows (infeasible when
+    the paused KV cannot fit).
 
     Raises:
         ValueError: no paused session, or a home outside ``backlog_s``'s instances.
@@ -79,7 +85,17 @@ def paused_instance(cm: CostModel, now_s: float, paused: Sequence[tuple[int, int
             work.append(pre + output_tokens * decode_s_per_token)
             hold.append(h)
             link_s.append(0.0 if i == home else xfer)
+    k_mean = max(1, round(float(np.mean([k for _, k, _ in paused]))))
+    if spill is None:
+        spill_s = None
+    elif spill == "pcie":
+        spill_s = float(cm.kv_transfer_time(k_mean, "pcie")) / k_mean
+    elif spill == "recompute":
+        spill_s = float(cm.prefill_time(k_mean, 0)) / k_mean
+    else:
+        raise ValueError(f"paused_instance: spill must be 'pcie', 'recompute' or None, got {spill!r}")
     return SessionRoutingInstance(
+        spill_s_per_token=spill_s,
         decision_ids=tuple(f"p{d}" for d in range(n_d)),
         weight=np.ones(n_d) if weights is None else np.asarray(weights, float), bucket=buckets, bucket_s=bucket_s,
         opt_decision=np.array(od), opt_instance=np.array(oi), opt_mode=np.array(om), fixed_s=np.array(fixed),

@@ -1,0 +1,77 @@
+"""SessionRouter decisions on hand-built cluster views (no simulator): a KV copy is only chosen where the
+destination can make room for it (else the simulator's copy fails and the call recomputes its context)."""
+
+from dataclasses import dataclass, field
+
+from optsched.policies.router_session import SessionRouter, SessionRouterConfig
+from optsched.workload import Call
+
+BS = 16
+
+
+@dataclass
+class _Inst:
+    hbm_blocks: int  # prefix blocks of the call resident in HBM
+    queued_prefill_tokens: int = 0
+    outstanding_tokens: int = 0
+    kv_capacity_blocks: int = 100_000
+    active_kv_blocks: int = 0
+    role: str = "colocated"
+    kv_used_blocks: int = 0
+    running_decodes: int = 0
+
+    def prefix_hit_blocks(self, hashes, tier="hbm"):
+        return min(self.hbm_blocks, len(hashes))
+
+
+@dataclass
+class _View:
+    instances: list
+    home: int
+    now_s: float = 0.0
+    block_size: int = BS
+    homes: dict = field(default_factory=dict)
+
+    def session_home(self, sid):
+        return self.home
+
+
+def _call():
+    n = 64_000
+    return Call(call_id="c1", session_id="s", input_tokens=n, output_tokens=100, new_tokens=512,
+                block_hashes=tuple(range(n // BS)), block_size=BS)
+
+
+def _router():
+    return SessionRouter(SessionRouterConfig(gpu="h200-sxm", model="llama-3-70b", tp=4))
+
+
+def test_transfer_off_a_busy_home_when_the_destination_has_room():
+    # home 0 has the prefix but 80K tokens (~5 s) of prefill queued; instance 1 is idle with room: copy + go to 1
+    view = _View([_Inst(3968, queued_prefill_tokens=80_000), _Inst(0)], home=0)
+    r = _router()
+    assert r.route(_call(), view) == 1
+    assert r.decisions["transfer"] == 1
+    assert r.kv_move_on_route(_call(), 1, view) == 0
+
+
+def test_no_transfer_into_an_instance_whose_hbm_is_pinned():
+    # same, but running requests pin all of instance 1's HBM: a copy cannot land, so going to 1 means
+    # recomputing 64K tokens (~7 s) -> stay on the busy home (its queue is cheaper)
+    full = _Inst(0, kv_capacity_blocks=10_000, active_kv_blocks=10_000)
+    view = _View([_Inst(3968, queued_prefill_tokens=80_000), full], home=0)
+    r = _router()
+    assert r.route(_call(), view) == 0
+    assert r.decisions["transfer"] == 0 and r.decisions["stay"] == 1
+
+
+def test_prefill_avoids_an_instance_with_a_busy_decode_batch():
+    # home 0 holds the prefix and has 30 sequences decoding; instance 1 is idle with room. Staying costs this
+    # call ~0.25 s of prefill but delays each of the 30 streams by as much (7.5 user-seconds); a 0.1 s copy to
+    # 1 costs only this call's 0.35 s -> transfer to 1 (without the decode term: stay, 0.25 < 0.35).
+    view = _View([_Inst(3968, running_decodes=30), _Inst(0)], home=0)
+    r = _router()
+    assert r.route(_call(), view) == 1
+    assert r.decisions["transfer"] == 1
+    view = _View([_Inst(3968, running_decodes=0), _Inst(0)], home=0)
+    assert _router().route(_call(), view) == 0
