@@ -14,7 +14,9 @@ Held-out seeds are ``10_000 + k`` (training seeds come from ``--seed`` via numpy
 in practice: they are drawn in [0, 2^31) — the chance of a collision is stated, not zero). Real traces:
 Routing-v0 on the Mooncake sample (``optsched/data/samples/mooncake``, 2000 open-loop calls) and
 Admission-v0 on the LMCache agent sample sessions (one episode each: a fixed trace has no seed).
-The optimization-derived policies: the price router solved by the routing window MILP
+PPO trains on a dense per-decision reward whose episode sum is (Admission-v0 "waiting") or estimates
+(Routing-v0 "prefill_estimate") minus the total TTFT, and every table scores the default -Σ TTFT
+return; Routing-v0 uses the permutation-equivariant per-instance actor. The optimization-derived policies: the price router solved by the routing window MILP
 (``optsched.pipelines.routing.plan_from_workload``) on a training-seed workload, and the derived
 admission rule (``DerivedAdmission``, ``mcsf_rollout``).
 """
@@ -49,9 +51,16 @@ class Config:
                 raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(self, name)}")
 
 
+# per env: evaluation kwargs, training reward (a dense per-decision term; every table scores the
+# -Σ TTFT return of the default reward), PPO settings, decision kind and baseline
 ENVS = {
-    "optsched/Routing-v0": {"kwargs": {}, "kind": "router", "baseline": "round_robin"},
-    "optsched/Admission-v0": {"kwargs": {}, "kind": "admission", "baseline": "fcfs"},
+    "optsched/Routing-v0": {"kwargs": {}, "train_kwargs": {"reward_mode": "prefill_estimate"},
+                            "ppo": {"arch": "per_instance", "learning_rate": 2e-3, "ent_coef": 0.0, "gamma": 0.9},
+                            "kind": "router", "baseline": "round_robin"},
+    "optsched/Admission-v0": {"kwargs": {}, "train_kwargs": {"reward_mode": "waiting"},
+                              "ppo": {"learning_rate": 1e-3, "ent_coef": 0.0, "gamma": 1.0, "num_envs": 8,
+                                      "num_steps": 256},
+                              "kind": "admission", "baseline": "fcfs"},
 }
 
 
@@ -67,6 +76,19 @@ def _derived(env_id: str, kwargs: dict, seed: int):
     env.reset(seed=seed)
     plan, _ = plan_from_workload(env._sim.workload, "h200-sxm", "llama-3-8b", 1, seed=seed)
     return plan.to_policy(), f"derived:{plan.type}"
+
+
+def _simulate_check(env_id: str, kw: dict, seeds: tuple[int, ...], plan, res) -> dict:
+    """Re-run the loaded JSON router in ``simulate`` on each held-out workload: -Σ TTFT vs the env's return."""
+    from optsched.sim import simulate
+
+    env = gym.make(env_id, **kw).unwrapped
+    diffs = []
+    for seed, ret in zip(seeds, res.returns):
+        env.reset(seed=seed)
+        df = simulate(env._sim.workload, env.cluster, router=plan.to_policy()).calls
+        diffs.append(abs(float(-df["ttft_s"].sum()) - ret))
+    return {"max_abs_diff_s": max(diffs), "exact": all(d == 0.0 for d in diffs)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -103,7 +125,10 @@ def main(argv: list[str] | None = None) -> int:
         if cfg.smoke:
             kw["n_sessions"] = 1
         steps = cfg.routing_steps if "Routing" in env_id else cfg.admission_steps
-        args = Args(env_id=env_id, env_kwargs=kw, seed=cfg.seed, total_timesteps=steps)
+        ppo = dict(spec["ppo"])
+        if cfg.smoke:
+            ppo.update(num_envs=2, num_steps=64)
+        args = Args(env_id=env_id, env_kwargs={**kw, **spec["train_kwargs"]}, seed=cfg.seed, total_timesteps=steps, **ppo)
         t0 = time.process_time()
         agent, logs = train(args)
         train_cpu_s = time.process_time() - t0
@@ -116,6 +141,7 @@ def main(argv: list[str] | None = None) -> int:
         for pol, label in policies:
             res = evaluate(pol, env_id, held_out, kw, name=label)
             table[label] = res
+        sim_check = _simulate_check(env_id, kw, held_out, load_policy(path), table["ppo"]) if "Routing" in env_id else None
         base = table[spec["baseline"]]
         rows = {}
         for label, res in table.items():
@@ -129,20 +155,21 @@ def main(argv: list[str] | None = None) -> int:
                 trace_rows[label] = evaluate(pol, env_id, (0,), {**kw, "workload": trace_wl}, name=label).returns[0]
         results[env_id] = {"held_out_seeds": list(held_out), "policies": rows, "baseline": spec["baseline"],
                            "train_cpu_s": train_cpu_s, "train_steps": args.num_iterations * args.batch_size,
-                           "trace": trace_name, "trace_returns": trace_rows}
+                           "trace": trace_name, "trace_returns": trace_rows, "simulate_check": sim_check,
+                           "policy_json": str(path)}
         logs_all[env_id] = logs
         ppo_args[env_id] = args
-        x, y = np.asarray(logs["global_step"]), np.asarray(logs["episode_return"])
-        ax.plot(x, y, ".", alpha=0.3, label="episode return")
+        x, y = np.asarray(logs["global_step"]), np.asarray(logs["episode_ttft"])
+        ax.plot(x, y, ".", alpha=0.3, label="training episode -Σ TTFT")
         if len(y) >= 5:
             k = max(1, len(y) // 20)
             ax.plot(x[k - 1:], np.convolve(y, np.ones(k) / k, "valid"), "-", label=f"moving mean ({k})")
-        for label in (spec["baseline"], "ppo"):
-            ax.axhline(rows[label]["mean"], ls="--", lw=1, color="k" if label == "ppo" else "r",
-                       label=f"{label} held-out mean")
+        best = max((k for k in rows if k not in ("ppo", spec["baseline"])), key=lambda k: rows[k]["mean"])
+        for label, color in ((spec["baseline"], "r"), ("ppo", "k"), (best, "g")):
+            ax.axhline(rows[label]["mean"], ls="--", lw=1, color=color, label=f"{label} held-out mean")
         ax.set_title(f"{env_id} (PPO, {args.num_iterations * args.batch_size} steps)")
         ax.set_xlabel("env steps")
-        ax.set_ylabel("episode return (-sum TTFT, s)")
+        ax.set_ylabel("episode -Σ TTFT (s)")
         ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(out / "curves.png", dpi=110)
@@ -161,6 +188,9 @@ def main(argv: list[str] | None = None) -> int:
             tr = r["trace_returns"].get(label)
             lines.append(f"| {label} | {row['mean']:.2f} | ±{row['ci95']:.2f} | {row[f'minus_{b}']:.2f} | "
                          f"±{row[f'minus_{b}_ci95']:.2f} | {'' if tr is None else f'{tr:.2f}'} |")
+        if r["simulate_check"] is not None:
+            lines.append(f"simulate() with the loaded JSON vs the env return: max |diff| = "
+                         f"{r['simulate_check']['max_abs_diff_s']:.3g} s (exact: {r['simulate_check']['exact']})")
         lines.append("")
     (out / "table.md").write_text("\n".join(lines))
     logger.info("\n".join(lines))
