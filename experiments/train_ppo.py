@@ -4,7 +4,7 @@ optimization-derived policy on held-out seeds and on real traces.
 Usage::
 
     python experiments/train_ppo.py --out runs/train_ppo [--routing-steps 30000] [--admission-steps 30000]
-        [--seed 1] [--eval-seeds 10] [--smoke]
+        [--seed 1] [--eval-seeds 10] [--env both|routing|admission] [--smoke]
 
 Writes to ``--out``: ``results.json`` (per policy: returns per held-out seed, mean, 95% Student-t CI,
 paired difference to the baseline round_robin / fcfs), ``table.md``, ``curves.png`` (episode return
@@ -43,9 +43,12 @@ class Config:
     routing_steps: int = 30_000
     admission_steps: int = 30_000
     eval_seeds: int = 10
+    env: str = "both"  # "routing", "admission" or "both" (two processes can split the work)
     smoke: bool = False
 
     def __post_init__(self) -> None:
+        if self.env not in ("routing", "admission", "both"):
+            raise ValueError(f"--env must be routing, admission or both, got {self.env!r}")
         for name in ("routing_steps", "admission_steps", "eval_seeds"):
             if getattr(self, name) < 1:
                 raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(self, name)}")
@@ -119,8 +122,9 @@ def main(argv: list[str] | None = None) -> int:
     traces = {"optsched/Routing-v0": ("mooncake", mooncake_sample(load=True)),
               "optsched/Admission-v0": ("lmcache_agent", lmcache_sample(load=True))}
     results, logs_all, ppo_args = {}, {}, {}
-    fig, axes = plt.subplots(1, len(ENVS), figsize=(6 * len(ENVS), 4))
-    for ax, (env_id, spec) in zip(np.atleast_1d(axes), ENVS.items()):
+    envs = {k: v for k, v in ENVS.items() if cfg.env == "both" or cfg.env in k.lower()}
+    fig, axes = plt.subplots(1, len(envs), figsize=(6 * len(envs), 4))
+    for ax, (env_id, spec) in zip(np.atleast_1d(axes), envs.items()):
         kw = dict(spec["kwargs"])
         if cfg.smoke:
             kw["n_sessions"] = 1
@@ -129,9 +133,9 @@ def main(argv: list[str] | None = None) -> int:
         if cfg.smoke:
             ppo.update(num_envs=2, num_steps=64)
         args = Args(env_id=env_id, env_kwargs={**kw, **spec["train_kwargs"]}, seed=cfg.seed, total_timesteps=steps, **ppo)
-        t0 = time.process_time()
+        t0, w0 = time.process_time(), time.perf_counter()
         agent, logs = train(args)
-        train_cpu_s = time.process_time() - t0
+        train_cpu_s, train_wall_s = time.process_time() - t0, time.perf_counter() - w0
         env = gym.make(env_id, **kw).unwrapped
         path = dump_policy(learned_plan(agent, args, env), out / "policies" / f"{env_id.split('/')[1]}_ppo.json")
         learned = load_policy(path).to_policy()  # the numpy policy, loaded back from JSON
@@ -154,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
             for pol, label in policies:
                 trace_rows[label] = evaluate(pol, env_id, (0,), {**kw, "workload": trace_wl}, name=label).returns[0]
         results[env_id] = {"held_out_seeds": list(held_out), "policies": rows, "baseline": spec["baseline"],
-                           "train_cpu_s": train_cpu_s, "train_steps": args.num_iterations * args.batch_size,
+                           "train_cpu_s": train_cpu_s, "train_wall_s": train_wall_s, "train_steps": args.num_iterations * args.batch_size,
                            "trace": trace_name, "trace_returns": trace_rows, "simulate_check": sim_check,
                            "policy_json": str(path)}
         logs_all[env_id] = logs
@@ -173,12 +177,15 @@ def main(argv: list[str] | None = None) -> int:
         ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(out / "curves.png", dpi=110)
+    results["run_cpu_s"] = time.process_time()
     (out / "results.json").write_text(json.dumps(results, indent=2, sort_keys=True) + "\n")
     (out / "train_log.json").write_text(json.dumps(logs_all, sort_keys=True) + "\n")
-    write_provenance(out, ppo_args["optsched/Routing-v0"], {"experiment": repr(cfg),
-                                                          "admission_args": repr(ppo_args["optsched/Admission-v0"])})
+    write_provenance(out, next(iter(ppo_args.values())), {"experiment": repr(cfg),
+                                                          "ppo_args": {k: repr(v) for k, v in ppo_args.items()}})
     lines = []
     for env_id, r in results.items():
+        if not isinstance(r, dict):
+            continue
         b = r["baseline"]
         lines += [(f"## {env_id} (held-out seeds {r['held_out_seeds'][0]}..{r['held_out_seeds'][-1]}; "
                   f"train {r['train_steps']} steps, {r['train_cpu_s']:.0f} CPU-s; trace: {r['trace']})"), "",
