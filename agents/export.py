@@ -33,5 +33,6 @@ def learned_plan(agent: Agent, args: Args, env: Any) -> Plan:
     if args.env_id == "optsched/Admission-v0":
         from optsched.policies.admission_mlp import MLPAdmission
 
-        return Plan("admission", "mlp", {**MLPAdmission(mlp).to_parameters(), "env_id": args.env_id}, prov)
+        adm = MLPAdmission(mlp, args.action_subset)
+        return Plan("admission", "mlp", {**adm.to_parameters(), "env_id": args.env_id}, prov)
     raise ValueError(f"no learned-policy export for {args.env_id!r} (Routing-v0 and Admission-v0 only)")

@@ -13,7 +13,8 @@ inputs and log-probabilities stay consistent). Observations are flattened with
   and the call's 2 features (``optsched.policies.router_mlp.per_instance_inputs``); the logits are the
   scores, so the policy is permutation-equivariant and independent of the instance count.
 
-The critic is always a flat MLP (it is not exported). Both actors export to
+``Args.action_subset`` restricts the actor to some of the env's actions (its logit ``j`` is env action
+``action_subset[j]``). The critic is always a flat MLP (it is not exported). Both actors export to
 `optsched.policies.mlp.MLP` with the frozen normalization (`actor_mlp`). The vector env resets in
 the same step (``AutoresetMode.SAME_STEP``), so a done step's successor observation is the next
 episode's first. ``train(args)`` returns the trained `Agent` and a log ``{"global_step",
@@ -75,6 +76,7 @@ class Args:
     norm_reward: bool = True
     obs_clip: float = 10.0
     arch: str = "flat"
+    action_subset: tuple[int, ...] | None = None  # env actions the actor chooses among (None: all)
     torch_threads: int = 1
 
     def __post_init__(self) -> None:
@@ -93,6 +95,12 @@ class Args:
             raise ValueError(f"Args.gamma and gae_lambda must lie in [0, 1], got {self.gamma}, {self.gae_lambda}")
         if self.arch not in ARCHS:
             raise ValueError(f"Args.arch must be one of {ARCHS}, got {self.arch!r}")
+        if self.action_subset is not None and (len(self.action_subset) < 2 or len(set(self.action_subset)) != len(
+                self.action_subset) or any(isinstance(a, bool) or not isinstance(a, int) or a < 0
+                                           for a in self.action_subset)):
+            raise ValueError(f"Args.action_subset must hold >= 2 distinct ints >= 0, got {self.action_subset!r}")
+        if self.arch == "per_instance" and self.action_subset is not None:
+            raise ValueError("Args.action_subset does not apply to the per_instance actor (one score per instance)")
         if self.arch == "per_instance" and not self.env_id.startswith("optsched/Routing"):
             raise ValueError(f"Args.arch 'per_instance' needs a Routing env, got env_id {self.env_id!r}")
 
@@ -224,7 +232,11 @@ def train(args: Args) -> tuple[Agent, dict[str, list[float]]]:
     rng = np.random.default_rng(args.seed)
     envs = make_vec_env(args)
     n_flat = int(np.prod(envs.single_observation_space.shape))
-    n_act = int(envs.single_action_space.n)
+    n_env_act = int(envs.single_action_space.n)
+    subset = np.arange(n_env_act) if args.action_subset is None else np.asarray(args.action_subset)
+    if subset.max() >= n_env_act:
+        raise ValueError(f"Args.action_subset {args.action_subset} exceeds the env's {n_env_act} actions")
+    n_act = len(subset)
     unit_shape = (n_act, N_INSTANCE_FEATURES + N_CALL_FEATURES) if args.arch == "per_instance" else (n_flat,)
     agent = Agent(unit_shape, n_act, args.hidden, args.arch)
     obs_rms, ret_rms = RunningMeanStd(unit_shape[-1:]), RunningMeanStd(())
@@ -254,7 +266,7 @@ def train(args: Args) -> tuple[Agent, dict[str, list[float]]]:
             with torch.no_grad():
                 action, logp, _, value = agent.action_and_value(next_obs)
             val_buf[step], act_buf[step], logp_buf[step] = value.flatten(), action, logp
-            raw_obs, r, term, trunc, info = envs.step(action.numpy())
+            raw_obs, r, term, trunc, info = envs.step(subset[action.numpy()])
             done = np.logical_or(term, trunc)
             r = np.asarray(r, dtype=np.float64)
             if args.norm_reward:
