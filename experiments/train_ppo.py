@@ -210,6 +210,7 @@ def main(argv: list[str] | None = None) -> int:
             tr = r["trace_returns"].get(label)
             lines.append(f"| {label} | {row['mean']:.2f} | ±{row['ci95']:.2f} | {row[f'minus_{b}']:.2f} | "
                          f"±{row[f'minus_{b}_ci95']:.2f} | {'' if tr is None else f'{tr:.2f}'} |")
+        lines.append("")
         if r["simulate_check"] is not None:
             c = r["simulate_check"]
             lines.append(f"simulate() with the loaded JSON: per-call tables equal to the env's: {c['calls_frames_equal']}; "
