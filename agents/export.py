@@ -1,7 +1,7 @@
 """A trained PPO actor as an ``optsched.policy/v1`` `Plan` (weights inline) that loads without torch.
 
 Routing-v0 actors become ``{"kind": "routing", "type": "mlp"}`` (`optsched.policies.router_mlp.MLPRouter`,
-a simulator `Router`); Admission-v0 actors ``{"kind": "admission", "type": "mlp"}``
+a simulator `Router`; ``Args.arch`` "flat" or "per_instance"); Admission-v0 actors ``{"kind": "admission", "type": "mlp"}``
 (`optsched.policies.admission_mlp.MLPAdmission`, acting on the Admission-v0 observation).
 """
 
@@ -28,10 +28,11 @@ def learned_plan(agent: Agent, args: Args, env: Any) -> Plan:
     if args.env_id == "optsched/Routing-v0":
         from optsched.policies.router_mlp import MLPRouter
 
-        params = MLPRouter(mlp, env._token_scale, env._seq_scale).to_parameters()
+        params = MLPRouter(mlp, env._token_scale, env._seq_scale, args.arch).to_parameters()
         return Plan("routing", "mlp", {**params, "env_id": args.env_id}, prov)
     if args.env_id == "optsched/Admission-v0":
         from optsched.policies.admission_mlp import MLPAdmission
 
-        return Plan("admission", "mlp", {**MLPAdmission(mlp).to_parameters(), "env_id": args.env_id}, prov)
+        adm = MLPAdmission(mlp, args.action_subset)
+        return Plan("admission", "mlp", {**adm.to_parameters(), "env_id": args.env_id}, prov)
     raise ValueError(f"no learned-policy export for {args.env_id!r} (Routing-v0 and Admission-v0 only)")

@@ -2,12 +2,23 @@
 
 SOURCE: Schulman et al., "Proximal Policy Optimization Algorithms", 2017; implementation details
 follow CleanRL ``ppo.py`` (Huang et al., JMLR 2022): orthogonal init, advantage normalization per
-minibatch, clipped value loss off, global gradient-norm clipping, linear learning-rate annealing.
-Observations are flattened with ``gymnasium.spaces.flatten`` (Dict keys sorted); rewards are
-multiplied by ``Args.reward_scale`` (a fixed constant, so training stays deterministic). The actor
-is a tanh MLP whose weights export to `optsched.policies.mlp.MLP` (`actor_mlp`).
+minibatch, clipped value loss off, global gradient-norm clipping, linear learning-rate annealing,
+observation normalization and reward scaling by the running std of the discounted return
+(`optsched.agents.normalize`; statistics frozen during each rollout and update, so the stored
+inputs and log-probabilities stay consistent). Observations are flattened with
+``gymnasium.spaces.flatten`` (Dict keys sorted). Two actor architectures (``Args.arch``):
 
-``train(args)`` returns the trained `Agent` and a log ``{"global_step", "episode_return",
+- ``"flat"``: a tanh MLP over the whole (normalized) flattened observation, one logit per action;
+- ``"per_instance"`` (Routing-v0 only): one shared tanh MLP scores each instance from its 5 features
+  and the call's 2 features (``optsched.policies.router_mlp.per_instance_inputs``); the logits are the
+  scores, so the policy is permutation-equivariant and independent of the instance count.
+
+``Args.action_subset`` restricts the actor to some of the env's actions (its logit ``j`` is env action
+``action_subset[j]``). The critic is always a flat MLP (it is not exported). Both actors export to
+`optsched.policies.mlp.MLP` with the frozen normalization (`actor_mlp`). The vector env resets in
+the same step (``AutoresetMode.SAME_STEP``), so a done step's successor observation is the next
+episode's first. ``train(args)`` returns the trained `Agent` and a log ``{"global_step",
+"episode_return" (training reward), "episode_ttft" (-Σ TTFT of the episode, s, from ``info["ttft_s"]``),
 "loss", ...}``; `write_provenance` records config, argv, git revision, versions and seed.
 """
 
@@ -25,13 +36,18 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import torch
+from optsched.agents.normalize import RunningMeanStd, normalize
 from torch import nn
 
 from optsched.policies.mlp import MLP
+from optsched.policies.routing_features import N_CALL_FEATURES, N_INSTANCE_FEATURES
 
-__all__ = ["Agent", "Args", "actor_mlp", "make_vec_env", "train", "write_provenance"]
+__all__ = ["ARCHS", "Agent", "Args", "actor_mlp", "make_vec_env", "train", "write_provenance"]
 
 log = logging.getLogger(__name__)
+
+ARCHS = ("flat", "per_instance")
+REWARD_CLIP = 10.0  # CleanRL / gymnasium NormalizeReward clip of the scaled reward
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,7 +71,12 @@ class Args:
     vf_coef: float = 0.5
     max_grad_norm: float = 0.5
     hidden: int = 64
-    reward_scale: float = 0.1
+    reward_scale: float = 1.0
+    norm_obs: bool = True
+    norm_reward: bool = True
+    obs_clip: float = 10.0
+    arch: str = "flat"
+    action_subset: tuple[int, ...] | None = None  # env actions the actor chooses among (None: all)
     torch_threads: int = 1
 
     def __post_init__(self) -> None:
@@ -67,11 +88,21 @@ class Args:
         if (self.num_envs * self.num_steps) % self.num_minibatches:
             raise ValueError(f"Args.num_minibatches ({self.num_minibatches}) must divide num_envs * num_steps "
                              f"({self.num_envs * self.num_steps})")
-        for name in ("learning_rate", "reward_scale", "max_grad_norm"):
+        for name in ("learning_rate", "reward_scale", "max_grad_norm", "obs_clip"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"Args.{name} must be > 0, got {getattr(self, name)!r}")
         if not (0 <= self.gamma <= 1 and 0 <= self.gae_lambda <= 1):
             raise ValueError(f"Args.gamma and gae_lambda must lie in [0, 1], got {self.gamma}, {self.gae_lambda}")
+        if self.arch not in ARCHS:
+            raise ValueError(f"Args.arch must be one of {ARCHS}, got {self.arch!r}")
+        if self.action_subset is not None and (len(self.action_subset) < 2 or len(set(self.action_subset)) != len(
+                self.action_subset) or any(isinstance(a, bool) or not isinstance(a, int) or a < 0
+                                           for a in self.action_subset)):
+            raise ValueError(f"Args.action_subset must hold >= 2 distinct ints >= 0, got {self.action_subset!r}")
+        if self.arch == "per_instance" and self.action_subset is not None:
+            raise ValueError("Args.action_subset does not apply to the per_instance actor (one score per instance)")
+        if self.arch == "per_instance" and not self.env_id.startswith("optsched/Routing"):
+            raise ValueError(f"Args.arch 'per_instance' needs a Routing env, got env_id {self.env_id!r}")
 
     @property
     def batch_size(self) -> int:
@@ -82,16 +113,32 @@ class Args:
         return max(1, self.total_timesteps // self.batch_size)
 
 
+class _EpisodeTTFT(gym.Wrapper):
+    """Adds ``info["episode_ttft"]`` = -Σ ``info["ttft_s"]`` over the episode (s) at its last step."""
+
+    def reset(self, **kw):
+        self._ttft = 0.0
+        return self.env.reset(**kw)
+
+    def step(self, action):
+        o, r, term, trunc, info = self.env.step(action)
+        self._ttft += float(info.get("ttft_s", 0.0))
+        if term or trunc:
+            info = {**info, "episode_ttft": -self._ttft}
+        return o, r, term, trunc, info
+
+
 def make_vec_env(args: Args) -> gym.vector.VectorEnv:
-    """``SyncVectorEnv`` of ``num_envs`` envs with flattened observations and episode statistics."""
+    """``SyncVectorEnv`` (same-step autoreset) of ``num_envs`` envs, flattened observations, episode stats."""
     import optsched.envs  # noqa: F401  (registers the ids)
 
     def thunk() -> gym.Env:
-        env = gym.make(args.env_id, **args.env_kwargs)
+        env = _EpisodeTTFT(gym.make(args.env_id, **args.env_kwargs))
         env = gym.wrappers.FlattenObservation(env)
         return gym.wrappers.RecordEpisodeStatistics(env)
 
-    return gym.vector.SyncVectorEnv([thunk for _ in range(args.num_envs)])
+    return gym.vector.SyncVectorEnv([thunk for _ in range(args.num_envs)],
+                                    autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
 
 
 def _layer(n_in: int, n_out: int, std: float = float(np.sqrt(2))) -> nn.Linear:
@@ -101,30 +148,81 @@ def _layer(n_in: int, n_out: int, std: float = float(np.sqrt(2))) -> nn.Linear:
     return lin
 
 
-class Agent(nn.Module):
-    """Separate actor and critic, two tanh hidden layers each (CleanRL ``ppo.py``)."""
+def _mlp(n_in: int, hidden: int, n_out: int, out_std: float) -> nn.Sequential:
+    return nn.Sequential(_layer(n_in, hidden), nn.Tanh(), _layer(hidden, hidden), nn.Tanh(), _layer(hidden, n_out, out_std))
 
-    def __init__(self, n_obs: int, n_actions: int, hidden: int) -> None:
+
+class Agent(nn.Module):
+    """Actor and critic, two tanh hidden layers each (CleanRL ``ppo.py``), on normalized inputs.
+
+    ``unit_shape``: one observation's network input, ``(n_flat,)`` (``"flat"``) or ``(n, 7)``
+    (``"per_instance"``: one row per instance). ``obs_mean``/``obs_std``/``obs_clip``: the frozen
+    input normalization of the last rollout (numpy float64; identity when ``norm_obs`` is off).
+    """
+
+    def __init__(self, unit_shape: tuple[int, ...], n_actions: int, hidden: int, arch: str = "flat") -> None:
         super().__init__()
-        self.critic = nn.Sequential(_layer(n_obs, hidden), nn.Tanh(), _layer(hidden, hidden), nn.Tanh(),
-                                    _layer(hidden, 1, 1.0))
-        self.actor = nn.Sequential(_layer(n_obs, hidden), nn.Tanh(), _layer(hidden, hidden), nn.Tanh(),
-                                   _layer(hidden, n_actions, 0.01))
+        self.arch, self.unit_shape = arch, tuple(unit_shape)
+        n_all = int(np.prod(unit_shape))
+        self.critic = _mlp(n_all, hidden, 1, 1.0)
+        self.actor = _mlp(unit_shape[-1], hidden, 1 if arch == "per_instance" else n_actions, 0.01)
+        self.obs_mean = np.zeros(unit_shape[-1])
+        self.obs_std = np.ones(unit_shape[-1])
+        self.obs_clip: float | None = None
+
+    def units(self, flat: np.ndarray) -> np.ndarray:
+        """Raw network inputs ``(B, *unit_shape)`` of flattened observations ``(B, n_flat)``."""
+        flat = np.asarray(flat, dtype=np.float64)
+        if self.arch == "flat":
+            return flat
+        n = self.unit_shape[0]
+        call = flat[:, :N_CALL_FEATURES]
+        inst = flat[:, N_CALL_FEATURES:].reshape(-1, n, N_INSTANCE_FEATURES)
+        return np.concatenate([inst, np.repeat(call[:, None, :], n, axis=1)], axis=2)
+
+    def prepare(self, flat: np.ndarray) -> torch.Tensor:
+        """Normalized float32 inputs for flattened raw observations ``(B, n_flat)``."""
+        u = self.units(flat)
+        if self.obs_clip is not None:
+            u = normalize(u, self.obs_mean, self.obs_std, self.obs_clip)
+        return torch.as_tensor(u, dtype=torch.float32)
+
+    def logits(self, x: torch.Tensor) -> torch.Tensor:
+        out = self.actor(x)
+        return out.squeeze(-1) if self.arch == "per_instance" else out
 
     def value(self, x: torch.Tensor) -> torch.Tensor:
-        return self.critic(x)
+        return self.critic(x.flatten(1))
 
     def action_and_value(self, x: torch.Tensor, action: torch.Tensor | None = None):
-        dist = torch.distributions.Categorical(logits=self.actor(x))
+        dist = torch.distributions.Categorical(logits=self.logits(x))
         if action is None:
             action = dist.sample()
-        return action, dist.log_prob(action), dist.entropy(), self.critic(x)
+        return action, dist.log_prob(action), dist.entropy(), self.value(x)
+
+    def greedy_action(self, flat_obs: np.ndarray) -> int:
+        """argmax action of the torch actor for one raw flattened observation."""
+        with torch.no_grad():
+            return int(self.logits(self.prepare(np.asarray(flat_obs)[None]))[0].argmax())
 
 
 def actor_mlp(agent: Agent) -> MLP:
-    """The actor as a numpy `MLP` (weights copied exactly, float32 -> float64)."""
+    """The actor as a numpy `MLP` (weights copied exactly, float32 -> float64; normalization frozen in)."""
     lins = [m for m in agent.actor if isinstance(m, nn.Linear)]
-    return MLP([m.weight.detach().double().numpy() for m in lins], [m.bias.detach().double().numpy() for m in lins])
+    ws = [m.weight.detach().double().numpy() for m in lins]
+    bs = [m.bias.detach().double().numpy() for m in lins]
+    if agent.obs_clip is None:
+        return MLP(ws, bs)
+    return MLP(ws, bs, agent.obs_mean, agent.obs_std, agent.obs_clip)
+
+
+def _final_infos(info: dict[str, Any], key: str) -> list[tuple[int, Any]]:
+    """``(env index, value)`` of ``key`` in the infos of the episodes that ended this step."""
+    fin = info.get("final_info")
+    if not fin or key not in fin:
+        return []
+    val = fin[key]["r"] if isinstance(fin[key], dict) else fin[key]  # RecordEpisodeStatistics: {"r", "l", "t"}
+    return [(int(k), float(val[k])) for k in np.flatnonzero(fin[f"_{key}"])]
 
 
 def train(args: Args) -> tuple[Agent, dict[str, list[float]]]:
@@ -133,38 +231,58 @@ def train(args: Args) -> tuple[Agent, dict[str, list[float]]]:
     torch.set_num_threads(args.torch_threads)
     rng = np.random.default_rng(args.seed)
     envs = make_vec_env(args)
-    n_obs = int(np.prod(envs.single_observation_space.shape))
-    agent = Agent(n_obs, int(envs.single_action_space.n), args.hidden)
+    n_flat = int(np.prod(envs.single_observation_space.shape))
+    n_env_act = int(envs.single_action_space.n)
+    subset = np.arange(n_env_act) if args.action_subset is None else np.asarray(args.action_subset)
+    if subset.max() >= n_env_act:
+        raise ValueError(f"Args.action_subset {args.action_subset} exceeds the env's {n_env_act} actions")
+    n_act = len(subset)
+    unit_shape = (n_act, N_INSTANCE_FEATURES + N_CALL_FEATURES) if args.arch == "per_instance" else (n_flat,)
+    agent = Agent(unit_shape, n_act, args.hidden, args.arch)
+    obs_rms, ret_rms = RunningMeanStd(unit_shape[-1:]), RunningMeanStd(())
     opt = torch.optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
     N, S = args.num_envs, args.num_steps
-    obs_buf = torch.zeros((S, N, n_obs))
+    obs_buf = torch.zeros((S, N, *unit_shape))
     act_buf = torch.zeros((S, N), dtype=torch.long)
     logp_buf, rew_buf, done_buf, val_buf = (torch.zeros((S, N)) for _ in range(4))
-    logs: dict[str, list[float]] = {"global_step": [], "episode_return": [], "update_step": [], "loss": [],
-                                    "entropy": [], "approx_kl": []}
+    logs: dict[str, list[float]] = {"global_step": [], "episode_return": [], "episode_ttft": [], "update_step": [],
+                                    "loss": [], "entropy": [], "approx_kl": []}
     global_step = 0
     seeds = [int(s) for s in rng.integers(0, 2**31 - 1, N)]
-    next_obs, _ = envs.reset(seed=seeds)
-    next_obs = torch.as_tensor(next_obs, dtype=torch.float32)
+    raw_obs, _ = envs.reset(seed=seeds)
     next_done = torch.zeros(N)
+    disc_ret = np.zeros(N)
     for it in range(args.num_iterations):
+        if args.norm_obs:  # frozen for this rollout and update
+            agent.obs_mean, agent.obs_std, agent.obs_clip = obs_rms.mean.copy(), obs_rms.std, float(args.obs_clip)
         if args.anneal_lr:
             opt.param_groups[0]["lr"] = args.learning_rate * (1.0 - it / args.num_iterations)
+        raw_units = []
+        next_obs = agent.prepare(raw_obs)
         for step in range(S):
             global_step += N
+            raw_units.append(agent.units(raw_obs).reshape(-1, unit_shape[-1]))
             obs_buf[step], done_buf[step] = next_obs, next_done
             with torch.no_grad():
                 action, logp, _, value = agent.action_and_value(next_obs)
             val_buf[step], act_buf[step], logp_buf[step] = value.flatten(), action, logp
-            o, r, term, trunc, info = envs.step(action.numpy())
+            raw_obs, r, term, trunc, info = envs.step(subset[action.numpy()])
+            done = np.logical_or(term, trunc)
+            r = np.asarray(r, dtype=np.float64)
+            if args.norm_reward:
+                disc_ret = disc_ret * args.gamma + r
+                ret_rms.update(disc_ret)
+                r = np.clip(r / ret_rms.std, -REWARD_CLIP, REWARD_CLIP)
+                disc_ret[done] = 0.0
             rew_buf[step] = torch.as_tensor(r * args.reward_scale, dtype=torch.float32)
-            next_obs = torch.as_tensor(o, dtype=torch.float32)
-            next_done = torch.as_tensor(np.logical_or(term, trunc), dtype=torch.float32)
-            if "episode" in info:
-                for k in np.flatnonzero(info["_episode"]):
-                    logs["global_step"].append(global_step)
-                    logs["episode_return"].append(float(info["episode"]["r"][k]))
-        with torch.no_grad():  # GAE (autoreset: the step after a done is the next episode's first)
+            next_obs = agent.prepare(raw_obs)
+            next_done = torch.as_tensor(done, dtype=torch.float32)
+            ttft = dict(_final_infos(info, "episode_ttft"))
+            for k, ep in _final_infos(info, "episode"):
+                logs["global_step"].append(global_step)
+                logs["episode_return"].append(ep)
+                logs["episode_ttft"].append(float(ttft.get(k, np.nan)))
+        with torch.no_grad():  # GAE (same-step autoreset: the step after a done is the next episode's first)
             next_value = agent.value(next_obs).flatten()
             adv = torch.zeros((S, N))
             last = torch.zeros(N)
@@ -175,7 +293,7 @@ def train(args: Args) -> tuple[Agent, dict[str, list[float]]]:
                 last = delta + args.gamma * args.gae_lambda * nonterm * last
                 adv[t] = last
             ret = adv + val_buf
-        b_obs, b_act, b_logp = obs_buf.reshape(-1, n_obs), act_buf.reshape(-1), logp_buf.reshape(-1)
+        b_obs, b_act, b_logp = obs_buf.reshape(-1, *unit_shape), act_buf.reshape(-1), logp_buf.reshape(-1)
         b_adv, b_ret = adv.reshape(-1), ret.reshape(-1)
         mb = args.batch_size // args.num_minibatches
         for _ in range(args.update_epochs):
@@ -193,13 +311,16 @@ def train(args: Args) -> tuple[Agent, dict[str, list[float]]]:
                 loss.backward()
                 nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
                 opt.step()
+        if args.norm_obs:
+            obs_rms.update(np.concatenate(raw_units))
         with torch.no_grad():
             kl = float(((ratio - 1) - (newlogp - b_logp[idx])).mean())
         logs["update_step"].append(global_step)
         logs["loss"].append(float(loss.detach()))
         logs["entropy"].append(float(ent.mean().detach()))
         logs["approx_kl"].append(kl)
-        log.info("iter %d/%d step %d loss %.4f", it + 1, args.num_iterations, global_step, float(loss.detach()))
+        log.info("iter %d/%d step %d loss %.4f entropy %.3f", it + 1, args.num_iterations, global_step,
+                 float(loss.detach()), float(ent.mean().detach()))
     envs.close()
     return agent, logs
 

@@ -25,7 +25,7 @@ __all__ = ["ADMISSION_REWARD_MODES", "DEFAULT_ADMISSION_SLO", "INSTANCE_FEATURES
 INSTANCE_FEATURES_ADM = ("running_decodes", "budget_left", "kv_used_frac", "queued_prefill", "started_prefills",
                          "waiting_prefills", "decode_kv")
 PREFILL_FEATURES = ("remaining", "computed", "age_s", "started")
-ADMISSION_REWARD_MODES = ("ttft", "goodput")
+ADMISSION_REWARD_MODES = ("ttft", "goodput", "waiting")
 DEFAULT_ADMISSION_SLO = SLO(ttft_s=2.0, tpot_s=0.05)  # experiments/routing_compare.py defaults
 
 
@@ -86,8 +86,14 @@ class AdmissionEnv(gym.Env):
     while the simulator advanced after this action; the episode return is minus the total TTFT.
     ``reward_mode="goodput"``: the number of calls that finished in that interval meeting ``slo``
     (TTFT <= ``slo.ttft_s`` and TPOT <= ``slo.tpot_s``, single-token calls by TTFT only; the
-    ``goodput_calls_s`` numerator of `optsched.sim.metrics`). ``info`` reports both terms every step:
-    ``ttft_s`` (sum), ``first_tokens``, ``finished``, ``slo_met``.
+    ``goodput_calls_s`` numerator of `optsched.sim.metrics`).
+    ``reward_mode="waiting"``: ``-`` the waiting time (s) that released calls without a first token
+    accrued during the step: a call known to wait since the previous decision adds the interval's
+    length; a call released inside the interval adds nothing until its first token, when it adds
+    its TTFT minus what it already added. Dense (TTFT = ∫ calls waiting dt, Little's law), and the
+    episode return is exactly minus the total TTFT, as under ``"ttft"``.
+    ``info`` reports the terms every step: ``ttft_s`` (sum), ``first_tokens``, ``finished``,
+    ``slo_met``, ``waiting_s``.
 
     ## Episode end
 
@@ -150,6 +156,8 @@ class AdmissionEnv(gym.Env):
         self._seen = 0  # calls of sim.released already moved to _no_token
         self._no_token: list[int] = []  # released calls without a first token
         self._running: list[int] = []  # calls with a first token, not finished
+        self._accrued: dict[int, float] = {}  # waiting time (s) already paid by calls without a first token
+        self._t_prev = float(self._sim.now_s)
         self._dec = self._sim.run_until_admission()
         return self._obs(), {}
 
@@ -174,7 +182,8 @@ class AdmissionEnv(gym.Env):
         sim.apply_admission()
         self._dec = sim.run_until_admission()
         terms = self._collect()
-        reward = -terms["ttft_s"] if self.reward_mode == "ttft" else float(terms["slo_met"])
+        reward = {"ttft": -terms["ttft_s"], "goodput": float(terms["slo_met"]),
+                  "waiting": -terms["waiting_s"]}[self.reward_mode]
         return self._obs(), float(reward), self._dec is None, False, terms
 
     def calls_frame(self) -> pd.DataFrame:
@@ -190,15 +199,23 @@ class AdmissionEnv(gym.Env):
         self._no_token.extend(rel[self._seen:])
         self._seen = len(rel)
         ttft_sum, first, left = 0.0, 0, []
+        now, acc = float(sim.now_s), self._accrued
+        dt, waiting = now - self._t_prev, 0.0
         for i in self._no_token:
             ttft, _, _ = sim.call_timing(i)
             if ttft < 0:
                 left.append(i)
+                if i in acc:
+                    acc[i] += dt
+                    waiting += dt
+                else:
+                    acc[i] = 0.0
             else:
                 ttft_sum += ttft
                 first += 1
+                waiting += ttft - acc.pop(i, 0.0)
                 self._running.append(i)
-        self._no_token = left
+        self._no_token, self._t_prev = left, now
         slo, finished, met, still = self.slo, 0, 0, []
         for i in self._running:
             ttft, tpot, fin = sim.call_timing(i)
@@ -210,7 +227,7 @@ class AdmissionEnv(gym.Env):
                 met += 1
         self._running = still
         return {"ttft_s": ttft_sum, "first_tokens": first, "finished": finished, "slo_met": met,
-                "now_s": float(sim.now_s)}
+                "waiting_s": waiting, "now_s": now}
 
     def _obs(self) -> dict[str, np.ndarray]:
         inst_f = np.zeros(len(INSTANCE_FEATURES_ADM), np.float32)

@@ -80,6 +80,10 @@ class RoutingEnv(gym.Env):
     ``cm.prefill_time(T) / T`` of instance ``i``'s cost model (seconds per prefill token in a full
     chunk; SOURCE: ``optsched.cost.CostModel.prefill_time``). Ignores decode interference.
 
+    Under both modes ``info["ttft_s"]`` after a step is the ``Σ ttft_s`` (s) of the calls whose first
+    token came during that step (the ``"ttft"`` reward's term), so the episode's total TTFT is known
+    when training on the estimate.
+
     ## Episode end
 
     Terminated when every call finished (the simulator's queue is empty). Truncated by the registered
@@ -154,11 +158,11 @@ class RoutingEnv(gym.Env):
         self._unstarted.append(idx)
         self._sim.apply(a)
         self._dec = self._sim.run_until_decision()
+        ttft_s, self._unstarted = collect_ttft(self._sim, self._unstarted)
         if self.reward_mode == "ttft":
-            ttft_s, self._unstarted = collect_ttft(self._sim, self._unstarted)
             reward = -ttft_s
         terminated = self._dec is None
-        return self._obs(), float(reward), terminated, False, self._info()
+        return self._obs(), float(reward), terminated, False, {**self._info(), "ttft_s": ttft_s}
 
     # ---- baseline policies as experts --------------------------------------------------------
     @property

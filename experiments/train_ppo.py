@@ -4,7 +4,7 @@ optimization-derived policy on held-out seeds and on real traces.
 Usage::
 
     python experiments/train_ppo.py --out runs/train_ppo [--routing-steps 30000] [--admission-steps 30000]
-        [--seed 1] [--eval-seeds 10] [--smoke]
+        [--seed 1] [--eval-seeds 10] [--env both|routing|admission] [--smoke]
 
 Writes to ``--out``: ``results.json`` (per policy: returns per held-out seed, mean, 95% Student-t CI,
 paired difference to the baseline round_robin / fcfs), ``table.md``, ``curves.png`` (episode return
@@ -14,7 +14,9 @@ Held-out seeds are ``10_000 + k`` (training seeds come from ``--seed`` via numpy
 in practice: they are drawn in [0, 2^31) — the chance of a collision is stated, not zero). Real traces:
 Routing-v0 on the Mooncake sample (``optsched/data/samples/mooncake``, 2000 open-loop calls) and
 Admission-v0 on the LMCache agent sample sessions (one episode each: a fixed trace has no seed).
-The optimization-derived policies: the price router solved by the routing window MILP
+PPO trains on a dense per-decision reward whose episode sum is (Admission-v0 "waiting") or estimates
+(Routing-v0 "prefill_estimate") minus the total TTFT, and every table scores the default -Σ TTFT
+return; Routing-v0 uses the permutation-equivariant per-instance actor. The optimization-derived policies: the price router solved by the routing window MILP
 (``optsched.pipelines.routing.plan_from_workload``) on a training-seed workload, and the derived
 admission rule (``DerivedAdmission``, ``mcsf_rollout``).
 """
@@ -41,17 +43,28 @@ class Config:
     routing_steps: int = 30_000
     admission_steps: int = 30_000
     eval_seeds: int = 10
+    env: str = "both"  # "routing", "admission" or "both" (two processes can split the work)
     smoke: bool = False
 
     def __post_init__(self) -> None:
+        if self.env not in ("routing", "admission", "both"):
+            raise ValueError(f"--env must be routing, admission or both, got {self.env!r}")
         for name in ("routing_steps", "admission_steps", "eval_seeds"):
             if getattr(self, name) < 1:
                 raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(self, name)}")
 
 
+# per env: evaluation kwargs, training reward (a dense per-decision term; every table scores the
+# -Σ TTFT return of the default reward), PPO settings, decision kind and baseline
 ENVS = {
-    "optsched/Routing-v0": {"kwargs": {}, "kind": "router", "baseline": "round_robin"},
-    "optsched/Admission-v0": {"kwargs": {}, "kind": "admission", "baseline": "fcfs"},
+    "optsched/Routing-v0": {"kwargs": {}, "train_kwargs": {"reward_mode": "prefill_estimate"},
+                            "ppo": {"arch": "per_instance", "learning_rate": 2e-3, "ent_coef": 0.0, "gamma": 0.9},
+                            "kind": "router", "baseline": "round_robin"},
+    "optsched/Admission-v0": {"kwargs": {}, "train_kwargs": {"reward_mode": "waiting"},
+                              # the actor picks the order at the full token budget: MENU[4] fcfs, MENU[9]
+                              # shortest_first (on the whole menu PPO tied FCFS at 82k steps; BENCHMARKS.md)
+                              "ppo": {"learning_rate": 1e-3, "ent_coef": 0.0, "gamma": 1.0, "action_subset": (4, 9)},
+                              "kind": "admission", "baseline": "fcfs"},
 }
 
 
@@ -67,6 +80,33 @@ def _derived(env_id: str, kwargs: dict, seed: int):
     env.reset(seed=seed)
     plan, _ = plan_from_workload(env._sim.workload, "h200-sxm", "llama-3-8b", 1, seed=seed)
     return plan.to_policy(), f"derived:{plan.type}"
+
+
+def _simulate_check(env_id: str, kw: dict, seeds: tuple[int, ...], plan, res) -> dict:
+    """Re-run the loaded JSON router in ``simulate`` on each held-out workload and compare it with the env
+    episode under the same router: per-call tables equal (every column, exactly), and -Σ TTFT of the
+    simulate table vs the env's summed step rewards (``res``; equal up to float summation order)."""
+    from optsched.sim import simulate
+
+    env = gym.make(env_id, **kw).unwrapped
+    diffs, frames_equal = [], []
+    for seed, ret in zip(seeds, res.returns):
+        env.reset(seed=seed)
+        router, done = plan.to_policy(), False
+        while not done:
+            _, _, done, _, _ = env.step(router.route(env.current_call, env.cluster_view))
+        df = simulate(env._sim.workload, env.cluster, router=plan.to_policy()).calls
+        frames_equal.append(bool(env.calls_frame().equals(df)))
+        diffs.append(abs(float(-df["ttft_s"].sum()) - ret))
+    return {"calls_frames_equal": all(frames_equal), "max_abs_diff_s": max(diffs),
+            "returns_equal": all(d == 0.0 for d in diffs)}
+
+
+def _json_round_trip(path: Path) -> bool:
+    """True when loading the policy JSON and writing it again gives the same bytes."""
+    from optsched.export import load_policy, plan_to_json
+
+    return path.read_text() == json.dumps(plan_to_json(load_policy(path)), indent=2, sort_keys=True) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -97,16 +137,20 @@ def main(argv: list[str] | None = None) -> int:
     traces = {"optsched/Routing-v0": ("mooncake", mooncake_sample(load=True)),
               "optsched/Admission-v0": ("lmcache_agent", lmcache_sample(load=True))}
     results, logs_all, ppo_args = {}, {}, {}
-    fig, axes = plt.subplots(1, len(ENVS), figsize=(6 * len(ENVS), 4))
-    for ax, (env_id, spec) in zip(np.atleast_1d(axes), ENVS.items()):
+    envs = {k: v for k, v in ENVS.items() if cfg.env == "both" or cfg.env in k.lower()}
+    fig, axes = plt.subplots(1, len(envs), figsize=(6 * len(envs), 4))
+    for ax, (env_id, spec) in zip(np.atleast_1d(axes), envs.items()):
         kw = dict(spec["kwargs"])
         if cfg.smoke:
             kw["n_sessions"] = 1
         steps = cfg.routing_steps if "Routing" in env_id else cfg.admission_steps
-        args = Args(env_id=env_id, env_kwargs=kw, seed=cfg.seed, total_timesteps=steps)
-        t0 = time.process_time()
+        ppo = dict(spec["ppo"])
+        if cfg.smoke:
+            ppo.update(num_envs=2, num_steps=64)
+        args = Args(env_id=env_id, env_kwargs={**kw, **spec["train_kwargs"]}, seed=cfg.seed, total_timesteps=steps, **ppo)
+        t0, w0 = time.process_time(), time.perf_counter()
         agent, logs = train(args)
-        train_cpu_s = time.process_time() - t0
+        train_cpu_s, train_wall_s = time.process_time() - t0, time.perf_counter() - w0
         env = gym.make(env_id, **kw).unwrapped
         path = dump_policy(learned_plan(agent, args, env), out / "policies" / f"{env_id.split('/')[1]}_ppo.json")
         learned = load_policy(path).to_policy()  # the numpy policy, loaded back from JSON
@@ -116,6 +160,7 @@ def main(argv: list[str] | None = None) -> int:
         for pol, label in policies:
             res = evaluate(pol, env_id, held_out, kw, name=label)
             table[label] = res
+        sim_check = _simulate_check(env_id, kw, held_out, load_policy(path), table["ppo"]) if "Routing" in env_id else None
         base = table[spec["baseline"]]
         rows = {}
         for label, res in table.items():
@@ -128,30 +173,34 @@ def main(argv: list[str] | None = None) -> int:
             for pol, label in policies:
                 trace_rows[label] = evaluate(pol, env_id, (0,), {**kw, "workload": trace_wl}, name=label).returns[0]
         results[env_id] = {"held_out_seeds": list(held_out), "policies": rows, "baseline": spec["baseline"],
-                           "train_cpu_s": train_cpu_s, "train_steps": args.num_iterations * args.batch_size,
-                           "trace": trace_name, "trace_returns": trace_rows}
+                           "train_cpu_s": train_cpu_s, "train_wall_s": train_wall_s, "train_steps": args.num_iterations * args.batch_size,
+                           "trace": trace_name, "trace_returns": trace_rows, "simulate_check": sim_check,
+                           "policy_json": str(path), "json_round_trip": _json_round_trip(path)}
         logs_all[env_id] = logs
         ppo_args[env_id] = args
-        x, y = np.asarray(logs["global_step"]), np.asarray(logs["episode_return"])
-        ax.plot(x, y, ".", alpha=0.3, label="episode return")
+        x, y = np.asarray(logs["global_step"]), np.asarray(logs["episode_ttft"])
+        ax.plot(x, y, ".", alpha=0.3, label="training episode -Σ TTFT")
         if len(y) >= 5:
             k = max(1, len(y) // 20)
             ax.plot(x[k - 1:], np.convolve(y, np.ones(k) / k, "valid"), "-", label=f"moving mean ({k})")
-        for label in (spec["baseline"], "ppo"):
-            ax.axhline(rows[label]["mean"], ls="--", lw=1, color="k" if label == "ppo" else "r",
-                       label=f"{label} held-out mean")
+        best = max((k for k in rows if k not in ("ppo", spec["baseline"])), key=lambda k: rows[k]["mean"])
+        for label, color in ((spec["baseline"], "r"), ("ppo", "k"), (best, "g")):
+            ax.axhline(rows[label]["mean"], ls="--", lw=1, color=color, label=f"{label} held-out mean")
         ax.set_title(f"{env_id} (PPO, {args.num_iterations * args.batch_size} steps)")
         ax.set_xlabel("env steps")
-        ax.set_ylabel("episode return (-sum TTFT, s)")
+        ax.set_ylabel("episode -Σ TTFT (s)")
         ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(out / "curves.png", dpi=110)
+    results["run_cpu_s"] = time.process_time()
     (out / "results.json").write_text(json.dumps(results, indent=2, sort_keys=True) + "\n")
     (out / "train_log.json").write_text(json.dumps(logs_all, sort_keys=True) + "\n")
-    write_provenance(out, ppo_args["optsched/Routing-v0"], {"experiment": repr(cfg),
-                                                          "admission_args": repr(ppo_args["optsched/Admission-v0"])})
+    write_provenance(out, next(iter(ppo_args.values())), {"experiment": repr(cfg),
+                                                          "ppo_args": {k: repr(v) for k, v in ppo_args.items()}})
     lines = []
     for env_id, r in results.items():
+        if not isinstance(r, dict):
+            continue
         b = r["baseline"]
         lines += [(f"## {env_id} (held-out seeds {r['held_out_seeds'][0]}..{r['held_out_seeds'][-1]}; "
                   f"train {r['train_steps']} steps, {r['train_cpu_s']:.0f} CPU-s; trace: {r['trace']})"), "",
@@ -161,6 +210,12 @@ def main(argv: list[str] | None = None) -> int:
             tr = r["trace_returns"].get(label)
             lines.append(f"| {label} | {row['mean']:.2f} | ±{row['ci95']:.2f} | {row[f'minus_{b}']:.2f} | "
                          f"±{row[f'minus_{b}_ci95']:.2f} | {'' if tr is None else f'{tr:.2f}'} |")
+        lines.append("")
+        if r["simulate_check"] is not None:
+            c = r["simulate_check"]
+            lines.append(f"simulate() with the loaded JSON: per-call tables equal to the env's: {c['calls_frames_equal']}; "
+                         f"-Σ TTFT vs summed env rewards: max |diff| = {c['max_abs_diff_s']:.3g} s")
+        lines.append(f"policy JSON `{r['policy_json']}` round-trips byte-identically: {r['json_round_trip']}")
         lines.append("")
     (out / "table.md").write_text("\n".join(lines))
     logger.info("\n".join(lines))

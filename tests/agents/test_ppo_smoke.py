@@ -57,26 +57,48 @@ def test_export_round_trip_and_simulate_reproduces_evaluation(trained, tmp_path)
         df = simulate(wl, env.cluster, router=loaded.to_policy()).calls
         assert ret == -df["ttft_s"].sum() or ret == pytest.approx(-df["ttft_s"].sum(), rel=1e-12)
     # the torch actor and the numpy export pick the same actions on the env's observations
-    import torch
-
     obs, _ = env.reset(seed=7)
-    flat = gym.spaces.flatten(env.observation_space, obs)
-    with torch.no_grad():
-        t_act = int(agent.actor(torch.as_tensor(flat[None], dtype=torch.float32)).argmax())
-    assert router.act(obs) == t_act
+    for _ in range(20):
+        assert router.act(obs) == agent.greedy_action(gym.spaces.flatten(env.observation_space, obs))
+        obs, *_ = env.step(router.act(obs))
     assert write_provenance(tmp_path, args).exists()
 
 
-def test_admission_training_and_export(tmp_path):
-    args = Args(env_id="optsched/Admission-v0", env_kwargs={"n_sessions": 1}, total_timesteps=128, num_envs=2,
-                num_steps=32, num_minibatches=2, update_epochs=1, hidden=8)
+@pytest.mark.parametrize("subset", [None, (4, 9)])
+def test_admission_training_and_export(tmp_path, subset):
+    args = Args(env_id="optsched/Admission-v0", env_kwargs={"n_sessions": 1, "reward_mode": "waiting"},
+                total_timesteps=128, num_envs=2, num_steps=32, num_minibatches=2, update_epochs=1, hidden=8,
+                action_subset=subset)
     agent, logs = train(args)
     assert all(math.isfinite(x) for x in logs["loss"])
-    env = gym.make(args.env_id, **args.env_kwargs).unwrapped
-    p = dump_policy(learned_plan(agent, args, env), tmp_path / "adm.json")
+    env = gym.make(args.env_id, n_sessions=1).unwrapped
+    plan = learned_plan(agent, args, env)
+    assert plan.parameters.get("actions") == (None if subset is None else list(subset))
+    p = dump_policy(plan, tmp_path / "adm.json")
+    assert p.read_text() == json.dumps(plan_to_json(load_policy(p)), indent=2, sort_keys=True) + "\n"
     pol = load_policy(p).to_policy()
-    res = evaluate(pol, args.env_id, (1,), args.env_kwargs)
+    res = evaluate(pol, args.env_id, (1,), {"n_sessions": 1})
     assert math.isfinite(res.returns[0])
+    obs, _ = env.reset(seed=1)
+    seen = set()
+    for _ in range(30):
+        a = pol.act(obs)
+        assert a == (subset or range(10))[agent.greedy_action(gym.spaces.flatten(env.observation_space, obs))]
+        seen.add(a)
+        obs, _, done, _, _ = env.step(a)
+        if done:
+            break
+    assert subset is None or seen <= set(subset)
+
+
+def test_bad_args_raise():
+    with pytest.raises(ValueError, match="action_subset"):
+        Args(env_id="optsched/Admission-v0", action_subset=(4,))
+    with pytest.raises(ValueError, match="per_instance"):
+        Args(env_id="optsched/Admission-v0", arch="per_instance")
+    with pytest.raises(ValueError, match="exceeds"):
+        train(Args(env_id="optsched/Admission-v0", env_kwargs={"n_sessions": 1}, action_subset=(4, 12),
+                   total_timesteps=64, num_envs=1, num_steps=64))
 
 
 def test_loading_a_learned_policy_needs_no_torch(trained, tmp_path):
