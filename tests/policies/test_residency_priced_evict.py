@@ -124,3 +124,17 @@ def test_sim_without_pressure_equals_lru_run_for_run():
     a = simulate(wl, cluster(1), residency=lru, cost_models=cm)
     b = simulate(wl, cluster(1), residency=rule, cost_models=cm)
     assert a.calls.equals(b.calls) and a.summary == b.summary
+
+
+class _OldestFirstAt(PricedEvictionResidency):
+    """Dynamic key: the longest-paused first (overrides the static key, which would evict B)."""
+
+    def eviction_key_at(self, call, n_tokens, start_s, now_s):
+        return -(now_s - start_s)
+
+
+def test_replay_uses_the_dynamic_key_at_each_eviction():
+    inst = PricedResidencyInstance(PAUSES, (0, 0, 0), 1.0, 150, 10_000)
+    rule = _OldestFirstAt(ZERO, PAUSE, (0.0, 0.05), (20.0, 0.0, 0.0), 1, eviction_price_s_per_token_s=0.1)
+    paths, cost = replay_priced(inst, CALLS, rule, block_size=1)
+    assert paths[0] == (0, 1, 1) and cost == 20.0  # A (paused 1 s at t = 1) goes first, as LRU
