@@ -22,7 +22,9 @@ Prices: the LP relaxation's HBM-row duals pi[i,t] (s per token-s). What the rule
 Every rule is replayed on the same instance (`optsched.models.residency_priced_slots`) and divided by
 the MILP optimum. The exported Plan (kind "residency", type "load_priced") carries the rule's parameters
 and ``solve``: objective, bound, gap of the MILP and the LP, and the duals used (table, class prices,
-binding rows).
+binding rows). ``evict_plan`` (type "load_priced_evict") is the same rule with the priced eviction order
+(`optsched.policies.residency_priced_evict`): its ``eviction_price_s_per_token_s`` is the table's price at
+demand 1.0 (HBM full, where eviction happens), recorded in ``solve.eviction_price``.
 """
 
 from __future__ import annotations
