@@ -135,6 +135,7 @@ def run_source(source: str, cfg: Config, cm: CostModel, opts: SolverOptions) -> 
                            "ratio": {k: (v / opt if opt else (1.0 if v <= 1e-9 else None))
                                      for k, v in h.policy_cost_s.items()}})
     return {"source": source, "train_seed": train_seed, "derived": derived.rule.solve,
+            "eviction_price": derived.rules["load_priced_evict"].solve["eviction_price"],
             "goodput_calls_s": _stats(goodput, "lru", relative=True), "hit_rate_hbm": _stats(hit, "lru", relative=False),
             "hindsight": ratios}
 

@@ -8,7 +8,13 @@ Slots are processed in time order. When pause j starts (pauses in start order), 
 session's home instance. After placing and expiring, an instance whose paused HBM exceeds C[i,t] evicts
 its least recently paused HBM entries (earliest start first, the LRU order of the prefix cache) to DRAM
 while DRAM has room, else drops them (the cluster cache demotes HBM evictions to DRAM the same way,
-`optsched.kvcache.tier_store`); DRAM over D evicts the same way to none. Every path is demote-only and
+`optsched.kvcache.tier_store`); DRAM over D evicts the same way to none. A policy with an
+``eviction_order()`` (`optsched.policies.residency_priced_evict`) instead evicts the pause with the
+smallest ``eviction_key(call, tokens, start_s)`` first (ties: earliest start), as its ``"priced"`` order
+does in the cluster cache (whole pauses here, blocks there); one that also has
+``eviction_key_at(call, tokens, start_s, now_s)`` is keyed at each eviction with the slot's start time
+(orders that depend on the elapsed pause, which the cluster cache's static keys cannot express; used by
+``experiments/residency_eviction_orders.py``). Every path is demote-only and
 within capacity, i.e. feasible for the hindsight MILP, and is costed with its objective terms
 (`PricedResidencyInstance.path_cost`), so a policy's cost is >= the optimum (tested).
 """
@@ -18,6 +24,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 
 from optsched.models.residency_priced import PricedResidencyInstance
 
@@ -86,6 +93,16 @@ def replay_priced(inst: PricedResidencyInstance, calls: Sequence[Call], policy: 
     hbm = [0] * n_inst
     dram = [0] * n_inst
     tok = [p.kv_tokens for p in inst.pauses]
+    order_fn = getattr(policy, "eviction_order", None)
+    at_fn = getattr(policy, "eviction_key_at", None) if order_fn is not None and order_fn() is not None else None
+
+    def dyn_key(now_s: float, j: int) -> tuple:
+        return (at_fn(calls[j], max(1, tok[j]), inst.pauses[j].start_s, now_s), inst.pauses[j].start_s, j)
+    if order_fn is not None and order_fn() is not None:
+        ekey = [(policy.eviction_key(calls[j], max(1, tok[j]), inst.pauses[j].start_s), inst.pauses[j].start_s, j)
+                for j in range(n)]
+    else:
+        ekey = [(inst.pauses[j].start_s, j) for j in range(n)]
 
     def move(j: int, dest: int) -> None:
         i, src = inst.instance_of[j], tier[j]
@@ -121,7 +138,7 @@ def replay_priced(inst: PricedResidencyInstance, calls: Sequence[Call], policy: 
             for lvl, load, cap in ((0, hbm, inst.hbm_capacity(i, t)), (1, dram, inst.dram_tokens)):
                 while load[i] > cap:
                     victim = min((j for j, k in tier.items() if k == lvl and inst.instance_of[j] == i),
-                                 key=lambda j: (inst.pauses[j].start_s, j))
+                                 key=ekey.__getitem__ if at_fn is None else partial(dyn_key, t * inst.slot_s))
                     move(victim, lvl + 1)
         for j in list(tier):
             paths[j].append(tier[j])

@@ -36,6 +36,7 @@ POLICY_CLASSES: dict[tuple[str, str], str] = {
     ("admission", "mcsf_rollout"): "optsched.policies.admission_derived:DerivedAdmission",
     ("residency", "ttl_opt"): "optsched.policies.residency_ttl_opt:OptimizedTTLResidency",
     ("residency", "load_priced"): "optsched.policies.residency_priced:LoadPricedResidency",
+    ("residency", "load_priced_evict"): "optsched.policies.residency_priced_evict:PricedEvictionResidency",
     ("routing", "price"): "optsched.plan:build_price_router",
     ("routing", "mlp"): "optsched.policies.router_mlp:MLPRouter",
     ("routing", "assignment"): "optsched.plan:build_assignment_router",

@@ -22,7 +22,9 @@ Prices: the LP relaxation's HBM-row duals pi[i,t] (s per token-s). What the rule
 Every rule is replayed on the same instance (`optsched.models.residency_priced_slots`) and divided by
 the MILP optimum. The exported Plan (kind "residency", type "load_priced") carries the rule's parameters
 and ``solve``: objective, bound, gap of the MILP and the LP, and the duals used (table, class prices,
-binding rows).
+binding rows). ``evict_plan`` (type "load_priced_evict") is the same rule with the priced eviction order
+(`optsched.policies.residency_priced_evict`): its ``eviction_price_s_per_token_s`` is the table's price at
+demand 1.0 (HBM full, where eviction happens), recorded in ``solve.eviction_price``.
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ from optsched.plan import Plan, Provenance
 from optsched.policies.residency_infercept import InferceptResidency
 from optsched.policies.residency_lru import LRUResidency
 from optsched.policies.residency_priced import LoadPricedResidency
+from optsched.policies.residency_priced_evict import PricedEvictionResidency
 from optsched.policies.residency_ttl import TTLResidency, tool_durations_from_calls
 from optsched.policies.residency_ttl_opt import OptimizedTTLResidency
 from optsched.revision import git_revision
@@ -152,7 +155,8 @@ class PricedSolve:
     """What `solve_priced` built: the exported ``plan`` (None without an LP optimum), the MILP and LP
     results, the instance, HBM ``prices`` per (instance, slot) (s per token-s), the load-priced ``rule``,
     every replayed rule's ``policy_cost_s`` (s), the MILP ``optimum_s`` (None unless optimal) and the
-    compared ``rules`` by name."""
+    compared ``rules`` by name; ``evict_plan`` the Plan of the load-priced rule with the priced eviction
+    order (type "load_priced_evict", its eviction price recorded in ``parameters.solve.eviction_price``)."""
 
     plan: Plan | None
     milp: SolveResult
@@ -163,18 +167,20 @@ class PricedSolve:
     policy_cost_s: dict
     optimum_s: float | None
     rules: dict
+    evict_plan: Plan | None = None
 
     def fresh_rules(self) -> dict[str, object]:
         """The compared rules by name, the stateful load-priced rule rebuilt from its Plan parameters (one
         fresh set per simulation run)."""
-        return {k: (LoadPricedResidency.from_parameters(_params(v)) if isinstance(v, LoadPricedResidency) else v)
+        return {k: (type(v).from_parameters(_params(v)) if isinstance(v, LoadPricedResidency) else v)
                 for k, v in self.rules.items()}
 
 
 def _rules(cm: CostModel, durations: Mapping[str, Sequence[float]], bs: int, rule: LoadPricedResidency,
-           cls_price: Mapping[str, float]) -> dict[str, object]:
+           cls_price: Mapping[str, float], evict: PricedEvictionResidency) -> dict[str, object]:
     """The compared rules: LRU, Continuum-style TTL (constant price, as published), InferCept, the optimized
-    TTL with the per-class LP prices (pooled mean price for unknown classes; no SSD) and the load-priced rule."""
+    TTL with the per-class LP prices (pooled mean price for unknown classes; no SSD), the load-priced rule and
+    the load-priced rule with the priced eviction order."""
     coef = cost_coefficients(cm)
     return {
         "lru": LRUResidency(),
@@ -186,6 +192,7 @@ def _rules(cm: CostModel, durations: Mapping[str, Sequence[float]], bs: int, rul
             block_size=bs,
             allow_ssd=False, hbm_price_by_tool=dict(cls_price), **coef),
         "load_priced": rule,
+        "load_priced_evict": evict,
     }
 
 
@@ -230,13 +237,18 @@ def solve_priced(wl: Workload, cm: CostModel, options: SolverOptions, *, cost_mo
                              "mean_price_s_per_token_s": float(np.mean(list(prices.values()))) if prices else 0.0,
                              "max_price_s_per_token_s": max(prices.values(), default=0.0)}}
     rule = LoadPricedResidency(table, pause, coef["pcie_coef_s"], coef["recompute_coef_s"], bs, record)
+    p_full = rule.price(1.0)
+    ev_record = {**record, "eviction_price": {"value_s_per_token_s": p_full, "source": "price_table at demand 1.0 "
+                                              "(LP duals of the HBM rows; eviction happens only when HBM is full)"}}
+    evict = PricedEvictionResidency(table, pause, coef["pcie_coef_s"], coef["recompute_coef_s"], bs, ev_record,
+                                    eviction_price_s_per_token_s=p_full)
     costs = {}
-    rules = _rules(cm, durations, bs, rule, cls_price)
+    rules = _rules(cm, durations, bs, rule, cls_price, evict)
     for name, pol in (rules if replay is None else replay).items():
-        fresh = LoadPricedResidency.from_parameters(_params(pol)) if pol is rule else pol
+        fresh = type(pol).from_parameters(_params(pol)) if pol is rule or pol is evict else pol
         costs[name] = replay_priced(inst, calls, fresh, bs)[1]
     optimum = milp.objective if milp.status == "optimal" else None
-    plan = None
+    plan = evict_plan = None
     if lp.status == "optimal":
         cal = getattr(getattr(cm, "calibration", None), "name", "uncalibrated")
         ref = milp if milp.has_solution else lp
@@ -245,15 +257,19 @@ def solve_priced(wl: Workload, cm: CostModel, options: SolverOptions, *, cost_mo
                           bound=ref.bound, gap=ref.gap, seed=seed, git_revision=git_revision()["commit"],
                           objective_units="s (instance-seconds, priced slot model)")
         plan = Plan("residency", "load_priced", _params(rule), prov)
+        evict_plan = Plan("residency", "load_priced_evict", _params(evict), prov)
     logger.info("residency (priced): %d pauses, %d HBM rows (%d binding); MILP %s %s", len(inst.pauses),
                 len(prices), len(binding), milp.status, milp.objective)
-    return PricedSolve(plan, milp, lp, inst, prices, rule, costs, optimum, rules)
+    return PricedSolve(plan, milp, lp, inst, prices, rule, costs, optimum, rules, evict_plan)
 
 
 def _params(rule: LoadPricedResidency) -> dict:
-    return {"price_table": [list(r) for r in rule.price_table], "expected_pause_s": dict(rule.expected_pause_s),
-            "pcie_coef_s": list(rule.pcie_coef_s), "recompute_coef_s": list(rule.recompute_coef_s),
-            "block_size": rule.block_size, "solve": _jsonable(rule.solve)}
+    out = {"price_table": [list(r) for r in rule.price_table], "expected_pause_s": dict(rule.expected_pause_s),
+           "pcie_coef_s": list(rule.pcie_coef_s), "recompute_coef_s": list(rule.recompute_coef_s),
+           "block_size": rule.block_size, "solve": _jsonable(rule.solve)}
+    if isinstance(rule, PricedEvictionResidency):
+        out["eviction_price_s_per_token_s"] = rule.eviction_price_s_per_token_s
+    return out
 
 
 def _jsonable(x):

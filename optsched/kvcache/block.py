@@ -29,6 +29,9 @@ class Block:
         ttl_deadline_s: residency TTL deadline (s), inf = none; ttl_set_s when it was set; ttl_then its
             action index (1 offload to DRAM, 2 offload to SSD, 3 drop); ttl_version invalidates old TTL
             heap entries. A TTL is live only while ``last_use_s <= ttl_set_s`` (a later use cancels it).
+        mark_key: eviction key set by a residency rule at the session's pause (``"priced"`` order; s per
+            token, smaller = evicted first), valid only while ``last_use_s <= mark_set_s`` (a later use
+            of the block cancels it, as for TTLs).
         alive: False once removed from the index.
         owner: the sequence whose KV created the block (``release`` / ``publish`` ``seq_id``), so a
             re-admitted sequence can tell its own surviving blocks from other sequences' (hits by source).
@@ -40,6 +43,8 @@ class Block:
         "depth",
         "key",
         "last_use_s",
+        "mark_key",
+        "mark_set_s",
         "owner",
         "parent",
         "prio",
@@ -66,6 +71,8 @@ class Block:
         self.ttl_set_s = _INF
         self.ttl_then = 0
         self.ttl_version = 0
+        self.mark_key = -_INF
+        self.mark_set_s = -_INF
         self.alive = True
         self.owner: object = None
 
@@ -73,6 +80,11 @@ class Block:
     def ttl_live(self) -> bool:
         """True while a residency TTL is pending and the block was not used since it was set."""
         return self.ttl_deadline_s != _INF and self.last_use_s <= self.ttl_set_s
+
+    @property
+    def marked_key(self) -> float:
+        """The residency rule's eviction key while its mark is live, else -inf (no forecast of reuse)."""
+        return self.mark_key if self.last_use_s <= self.mark_set_s else -_INF
 
     @property
     def num_children(self) -> int:

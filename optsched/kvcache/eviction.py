@@ -19,6 +19,12 @@ push counter, so the order is total and deterministic.
   cost more to recompute (attention over a longer prefix) and stay longer; ``L_t`` ages old entries so
   recency still matters. Default value without a cost model: ``depth + 1`` (relative units, proportional
   to the attention work of a block at that depth).
+- ``priced``: ``(marked_key, last_use_s, -depth)``: the key a residency rule set on the block when its
+  session paused (``ResidencyStore.mark``; ``Block.marked_key``, -inf when unmarked or used since), so
+  the block whose eviction is expected to cost least goes first; unmarked blocks (no forecast that their
+  session comes back: a finished session's KV) go before marked ones, by LRU among themselves. The
+  keys come from ``optsched.policies.residency_priced_evict`` (expected resume cost minus the HBM price
+  times the expected pause); with every key equal this is LRU.
 """
 
 from __future__ import annotations
@@ -29,7 +35,7 @@ from optsched.kvcache.block import Block
 
 __all__ = ["EVICTION_POLICIES", "EvictionOrder", "make_eviction"]
 
-EVICTION_POLICIES = ("lru", "ttl", "cost")
+EVICTION_POLICIES = ("lru", "ttl", "cost", "priced")
 
 
 class EvictionOrder:
@@ -46,6 +52,8 @@ class EvictionOrder:
             self.key = self._lru
         elif name == "ttl":
             self.key = self._ttl
+        elif name == "priced":
+            self.key = self._priced
         else:
             self.key = self._cost
 
@@ -56,6 +64,10 @@ class EvictionOrder:
     def _ttl(self, b: Block) -> tuple:
         deadline = b.ttl_deadline_s if b.ttl_live else b.last_use_s + self.default_ttl_s
         return (deadline, b.last_use_s, -b.depth)
+
+    @staticmethod
+    def _priced(b: Block) -> tuple:
+        return (b.marked_key, b.last_use_s, -b.depth)
 
     @staticmethod
     def _cost(b: Block) -> tuple:
@@ -87,7 +99,7 @@ def make_eviction(
     """Build an eviction order.
 
     Args:
-        name: "lru", "ttl" or "cost".
+        name: "lru", "ttl", "cost" or "priced".
         default_ttl_s: TTL of a block without an explicit one (s, > 0; inf = none); "ttl" only.
         value_s: seconds saved by keeping a block at a given depth; "cost" only (default ``depth + 1``).
 

@@ -1,4 +1,4 @@
-"""Session-level residency actions on cached blocks: demote, drop, keep-with-TTL, expire.
+"""Session-level residency actions on cached blocks: demote, drop, keep-with-TTL, expire, mark.
 
 These execute a ``ResidencyDecision`` (``optsched.policies.base``) for a paused session's blocks:
 ``keep`` (optionally with a TTL after which ``then`` applies), ``offload_dram`` / ``offload_ssd``
@@ -11,9 +11,11 @@ skipped; ``drop`` removes only blocks without children.
 from __future__ import annotations
 
 import heapq
+import math
 from collections.abc import Sequence
 
 from optsched.kvcache.block import Block
+from optsched.kvcache.eviction import EvictionOrder
 from optsched.kvcache.tier_store import TieredBlockStore
 from optsched.kvcache.types import HBM, BlockMoves, check_time, tier_index
 
@@ -127,6 +129,35 @@ class ResidencyStore(TieredBlockStore):
                 self._ttl_seq += 1
                 heapq.heappush(self._ttl_heap, (deadline, -b.depth, self._ttl_seq, b.ttl_version, b))
             if self._order.name == "ttl":
+                self._push(b)
+        return n
+
+    def set_eviction(self, eviction: EvictionOrder) -> None:
+        """Replace the eviction order (a residency rule that brings its own, e.g. ``"priced"``) and
+        re-key every tier's candidates (O(blocks); call it before the run)."""
+        self._order = eviction
+        for t in range(len(self._heaps)):
+            self._rebuild_heap(t)
+
+    def mark(self, block_hashes: Sequence[int], key: float, now_s: float) -> int:
+        """Set the ``"priced"`` eviction key of the cached blocks of ``block_hashes`` (smaller = evicted
+        first) until their next use (``Block.marked_key``); returns the number of blocks marked.
+
+        Raises:
+            ValueError: a NaN ``key`` or a non-finite ``now_s``.
+        """
+        check_time(now_s)
+        if math.isnan(key):
+            raise ValueError("eviction key must not be NaN")
+        n = 0
+        for h in block_hashes:
+            b = self._blocks.get(h)
+            if b is None:
+                continue
+            n += 1
+            b.mark_key = float(key)
+            b.mark_set_s = now_s
+            if self._order.name == "priced":
                 self._push(b)
         return n
 

@@ -7,13 +7,17 @@ cache applies ``then`` at the deadline unless the next call touched the blocks f
 ``offload_dram`` / ``offload_ssd`` / ``drop`` now (``PrefixCache.apply_residency``). Offloads run in
 the background over PCIe (the copy is not charged to any call; a later promotion is). TTL deadlines
 become TIMER events (one pending per instance, at ``cache.next_expiry_s()``). Without a policy every
-block simply stays in the LRU index (``residency=None``).
+block simply stays in the LRU index (``residency=None``). A policy with ``eviction_order()`` returning
+an order name (``"priced"``, `optsched.policies.residency_priced_evict`) has that order installed on
+every instance's cache at the start, and at each pause its ``eviction_key(call, tokens, now)`` is set on
+the session's blocks (``PrefixCache.mark``); policies without it leave the caches' order untouched.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from optsched.kvcache.eviction import make_eviction
 from optsched.sim import kv
 from optsched.sim.events import TIMER
 from optsched.sim.instance import Instance
@@ -34,6 +38,12 @@ class ResidencyExecutor:
         self.timer_at: dict[int, float] = {}
         self.actions: dict[str, int] = {}
         self.moved_blocks = {"hbm": 0, "dram": 0, "ssd": 0}
+        order_fn = getattr(policy, "eviction_order", None)
+        order = order_fn() if order_fn is not None else None
+        self.marks = order is not None
+        if self.marks:
+            for inst in sim.instances:
+                inst.cache.set_eviction(make_eviction(order))
 
     def on_pause(self, inst: Instance, seq: Seq, now_s: float) -> None:
         """Release ``seq``'s blocks on ``inst`` and apply the policy's decision to them."""
@@ -53,6 +63,9 @@ class ResidencyExecutor:
         self.moved_blocks["hbm"] += moves.hbm_blocks
         self.moved_blocks["dram"] += moves.dram_blocks
         self.moved_blocks["ssd"] += moves.ssd_blocks
+        if self.marks:
+            key = self.policy.eviction_key(call, call.input_tokens + call.output_tokens, now_s)
+            inst.cache.mark(hashes, key, now_s)
         if d.action == "keep" and d.ttl_s != _INF:
             self._arm(inst, now_s)
 

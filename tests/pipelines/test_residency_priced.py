@@ -79,3 +79,19 @@ def test_rules_cost_at_least_the_optimum_and_plan_carries_the_solve(solves):
     back = plan_from_json(json.loads(json.dumps(doc))).to_policy()
     assert isinstance(back, LoadPricedResidency)
     assert back.price_table == solves[1].rule.price_table
+
+
+def test_evict_plan_records_the_eviction_price_from_the_duals(solves):
+    from optsched.policies.residency_priced_evict import PricedEvictionResidency
+
+    for s in solves.values():
+        doc = plan_to_json(s.evict_plan)
+        assert doc["type"] == "load_priced_evict"
+        p_full = s.rule.price(1.0)  # the LP price at full HBM demand
+        assert doc["parameters"]["eviction_price_s_per_token_s"] == p_full
+        assert doc["parameters"]["solve"]["eviction_price"]["value_s_per_token_s"] == p_full
+        back = plan_from_json(json.loads(json.dumps(doc))).to_policy()
+        assert isinstance(back, PricedEvictionResidency) and back.eviction_price_s_per_token_s == p_full
+        assert "load_priced_evict" in s.policy_cost_s
+    assert solves[8].evict_plan.parameters["eviction_price_s_per_token_s"] == 0.0  # loose: no order of its own
+    assert solves[1].evict_plan.parameters["eviction_price_s_per_token_s"] > 0.0  # tight: the duals price HBM
