@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from optsched.cost.efficiency import kernel_time_scalar as _kernel  # one kernel formula, Python floats
 from optsched.cost.model import CostModel, _check_nonneg
 
 __all__ = ["MEMO_MAX", "TABLE_BLOCK", "TABLE_MAX_BLOCKS", "TABLE_MAX_SEQS", "StepTimeFast", "fast_decode_times",
@@ -133,18 +134,6 @@ class StepTimeFast:
             base = blk * B
             parts.append(tab[max(q0, base) - base: min(q0 + cnt, base + B) - base])
         return parts[0] if len(parts) == 1 else np.concatenate(parts)
-
-
-def _kernel(flops: float, nbytes: float, m: float, peak: float, bw: float, fp: Any) -> float:
-    """``efficiency.kernel_time_scalar`` (the same statements; kept inline-able here)."""
-    sat = m / (m + fp.m_half) if m > 0 and (m + fp.m_half) > 0 else 1.0
-    tc = flops / (peak * fp.eps_compute * max(sat, 1e-12))
-    tm = nbytes / (bw * fp.eps_memory)
-    hi, lo = (tc, tm) if tc >= tm else (tm, tc)
-    if hi <= 0:
-        return 0.0
-    t = hi * (1.0 + (lo / hi) ** fp.overlap_p) ** (1.0 / fp.overlap_p)
-    return t + fp.row_s * m + fp.launch_s
 
 
 _FAST: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # CostModel -> its StepTimeFast (memo kept)
