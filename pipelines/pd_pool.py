@@ -46,7 +46,7 @@ def pool_instance(workloads: Sequence[Workload], configs: Sequence[tuple[str, st
     GPU type (default 1).
 
     Raises:
-        ValueError: no workload, or no configuration whose weights fit.
+        ValueError: no workload, or no configuration whose weights leave KV room for the longest call.
     """
     from optsched.pipelines.pd import call_trace
 
@@ -59,8 +59,16 @@ def pool_instance(workloads: Sequence[Workload], configs: Sequence[tuple[str, st
         except ValueError as exc:  # weights do not fit at this TP
             logger.info("pd_pool: skip %s/%s/tp%d: %s", gpu, model, tp, exc)
             continue
-        cap = min(gpu_budget, (gpus_available or {}).get(gpu, gpu_budget)) // tp
         trs = [call_trace(wl, cm) for wl in workloads]
+        need = max(int(np.max(tr.input_tokens + tr.output_tokens)) for tr in trs)
+        if cm.kv_capacity_tokens() < need:
+            # from_names does not refuse a TP whose weights leave no KV room (llama-3-70b on one H200: 0
+            # tokens); such an instance cannot hold the longest call, so it is no candidate (the md1 model's
+            # config_from_cost_model refuses it the same way)
+            logger.info("pd_pool: skip %s/%s/tp%d: KV capacity %d tokens < the longest call's %d", gpu, model, tp,
+                        cm.kv_capacity_tokens(), need)
+            continue
+        cap = min(gpu_budget, (gpus_available or {}).get(gpu, gpu_budget)) // tp
         xfers = [np.asarray(cm.kv_transfer_time(tr.input_tokens, link), dtype=float) for tr in trs]
         for role in roles:
             for n in range(1, cap + 1):
@@ -69,7 +77,8 @@ def pool_instance(workloads: Sequence[Workload], configs: Sequence[tuple[str, st
                 opts.append(PoolOption(f"{model}/{gpu}/tp{tp}", gpu, tp, role, n, g,
                                        (prices or {}).get(gpu, 1.0)))
     if not opts:
-        raise ValueError(f"pool_instance: no configuration of {list(configs)} fits its model's weights")
+        raise ValueError(f"pool_instance: no configuration of {list(configs)} leaves KV room for the longest call after its "
+                         "model's weights")
     return PoolInstance(tuple(opts), gpu_budget, gpus_available)
 
 
