@@ -28,6 +28,8 @@ __all__ = ["register"]
 logger = logging.getLogger("optsched.solve")
 
 PROBLEMS = ("routing", "pd", "admission", "residency")
+# --formulation per problem, the first is the default (the named baseline of its family)
+FORMULATIONS = {"routing": ("window", "session"), "pd": ("md1", "pool")}
 
 
 def register(subparsers) -> None:
@@ -50,9 +52,11 @@ def register(subparsers) -> None:
     p.add_argument("--sessions", type=int, default=0, help="residency: use only the first N sessions (0 = all)")
     p.add_argument("--instances", type=int, default=4, help="routing / residency: instances of the cluster")
     p.add_argument("--window", type=int, default=32, help="routing: calls in the solved window")
-    p.add_argument("--formulation", choices=("window", "session"), default="window",
-                   help="routing: 'window' = the window makespan MILP + price router (baseline); 'session' = "
-                        "the session-level routing + KV placement LP, exported as a routing/session plan")
+    p.add_argument("--formulation", choices=FORMULATIONS["routing"] + FORMULATIONS["pd"], default=None,
+                   help="routing: 'window' (default) = the window makespan MILP + price router (baseline); "
+                        "'session' = the session-level routing + KV placement LP, exported as a routing/session "
+                        "plan. pd: 'md1' (default) = per-instance M/D/1 capacities of the mean request "
+                        "(baseline); 'pool' = pool-level MILP with trace-driven goodput per pool size")
     p.add_argument("--warmup", type=int, default=200, help="routing: calls replayed into the caches first")
     p.add_argument("--gpu-budget", type=int, default=16, help="pd: GPUs available")
     p.add_argument("--ttft", type=float, default=2.0, help="pd: P90 TTFT SLO (s)")
@@ -100,6 +104,12 @@ def _run(args) -> int:
     for flag, value, lo in (("--seed", args.seed, 0), ("--sessions", args.sessions, 0), ("--calls", args.calls, 1)):
         if value < lo:
             raise ValueError(f"{flag} must be an int >= {lo}, got {value}")
+    forms = FORMULATIONS.get(args.problem, ())
+    if args.formulation is None:
+        args.formulation = forms[0] if forms else None
+    elif args.formulation not in forms:
+        raise ValueError(f"--formulation {args.formulation} does not apply to {args.problem}"
+                         + (f" (choose from {', '.join(forms)})" if forms else " (it has one formulation)"))
     gap = args.mip_gap if args.mip_gap is not None else (1e-3 if args.problem == "routing" else 1e-4)
     opts = SolverOptions(time_limit_s=args.time_limit, mip_gap=gap, verbose=args.solver_log,
                          warm_start=True)
@@ -216,12 +226,14 @@ def _pd(args, opts):
     from optsched.pipelines.pd import plan_from_workload
 
     plan, result = plan_from_workload(_workload(args.workload, args.seed), args.gpu, args.model, args.tp, opts,
-                                      args.seed, gpu_budget=args.gpu_budget, ttft_p90_s=args.ttft, tpot_s=args.tpot)
-    _summary("pd MILP", result)
+                                      args.seed, gpu_budget=args.gpu_budget, ttft_p90_s=args.ttft, tpot_s=args.tpot,
+                                      formulation=args.formulation)
+    _summary(f"pd MILP ({args.formulation})", result)
     p = plan.parameters
-    pr = p["profile"]
     rows = ", ".join(f"{c['instances']}x {c['role']} tp{c['tp']}" for c in p["counts"])
-    print(f"  profile {pr['input_tokens']} in / {pr['output_tokens']} out / {pr['cached_fraction']:.1%} cached: "
-          f"{rows}; {p['gpus']}/{p['gpu_budget']} GPUs, goodput {p['goodput_rps']:.4g} req/s "
+    pr = p.get("profile")
+    head = (f"profile {pr['input_tokens']} in / {pr['output_tokens']} out / {pr['cached_fraction']:.1%} cached"
+            if pr else "goodput per pool predicted on the workload's own calls (optsched.cost.pool_queue)")
+    print(f"  {head}: {rows}; {p['gpus']}/{p['gpu_budget']} GPUs, goodput {p['goodput_rps']:.4g} req/s "
           f"({p['goodput_per_gpu']:.4g} per GPU)")
     return plan

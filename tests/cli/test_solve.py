@@ -127,3 +127,17 @@ def test_solver_time_out_writes_the_incumbent_with_its_gap(capsys, tmp_path):
     prov = json.loads(out.read_text())["provenance"]
     assert 0 < prov["gap"] <= 0.01
     assert prov["gap"] == pytest.approx((prov["objective"] - prov["bound"]) / prov["objective"], rel=1e-6)
+
+
+def test_solve_pd_pool_formulation_records_its_solve(capsys, tmp_path):
+    """`--formulation pool`: the pool-level MILP's pick (no TP whose weights leave no KV room) with its solve
+    record; a formulation of another problem is one clear error."""
+    doc, m, text = solve(capsys, tmp_path, "pd", "--workload", MINISWE, "--gpu", "h200", "--model", "llama-3-70b",
+                         "--gpu-budget", "8", "--ttft", "10", "--tpot", "0.1", "--formulation", "pool")
+    p = doc["parameters"]
+    assert p["formulation"] == "pool" and "pd MILP (pool)" in text
+    assert all(r["tp"] > 1 for r in p["counts"]) and sum(r["tp"] * r["instances"] for r in p["counts"]) <= 8
+    assert doc["provenance"]["objective"] == pytest.approx(float(m.group(3)), rel=1e-5)
+    assert main(["solve", "admission", "--workload", "jaillet:3", "--formulation", "pool", "-o",
+                 str(tmp_path / "a.json")]) == 2
+    assert "--formulation pool does not apply to admission" in capsys.readouterr().err
