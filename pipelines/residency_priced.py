@@ -59,10 +59,13 @@ from optsched.workload.digest import workload_digest
 from optsched.workload.timeline import uncontended_timeline
 from optsched.workload.types import Call, Workload
 
-__all__ = ["DEMAND_EDGES", "PricedSolve", "class_prices", "price_table", "priced_instance", "solve_priced"]
+__all__ = ["DEMAND_EDGES", "MAX_SLOTS", "PricedSolve", "class_prices", "price_table", "priced_instance", "solve_priced"]
 
 logger = logging.getLogger(__name__)
 
+# time slots of one priced model: each adds an HBM row per instance and a slot binary per pause covering it;
+# a 1 ns slot on a minutes-long AgentX horizon grew the build past 8 GB in 20 s
+MAX_SLOTS = 50_000
 DEMAND_EDGES = (0.0, 0.25, 0.5, 0.75, 0.9, 1.0, 1.1, 1.25, 1.5, 2.0)
 
 
@@ -72,14 +75,21 @@ def priced_instance(wl: Workload, cm: CostModel, *, n_instances: int = 1, slot_s
     """(instance, call before each pause) of the module docstring.
 
     Raises:
-        NoToolPauses: no tool pause. ValueError: n_instances < 1, hbm_share outside (0, 1], max_pauses < 1.
+        NoToolPauses: no tool pause. ValueError: n_instances < 1, hbm_share outside (0, 1], max_pauses < 1,
+            slot_s not a finite number > 0, or more than MAX_SLOTS slots over the pauses' horizon.
     """
     if n_instances < 1 or not (0 < hbm_share <= 1) or (max_pauses is not None and max_pauses < 1):
         raise ValueError(f"need n_instances >= 1, 0 < hbm_share <= 1, max_pauses >= 1 or None; got {n_instances}, "
                          f"{hbm_share}, {max_pauses}")
+    if not (isinstance(slot_s, (int, float)) and math.isfinite(slot_s) and slot_s > 0):
+        raise ValueError(f"slot_s must be a finite number > 0 (s), got {slot_s!r}")
     pauses, calls = pauses_from_workload(wl, cm)
     if not pauses:
         raise NoToolPauses(f"workload {wl.name!r} has no tool pauses (no call with children and think time)")
+    n_slots = max(p.start_s + p.duration_s for p in pauses) / slot_s
+    if n_slots > MAX_SLOTS:
+        raise ValueError(f"slot_s {slot_s:g} s cuts the {n_slots * slot_s:.4g} s of tool pauses into {n_slots:.3g} "
+                         f"slots (at most {MAX_SLOTS:,}: a larger model would not fit in memory); use a longer slot")
     paused_slots: dict[str, set[int]] = defaultdict(set)  # a session's KV is counted once per slot
     for p, c in zip(pauses, calls, strict=True):
         first = math.floor(p.start_s / slot_s + 1e-9)

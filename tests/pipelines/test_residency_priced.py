@@ -95,3 +95,14 @@ def test_evict_plan_records_the_eviction_price_from_the_duals(solves):
         assert "load_priced_evict" in s.policy_cost_s
     assert solves[8].evict_plan.parameters["eviction_price_s_per_token_s"] == 0.0  # loose: no order of its own
     assert solves[1].evict_plan.parameters["eviction_price_s_per_token_s"] > 0.0  # tight: the duals price HBM
+
+
+@pytest.mark.parametrize(("slot_s", "msg"), [(0.0, "slot_s must be a finite number > 0"),
+                                             (float("nan"), "slot_s must be a finite number > 0"),
+                                             (1e-9, r"slots \(at most 50,000")])
+def test_slot_length_is_checked_before_the_model_is_built(slot_s, msg):
+    """A zero slot raised ZeroDivisionError; a 1 ns slot grew the build past 8 GB in 20 s."""
+    from optsched.pipelines.residency_priced import priced_instance
+
+    with pytest.raises(ValueError, match=msg):
+        priced_instance(generate_agentx(2, np.random.default_rng(0)), CM, slot_s=slot_s)
