@@ -83,8 +83,26 @@ class BatchedVectorEnv(VectorEnv):
         return self._copy(), {}
 
     def step(self, actions):
-        """Step every sub-env with ``actions[i]`` (next-step autoreset, see the module docstring)."""
-        acts = np.asarray(actions).tolist()
+        """Step every sub-env with ``actions[i]`` (next-step autoreset, see the module docstring).
+
+        Raises:
+            ValueError: ``actions`` is not one action per sub-env, or an action outside the single action
+                space (checked for every sub-env before any of them moves, so a bad batch changes nothing).
+        """
+        arr = np.asarray(actions)
+        if arr.ndim == 0 or arr.shape[0] != self.num_envs:
+            raise ValueError(f"actions must hold one action per sub-env ({self.num_envs}), got shape {arr.shape}")
+        live = [i for i in range(self.num_envs) if not self._autoreset[i]]
+        sp = self.single_action_space
+        if isinstance(sp, gym.spaces.Discrete):
+            bad = [i for i in live if not (arr.ndim == 1 and np.issubdtype(arr.dtype, np.integer)
+                                           and sp.start <= arr[i] < sp.start + sp.n)]
+        else:
+            bad = [i for i in live if not sp.contains(arr[i])]
+        if bad:
+            raise ValueError(f"actions[{bad[0]}] = {arr[bad[0]]!r} is outside the action space {sp}; no sub-env "
+                             "was stepped")
+        acts = arr.tolist()
         rew, term, trunc, limit = self._rew, self._term, self._trunc, self.max_episode_steps
         for i, env in enumerate(self.envs):
             if self._autoreset[i]:

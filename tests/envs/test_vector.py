@@ -69,3 +69,16 @@ def test_bad_arguments():
     v.reset(seed=0)
     with pytest.raises(ValueError, match="action"):
         v.step(np.array([0, 99]))
+
+
+def test_a_bad_batch_moves_no_sub_env():
+    """An invalid action (or a batch of the wrong length) is refused before any sub-env steps: the next valid
+    step gives exactly what a fresh vector env gives (env 0 and 1 had advanced before the check)."""
+    v, ref = BatchedVectorEnv(RID, 3, n_sessions=2), BatchedVectorEnv(RID, 3, n_sessions=2)
+    v.reset(seed=0)
+    ref.reset(seed=0)
+    for bad in (np.array([0, 1, 7]), np.array([0, 1]), np.array([0, 1, 2, 3]), np.int64(1), np.array([0.5, 1, 2])):
+        with pytest.raises(ValueError, match="action"):
+            v.step(bad)
+    good = np.array([0, 1, 2])
+    _same(v.step(good), ref.step(good))
