@@ -62,7 +62,10 @@ def _population_spec(source: str, load: float) -> tuple[str, dict] | None:
     kind, kw = parse_generator_spec(source)
     if "sessions" not in GENERATOR_KEYS[kind]:
         return None
-    kw["sessions"] = max(1, round(kw.get("sessions", 50) * load))
+    base = kw.get("sessions", 50)
+    if not (isinstance(base, int) and base >= 1):
+        raise ValueError(f"{source}: sessions must be an int >= 1 (the count at load 1), got {base!r}")
+    kw["sessions"] = max(1, round(base * load))
     return kind, kw
 
 

@@ -72,7 +72,9 @@ def test_cli_errors_are_one_line(tmp_path):
     for argv, msg in ((["compare", SRC, "--seeds", "3"], "--seeds must be >= 5"),
                       (["compare", SRC, "--policies", "nope"], "unknown nope"),
                       (["compare", SRC, "--loads", "2,1"], "loads must be strictly increasing"),
-                      (["compare", "no/such/file.jsonl"], "no such file")):
+                      (["compare", "no/such/file.jsonl"], "no such file"),
+                      (["compare", "hotprompt:sessions=0", "--policies", "round_robin"],
+                       "sessions must be an int >= 1")):
         proc = subprocess.run([*CLI, *argv, "--out", str(tmp_path)], capture_output=True, text=True, check=False)
         assert proc.returncode == 2, (argv, proc.stderr)
         assert msg in proc.stderr and proc.stderr.count("\n") == 1, proc.stderr
