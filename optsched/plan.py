@@ -181,7 +181,8 @@ class Plan:
         """The online policy object the simulator runs (Router / Admission / Residency).
 
         Raises:
-            ValueError: no policy class is registered for (kind, type), or its module is absent.
+            ValueError: no policy class is registered for (kind, type), its module is absent, or a parameter
+                the policy needs is missing or invalid (naming it).
         """
         targets = policy_targets()
         target = targets.get((self.kind, self.type))
@@ -202,8 +203,11 @@ class Plan:
         except (ModuleNotFoundError, AttributeError) as exc:
             raise ValueError(f"policy class {target} for type {self.type!r} is not available: {exc}") from exc
         params = dict(self.parameters)
-        if not isinstance(cls, type):  # a builder function (adapter) rather than a class
-            return cls(params)
-        if hasattr(cls, "from_parameters"):
-            return cls.from_parameters(params)
-        return cls(**params)
+        try:
+            if not isinstance(cls, type):  # a builder function (adapter) rather than a class
+                return cls(params)
+            if hasattr(cls, "from_parameters"):
+                return cls.from_parameters(params)
+            return cls(**params)
+        except KeyError as exc:  # a builder reading a field the (hand-edited) file lacks
+            raise ValueError(f"parameters.{exc.args[0]} is missing") from None

@@ -48,3 +48,16 @@ def test_unknown_type_rejected_by_engine_settings_and_cli(tmp_path, capsys):
 def test_known_types_cover_plans_and_registry():
     assert "counts" in known_types("pd_ratio") and "ttl_opt" in known_types("residency")
     assert {"round_robin", "price", "assignment"} <= set(known_types("routing"))
+
+
+def test_a_missing_parameter_the_policy_reads_is_one_line(tmp_path, capsys):
+    """A hand-edited load_priced file without its price table: one error line naming the field (it was a raw
+    KeyError traceback from `optsched export`)."""
+    params = {"block_size": 512, "pcie_s_per_token": 1e-6, "recompute_coef_s": [0.0, 1e-4, 1e-9],
+              "pause_s_by_tool": {}, "default_pause_s": 5.0}
+    path = dump_policy(Plan("residency", "load_priced", params, PROV), tmp_path / "r.json")
+    with pytest.raises(ValueError, match=r"parameters\.price_table is missing"):
+        load_policy(path).to_policy()
+    assert main(["export", str(path), "--engine", "vllm"]) == 2
+    err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
+    assert len(err) == 1 and "parameters.price_table is missing" in err[0], err
