@@ -181,10 +181,19 @@ def _admission(plan: Plan, engine: str) -> EngineSettings:
 
 def _residency(plan: Plan, engine: str) -> EngineSettings:
     if engine in ("vllm", "llm-d"):
+        rule = {"ttl_opt": "The TTL rule itself needs a KV connector that applies its per-tool-class ttl_s to each "
+                           "paused session.",
+                "ttl": "The TTL rule itself needs a KV connector that applies its ttl_s to each paused session.",
+                "infercept": "InferCept's per-pause choice (preserve / swap / discard by memory waste) needs a KV "
+                             "connector that calls it at each pause.",
+                "load_priced": "The load-priced rule itself (keep / offload / drop per pause from the HBM price "
+                               "table) needs a KV connector that calls it at each pause.",
+                "load_priced_evict": "The load-priced rule and its priced eviction order need a KV connector that "
+                                     "calls it at each pause and orders evictions by its keys."}.get(
+            plan.type, "vLLM's own eviction is LRU over unpinned blocks; no flag changes that order.")
         return EngineSettings(engine, ("--kv-offloading-backend", "native"), (
-            ("no engine flag sets a per-tool-class TTL; the nearest setting is vLLM's CPU KV offload "
-            "(add --kv-offloading-size <GB of host DRAM>) so blocks leaving HBM land in DRAM. The TTL rule "
-            "itself needs a KV connector that applies ttl_s per paused session."),), True)
+            ("no engine flag sets a per-pause KV residency decision; the nearest setting is vLLM's CPU KV offload "
+             f"(add --kv-offloading-size <GB of host DRAM>) so blocks leaving HBM land in DRAM. {rule}"),), True)
     return EngineSettings(engine, (), (f"{engine} has no KV residency setting; no mapping exists.",), False)
 
 

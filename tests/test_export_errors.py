@@ -61,3 +61,12 @@ def test_a_missing_parameter_the_policy_reads_is_one_line(tmp_path, capsys):
     assert main(["export", str(path), "--engine", "vllm"]) == 2
     err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
     assert len(err) == 1 and "parameters.price_table is missing" in err[0], err
+
+
+@pytest.mark.parametrize(("typ", "phrase"), [("load_priced", "HBM price table"), ("lru", "eviction is LRU"),
+                                             ("ttl_opt", "per-tool-class ttl_s")])
+def test_residency_export_note_describes_the_rule_it_exports(typ, phrase):
+    """The vLLM note named 'ttl_s per paused session' for every residency rule, including LRU and the
+    load-priced rule, which have no ttl_s."""
+    notes = " ".join(engine_settings(Plan("residency", typ, {}, PROV), "vllm").notes)
+    assert phrase in notes and (typ.startswith("ttl") or "ttl_s" not in notes), notes
