@@ -95,7 +95,8 @@ def build_pd_cluster(params: Mapping[str, Any]) -> Any:
     pool).
 
     Raises:
-        ValueError: no ``counts`` rows, or a row missing a field.
+        ValueError: no ``counts`` rows, a row missing a field, more GPUs than ``gpu_budget``, or a
+            ``<role>_instances`` total that disagrees with the rows.
     """
     from optsched.sim import ClusterConfig, InstanceConfig, SchedulerConfig
 
@@ -109,6 +110,14 @@ def build_pd_cluster(params: Mapping[str, Any]) -> Any:
                                         count=int(r["instances"])))
         except (KeyError, TypeError) as exc:
             raise ValueError(f"parameters.counts[{k}]: missing or bad field {exc}") from exc
+    used = sum(i.tp * i.count for i in insts)
+    budget = params.get("gpu_budget")
+    if budget is not None and used > budget:
+        raise ValueError(f"parameters.counts use {used} GPUs, more than parameters.gpu_budget = {budget}")
+    for role in ("prefill", "decode", "colocated"):
+        total, n = params.get(f"{role}_instances"), sum(i.count for i in insts if i.role == role)
+        if total is not None and total != n:
+            raise ValueError(f"parameters.{role}_instances = {total}, but parameters.counts hold {n} {role} instances")
     return ClusterConfig(tuple(insts), SchedulerConfig())
 
 

@@ -63,8 +63,8 @@ __all__ = ["DEMAND_EDGES", "MAX_SLOTS", "PricedSolve", "class_prices", "price_ta
 
 logger = logging.getLogger(__name__)
 
-# time slots of one priced model: each adds an HBM row per instance and a slot binary per pause covering it;
-# a 1 ns slot on a minutes-long AgentX horizon grew the build past 8 GB in 20 s
+# (pause, slot) pairs of one priced model: each is a variable and a term of an HBM row; a 1 ns slot on
+# minutes-long AgentX pauses grew the build past 8 GB in 20 s
 MAX_SLOTS = 50_000
 DEMAND_EDGES = (0.0, 0.25, 0.5, 0.75, 0.9, 1.0, 1.1, 1.25, 1.5, 2.0)
 
@@ -76,7 +76,7 @@ def priced_instance(wl: Workload, cm: CostModel, *, n_instances: int = 1, slot_s
 
     Raises:
         NoToolPauses: no tool pause. ValueError: n_instances < 1, hbm_share outside (0, 1], max_pauses < 1,
-            slot_s not a finite number > 0, or more than MAX_SLOTS slots over the pauses' horizon.
+            slot_s not a finite number > 0, or more than MAX_SLOTS (pause, slot) pairs.
     """
     if n_instances < 1 or not (0 < hbm_share <= 1) or (max_pauses is not None and max_pauses < 1):
         raise ValueError(f"need n_instances >= 1, 0 < hbm_share <= 1, max_pauses >= 1 or None; got {n_instances}, "
@@ -86,10 +86,11 @@ def priced_instance(wl: Workload, cm: CostModel, *, n_instances: int = 1, slot_s
     pauses, calls = pauses_from_workload(wl, cm)
     if not pauses:
         raise NoToolPauses(f"workload {wl.name!r} has no tool pauses (no call with children and think time)")
-    n_slots = max(p.start_s + p.duration_s for p in pauses) / slot_s
+    paused_s = sum(p.duration_s for p in pauses)
+    n_slots = paused_s / slot_s + len(pauses)  # pause-slots the model builds (each pause covers >= 1)
     if n_slots > MAX_SLOTS:
-        raise ValueError(f"slot_s {slot_s:g} s cuts the {n_slots * slot_s:.4g} s of tool pauses into {n_slots:.3g} "
-                         f"slots (at most {MAX_SLOTS:,}: a larger model would not fit in memory); use a longer slot")
+        raise ValueError(f"slot_s {slot_s:g} s cuts the {paused_s:.4g} s of tool pauses into {n_slots:.3g} pause-slots "
+                         f"(at most {MAX_SLOTS:,}: a larger model would not fit in memory); use a longer slot")
     paused_slots: dict[str, set[int]] = defaultdict(set)  # a session's KV is counted once per slot
     for p, c in zip(pauses, calls, strict=True):
         first = math.floor(p.start_s / slot_s + 1e-9)

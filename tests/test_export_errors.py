@@ -70,3 +70,14 @@ def test_residency_export_note_describes_the_rule_it_exports(typ, phrase):
     load-priced rule, which have no ttl_s."""
     notes = " ".join(engine_settings(Plan("residency", typ, {}, PROV), "vllm").notes)
     assert phrase in notes and (typ.startswith("ttl") or "ttl_s" not in notes), notes
+
+
+def test_pd_counts_that_contradict_their_budget_or_totals_are_refused():
+    row = {"gpu": "h200-sxm", "model": "llama-3-70b", "tp": 2, "role": "colocated", "instances": 100}
+    with pytest.raises(ValueError, match="use 200 GPUs, more than parameters.gpu_budget = 16"):
+        Plan("pd_ratio", "counts", {"counts": [row], "gpu_budget": 16}, PROV).to_policy()
+    row["instances"] = 8
+    with pytest.raises(ValueError, match="colocated_instances = 99, but parameters.counts hold 8"):
+        Plan("pd_ratio", "counts", {"counts": [row], "gpu_budget": 16, "colocated_instances": 99}, PROV).to_policy()
+    assert Plan("pd_ratio", "counts", {"counts": [row], "gpu_budget": 16, "colocated_instances": 8},
+                PROV).to_policy().instances[0].count == 8

@@ -99,7 +99,7 @@ def test_evict_plan_records_the_eviction_price_from_the_duals(solves):
 
 @pytest.mark.parametrize(("slot_s", "msg"), [(0.0, "slot_s must be a finite number > 0"),
                                              (float("nan"), "slot_s must be a finite number > 0"),
-                                             (1e-9, r"slots \(at most 50,000")])
+                                             (1e-9, r"pause-slots \(at most 50,000")])
 def test_slot_length_is_checked_before_the_model_is_built(slot_s, msg):
     """A zero slot raised ZeroDivisionError; a 1 ns slot grew the build past 8 GB in 20 s."""
     from optsched.pipelines.residency_priced import priced_instance
