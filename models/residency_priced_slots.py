@@ -23,10 +23,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 from functools import partial
 
 from optsched.models.residency_priced import PricedResidencyInstance
+from optsched.models.residency_slots import ReplayClusterView, ReplayInstanceView
 
 from optsched.policies.base import Residency
 from optsched.workload.types import Call
@@ -34,33 +34,6 @@ from optsched.workload.types import Call
 __all__ = ["PRICED_ACTION_TIER", "replay_priced"]
 
 PRICED_ACTION_TIER = {"keep": 0, "offload_dram": 1, "drop": 2}
-
-
-@dataclass
-class _Inst:
-    kv_capacity_blocks: int
-    kv_used_blocks: int
-    active_kv_blocks: int
-    instance_id: int
-    role: str = "colocated"
-    group: int = -1
-    queued_prefill_tokens: int = 0
-    running_decodes: int = 0
-    outstanding_tokens: int = 0
-
-    def prefix_hit_blocks(self, block_hashes, tier: str = "hbm") -> int:
-        return 0
-
-
-@dataclass
-class _View:
-    now_s: float
-    block_size: int
-    instances: tuple
-    homes: dict
-
-    def session_home(self, session_id: str) -> int | None:
-        return self.homes.get(session_id)
 
 
 def _tier(action: str) -> int:
@@ -117,11 +90,13 @@ def replay_priced(inst: PricedResidencyInstance, calls: Sequence[Call], policy: 
     for t in range(min(s[0] for s in slots), max(s[-1] for s in slots) + 1):
         for j in starts.get(t, []):
             i = inst.instance_of[j]
-            views = tuple(_Inst(inst.hbm_tokens // block_size,
-                                (inst.running_tokens.get((k, t), 0) + hbm[k]) // block_size,
-                                inst.running_tokens.get((k, t), 0) // block_size, k) for k in range(n_inst))
+            views = tuple(ReplayInstanceView(inst.hbm_tokens // block_size,
+                                             (inst.running_tokens.get((k, t), 0) + hbm[k]) // block_size,
+                                             instance_id=k,
+                                             active_kv_blocks=inst.running_tokens.get((k, t), 0) // block_size)
+                          for k in range(n_inst))
             dec = policy.on_pause(calls[j], math.ceil(tok[j] / block_size),
-                                  _View(inst.pauses[j].start_s, block_size, views, homes))
+                                  ReplayClusterView(inst.pauses[j].start_s, block_size, views, homes))
             k = _tier(dec.action)
             if k == 1 and dram[i] + tok[j] > inst.dram_tokens:
                 k = 2

@@ -21,7 +21,7 @@ from optsched.models.residency import ResidencyInstance, ResidencyPlanPaths
 from optsched.policies.base import Residency, ResidencyDecision
 from optsched.workload.types import Call
 
-__all__ = ["ACTION_TIER", "path_cost", "simulate_residency_policy"]
+__all__ = ["ACTION_TIER", "ReplayClusterView", "ReplayInstanceView", "path_cost", "simulate_residency_policy"]
 
 ACTION_TIER = {"keep": 0, "offload_dram": 1, "offload_ssd": 2, "drop": 3}
 
@@ -35,7 +35,11 @@ def path_cost(inst: ResidencyInstance, j: int, path: Sequence[int]) -> float:
 
 
 @dataclass
-class _InstanceView:
+class ReplayInstanceView:
+    """A static `optsched.policies.base.InstanceView` for replaying a residency rule on a slot model:
+    KV capacity and use in blocks, ``active_kv_blocks`` the blocks pinned by running requests (None: the
+    rule falls back to ``kv_used_blocks``), no queue and no prefix hits."""
+
     kv_capacity_blocks: int
     kv_used_blocks: int
     instance_id: int = 0
@@ -44,19 +48,24 @@ class _InstanceView:
     queued_prefill_tokens: int = 0
     running_decodes: int = 0
     outstanding_tokens: int = 0
+    active_kv_blocks: int | None = None
 
     def prefix_hit_blocks(self, block_hashes, tier: str = "hbm") -> int:
         return 0
 
 
 @dataclass
-class _ClusterView:
+class ReplayClusterView:
+    """A static `optsched.policies.base.ClusterView` at ``now_s``; ``homes`` session id -> instance
+    (None: every session's home is instance 0, the one-instance slot model)."""
+
     now_s: float
     block_size: int
     instances: tuple
+    homes: dict | None = None
 
     def session_home(self, session_id: str) -> int | None:
-        return 0
+        return 0 if self.homes is None else self.homes.get(session_id)
 
 
 def simulate_residency_policy(
@@ -84,8 +93,8 @@ def simulate_residency_policy(
     cap = inst.capacity_tokens
     for t in range(min(s[0] for s in slots), max(s[-1] for s in slots) + 1):
         for j in starts.get(t, []):
-            view = _ClusterView(t * inst.slot_s, block_size,
-                                (_InstanceView(cap[0] // block_size, load[0] // block_size),))
+            view = ReplayClusterView(t * inst.slot_s, block_size,
+                                     (ReplayInstanceView(cap[0] // block_size, load[0] // block_size),))
             dec: ResidencyDecision = policy.on_pause(calls[j], math.ceil(inst.pauses[j].kv_tokens / block_size), view)
             tier[j] = ACTION_TIER[dec.action]
             then_of[j] = ACTION_TIER[dec.then]
