@@ -42,31 +42,15 @@ logger = logging.getLogger(__name__)
 MAX_CACHED_FRACTION = 0.99  # PDWorkload needs < 1 (at least one new token per request)
 
 
-def _release_times(wl: Workload, cm: CostModel) -> dict[str, tuple[float, float]]:
-    """Uncontended (release, finish) per call. Closed loop: the simulator's rule (`optsched.sim.driver`): a root
-    at its session's ``start_s`` + ``wait_s`` (its trace ``arrival_s`` is ignored, unlike
-    `uncontended_timeline`, which would put the LMCache sample's second session 44 h later), a child at
-    max over parents (finish + think) + ``wait_s``. Open loop: `uncontended_timeline`."""
-    if not wl.closed_loop:
-        return uncontended_timeline(wl, cm)
-    out: dict[str, tuple[float, float]] = {}
-    for s in wl.sessions:
-        for c in s.calls:
-            rel = max((out[p][1] + s.call(p).think_time_s for p in c.parents), default=s.start_s) + c.wait_s
-            svc = float(cm.prefill_time(c.new_tokens, c.input_tokens - c.new_tokens)) + c.output_tokens * float(
-                cm.decode_step_time(1, c.input_tokens))
-            out[c.call_id] = (rel, rel + svc)
-    return out
-
-
 def call_trace(wl: Workload, cm: CostModel) -> CallTrace:
-    """Per-call release times (uncontended, `_release_times`), tokens and cached tokens (module docstring's
+    """Per-call release times (uncontended, `optsched.workload.timeline.uncontended_timeline`, the simulator's
+    release rule), tokens and cached tokens (module docstring's
     replay); for a closed-loop workload also the parent indices, think and wait times (`CallTrace`).
 
     Raises:
         ValueError: a workload without calls.
     """
-    times = _release_times(wl, cm)
+    times = uncontended_timeline(wl, cm)
     calls = calls_in_release_order(wl, times)
     bs = wl.block_size
     cache = PrefixCache({"hbm": int(cm.kv_capacity_blocks(bs))}, bs)
