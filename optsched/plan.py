@@ -10,6 +10,7 @@ Each policy class is built as ``cls.from_parameters(parameters)`` when it define
 
 from __future__ import annotations
 
+import functools
 import importlib
 import math
 from collections.abc import Mapping
@@ -60,21 +61,30 @@ def policy_targets() -> dict[tuple[str, str], str]:
     """Every (kind, type) a Plan can stand for -> "module:attr": `POLICY_CLASSES` plus the entry points of
     group ``optsched.plan_policies`` (name "kind/type", value "module:attr"; optsched.pipelines registers
     ``routing/session`` and ``admission/scenario_lookahead`` there, and so can a third-party package).
-    The attr is a policy class or a builder ``f(parameters) -> policy``.
+    The attr is a policy class or a builder ``f(parameters) -> policy``. The installed entry points are read
+    once per process.
 
     Raises:
         ValueError: an entry point whose name is not "kind/type" with a kind of `KINDS`.
     """
+    out = dict(POLICY_CLASSES)
+    for key, value in _entry_point_targets():
+        out.setdefault(key, value)
+    return out
+
+
+@functools.cache
+def _entry_point_targets() -> tuple[tuple[tuple[str, str], str], ...]:
     from importlib.metadata import entry_points
 
-    out = dict(POLICY_CLASSES)
+    out = []
     for ep in entry_points(group=ENTRY_POINT_GROUP):
         kind, _, typ = ep.name.partition("/")
         if kind not in KINDS or not typ:
             raise ValueError(f"entry point {ep.name!r} = {ep.value!r} of group {ENTRY_POINT_GROUP}: the name must "
                              f"be 'kind/type' with kind one of {KINDS}")
-        out.setdefault((kind, typ), ep.value)
-    return out
+        out.append(((kind, typ), ep.value))
+    return tuple(out)
 
 
 def build_assignment_router(params: Mapping[str, Any]) -> Any:
