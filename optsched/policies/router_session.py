@@ -99,6 +99,9 @@ class SessionRouterConfig:
             v = getattr(self, f)
             if not (math.isfinite(v) and v >= 0):
                 raise ValueError(f"SessionRouterConfig.{f} must be finite and >= 0, got {v!r}")
+        for tool, v in dict(self.think_forecast_s).items():
+            if not (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0):
+                raise ValueError(f"SessionRouterConfig.think_forecast_s[{tool!r}] must be finite and >= 0 s, got {v!r}")
         if not (math.isfinite(self.reprice_s) and self.reprice_s > 0):
             raise ValueError(f"SessionRouterConfig.reprice_s must be finite and > 0, got {self.reprice_s!r}")
 

@@ -3,6 +3,8 @@ destination can make room for it (else the simulator's copy fails and the call r
 
 from dataclasses import dataclass, field
 
+import pytest
+
 from optsched.policies.router_session import SessionRouter, SessionRouterConfig
 from optsched.workload import Call
 
@@ -75,3 +77,9 @@ def test_prefill_avoids_an_instance_with_a_busy_decode_batch():
     assert r.decisions["transfer"] == 1
     view = _View([_Inst(3968, running_decodes=0), _Inst(0)], home=0)
     assert _router().route(_call(), view) == 0
+
+
+@pytest.mark.parametrize("bad", [-1.0, float("nan"), float("inf")])
+def test_config_rejects_a_negative_or_non_finite_think_forecast(bad):
+    with pytest.raises(ValueError, match=r"think_forecast_s\['bash'\]"):
+        SessionRouterConfig(gpu="h200-sxm", model="llama-3-70b", tp=4, think_forecast_s={"bash": bad})
