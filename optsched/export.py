@@ -28,7 +28,7 @@ from typing import Any
 
 import jsonschema
 
-from optsched.plan import Plan, Provenance
+from optsched.plan import Plan, Provenance, known_types
 
 __all__ = [
     "ENGINES",
@@ -330,19 +330,6 @@ def _pd(plan: Plan, engine: str) -> EngineSettings:
         return EngineSettings(engine, (), ((f"P/D plan type {plan.type!r} has no prefill_tp / decode_tp / "
                                            "instance counts to map."),), False)
     return EngineSettings(engine, tuple(flags), tuple(notes), True)
-
-
-def known_types(kind: str) -> tuple[str, ...]:
-    """Policy types a plan of ``kind`` may name (sorted): those with a policy class
-    (`optsched.plan.policy_targets`) plus the simulator registry's baselines of that kind (what
-    `Plan.to_policy` can build)."""
-    from optsched.plan import REGISTRY_KIND, policy_targets
-    from optsched.sim.registry import policy_names
-
-    names = {t for k, t in policy_targets() if k == kind}
-    if kind in REGISTRY_KIND:
-        names.update(policy_names(REGISTRY_KIND[kind]))
-    return tuple(sorted(names))
 
 
 def engine_settings(plan: Plan, engine: str) -> EngineSettings:

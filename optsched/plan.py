@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = ["ENTRY_POINT_GROUP", "KINDS", "POLICY_CLASSES", "REGISTRY_KIND", "Plan", "Provenance",
-           "build_assignment_router", "build_pd_cluster", "build_price_router", "policy_targets"]
+           "build_assignment_router", "build_pd_cluster", "build_price_router", "known_types", "policy_targets"]
 
 KINDS = ("routing", "pd_ratio", "admission", "residency")
 # plan kind -> policy kind of `optsched.sim.registry` (the baselines' name table)
@@ -55,6 +55,17 @@ def build_price_router(params: Mapping[str, Any]) -> Any:
 
     names = {f.name for f in fields(PriceRouterConfig)}
     return PriceRouter(PriceRouterConfig(**{k: v for k, v in params.items() if k in names}))
+
+
+def known_types(kind: str) -> tuple[str, ...]:
+    """Policy types a plan of ``kind`` may name (sorted): those with a policy class (`policy_targets`)
+    plus the simulator registry's baselines of that kind (what `Plan.to_policy` can build)."""
+    from optsched.sim.registry import policy_names
+
+    names = {t for k, t in policy_targets() if k == kind}
+    if kind in REGISTRY_KIND:
+        names.update(policy_names(REGISTRY_KIND[kind]))
+    return tuple(sorted(names))
 
 
 def policy_targets() -> dict[tuple[str, str], str]:
@@ -214,8 +225,8 @@ class Plan:
             if self.type in policy_names(reg_kind):
                 return build_policy(reg_kind, {"name": self.type, **self.parameters}, seed=self.provenance.seed or 0)
         if target is None:
-            known = sorted(t for k, t in targets if k == self.kind)
-            raise ValueError(f"no policy class for kind={self.kind!r} type={self.type!r}; known types: {known}")
+            raise ValueError(f"no policy class for kind={self.kind!r} type={self.type!r}; "
+                             f"known types: {list(known_types(self.kind))}")
         module_name, cls_name = target.split(":")
         try:
             cls = getattr(importlib.import_module(module_name), cls_name)

@@ -81,3 +81,8 @@ def test_pd_counts_that_contradict_their_budget_or_totals_are_refused():
         Plan("pd_ratio", "counts", {"counts": [row], "gpu_budget": 16, "colocated_instances": 99}, PROV).to_policy()
     assert Plan("pd_ratio", "counts", {"counts": [row], "gpu_budget": 16, "colocated_instances": 8},
                 PROV).to_policy().instances[0].count == 8
+
+
+def test_to_policy_error_lists_registry_baselines_too():
+    with pytest.raises(ValueError, match=r"known types: \[.*'cache_aware'.*'price'.*'round_robin'"):
+        Plan("routing", "no_such_router", {}, PROV).to_policy()
