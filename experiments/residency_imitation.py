@@ -9,9 +9,11 @@ eviction score (`optsched.pipelines.residency_imitation.solve_and_fit`). The exp
 (``residency/load_priced_imitate``, ``policy.json``) records the load-priced solve and, under
 ``parameters.solve.imitation``, every training MILP's status / objective / gap and the fit.
 
-Each evaluated seed: (1) simulates LRU, load_priced and load_priced_imitate on ``--instances`` colocated
+The same training MILPs also feed a second derivation, ``load_priced_search`` (same policy class and Plan type,
+``method="search"``): the weights of a fixed grid with the least mean ratio replay cost / optimum on the
+training replications. Each evaluated seed: (1) simulates LRU, load_priced and both derived orders on ``--instances`` colocated
 instances (router ``--router``, SLO TTFT 10 s / TPOT 0.1 s): goodput and HBM hit rate; (2) solves that seed's
-priced slot model (hindsight MILP) and replays the three rules and the oracle order (every pause kept, the
+priced slot model (hindsight MILP) and replays the four rules and the oracle order (every pause kept, the
 pause with the latest TRUE end evicted first: a hindsight reference, not an online rule) on it:
 cost / optimum. Statistics: `optsched.compare.stats` (Student-t 95% CI; differences to LRU paired by seed).
 Writes ``summary.json``, ``results.md``, ``policy.json`` and ``provenance.json`` to ``--out``.
@@ -110,15 +112,21 @@ def run_source(source: str, cfg: Config, cm: CostModel, opts: SolverOptions) -> 
     params["solve"] = {**params["solve"], "imitation": fit.record}
     params["eviction_weights"] = list(fit.weights)
     plan = Plan("residency", "load_priced_imitate", params, derived.plan.provenance)
-    logger.info("%s: imitation weights %s (%d pairs, in-sample pair accuracy %.3f)", source, fit.weights,
-                fit.record["pairs"], fit.record["pair_accuracy_in_sample"])
+    sfit = solve_and_fit(trains, cm, opts, lam=cfg.lam, seeds=train_seeds, method="search",
+                         rule_params=derived.plan.parameters, **kw)
+    sparams = {**params, "solve": {**params["solve"], "imitation": sfit.record}, "eviction_weights": list(sfit.weights)}
+    splan = Plan("residency", "load_priced_imitate", sparams, derived.plan.provenance)
+    for f in (fit, sfit):
+        logger.info("%s: %s weights %s (%d pairs, pair accuracy %.3f)", source, f.record["method"], f.weights,
+                    f.record["pairs"], f.record["pair_accuracy_in_sample"])
     base = {"price_table": ((0.0, 0.0),), "expected_pause_s": params["expected_pause_s"],
             "pcie_coef_s": params["pcie_coef_s"], "recompute_coef_s": params["recompute_coef_s"],
             "block_size": params["block_size"]}
 
     def rules() -> dict:
         return {"lru": LRUResidency(), "load_priced": LoadPricedResidency.from_parameters(derived.plan.parameters),
-                "load_priced_imitate": ImitationEvictionResidency.from_parameters(params)}
+                "load_priced_imitate": ImitationEvictionResidency.from_parameters(params),
+                "load_priced_search": ImitationEvictionResidency.from_parameters(sparams)}
 
     names = list(rules())
     goodput: dict[str, list[float]] = {n: [] for n in names}
@@ -148,10 +156,10 @@ def run_source(source: str, cfg: Config, cm: CostModel, opts: SolverOptions) -> 
                            "optimum_s": opt, "gap": h.milp.gap, "cost_s": h.policy_cost_s,
                            "ratio": {k: (v / opt if opt else (1.0 if v <= 1e-9 else None))
                                      for k, v in h.policy_cost_s.items()}})
-    res = {"source": source, "train_seeds": train_seeds, "imitation": fit.record,
+    res = {"source": source, "train_seeds": train_seeds, "imitation": fit.record, "search": sfit.record,
            "goodput_calls_s": _stats(goodput, relative=True), "hit_rate_hbm": _stats(hit, relative=False),
            "hindsight": ratios}
-    return res, plan
+    return res, (plan, splan)
 
 
 def _fmt(e: dict) -> str:
@@ -162,11 +170,12 @@ def render(results: list[dict]) -> str:
     """Markdown: per source, the fit, goodput and HBM hit (mean [95% CI], paired vs LRU), hindsight ratios."""
     lines = []
     for r in results:
-        im = r["imitation"]
+        im, se = r["imitation"], r["search"]
         lines += [f"### {r['source']}", "", f"imitation: weights {[round(w, 4) for w in im['weights']]} "
                   f"({', '.join(im['features'])}), {im['pairs']} pairs, in-sample pair accuracy "
                   f"{im['pair_accuracy_in_sample']:.3f}; training MILPs "
                   + ", ".join(f"{m['status']} {m['objective']:.4g} s gap {m['gap']}" for m in im["training_milps"]),
+                  "", f"search: weights {se['weights']}, {se['search']}",
                   "", "| rule | goodput (calls/s) | vs LRU (rel.) | HBM hit | vs LRU (abs.) |", "|---|---|---|---|---|"]
         for name, g in r["goodput_calls_s"].items():
             h = r["hit_rate_hbm"][name]
@@ -203,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
     results = [r for r, _ in done]
     (out / "summary.json").write_text(json.dumps(results, indent=2, default=str))
     (out / "results.md").write_text(render(results))
-    (out / "policy.json").write_text(json.dumps([plan_to_json(pl) for _, pl in done], indent=2))
+    (out / "policy.json").write_text(json.dumps([[plan_to_json(p) for p in pl] for _, pl in done], indent=2))
     prov = collect_provenance(asdict(cfg), sys.argv, cfg.base_seed, ["train", "arrivals"])
     (out / "provenance.json").write_text(json.dumps(prov, indent=2))
     print(render(results))

@@ -14,12 +14,21 @@ features of `optsched.policies.residency_imitation.imitation_features` at the sl
 for pairwise ranking), minimised with scipy's L-BFGS-B (convex; started at w = 0). No pair (HBM never
 binds in the optimum) gives w = 0: no order is installed. The record (``solve``) keeps every training
 MILP's status / objective / bound / gap, the pair count, the weights and the in-sample pair accuracy.
+
+``method="search"`` instead chooses the weights that minimise the mean ratio replay cost / MILP optimum of
+the rule over the training workloads whose optimum is > 0 (the rule = ``rule_params``, the load-priced
+parameters, with the candidate weights, replayed by `optsched.models.residency_priced_slots.replay_priced`),
+over the grid ``SEARCH_GRID`` (the zero vector, i.e. LRU's order, first; ties keep the earlier candidate).
+Imitating the optimum's choices copies correlations that the optimum owes to the true return times, which
+no online rule sees (BENCHMARKS.md, KV residency); the search scores the online rule itself against the
+optimum. No training optimum > 0 (HBM never binds) gives w = 0.
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -28,15 +37,25 @@ from optsched.models.residency_priced import (
     build_priced_residency,
     extract_priced_paths,
 )
+from optsched.models.residency_priced_slots import replay_priced
 from optsched.solvers import SolverOptions, solve
 
 from optsched.cost import CostModel
-from optsched.policies.residency_imitation import IMITATION_FEATURES, imitation_features
+from optsched.policies.residency_imitation import (
+    IMITATION_FEATURES,
+    ImitationEvictionResidency,
+    imitation_features,
+)
 from optsched.workload.types import Call, Workload
 
-__all__ = ["ImitationFit", "fit_eviction_weights", "imitation_pairs", "solve_and_fit"]
+__all__ = ["SEARCH_GRID", "ImitationFit", "fit_eviction_weights", "imitation_pairs", "search_eviction_weights",
+           "solve_and_fit"]
 
 logger = logging.getLogger(__name__)
+
+# (w_size per log token, w_elapsed per s, w_task, w_sub); the zero vector (LRU's order) first
+SEARCH_GRID: tuple[tuple[float, ...], ...] = ((0.0, 0.0, 0.0, 0.0),) + tuple(itertools.product(
+    (-1.0, -0.5, -0.25, 0.0, 0.25), (0.001, 0.01, 0.1), (-1.0, 0.0, 1.0), (-1.0, 0.0, 1.0)))
 
 
 def imitation_pairs(inst: PricedResidencyInstance, calls: Sequence[Call], paths: Sequence[Sequence[int]]
@@ -105,21 +124,54 @@ class ImitationFit:
     record: dict
 
 
-def solve_and_fit(workloads: Sequence[Workload], cm: CostModel, options: SolverOptions, *, n_instances: int = 1,
-                  slot_s: float = 10.0, max_pauses: int | None = None, lam: float = 1e-2,
-                  seeds: Sequence[int] | None = None) -> ImitationFit:
-    """Solve the priced MILP of every training workload, pool its eviction events, fit the weights.
-
-    A training MILP that does not reach optimality contributes no pairs (its status is recorded).
+def search_eviction_weights(cases: Sequence[tuple[PricedResidencyInstance, Sequence[Call], float]],
+                            rule_params: Mapping, grid: Sequence[Sequence[float]] = SEARCH_GRID
+                            ) -> tuple[tuple[float, ...], dict]:
+    """(weights, record) minimising the mean replay cost / optimum over ``cases`` = (instance, calls, optimum s)
+    with optimum > 0 (module docstring); the zero vector and ratio 1 when no case has an optimum > 0.
 
     Raises:
-        ValueError: no workload; as `priced_instance`. NoToolPauses: a workload without tool pauses.
+        ValueError: an empty grid, or a grid row that is not four finite numbers (`ImitationEvictionResidency`).
     """
+    if not grid:
+        raise ValueError("grid must not be empty")
+    live = [(inst, calls, opt) for inst, calls, opt in cases if opt > 0]
+    zero = (0.0,) * len(IMITATION_FEATURES)
+    if not live:
+        return zero, {"candidates": len(grid), "cases": 0, "mean_ratio": 1.0, "mean_ratio_lru": 1.0}
+    bs = int(rule_params["block_size"])
+
+    def mean_ratio(w: Sequence[float]) -> float:
+        rule = lambda: ImitationEvictionResidency.from_parameters({**rule_params, "eviction_weights": tuple(w)})
+        return float(np.mean([replay_priced(inst, calls, rule(), bs)[1] / opt for inst, calls, opt in live]))
+    scores = [mean_ratio(w) for w in grid]
+    k = int(np.argmin(scores))
+    return tuple(float(v) for v in grid[k]), {"candidates": len(grid), "cases": len(live), "mean_ratio": scores[k],
+                                               "mean_ratio_lru": mean_ratio(zero)}
+
+
+def solve_and_fit(workloads: Sequence[Workload], cm: CostModel, options: SolverOptions, *, n_instances: int = 1,
+                  slot_s: float = 10.0, max_pauses: int | None = None, lam: float = 1e-2,
+                  seeds: Sequence[int] | None = None, method: str = "imitation", rule_params: Mapping | None = None,
+                  grid: Sequence[Sequence[float]] = SEARCH_GRID) -> ImitationFit:
+    """Solve the priced MILP of every training workload, then fit the weights: ``method`` "imitation" (pool the
+    optimum's eviction events, pairwise fit) or "search" (grid search on the replay ratio; needs
+    ``rule_params``, the load-priced Plan parameters).
+
+    A training MILP that does not reach optimality contributes no pairs and no search case (its status is
+    recorded).
+
+    Raises:
+        ValueError: no workload, an unknown method, "search" without ``rule_params``; as `priced_instance`.
+        NoToolPauses: a workload without tool pauses.
+    """
+    if method not in ("imitation", "search") or (method == "search" and rule_params is None):
+        raise ValueError(f"method must be 'imitation' or 'search' (with rule_params), got {method!r}")
     from optsched.pipelines.residency_priced import priced_instance
 
     if not workloads:
         raise ValueError("need at least one training workload")
-    solves, diffs = [], []
+    solves, diffs, cases = [], [], []
     for k, wl in enumerate(workloads):
         inst, calls = priced_instance(wl, cm, n_instances=n_instances, slot_s=slot_s, max_pauses=max_pauses)
         m = build_priced_residency(inst)
@@ -127,6 +179,8 @@ def solve_and_fit(workloads: Sequence[Workload], cm: CostModel, options: SolverO
         pairs = imitation_pairs(inst, calls, extract_priced_paths(m, inst)) if r.status == "optimal" else \
             np.zeros((0, len(IMITATION_FEATURES)))
         diffs.append(pairs)
+        if r.status == "optimal":
+            cases.append((inst, calls, float(r.objective)))
         solves.append({"seed": None if seeds is None else int(seeds[k]), "pauses": len(inst.pauses),
                        "status": r.status, "objective": r.objective, "bound": r.bound, "gap": r.gap,
                        "solver": r.solver, "pairs": len(pairs)})
@@ -137,4 +191,9 @@ def solve_and_fit(workloads: Sequence[Workload], cm: CostModel, options: SolverO
            "features": list(IMITATION_FEATURES), "weights": list(w), "lam": lam, "pairs": len(d),
            "pair_accuracy_in_sample": acc, "slot_s": slot_s, "n_instances": n_instances, "max_pauses": max_pauses,
            "training_milps": solves}
+    if method == "search":
+        w, srec = search_eviction_weights(cases, rule_params, grid)
+        rec.update({"method": "grid search of the replay cost / priced hindsight MILP optimum on the training "
+                              "workloads", "weights": list(w), "search": srec,
+                    "pair_accuracy_in_sample": float(np.mean(d @ np.asarray(w) > 0)) if len(d) else 1.0})
     return ImitationFit(w, rec)
