@@ -69,3 +69,29 @@ def test_tight_hbm_gives_pairs_and_records_the_training_milps(fits):
 def test_loose_hbm_gives_no_pair_and_zero_weights(fits):
     assert fits[8].record["pairs"] == 0 and fits[8].weights == (0.0, 0.0, 0.0, 0.0)
     assert all(m["objective"] == pytest.approx(0.0, abs=1e-9) for m in fits[8].record["training_milps"])
+
+
+def test_search_picks_the_grid_row_with_the_least_replay_ratio_and_zero_without_an_optimum():
+    from optsched.models.residency_priced_slots import replay_priced
+    from optsched.pipelines.residency_imitation import search_eviction_weights
+
+    from optsched.policies.residency_imitation import ImitationEvictionResidency
+
+    inst = PricedResidencyInstance(PAUSES, (0, 0, 0), 1.0, 150, 10_000)
+    params = {"price_table": ((0.0, 0.0),), "expected_pause_s": {"*": 3.0}, "pcie_coef_s": (0.0, 0.05),
+              "recompute_coef_s": (20.0, 0.0, 0.0), "block_size": 1}
+    grid = ((0.0, 0.0, 0.0, 0.0), (0.0, 0.1, 0.0, 0.0), (0.0, 0.1, 2.0, 0.0), (0.0, 0.1, 3.0, 0.0))
+    # LRU-like rows cost 20 s (ratio 2), the task rows 10 s (ratio 1); the first of the tied best is kept
+    w, rec = search_eviction_weights([(inst, CALLS, 10.0)], params, grid)
+    assert w == (0.0, 0.1, 2.0, 0.0) and rec == {"candidates": 4, "cases": 1, "mean_ratio": 1.0, "mean_ratio_lru": 2.0}
+    rule = ImitationEvictionResidency.from_parameters({**params, "eviction_weights": w})
+    assert replay_priced(inst, CALLS, rule, 1)[1] == 10.0
+    assert search_eviction_weights([(inst, CALLS, 0.0)], params, grid)[0] == (0.0, 0.0, 0.0, 0.0)
+    with pytest.raises(ValueError, match="grid"):
+        search_eviction_weights([(inst, CALLS, 10.0)], params, ())
+
+
+def test_search_needs_rule_params():
+    cm = CostModel.from_names("h200-sxm", "llama-3-70b", tp=4)
+    with pytest.raises(ValueError, match="rule_params"):
+        solve_and_fit([generate_agentx(2, np.random.default_rng(3))], cm, OPTS, method="search")
