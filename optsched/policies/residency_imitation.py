@@ -15,10 +15,10 @@ the static key
     key_j = -(w_size log(n_j) + w_task [task] + w_sub [sub]) + w_elapsed s_j      (smallest evicted first)
 
 which the cache's static heap keys can hold although the score depends on the time paused. The weights
-``eviction_weights`` = (w_size, w_elapsed per s, w_task, w_sub) come from a pairwise-ranking fit to the
-priced hindsight MILP's primal decisions on training replications
-(`optsched.pipelines.residency_imitation`): which paused sessions the optimum moves out of HBM when HBM
-binds, against those it keeps. All four weights 0 (no binding row in the training solves) installs no
+``eviction_weights`` = (w_size, w_elapsed per s, w_task, w_sub) come from the priced hindsight MILP solved on
+training replications (`optsched.pipelines.residency_imitation`): either a pairwise-ranking fit to its primal
+decisions (which paused sessions the optimum moves out of HBM when HBM binds, against those it keeps), or
+the grid vector whose replay is closest to the optimum on average (ratio search). All four weights 0 (no binding row in the training solves) installs no
 order: the rule is then `LoadPricedResidency` run for run. Units: seconds, tokens.
 """
 
