@@ -1,7 +1,8 @@
 """``optsched validate --workload W [--policy A.json --policy B.json] [--json]``: sim-to-real check
 (``optsched.executor.validate``). torch is imported only when the verb runs. Default variants: vLLM
-long-prefill threshold 512 vs none. JSON keys: step_time_ape.{median,p90,n}, ranking_agrees, rankings,
-metric_error, device, calibration_fit, calibration_shapes, run_shapes, threads, ceilings, wall_s,
+long-prefill threshold 512 vs none. ``--calibration interleave`` (default) fits every other executor step and
+scores the rest. JSON keys: step_time_ape.{median,p90,n}, ranking_agrees, rankings,
+metric_error, device, calibration, calibration_fit, calibration_shapes, run_shapes, threads, ceilings, wall_s,
 step_time_bias_median, executions_per_step, step_time_ape_by_kind.
 """
 
