@@ -19,10 +19,10 @@ Stages (each timed; the whole run is sized to finish in < 8 minutes on one CUDA 
 4. ``calibrate``: the executor's grid calibration (fit APE on the grid).
 5. ``sim_to_real``: ``optsched.executor.validate`` on the scaled copilot workload, threshold 512 vs none
    (full: ``copilot:sessions=2`` scaled by 16, ~2,500 steps per pass pair, each step the min of 1-3
-   executions timed with CUDA events).
+   executions timed with CUDA events; ``calibration="interleave"``: every other step fitted, the rest scored).
 
 Budget at ``--size full`` on an H200 (reasoned, not yet run on one): parity and ceilings seconds; kernels
-< 10 s (largest decode point 4.3 GB of KV); calibration grid 29 shapes x 7 runs; sim-to-real 4 executor
+< 10 s (largest decode point 4.3 GB of KV); calibration grid 29 shapes x 7 runs; sim-to-real 2 executor
 passes of ~1,250 steps at a few ms of host launch time each, plus two simulator passes: 1-3 minutes.
 
 Writes ``OUT/gpu_check.json`` (stages, provenance) and ``OUT/gpu_check.txt`` (the table); prints the table.
@@ -281,7 +281,7 @@ def main(argv: list[str] | None = None) -> dict:
                          device=device, repeats=size["repeats"], max_shapes=24 if size_name == "tiny" else 48,
                          scale=size["scale"], step_repeats=sr, step_max_repeats=smr)
             res["sim_to_real"] = {k: v[k] for k in ("step_time_ape", "ranking_agrees", "rankings", "metric_error",
-                                                    "calibration_fit", "calibration_shapes", "step_time_bias_median",
+                                                    "calibration", "calibration_fit", "calibration_shapes", "step_time_bias_median",
                                                     "executions_per_step")}
         res["stage_s"][stage] = time.perf_counter() - ts
     res["wall_s"] = time.perf_counter() - t0

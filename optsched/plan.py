@@ -38,6 +38,7 @@ POLICY_CLASSES: dict[tuple[str, str], str] = {
     ("residency", "ttl_opt"): "optsched.policies.residency_ttl_opt:OptimizedTTLResidency",
     ("residency", "load_priced"): "optsched.policies.residency_priced:LoadPricedResidency",
     ("residency", "load_priced_evict"): "optsched.policies.residency_priced_evict:PricedEvictionResidency",
+    ("residency", "load_priced_imitate"): "optsched.policies.residency_imitation:ImitationEvictionResidency",
     ("routing", "price"): "optsched.plan:build_price_router",
     ("routing", "mlp"): "optsched.policies.router_mlp:MLPRouter",
     ("routing", "assignment"): "optsched.plan:build_assignment_router",

@@ -1,7 +1,8 @@
 """``optsched validate --workload W [--policy A.json --policy B.json] [--json]``: sim-to-real check
 (``optsched.executor.validate``). torch is imported only when the verb runs. Default variants: vLLM
-long-prefill threshold 512 vs none. JSON keys: step_time_ape.{median,p90,n}, ranking_agrees, rankings,
-metric_error, device, calibration_fit, calibration_shapes, run_shapes, threads, ceilings, wall_s,
+long-prefill threshold 512 vs none. ``--calibration interleave`` (default) fits every other executor step and
+scores the rest. JSON keys: step_time_ape.{median,p90,n}, ranking_agrees, rankings,
+metric_error, device, calibration, calibration_fit, calibration_shapes, run_shapes, threads, ceilings, wall_s,
 step_time_bias_median, executions_per_step, step_time_ape_by_kind.
 """
 
@@ -26,6 +27,9 @@ def register(subparsers) -> None:
     p.add_argument("--kv-blocks", type=int, default=2048, help="HBM KV blocks per instance")
     p.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1: stable timings)")
     p.add_argument("--repeats", type=int, default=5, help="timed repeats per calibration shape (minimum kept)")
+    p.add_argument("--calibration", choices=("interleave", "run", "shapes"), default="interleave",
+                   help="interleave (default): fit every other executor step, score the rest; run: a separate "
+                        "calibration pass; shapes: half of the distinct step shapes timed on scratch pools")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_run)
 
@@ -49,7 +53,7 @@ def _run(args: argparse.Namespace) -> int:
     check_fits_memory(w, args.kv_blocks, where=f"--workload {args.workload} scaled by {args.scale}")
     out = validate(w, variants, cfg=ExecModelConfig(block_size=w.block_size), device=args.device,
                    instances=max(args.instances, 2 if args.routers else 1), hbm_blocks=args.kv_blocks,
-                   threads=args.threads, repeats=args.repeats, scale=args.scale)
+                   threads=args.threads, repeats=args.repeats, scale=args.scale, calibration=args.calibration)
     if args.json:
         print(json.dumps(out, sort_keys=True, indent=1, default=str))
     else:

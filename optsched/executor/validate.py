@@ -2,17 +2,19 @@
 the executor, for two or more policy variants.
 
 Reported (``validate`` return value, ``optsched validate --json``):
-- ``step_time_ape.median`` / ``.p90``: |predicted − measured| / measured per executor step, where the
-  prediction is the calibrated ``CostModel.step_time`` of that step's own aggregates (pooled over variants);
+- ``step_time_ape.median`` / ``.p90`` / ``.n``: |predicted − measured| / measured per scored executor step
+  (``calibration="interleave"``: the half of each run's steps that was not fitted; otherwise every step of
+  the scored runs), where the prediction is the calibrated ``CostModel.step_time`` of that step's own
+  aggregates (pooled over variants);
 - ``metric_error[variant][key]``: (simulated − measured) / measured for ttft_p50_s, ttft_p90_s,
   tpot_p50_s, p90_interactivity_tok_s, tpgs;
 - ``ranking_agrees``: every pair of variants is ordered the same by ``rank_metric`` (mean TTFT,
   lower is better) in simulator and executor; ``rankings`` lists both orders;
-- ``device``, ``calibration_fit`` (the fit's own APE on the measured calibration shapes),
-  ``calibration_shapes`` / ``run_shapes`` (distinct step shapes measured for the fit / seen in the
-  simulator pass), ``threads``, ``ceilings``, ``wall_s``, ``executions_per_step`` (mean executions of
-  each scored step, ``TorchStepBackend``), ``step_time_bias_median`` (median of predicted / measured − 1:
-  > 0 when the scored pass ran faster than the calibration pass predicted).
+- ``device``, ``calibration`` (the mode, ``validate``), ``calibration_fit`` (the fit's own APE on the
+  steps it was fitted on), ``calibration_shapes`` / ``run_shapes`` (steps or distinct shapes fitted / all
+  the executor runs' steps, or the distinct shapes of the simulator pass for ``"shapes"``), ``threads``, ``ceilings``, ``wall_s``, ``executions_per_step`` (mean executions of
+  each executor step, ``TorchStepBackend``), ``step_time_bias_median`` (median of predicted / measured − 1
+  over the scored steps: > 0 when they ran faster than the fit predicted).
 """
 
 from __future__ import annotations
@@ -31,10 +33,10 @@ from optsched.executor.config import ExecModelConfig
 from optsched.executor.model import TinyDecoder
 from optsched.executor.runner import check_fits_memory, executor_cluster, run
 from optsched.sim.config import SchedulerConfig
-from optsched.sim.step_backend import CostModelBackend
+from optsched.sim.step_backend import CostModelBackend, StepRecord
 
-__all__ = ["METRICS", "ShapeRecorder", "Variant", "calibration_shapes", "default_variants", "merge_policies",
-           "policy_variant", "router_variants", "scheduler_for", "validate"]
+__all__ = ["CALIBRATIONS", "METRICS", "FittedBackend", "ShapeRecorder", "Variant", "calibration_shapes", "default_variants",
+           "merge_policies", "policy_variant", "router_variants", "scheduler_for", "split_steps", "validate"]
 
 log = logging.getLogger(__name__)
 METRICS = ("ttft_p50_s", "ttft_p90_s", "tpot_p50_s", "p90_interactivity_tok_s", "tpgs")
@@ -129,18 +131,48 @@ def scheduler_for(v: Variant, budget: int, max_seqs: int, scale: int = 1) -> Sch
     return SchedulerConfig(max_num_batched_tokens=budget, max_num_seqs=max_seqs, long_prefill_token_threshold=thr)
 
 
+class FittedBackend(CostModelBackend):
+    """The simulator side of ``calibration="interleave"``: step times from the fitted cost model ``cm``
+    while the instances keep the uncalibrated one the executor side ran with (policies that price steps
+    see the same model on both sides), a ``StepRecord`` per step."""
+
+    def __init__(self, cm) -> None:
+        super().__init__()
+        self.cm = cm
+
+    def step_time_s(self, inst, batch, t_s: float) -> float:
+        b = batch
+        dt = float(self.cm.step_time(b.prefill_tokens, b.attn_pairs, b.prefill_kv, b.n_dec, b.dec_kv))
+        self.records.append(StepRecord.of(inst, b, t_s, dt))
+        return dt
+
+
+def split_steps(steps: pd.DataFrame) -> np.ndarray:
+    """Boolean mask [n] of the calibration half of one executor run's steps (``calibration="interleave"``):
+    every other step in execution order, starting with the first; the rest are scored and never fitted."""
+    return np.arange(len(steps)) % 2 == 0
+
+
+CALIBRATIONS = ("interleave", "run", "shapes")
+
+
 def validate(workload, variants: list[Variant], *, cfg: ExecModelConfig, device: str, instances: int = 1,
              budget: int = 2048, max_seqs: int = 32, hbm_blocks: int = 2048, dram_blocks: int = 8192,
              repeats: int = 5, threads: int = 1, max_shapes: int = 48, scale: int = 1,
-             step_repeats: int = 3, step_max_repeats: int = 8, calibration: str = "run") -> dict:
+             step_repeats: int = 3, step_max_repeats: int = 8, calibration: str = "interleave") -> dict:
     """Run every variant on simulator and executor (``workload`` already scaled). Returns the dict of the
     module docstring. ``scale``: the factor ``workload`` was scaled down by (thresholds are divided by it).
-    Raises ValueError when a call does not fit ``hbm_blocks``.
+    Raises ValueError when a call does not fit ``hbm_blocks`` or for an unknown ``calibration``.
 
-    Calibration (a separate pass before the scored runs), ``calibration="run"`` (default): every variant
-    runs once on the executor (uncalibrated cost model over the measured ceilings for the policies) and
-    the cost model is fitted on all its measured steps; the scored runs are new executions, never fitted
-    on (an earlier version fitted one half of the calibration pass: half the data, same honesty).
+    Calibration, ``calibration="interleave"`` (default): every variant runs once on the executor (instances
+    priced by the uncalibrated cost model over the measured ceilings); its steps are split in execution
+    order, every other step (``split_steps``) is fitted and the other half is scored, never fitted on, so
+    the fitted and the scored steps are executed in the same minutes of a shared machine (a separate
+    calibration pass ran minutes earlier: on the idle 2-vCPU VM its fit predicted the scored pass 24% slow,
+    BENCHMARKS.md "Executor"); the simulator side takes its step times from the fitted model
+    (``FittedBackend``) with the same uncalibrated model on the instances for policies that price steps.
+    ``calibration="run"``: a separate executor pass of every variant before the scored runs, all its
+    steps fitted; the scored runs are new executions of all steps (instances priced by the fitted model).
     ``calibration="shapes"``: the simulator records every step's per-sequence shape instead;
     ``calibration_shapes`` keeps one half of the distinct shapes, ``measure_shapes`` times them on
     scratch pools (warm-up, min of ``repeats``) and ``fit_executor`` fits the cost model to them. Each executor step is
@@ -148,8 +180,8 @@ def validate(workload, variants: list[Variant], *, cfg: ExecModelConfig, device:
     twice within 3% (``TorchStepBackend``)."""
     t0 = time.perf_counter()
     check_fits_memory(workload, hbm_blocks)
-    if calibration not in ("run", "shapes"):
-        raise ValueError(f"calibration must be 'run' or 'shapes', got {calibration!r}")
+    if calibration not in CALIBRATIONS:
+        raise ValueError(f"calibration must be one of {CALIBRATIONS}, got {calibration!r}")
     if cfg.block_size != workload.block_size:
         cfg = dataclasses.replace(cfg, block_size=workload.block_size)
     set_threads(threads)
@@ -159,25 +191,41 @@ def validate(workload, variants: list[Variant], *, cfg: ExecModelConfig, device:
     model = TinyDecoder(cfg, device)
     gpu, ceil = device_ceilings(cfg, device, model)
     cm0 = CostModel(gpu, cfg.model_spec(device), 1, Calibration(name="uncalibrated", gpu=gpu.name))
-    shapes: list = []
-    passes = []
-    for v in variants:
-        cluster = executor_cluster(instances, scheduler_for(v, budget, max_seqs, scale))
-        kw = {"router": v.router, "admission": v.admission, "residency": v.residency,
-              "hbm_blocks": hbm_blocks, "dram_blocks": dram_blocks}
-        if calibration == "shapes":
+
+    def kwargs(v: Variant) -> dict:
+        return {"router": v.router, "admission": v.admission, "residency": v.residency,
+                "hbm_blocks": hbm_blocks, "dram_blocks": dram_blocks}
+
+    def clusters(v: Variant):
+        return executor_cluster(instances, scheduler_for(v, budget, max_seqs, scale))
+
+    def execute(v: Variant, cm):
+        return run(workload, clusters(v), cm, executor=True, model=model, repeats=step_repeats,
+                   max_repeats=step_max_repeats, **kwargs(v))
+
+    exes: dict = {}
+    scored: dict = {}
+    if calibration == "interleave":
+        fit_parts = []
+        for v in variants:
+            exes[v.label] = execute(v, cm0)
+            st = exes[v.label].steps
+            mask = split_steps(st)
+            fit_parts.append(st[mask])
+            scored[v.label] = st[~mask]
+        steps = pd.concat(fit_parts, ignore_index=True)
+        n_cal, n_run = len(steps), sum(len(e.steps) for e in exes.values())
+    elif calibration == "shapes":
+        shapes: list = []
+        for v in variants:
             rec = ShapeRecorder()
-            run(workload, cluster, cm0, executor=False, backend=rec, **kw)
+            run(workload, clusters(v), cm0, executor=False, backend=rec, **kwargs(v))
             shapes += rec.shapes
-        else:  # a separate executor pass: all its measured steps (the scored passes are new executions)
-            passes.append(run(workload, cluster, cm0, executor=True, model=model, repeats=step_repeats,
-                              max_repeats=step_max_repeats, **kw).steps)
-    if calibration == "shapes":
         cal_shapes = calibration_shapes(shapes, max_shapes)
         steps = measure_shapes(model, cal_shapes, repeats, pool_pages=min(hbm_blocks + max_seqs + 8, 4096))
         n_cal, n_run = len(cal_shapes), len({tuple(x) for x in shapes})
-    else:
-        steps = pd.concat(passes, ignore_index=True)
+    else:  # a separate executor pass: all its measured steps (the scored passes are new executions)
+        steps = pd.concat([execute(v, cm0).steps for v in variants], ignore_index=True)
         n_cal = n_run = len(steps)
     cal, fit = fit_executor(gpu, cfg, device, steps, name=f"{gpu.name} {cfg.name(device)}")
     cm = CostModel(gpu, cfg.model_spec(device), 1, cal)
@@ -185,16 +233,18 @@ def validate(workload, variants: list[Variant], *, cfg: ExecModelConfig, device:
                  "sim": {}, "executor": {}, "calibration_fit": fit, "calibration_shapes": n_cal,
                  "run_shapes": n_run, "calibration": calibration, "threads": threads, "ceilings": ceil}
     apes, kinds, rels = [], [], []
-    execs = 0
+    execs = nsteps = 0
     for v in variants:
-        cluster = executor_cluster(instances, scheduler_for(v, budget, max_seqs, scale))
-        kw = {"router": v.router, "admission": v.admission, "residency": v.residency,
-              "hbm_blocks": hbm_blocks, "dram_blocks": dram_blocks}
-        sim = run(workload, cluster, cm, executor=False, **kw)
-        exe = run(workload, cluster, cm, executor=True, model=model, repeats=step_repeats,
-                  max_repeats=step_max_repeats, **kw)
-        st = exe.steps
+        if calibration == "interleave":
+            sim = run(workload, clusters(v), cm0, executor=False, backend=FittedBackend(cm), **kwargs(v))
+        else:
+            sim = run(workload, clusters(v), cm, executor=False, **kwargs(v))
+            exes[v.label] = execute(v, cm)
+            scored[v.label] = exes[v.label].steps
+        exe = exes[v.label]
+        st = scored[v.label]
         execs += exe.extra["step_executions"]
+        nsteps += len(exe.steps)
         pred = np.asarray(cm.step_time(*[st[c].to_numpy(float) for c in _STEP_COLS]), dtype=float)
         rels.append(pred / st["time_s"].to_numpy(float) - 1)
         apes.append(np.abs(rels[-1]))
@@ -206,7 +256,7 @@ def validate(workload, variants: list[Variant], *, cfg: ExecModelConfig, device:
     ape = np.concatenate(apes)
     out["step_time_ape"] = {"median": float(np.median(ape)), "p90": float(np.quantile(ape, 0.9)), "n": int(ape.size)}
     out["step_time_bias_median"] = float(np.median(np.concatenate(rels)))
-    out["executions_per_step"] = execs / max(1, ape.size)
+    out["executions_per_step"] = execs / max(1, nsteps)
     kind = np.concatenate(kinds)
     out["step_time_ape_by_kind"] = {k: {"median": float(np.median(ape[kind == k])), "p90": float(np.quantile(ape[kind == k], 0.9)),
                                         "n": int((kind == k).sum())} for k in ("decode", "prefill", "mixed") if (kind == k).any()}

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 from scipy.optimize import nnls
 
 from optsched.executor.calibrate import robust_nnls
 from optsched.executor.engine import TorchStepBackend, _confirmed
+from optsched.executor.validate import split_steps
 
 
 def test_robust_nnls_ignores_slow_phase_outliers():
@@ -30,3 +32,10 @@ def test_confirmed_minimum_rule():
     assert _confirmed([5.0, 4.0, 4.1], 0.03)
     with pytest.raises(ValueError, match="max_repeats"):
         TorchStepBackend(None, block_size=4, hbm_blocks=4, dram_blocks=0, max_num_seqs=1, repeats=3, max_repeats=2)
+
+
+def test_interleaved_split_alternates_in_execution_order():
+    """Fitted and scored halves alternate step by step (same minutes of the machine), never overlap."""
+    steps = pd.DataFrame({"time_s": [1.0, 2.0, 3.0, 4.0, 5.0]})
+    assert split_steps(steps).tolist() == [True, False, True, False, True]
+    assert split_steps(steps.iloc[:0]).tolist() == []

@@ -1,8 +1,10 @@
-"""Sim-to-real at CI size (~4 s CPU): the calibrated simulator and the executor rank the two admission
+"""Sim-to-real at CI size (~3 s CPU): the calibrated simulator and the executor rank the two admission
 settings (long-prefill threshold 512 vs none, divided by the scale) the same way. Step-time APE figures
 depend on the machine's load and live in BENCHMARKS.md, not in an assertion."""
 
 from __future__ import annotations
+
+import pytest
 
 from optsched.executor.config import ExecModelConfig
 from optsched.executor.scale import scale_workload
@@ -21,4 +23,14 @@ def test_admission_pair_ranks_the_same():
     sim = out["sim"]
     assert sim["threshold=512"]["ttft_mean_s"] > 1.5 * sim["threshold=none"]["ttft_mean_s"]
     assert {"median", "p90", "n"} <= set(out["step_time_ape"])
-    assert out["calibration_shapes"] == out["run_shapes"] > 0  # every step of the separate calibration pass
+    # calibration="interleave": every other step of each executor run fitted, the rest scored, none both
+    assert out["calibration"] == "interleave"
+    assert out["calibration_shapes"] + out["step_time_ape"]["n"] == out["run_shapes"] > 0
+    assert 0 <= out["calibration_shapes"] - out["step_time_ape"]["n"] <= len(out["variants"])
+
+
+def test_unknown_calibration_mode_is_one_error():
+    w = scale_workload(workload_from_spec("copilot:sessions=1,seed=0"), SCALE, 0.05)
+    with pytest.raises(ValueError, match="calibration must be one of"):
+        validate(w, default_variants(), cfg=ExecModelConfig(num_layers=1, block_size=w.block_size), device="cpu",
+                 calibration="scored")
