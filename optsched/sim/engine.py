@@ -5,6 +5,14 @@ Release rule: `optsched.sim.driver`. No wall clock, no global randomness: the on
 event queue, the instances and the policies passed in, so a run is a pure function of its inputs.
 
 P/D transfers and KV arrivals: `optsched.sim.pd_transfer`.
+
+Inline continuation: when a single-instance unit's step ends and the next one starts at once, and the
+new step's end is before every event in the queue (strictly, or at the same time with a later
+priority), its STEP_END would be the very next event popped; the engine then handles that end in
+the same call instead of a push and a pop (`_on_step_end`'s loop, the clock moved to the step end).
+The handlers run in the same order on the same state, so schedules are those of one event per step
+(``tests/sim/test_speed_golden.py``). Subclasses that stop between events (`AdmissionSimulator` before
+a step, `PDControlSimulator` at a time) turn it off (``_inline_steps``).
 """
 
 from __future__ import annotations
@@ -58,6 +66,10 @@ class Simulator(PDMixin, SteppingMixin):
     `optsched.sim.simulate`), ``step_backend`` (None: step durations from the instances' cost models;
     else a `optsched.sim.step_backend.StepBackend` asked for every step's duration, no fast-forward).
     """
+
+    # inline continuation of a unit's steps (`_on_step_end`); subclasses that stop the event loop at other
+    # points than events (a time, a step start) set it False
+    _inline_steps = True
 
     def __init__(
         self, workload: Workload, cluster: ClusterConfig, *, router: Any = None, admission: Any = None,
@@ -251,11 +263,19 @@ class Simulator(PDMixin, SteppingMixin):
         if unit.lockstep:
             self._start_group_step(unit, t)
             return
+        end = self._begin_step(unit, t)
+        if end is not None:
+            unit.token += 1
+            self._q.push(end, STEP_END, (unit, unit.token))
+
+    def _begin_step(self, unit: StepUnit, t: float) -> float | None:
+        """Plan and time the next step of single-instance ``unit`` at ``t``; returns its end (s), the
+        caller schedules it; None when the instance idles (`_idle` has run)."""
         inst = unit.members[0]
         b = plan_step(inst, t, self.admission, self._start_load, self.ttft_slo_s)
         if b.n_dec == 0 and not b.chunks:
             self._idle(unit, t)
-            return
+            return None
         be = self.step_backend
         if be is None:
             b.time_s = inst.step_time(b.prefill_tokens, b.attn_pairs, b.prefill_kv, b.n_dec, b.dec_kv)
@@ -273,8 +293,7 @@ class Simulator(PDMixin, SteppingMixin):
         inst.num_steps += b.steps
         unit.batches = [b]
         unit.busy = True
-        unit.token += 1
-        self._q.push(end, STEP_END, (unit, unit.token))
+        return end
 
     def _idle(self, unit: StepUnit, t: float) -> None:
         n = self.cluster.scheduler.prefill_schedule_interval
@@ -315,21 +334,36 @@ class Simulator(PDMixin, SteppingMixin):
         unit.busy = False
         if not unit.lockstep:  # hot path: one instance
             inst = unit.members[0]
-            inst.run = None
-            self._complete(inst, unit.batches[0], t)
-            inst.step_index += 1
-            if inst.pending_kv:
-                self._retry_pending(inst, t)
-            inst.samples.append((t, len(inst.waiting), len(inst.dec) + len(inst.prefilling) + inst.loading,
-                                 inst.cache.hbm_used_blocks))
-            if self.debug:
-                self._check(inst)
-            if inst.dec or inst.prefilling or inst.waiting:
-                if self._q.peek_key() < (t, STEP):
+            q = self._q
+            heap = q._heap
+            while True:
+                inst.run = None
+                self._complete(inst, unit.batches[0], t)
+                inst.step_index += 1
+                if inst.pending_kv:
+                    self._retry_pending(inst, t)
+                inst.samples.append((t, len(inst.waiting), len(inst.dec) + len(inst.prefilling) + inst.loading,
+                                     inst.cache.hbm_used_blocks))
+                if self.debug:
+                    self._check(inst)
+                if not (inst.dec or inst.prefilling or inst.waiting):
+                    return
+                if heap and (heap[0][0] < t or (heap[0][0] == t and heap[0][1] < STEP)):
                     self._wake(unit, t)
-                else:
+                    return
+                if not self._inline_steps:
                     self._start_step(unit, t)
-            return
+                    return
+                end = self._begin_step(unit, t)
+                if end is None:
+                    return
+                if heap and (heap[0][0] < end or (heap[0][0] == end and heap[0][1] <= STEP_END)):
+                    unit.token += 1
+                    q.push(end, STEP_END, (unit, unit.token))
+                    return
+                # inline continuation: this step's end is the next event anyway (module docstring)
+                unit.busy = False
+                q.now_s = t = end
         work = False
         for inst, b in zip(unit.members, unit.batches):
             inst.run = None
