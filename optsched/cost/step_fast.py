@@ -2,10 +2,10 @@
 
 `StepTimeFast` is built once per cost model and gives
 
-- ``scalar(pt, pairs, pkv, ds, dkv)``: ``CostModel.step_time`` on scalars (``_step_time_scalar``) with
-  its constants hoisted (``peak·ε`` and ``bw·ε`` products, tables as Python lists) and memoized on the
-  five arguments (the cost model is a pure function of them; the memo is cleared past ``MEMO_MAX``
-  entries so memory stays bounded);
+- ``scalar(pt, pairs, pkv, ds, dkv)``: ``CostModel.step_time`` on scalars (``_step_time_scalar``, with
+  ``efficiency.kernel_time_scalar`` inlined) with its constants hoisted (``peak·ε`` and ``bw·ε``
+  products, ``1/p``, tables as Python lists) and memoized on the five arguments (the cost model is a
+  pure function of them; the memo is cleared past ``MEMO_MAX`` entries so memory stays bounded);
 - ``decode_times(n, dkv)``: ``CostModel.step_time(0, 0, 0, n, dkv)`` for a float array ``dkv`` (one
   decode run, `optsched.sim.fastforward`), the vectorized formula with the prefill terms dropped;
   ``decode_run_times(n, start, cnt)`` the same over ``dkv = start + n·j`` from a lazily filled table
@@ -29,7 +29,6 @@ from typing import Any
 
 import numpy as np
 
-from optsched.cost.efficiency import kernel_time_scalar as _kernel  # one kernel formula, Python floats
 from optsched.cost.model import CostModel, _check_nonneg
 
 __all__ = ["MEMO_MAX", "TABLE_BLOCK", "TABLE_MAX_BLOCKS", "TABLE_MAX_SEQS", "StepTimeFast", "fast_decode_times",
@@ -55,8 +54,15 @@ class StepTimeFast:
             c["pf_f"], c["dc_f"], c["kv"], c["qo"], c["kvh"], c["L"])
         self._peak, self._bw = g.bf16_flops, g.hbm_bw
         self._so, self._sq = cm.calibration.step_overhead_s, cm.calibration.seq_overhead_s
+        # kernel_time_scalar's per-family constants, the same products it forms (peak·ε_c, bw·ε_m, 1/p)
+        self._kp = self._kconst(self._fp)
+        self._kd = self._kconst(self._fd)
         self._memo: dict[tuple, float] = {}
         self._dtab: dict[tuple[int, int, int], np.ndarray] = {}  # (n, start mod n, block) -> step times
+
+    def _kconst(self, fp) -> tuple[float, ...]:
+        return (fp.m_half, self._peak * fp.eps_compute, self._bw * fp.eps_memory, fp.overlap_p,
+                1.0 / fp.overlap_p, fp.row_s, fp.launch_s)
 
     def scalar(self, pt, pairs, pkv, ds, dkv) -> float:
         """``CostModel.step_time`` of scalar arguments (s), memoized. Raises ValueError as step_time."""
@@ -80,11 +86,23 @@ class StepTimeFast:
             lin = self._lin[r] + self._lm[int(lrows)] + self._comm[r]
         else:
             return self.cm._step_time_scalar(pt, pairs, pkv, ds, dkv)
-        kvh = self._kvh
-        attn = self._L * (_kernel(pairs * self._pf_f, pkv * self._kv + pt * self._qo, pt * kvh, self._peak,
-                                  self._bw, self._fp)
-                          + _kernel(dkv * self._dc_f, dkv * self._kv + ds * self._qo, ds * kvh, self._peak,
-                                    self._bw, self._fd))
+        kvh, kv, qo = self._kvh, self._kv, self._qo
+        # kernel_time_scalar(flops, nbytes, m, peak, bw, fam) twice (prefill, decode), inlined: same operations
+        mh, pe, be, p, ip, rs, ls = self._kp
+        m = pt * kvh
+        sat = m / (m + mh) if m > 0 and (m + mh) > 0 else 1.0
+        tc = (pairs * self._pf_f) / (pe * (sat if sat >= 1e-12 else 1e-12))  # noqa: FURB136 (max(sat, 1e-12), no call)
+        tm = (pkv * kv + pt * qo) / be
+        hi, lo = (tc, tm) if tc >= tm else (tm, tc)
+        k_pf = 0.0 if hi <= 0 else hi * (1.0 + (lo / hi) ** p) ** ip + rs * m + ls
+        mh, pe, be, p, ip, rs, ls = self._kd
+        m = ds * kvh
+        sat = m / (m + mh) if m > 0 and (m + mh) > 0 else 1.0
+        tc = (dkv * self._dc_f) / (pe * (sat if sat >= 1e-12 else 1e-12))  # noqa: FURB136 (max(sat, 1e-12), no call)
+        tm = (dkv * kv + ds * qo) / be
+        hi, lo = (tc, tm) if tc >= tm else (tm, tc)
+        k_dc = 0.0 if hi <= 0 else hi * (1.0 + (lo / hi) ** p) ** ip + rs * m + ls
+        attn = self._L * (k_pf + k_dc)
         busy = rows > 0 or pkv > 0 or dkv > 0
         return lin + attn + ((self._so + self._sq * lrows) if busy else 0.0)
 
