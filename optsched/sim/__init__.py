@@ -10,13 +10,11 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
-import pandas as pd
-
 from optsched.sim.config import SLO, ClusterConfig, InstanceConfig, SchedulerConfig
 from optsched.sim.engine import Simulator
 from optsched.sim.metrics import summarize
 from optsched.sim.registry import build_policy
-from optsched.sim.result import SimResult
+from optsched.sim.result import SimResult, timeseries_frame
 from optsched.sim.sim_config import load_config_dict, run_config
 from optsched.sim.stepping import Decision
 from optsched.workload.types import Workload
@@ -90,10 +88,7 @@ def simulate(
              "residency_actions": dict(sorted(sim.residency.actions.items())),
              "seed": int(seed), "block_size": int(sim.block_size), "concurrency": int(concurrency)}
     summary = summarize(df, sim.instances, cluster.num_gpus, slo, extra)
-    ts = pd.DataFrame(
-        [(i.iid,) + row for i in sim.instances for row in i.samples],
-        columns=["instance", "t_s", "queue_depth", "running_seqs", "kv_used_blocks"],
-    )
+    ts = timeseries_frame(sim.instances)
     config = {
         "workload": workload.name, "source": workload.source, "cluster": dataclasses.asdict(cluster),
         "router": getattr(router, "name", type(router).__name__),

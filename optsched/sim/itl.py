@@ -71,7 +71,13 @@ class ItlHistogram:
 
     def add_step(self, d: int, dur: float, n: int) -> None:
         """Decode step index ``d`` of duration ``dur`` (s) gave ``n`` tokens."""
-        self.counts[_bin(dur)] += n
+        if dur <= LO_S:  # _bin(dur), inlined (hot path)
+            b = 0
+        else:
+            b = int((math.log(dur) - _LOG_LO) * _SCALE)
+            if b > _LAST:  # noqa: PLR1730 (no call: hot path)
+                b = _LAST
+        self.counts[b] += n
         self.sum_s += dur * n
         self.tokens += n
         sv = self.stack_v
