@@ -13,10 +13,19 @@ the same call instead of a push and a pop (`_on_step_end`'s loop, the clock move
 The handlers run in the same order on the same state, so schedules are those of one event per step
 (``tests/sim/test_speed_golden.py``). Subclasses that stop between events (`AdmissionSimulator` before
 a step, `PDControlSimulator` at a time) turn it off (``_inline_steps``).
+
+Garbage collection: `run` pauses Python's cyclic collector for the event loop and restores it after.
+The loop allocates many short-lived containers (step tuples, batches) and every few hundred of them
+trigger a collector pass, whose full passes rescan every live object (the workload's calls, the cache's
+blocks): 0.13-0.16 s of a 1.0 s run on 5,000 splitwise_conv requests, measured. The run itself leaves
+little cyclic garbage (none on splitwise_conv, ~20k objects on the AgentX bench case); reference
+counting frees everything else at once, and the collector takes the rest when it is back on. Schedules
+do not depend on it.
 """
 
 from __future__ import annotations
 
+import gc
 import heapq
 import logging
 from typing import Any
@@ -149,11 +158,15 @@ class Simulator(PDMixin, SteppingMixin):
             from tqdm import tqdm
 
             self._bar = tqdm(total=len(self._seqs), desc="calls released", unit="call")
+        gc_was_on = gc.isenabled()
+        gc.disable()  # the cyclic collector's passes are pure overhead here (module docstring)
         try:
             dispatch = self.dispatch
             while q._heap:
                 dispatch(*q.pop())
         finally:
+            if gc_was_on:
+                gc.enable()
             if self._bar is not None:
                 self._bar.close()
         self.check_all_finished()
