@@ -39,11 +39,13 @@ from optsched.sim.config import SLO, ClusterConfig
 from optsched.sim.driver import SessionDriver
 from optsched.sim.events import KV_READY, RELEASE, STEP, STEP_END, EventQueue
 from optsched.sim.fastforward import can_run, decode_run, truncate_run
+from optsched.sim.fused import fused_eligible, fused_steps
 from optsched.sim.instance import Instance
+from optsched.sim.itl import STACK_PRUNE
 from optsched.sim.kv_move import KVMover
 from optsched.sim.pd_transfer import PDMixin
 from optsched.sim.residency_exec import ResidencyExecutor
-from optsched.sim.scheduler import Batch, plan_step
+from optsched.sim.scheduler import Batch, fcfs_fast_ok, plan_fcfs, plan_step
 from optsched.sim.seq import DECODE, DONE, Seq
 from optsched.sim.step_backend import StepBackend
 from optsched.sim.stepping import Decision, SteppingMixin
@@ -58,7 +60,6 @@ log = logging.getLogger(__name__)
 _INF = float("inf")
 
 _RUN_VECTOR_MIN = 64  # decode runs at least this long go to the histogram vectorized
-_STACK_PRUNE = 4096  # prune an instance's ITL step stack past this many entries
 
 
 class Simulator(PDMixin, SteppingMixin):
@@ -123,6 +124,11 @@ class Simulator(PDMixin, SteppingMixin):
         # decode runs (optsched.sim.fastforward); False = one event per step (always with a step backend)
         self.fast_forward = step_backend is None
         self.debug = False  # tests: check cache invariants and capacities after every step
+        # inline continuation, the built-in FCFS planner and the fused step loop (optsched.sim.fused); False =
+        # the general path for every step (tests compare both); read when the run starts
+        self.fast_paths = True
+        self._fcfs_fast: list[bool] = []
+        self._fused: list[bool] = []
         self._started = False
         self._pending: Decision | None = None
         self._done = False
@@ -176,6 +182,8 @@ class Simulator(PDMixin, SteppingMixin):
         if self._started:
             return
         self._started = True
+        self._fcfs_fast = [self.fast_paths and fcfs_fast_ok(i, self.admission) for i in self.instances]
+        self._fused = [not self.unit_of[i.iid].lockstep and fused_eligible(self, i) for i in self.instances]
         for t, idx in self._driver.initial_releases():
             self._push_release(t, idx)
 
@@ -285,7 +293,10 @@ class Simulator(PDMixin, SteppingMixin):
         """Plan and time the next step of single-instance ``unit`` at ``t``; returns its end (s), the
         caller schedules it; None when the instance idles (`_idle` has run)."""
         inst = unit.members[0]
-        b = plan_step(inst, t, self.admission, self._start_load, self.ttft_slo_s)
+        if self._fcfs_fast[inst.iid]:
+            b = plan_fcfs(inst, t, self._start_load)
+        else:
+            b = plan_step(inst, t, self.admission, self._start_load, self.ttft_slo_s)
         if b.n_dec == 0 and not b.chunks:
             self._idle(unit, t)
             return None
@@ -347,6 +358,9 @@ class Simulator(PDMixin, SteppingMixin):
         unit.busy = False
         if not unit.lockstep:  # hot path: one instance
             inst = unit.members[0]
+            if self._fused[inst.iid]:
+                fused_steps(self, unit, inst, t)
+                return
             q = self._q
             heap = q._heap
             while True:
@@ -364,7 +378,7 @@ class Simulator(PDMixin, SteppingMixin):
                 if heap and (heap[0][0] < t or (heap[0][0] == t and heap[0][1] < STEP)):
                     self._wake(unit, t)
                     return
-                if not self._inline_steps:
+                if not (self._inline_steps and self.fast_paths):
                     self._start_step(unit, t)
                     return
                 end = self._begin_step(unit, t)
@@ -434,21 +448,34 @@ class Simulator(PDMixin, SteppingMixin):
             inst.dstep += b.steps
             heap = inst.finish_heap
             d = inst.dstep
-            while heap and heap[0][0] <= d:
-                dfin, order, _, seq = heapq.heappop(heap)
-                if seq.state == DECODE and seq.order == order and seq.dfin == dfin and inst.dec.get(seq.idx) is seq:
-                    inst.leave_decode(seq)
-                    inst.return_growth(seq, t)
-                    seq.generated = seq.call.output_tokens
-                    m = h.max_since(seq.d0)
-                    seq.itl_max_s = max(seq.itl_max_s, m)
-                    self._finish(inst, seq, t)
-            if len(h.stack_d) > _STACK_PRUNE:
+            if heap and heap[0][0] <= d:
+                self._finish_decodes(inst, t)
+            if len(h.stack_d) > STACK_PRUNE:
                 h.prune(min((s.d0 for s in inst.dec.values()), default=d))
         if inst.joining:
             for seq in inst.joining:
                 inst.join_decode(seq, seq.call.output_tokens - seq.generated)
             inst.joining.clear()
+        if b.chunks:
+            self._complete_chunks(inst, b, t)
+
+    def _finish_decodes(self, inst: Instance, t: float) -> None:
+        """Finish the decodes whose last step was the one that just ended (``dfin <= dstep``)."""
+        heap = inst.finish_heap
+        h = inst.itl
+        d = inst.dstep
+        while heap and heap[0][0] <= d:
+            dfin, order, _, seq = heapq.heappop(heap)
+            if seq.state == DECODE and seq.order == order and seq.dfin == dfin and inst.dec.get(seq.idx) is seq:
+                inst.leave_decode(seq)
+                inst.return_growth(seq, t)
+                seq.generated = seq.call.output_tokens
+                m = h.max_since(seq.d0)
+                seq.itl_max_s = max(seq.itl_max_s, m)
+                self._finish(inst, seq, t)
+
+    def _complete_chunks(self, inst: Instance, b: Batch, t: float) -> None:
+        """The prefill chunks of step ``b`` are computed at ``t``: publish, first tokens, joins."""
         bs = inst.bs
         for seq, n, _ in b.chunks:
             seq.computed += n

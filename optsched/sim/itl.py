@@ -33,7 +33,7 @@ from bisect import bisect_left
 
 import numpy as np
 
-__all__ = ["BINS_PER_DECADE", "HI_S", "LO_S", "NUM_BINS", "ItlHistogram", "bin_centers_s", "hist_percentiles"]
+__all__ = ["BINS_PER_DECADE", "HI_S", "LO_S", "NUM_BINS", "STACK_PRUNE", "ItlHistogram", "bin_centers_s", "hist_percentiles"]
 
 LO_S = 1e-6
 HI_S = 1e4
@@ -42,6 +42,7 @@ NUM_BINS = round(math.log10(HI_S / LO_S) * BINS_PER_DECADE)
 _LOG_LO = math.log(LO_S)
 _SCALE = BINS_PER_DECADE / math.log(10.0)
 _LAST = NUM_BINS - 1
+STACK_PRUNE = 4096  # the simulator prunes an instance's step stack past this many entries
 
 
 def bin_centers_s() -> np.ndarray:

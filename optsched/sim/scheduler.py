@@ -54,7 +54,7 @@ from optsched.sim.admission_view import admission_view
 from optsched.sim.instance import Instance
 from optsched.sim.seq import DECODE, LOADING, PREFILL, WAITING, Seq
 
-__all__ = ["Batch", "plan_step", "preempt_newest"]
+__all__ = ["Batch", "fcfs_fast_ok", "plan_fcfs", "plan_step", "preempt_newest"]
 
 
 class Batch:
@@ -247,8 +247,6 @@ def plan_step(
     or swap-in before computing. Raises ValueError when an `Admission` answer breaks its contract.
     """
     sched = inst.sched
-    if admission is None and sched.chunked_prefill and sched.max_num_partial_prefills <= 1:
-        return _plan_fcfs(inst, now_s, start_load)
     batch = Batch()
     inst.preempted_in_step = False
     if not sched.chunked_prefill:
@@ -275,9 +273,16 @@ def plan_step(
     return batch
 
 
-def _plan_fcfs(inst: Instance, now_s: float, start_load: Callable[[Instance, Seq, float, str], None]) -> Batch:
+def fcfs_fast_ok(inst: Instance, admission: Any) -> bool:
+    """True when `plan_fcfs` plans ``inst``'s steps exactly as `plan_step` (no `Admission` policy, chunked
+    prefill, at most one partial prefill)."""
+    sched = inst.sched
+    return admission is None and sched.chunked_prefill and sched.max_num_partial_prefills <= 1
+
+
+def plan_fcfs(inst: Instance, now_s: float, start_load: Callable[[Instance, Seq, float, str], None]) -> Batch:
     """`plan_step` for the built-in FCFS rule with chunked prefill and one partial prefill (the default
-    configuration): the same operations in the same order as ``_grow_decodes`` + `_fcfs` +
+    configuration, `fcfs_fast_ok`; the simulator calls it when its fast paths are on): the same operations in the same order as ``_grow_decodes`` + `_fcfs` +
     ``_take_chunk`` + ``Batch.add_chunk``, inlined for their common branches (a growth bucket served by the
     pool, a chunk whose blocks fit); every other branch (pool refill, HBM full, preemption, swap-in,
     admission gate) calls the general helpers at the same point. Same schedules (``tests/sim``)."""
