@@ -186,9 +186,10 @@ class Instance:
             used = self.pool_total - self.pool_free + n
             want = -(-used // g) * g
             extra = want - self.pool_total
-            if not self.cache.allocate(self.pool_id, extra, now_s):
+            # extra >= 1 both times (used > pool_total); allocate without re-checking its arguments
+            if not self.cache.allocate_unchecked(self.pool_id, extra, now_s):
                 extra = used - self.pool_total  # without rounding up to the granule
-                if not self.cache.allocate(self.pool_id, extra, now_s):
+                if not self.cache.allocate_unchecked(self.pool_id, extra, now_s):
                     return False
             self.pool_total += extra
             self.pool_free += extra
@@ -208,7 +209,7 @@ class Instance:
             used = self.pool_total - self.pool_free
             keep = -(-used // g) * g
             self.cache.release(self.pool_id, (), now_s)
-            if keep and not self.cache.allocate(self.pool_id, keep, now_s):
+            if keep and not self.cache.allocate_unchecked(self.pool_id, keep, now_s):
                 raise RuntimeError(f"instance {self.iid}: could not re-reserve {keep} just-freed growth blocks")
             self.pool_total = keep
             self.pool_free = keep - used

@@ -205,7 +205,7 @@ def _take_chunk(inst: Instance, seq: Seq, n: int, batch: Batch, now_s: float, ma
     if not may_preempt and inst.admit_gate and not _admissible(inst, seq, need):
         return False
     if need > 0:
-        while not inst.cache.allocate(seq.idx, need, now_s):  # kv.allocate, inlined (hot path)
+        while not inst.cache.allocate_unchecked(seq.idx, need, now_s):  # kv.allocate, inlined (hot path)
             if not may_preempt:
                 return False
             victim = preempt_newest(inst, now_s, inst.sched.preemption, batch)
@@ -325,7 +325,7 @@ def plan_fcfs(inst: Instance, now_s: float, start_load: Callable[[Instance, Seq,
             n = budget
         need = -(-(c + n) // bs) - seq.blocks
         if need > 0:
-            if not cache.allocate(seq.idx, need, now_s):
+            if not cache.allocate_unchecked(seq.idx, need, now_s):  # need >= 1, event times are finite
                 if _take_chunk_full(inst, seq, n, need, batch, now_s, True):
                     budget -= n
                 continue
