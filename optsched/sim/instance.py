@@ -93,8 +93,8 @@ class Instance:
         self.busy = False
         self.wake_pending = False
         self.queued_prefill_tokens = 0  # Σ est_remaining over waiting + prefilling + loading
-        # calls enqueued here (ArrivalRecord, optsched.sim.admission_view) and its cached tuple
-        self.arrival_log: list[Any] = []
+        # calls enqueued here and the tuple of their ArrivalRecords built so far (optsched.sim.admission_view)
+        self.arrival_log: list[Any] = []  # (call, enqueue time s), see optsched.sim.admission_view
         self.arrival_cache: tuple = ()
         # metrics
         self.busy_s = 0.0
