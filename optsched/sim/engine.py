@@ -14,13 +14,14 @@ The handlers run in the same order on the same state, so schedules are those of 
 (``tests/sim/test_speed_golden.py``). Subclasses that stop between events (`AdmissionSimulator` before
 a step, `PDControlSimulator` at a time) turn it off (``_inline_steps``).
 
-Garbage collection: `run` pauses Python's cyclic collector for the event loop and restores it after.
-The loop allocates many short-lived containers (step tuples, batches) and every few hundred of them
-trigger a collector pass, whose full passes rescan every live object (the workload's calls, the cache's
-blocks): 0.13-0.16 s of a 1.0 s run on 5,000 splitwise_conv requests, measured. The run itself leaves
-little cyclic garbage (none on splitwise_conv, ~20k objects on the AgentX bench case); reference
-counting frees everything else at once, and the collector takes the rest when it is back on. Schedules
-do not depend on it.
+Garbage collection: `run` (and `optsched.sim.simulate` around the run and its result tables) pauses
+Python's cyclic collector (`gc_paused`) and restores it after. The loop allocates many containers (step
+tuples, batches, per-call records) and every ~700 of them trigger a collector pass; the passes rescan the
+run's live objects and, every few, every object of the process (the workload's calls, pandas): 0.13-0.16
+s of a 1.0 s run on 5,000 splitwise_conv requests, measured. The run's own objects are freed by
+reference counting when the simulator goes away, so the collector never needs to see them; the run
+leaves little cyclic garbage (none on splitwise_conv, ~20k objects on the AgentX bench case), which the
+collector takes once it is back on. Schedules do not depend on it.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from __future__ import annotations
 import gc
 import heapq
 import logging
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -53,13 +55,27 @@ from optsched.sim.views import ClusterViewImpl
 from optsched.workload.context import check_context
 from optsched.workload.types import Workload
 
-__all__ = ["Simulator"]
+__all__ = ["Simulator", "gc_paused"]
 
 log = logging.getLogger(__name__)
 
 _INF = float("inf")
 
 _RUN_VECTOR_MIN = 64  # decode runs at least this long go to the histogram vectorized
+
+
+@contextmanager
+def gc_paused():
+    """Pause Python's cyclic garbage collector inside the block (module docstring, "Garbage collection");
+    nested pauses restore it once, when the outermost one ends. Reference counting still frees everything
+    that is not in a cycle at once."""
+    was_on = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_on:
+            gc.enable()
 
 
 class Simulator(PDMixin, SteppingMixin):
@@ -164,15 +180,12 @@ class Simulator(PDMixin, SteppingMixin):
             from tqdm import tqdm
 
             self._bar = tqdm(total=len(self._seqs), desc="calls released", unit="call")
-        gc_was_on = gc.isenabled()
-        gc.disable()  # the cyclic collector's passes are pure overhead here (module docstring)
         try:
-            dispatch = self.dispatch
-            while q._heap:
-                dispatch(*q.pop())
+            with gc_paused():  # the cyclic collector's passes are pure overhead here (module docstring)
+                dispatch = self.dispatch
+                while q._heap:
+                    dispatch(*q.pop())
         finally:
-            if gc_was_on:
-                gc.enable()
             if self._bar is not None:
                 self._bar.close()
         self.check_all_finished()
