@@ -137,3 +137,19 @@ def test_timeseries_frame_equals_row_frame():
     pd.testing.assert_frame_equal(timeseries_frame(sim.instances), rows, check_exact=True)
     empty = pd.DataFrame([], columns=list(TIMESERIES_COLUMNS))
     pd.testing.assert_frame_equal(timeseries_frame([]), empty)
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_simulate_restores_the_collector(enabled):
+    import gc
+
+    from optsched.sim import simulate
+
+    w, cl, _ = _vidur(1, 1.0, 30)
+    was = gc.isenabled()
+    try:
+        gc.enable() if enabled else gc.disable()
+        simulate(w, cl)
+        assert gc.isenabled() is enabled
+    finally:
+        gc.enable() if was else gc.disable()
