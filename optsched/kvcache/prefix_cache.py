@@ -305,6 +305,23 @@ class PrefixCache(ResidencyStore):
         self._seq_hbm += n_blocks
         return True
 
+    def free_allocated(self, seq_id: object, n_blocks: int) -> None:
+        """Give back ``n_blocks`` of the HBM blocks allocated to ``seq_id`` (a growth pool that shrinks),
+        keeping the rest: the state ``release(seq_id, (), now)`` + ``allocate(seq_id, held - n_blocks, now)``
+        leaves for a ``seq_id`` that pins no prefix, in one step.
+
+        Raises:
+            ValueError: ``n_blocks`` not an int in ``[1, blocks held by seq_id]``.
+        """
+        held = self._alloc.get(seq_id, 0)
+        if not isinstance(n_blocks, int) or isinstance(n_blocks, bool) or not 1 <= n_blocks <= held:
+            raise ValueError(f"n_blocks must be an int in [1, {held}] (blocks held by {seq_id!r}), got {n_blocks!r}")
+        if n_blocks == held:
+            del self._alloc[seq_id]
+        else:
+            self._alloc[seq_id] = held - n_blocks
+        self._seq_hbm -= n_blocks
+
     def make_room(self, n_blocks: int) -> bool:
         """Evict/demote unpinned cached HBM blocks until ``n_blocks`` HBM blocks are free; False when
         that is impossible (blocks evicted on the way stay evicted, as in ``allocate``). Used by
