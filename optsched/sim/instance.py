@@ -208,9 +208,8 @@ class Instance:
             g = self.granule
             used = self.pool_total - self.pool_free
             keep = -(-used // g) * g
-            self.cache.release(self.pool_id, (), now_s)
-            if keep and not self.cache.allocate_unchecked(self.pool_id, keep, now_s):
-                raise RuntimeError(f"instance {self.iid}: could not re-reserve {keep} just-freed growth blocks")
+            # keep < used + g <= pool_total: give back the rest (release + re-allocate of ``keep``, in one call)
+            self.cache.free_allocated(self.pool_id, self.pool_total - keep)
             self.pool_total = keep
             self.pool_free = keep - used
 
