@@ -2,10 +2,10 @@
 
 `StepTimeFast` is built once per cost model and gives
 
-- ``scalar(pt, pairs, pkv, ds, dkv)``: ``CostModel.step_time`` on scalars (``_step_time_scalar``) with
-  its constants hoisted (``peak·ε`` and ``bw·ε`` products, tables as Python lists) and memoized on the
-  five arguments (the cost model is a pure function of them; the memo is cleared past ``MEMO_MAX``
-  entries so memory stays bounded);
+- ``scalar(pt, pairs, pkv, ds, dkv)``: ``CostModel.step_time`` on scalars (``_step_time_scalar``, with
+  ``efficiency.kernel_time_scalar`` inlined) with its constants hoisted (``peak·ε`` and ``bw·ε``
+  products, ``1/p``, tables as Python lists) and memoized on the five arguments (the cost model is a
+  pure function of them; the memo is cleared past ``MEMO_MAX`` entries so memory stays bounded);
 - ``decode_times(n, dkv)``: ``CostModel.step_time(0, 0, 0, n, dkv)`` for a float array ``dkv`` (one
   decode run, `optsched.sim.fastforward`), the vectorized formula with the prefill terms dropped;
   ``decode_run_times(n, start, cnt)`` the same over ``dkv = start + n·j`` from a lazily filled table
@@ -29,7 +29,6 @@ from typing import Any
 
 import numpy as np
 
-from optsched.cost.efficiency import kernel_time_scalar as _kernel  # one kernel formula, Python floats
 from optsched.cost.model import CostModel, _check_nonneg
 
 __all__ = ["MEMO_MAX", "TABLE_BLOCK", "TABLE_MAX_BLOCKS", "TABLE_MAX_SEQS", "StepTimeFast", "fast_decode_times",
@@ -55,38 +54,75 @@ class StepTimeFast:
             c["pf_f"], c["dc_f"], c["kv"], c["qo"], c["kvh"], c["L"])
         self._peak, self._bw = g.bf16_flops, g.hbm_bw
         self._so, self._sq = cm.calibration.step_overhead_s, cm.calibration.seq_overhead_s
+        # kernel_time_scalar's per-family constants, the same products it forms (peak·ε_c, bw·ε_m, 1/p)
+        self._kp = self._kconst(self._fp)
+        self._kd = self._kconst(self._fd)
         self._memo: dict[tuple, float] = {}
+        self._shapes: dict[tuple, tuple | None] = {}  # (pt, ds) -> the shape-only terms of _compute
         self._dtab: dict[tuple[int, int, int], np.ndarray] = {}  # (n, start mod n, block) -> step times
+
+    def _kconst(self, fp) -> tuple[float, ...]:
+        return (fp.m_half, self._peak * fp.eps_compute, self._bw * fp.eps_memory, fp.overlap_p,
+                1.0 / fp.overlap_p, fp.row_s, fp.launch_s)
 
     def scalar(self, pt, pairs, pkv, ds, dkv) -> float:
         """``CostModel.step_time`` of scalar arguments (s), memoized. Raises ValueError as step_time."""
         key = (pt, pairs, pkv, ds, dkv)
         v = self._memo.get(key)
         if v is None:
-            v = self._compute(float(pt), float(pairs), float(pkv), float(ds), float(dkv))
+            v = self._compute(pt, pairs, pkv, ds, dkv)
             if len(self._memo) >= MEMO_MAX:
                 self._memo.clear()
             self._memo[key] = v
         return v
 
-    def _compute(self, pt: float, pairs: float, pkv: float, ds: float, dkv: float) -> float:
-        # CostModel._step_time_scalar with efficiency.kernel_time_scalar inlined (same operations)
-        if not (pt >= 0 and pairs >= 0 and pkv >= 0 and ds >= 0 and dkv >= 0):  # also catches NaN
-            _check_nonneg(pt, pairs, pkv, ds, dkv)
+    def _shape(self, pt: float, ds: float) -> tuple | None:
+        """The terms of ``_compute`` that depend on the batch shape ``(pt, ds)`` only (None: off the
+        linear-layer table), computed by the same operations and kept in ``_shapes``."""
         rows = pt + ds
         lrows = ds + (1.0 if pt > 0 else 0.0)
-        if rows.is_integer() and lrows.is_integer() and 0 <= rows <= self._rows_max and lrows <= self._rows_max:
-            r = int(rows)
-            lin = self._lin[r] + self._lm[int(lrows)] + self._comm[r]
-        else:
-            return self.cm._step_time_scalar(pt, pairs, pkv, ds, dkv)
-        kvh = self._kvh
-        attn = self._L * (_kernel(pairs * self._pf_f, pkv * self._kv + pt * self._qo, pt * kvh, self._peak,
-                                  self._bw, self._fp)
-                          + _kernel(dkv * self._dc_f, dkv * self._kv + ds * self._qo, ds * kvh, self._peak,
-                                    self._bw, self._fd))
-        busy = rows > 0 or pkv > 0 or dkv > 0
-        return lin + attn + ((self._so + self._sq * lrows) if busy else 0.0)
+        if not (rows.is_integer() and lrows.is_integer() and 0 <= rows <= self._rows_max and lrows <= self._rows_max):
+            return None
+        r = int(rows)
+        lin = self._lin[r] + self._lm[int(lrows)] + self._comm[r]
+        kvh, qo = self._kvh, self._qo
+        out = [lin]
+        for x, (mh, pe, _be, _p, _ip, rs, _ls) in ((pt, self._kp), (ds, self._kd)):
+            m = x * kvh
+            sat = m / (m + mh) if m > 0 and (m + mh) > 0 else 1.0
+            out += [pe * (sat if sat >= 1e-12 else 1e-12), x * qo, rs * m]  # noqa: FURB136 (max(sat, 1e-12))
+        out += [rows > 0, self._so + self._sq * lrows]
+        if len(self._shapes) >= MEMO_MAX:
+            self._shapes.clear()
+        self._shapes[(pt, ds)] = tup = tuple(out)
+        return tup
+
+    def _compute(self, pt, pairs, pkv, ds, dkv) -> float:
+        # CostModel._step_time_scalar with efficiency.kernel_time_scalar inlined (same operations); ints are
+        # taken as they come (an int operand of a float operation is converted exactly as float() would)
+        if not (pt >= 0 and pairs >= 0 and pkv >= 0 and ds >= 0 and dkv >= 0):  # also catches NaN
+            _check_nonneg(pt, pairs, pkv, ds, dkv)
+        sh = self._shapes.get((pt, ds))
+        if sh is None:
+            sh = self._shape(float(pt), float(ds))
+            if sh is None:
+                return self.cm._step_time_scalar(float(pt), float(pairs), float(pkv), float(ds), float(dkv))
+        lin, den_p, ptqo, rsm_p, den_d, dsqo, rsm_d, rows_pos, ovh = sh
+        kv = self._kv
+        # kernel_time_scalar(flops, nbytes, m, peak, bw, fam) twice (prefill, decode), inlined: same operations
+        _mh, _pe, be, p, ip, _rs, ls = self._kp
+        tc = (pairs * self._pf_f) / den_p
+        tm = (pkv * kv + ptqo) / be
+        hi, lo = (tc, tm) if tc >= tm else (tm, tc)
+        k_pf = 0.0 if hi <= 0 else hi * (1.0 + (lo / hi) ** p) ** ip + rsm_p + ls
+        _mh, _pe, be, p, ip, _rs, ls = self._kd
+        tc = (dkv * self._dc_f) / den_d
+        tm = (dkv * kv + dsqo) / be
+        hi, lo = (tc, tm) if tc >= tm else (tm, tc)
+        k_dc = 0.0 if hi <= 0 else hi * (1.0 + (lo / hi) ** p) ** ip + rsm_d + ls
+        attn = self._L * (k_pf + k_dc)
+        busy = rows_pos or pkv > 0 or dkv > 0
+        return lin + attn + (ovh if busy else 0.0)
 
     def decode_times(self, n: int, dkv: np.ndarray) -> np.ndarray:
         """``CostModel.step_time(0, 0, 0, n, dkv)`` (s) for ``n`` >= 1 decodes and a float64 array ``dkv``

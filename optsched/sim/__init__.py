@@ -10,13 +10,11 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
-import pandas as pd
-
 from optsched.sim.config import SLO, ClusterConfig, InstanceConfig, SchedulerConfig
-from optsched.sim.engine import Simulator
+from optsched.sim.engine import Simulator, gc_paused
 from optsched.sim.metrics import summarize
 from optsched.sim.registry import build_policy
-from optsched.sim.result import SimResult
+from optsched.sim.result import SimResult, timeseries_frame
 from optsched.sim.sim_config import load_config_dict, run_config
 from optsched.sim.stepping import Decision
 from optsched.workload.types import Workload
@@ -78,6 +76,14 @@ def simulate(
         from optsched.policies.router_round_robin import RoundRobinRouter
 
         router = RoundRobinRouter()
+    with gc_paused():  # the run's objects die with ``sim``: no collector pass needs to see them (engine docstring)
+        return _simulate(workload, cluster, router, admission, residency, slo, seed, progress, cost_models,
+                         concurrency, fast_forward)
+
+
+def _simulate(workload, cluster, router, admission, residency, slo, seed, progress, cost_models, concurrency,
+              fast_forward) -> SimResult:
+    """`simulate`'s body (its arguments, the default router already chosen)."""
     sim = Simulator(workload, cluster, router=router, admission=admission, residency=residency, slo=slo,
                     cost_models=cost_models, progress=progress, concurrency=concurrency)
     sim.fast_forward = fast_forward
@@ -90,10 +96,7 @@ def simulate(
              "residency_actions": dict(sorted(sim.residency.actions.items())),
              "seed": int(seed), "block_size": int(sim.block_size), "concurrency": int(concurrency)}
     summary = summarize(df, sim.instances, cluster.num_gpus, slo, extra)
-    ts = pd.DataFrame(
-        [(i.iid,) + row for i in sim.instances for row in i.samples],
-        columns=["instance", "t_s", "queue_depth", "running_seqs", "kv_used_blocks"],
-    )
+    ts = timeseries_frame(sim.instances)
     config = {
         "workload": workload.name, "source": workload.source, "cluster": dataclasses.asdict(cluster),
         "router": getattr(router, "name", type(router).__name__),
@@ -102,4 +105,7 @@ def simulate(
         "slo": dataclasses.asdict(slo) if slo is not None else None, "seed": int(seed),
         "concurrency": int(concurrency),
     }
+    # the simulator refers to itself (its view, bound callbacks, residency and KV-move helpers): drop its
+    # attributes so reference counting frees the run's objects now, with no collector pass to find them
+    sim.__dict__.clear()
     return SimResult(df, summary, ts, config)

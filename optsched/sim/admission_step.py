@@ -54,6 +54,8 @@ class AdmissionSimulator(Simulator):
             plan several instances at once; not a single decision).
     """
 
+    _inline_steps = False  # stops before steps / at a time: one event per step end (engine docstring)
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         if self.router is None:

@@ -16,8 +16,9 @@ __all__ = ["admission_view", "record_arrival"]
 
 
 def record_arrival(inst: Instance, call, t: float) -> None:
-    """Append a call enqueued on ``inst`` at ``t`` to its arrival log (read by `admission_view`)."""
-    inst.arrival_log.append(ArrivalRecord(call.call_id, float(t), int(call.input_tokens), int(call.output_tokens)))
+    """Append a call enqueued on ``inst`` at ``t`` to its arrival log (read by `admission_view`, which
+    turns the entries into `ArrivalRecord` the first time a view needs them: most runs never do)."""
+    inst.arrival_log.append((call, t))
 
 
 def admission_view(inst: Instance, now_s: float) -> AdmissionView:
@@ -36,6 +37,8 @@ def admission_view(inst: Instance, now_s: float) -> AdmissionView:
         running.append(RunningRequest(s.call.call_id, "decode", int(s.c0 + d - s.d0), int(max(0, s.dfin - d))))
     log = inst.arrival_log
     if len(inst.arrival_cache) != len(log):
-        inst.arrival_cache = inst.arrival_cache + tuple(log[len(inst.arrival_cache):])
+        inst.arrival_cache = inst.arrival_cache + tuple(
+            ArrivalRecord(c.call_id, float(t), int(c.input_tokens), int(c.output_tokens))
+            for c, t in log[len(inst.arrival_cache):])
     return AdmissionView(inst.iid, float(now_s), inst.bs, inst.kv_capacity_blocks, inst.kv_used_blocks,
                          tuple(running), inst.arrival_cache)

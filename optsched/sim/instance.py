@@ -93,8 +93,8 @@ class Instance:
         self.busy = False
         self.wake_pending = False
         self.queued_prefill_tokens = 0  # Σ est_remaining over waiting + prefilling + loading
-        # calls enqueued here (ArrivalRecord, optsched.sim.admission_view) and its cached tuple
-        self.arrival_log: list[Any] = []
+        # calls enqueued here and the tuple of their ArrivalRecords built so far (optsched.sim.admission_view)
+        self.arrival_log: list[Any] = []  # (call, enqueue time s), see optsched.sim.admission_view
         self.arrival_cache: tuple = ()
         # metrics
         self.busy_s = 0.0
@@ -186,9 +186,10 @@ class Instance:
             used = self.pool_total - self.pool_free + n
             want = -(-used // g) * g
             extra = want - self.pool_total
-            if not self.cache.allocate(self.pool_id, extra, now_s):
+            # extra >= 1 both times (used > pool_total); allocate without re-checking its arguments
+            if not self.cache.allocate_unchecked(self.pool_id, extra, now_s):
                 extra = used - self.pool_total  # without rounding up to the granule
-                if not self.cache.allocate(self.pool_id, extra, now_s):
+                if not self.cache.allocate_unchecked(self.pool_id, extra, now_s):
                     return False
             self.pool_total += extra
             self.pool_free += extra
@@ -207,9 +208,8 @@ class Instance:
             g = self.granule
             used = self.pool_total - self.pool_free
             keep = -(-used // g) * g
-            self.cache.release(self.pool_id, (), now_s)
-            if keep and not self.cache.allocate(self.pool_id, keep, now_s):
-                raise RuntimeError(f"instance {self.iid}: could not re-reserve {keep} just-freed growth blocks")
+            # keep < used + g <= pool_total: give back the rest (release + re-allocate of ``keep``, in one call)
+            self.cache.free_allocated(self.pool_id, self.pool_total - keep)
             self.pool_total = keep
             self.pool_free = keep - used
 

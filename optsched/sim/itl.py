@@ -33,7 +33,7 @@ from bisect import bisect_left
 
 import numpy as np
 
-__all__ = ["BINS_PER_DECADE", "HI_S", "LO_S", "NUM_BINS", "ItlHistogram", "bin_centers_s", "hist_percentiles"]
+__all__ = ["BINS_PER_DECADE", "HI_S", "LO_S", "NUM_BINS", "STACK_PRUNE", "ItlHistogram", "bin_centers_s", "hist_percentiles"]
 
 LO_S = 1e-6
 HI_S = 1e4
@@ -42,6 +42,7 @@ NUM_BINS = round(math.log10(HI_S / LO_S) * BINS_PER_DECADE)
 _LOG_LO = math.log(LO_S)
 _SCALE = BINS_PER_DECADE / math.log(10.0)
 _LAST = NUM_BINS - 1
+STACK_PRUNE = 4096  # the simulator prunes an instance's step stack past this many entries
 
 
 def bin_centers_s() -> np.ndarray:
@@ -71,7 +72,13 @@ class ItlHistogram:
 
     def add_step(self, d: int, dur: float, n: int) -> None:
         """Decode step index ``d`` of duration ``dur`` (s) gave ``n`` tokens."""
-        self.counts[_bin(dur)] += n
+        if dur <= LO_S:  # _bin(dur), inlined (hot path)
+            b = 0
+        else:
+            b = int((math.log(dur) - _LOG_LO) * _SCALE)
+            if b > _LAST:  # noqa: PLR1730 (no call: hot path)
+                b = _LAST
+        self.counts[b] += n
         self.sum_s += dur * n
         self.tokens += n
         sv = self.stack_v

@@ -119,14 +119,20 @@ def boundary_classes(calls: list) -> list[str]:
     return out
 
 
-def _time_avg(t: list[float], v: list[int], end_s: float) -> float:
-    if not t:
+def _time_avg(t: np.ndarray, v: np.ndarray, end_s: float) -> float:
+    """Time average of step-function samples ``v`` at times ``t`` (float64 arrays) until ``end_s``."""
+    if not t.size:
         return 0.0
-    ta = np.asarray(t + [max(end_s, t[-1])], dtype=float)
+    ta = np.append(t, max(end_s, float(t[-1])))
     dt = np.diff(ta)
     tot = dt.sum()
-    va = np.asarray(v, dtype=float)
-    return float((va * dt).sum() / tot) if tot > 0 else float(va.mean())
+    return float((v * dt).sum() / tot) if tot > 0 else float(v.mean())
+
+
+def _sample_array(inst: Any) -> np.ndarray:
+    """An instance's step-boundary samples as a float64 array of shape (n, 4): t_s, queue depth, running
+    sequences, HBM KV blocks (counts are exact in float64)."""
+    return np.array(inst.samples, dtype=np.float64).reshape(-1, 4)
 
 
 def summarize(df: pd.DataFrame, instances: list, num_gpus: int, slo: Any, extra: dict | None = None) -> dict:
@@ -190,13 +196,13 @@ def _itl_metrics(s: dict, df: pd.DataFrame, instances: list) -> None:
 
 
 def _instance_metrics(s: dict, instances: list, end_s: float) -> None:
-    cols = [i.sample_columns() for i in instances]
+    cols = [_sample_array(i).T for i in instances]
     q = [_time_avg(c[0], c[1], end_s) for c in cols]
     usage = [_time_avg(c[0], c[3], end_s) / max(i.kv_capacity_blocks, 1) for i, c in zip(instances, cols)]
     s["mean_queue_depth"] = float(np.mean(q))
-    s["max_queue_depth"] = int(max((max(c[1]) if c[1] else 0) for c in cols))
+    s["max_queue_depth"] = int(max((c[1].max() if c[1].size else 0) for c in cols))
     s["mean_kv_usage"] = float(np.mean(usage))
-    s["max_kv_usage"] = float(max((max(c[3]) if c[3] else 0) / max(i.kv_capacity_blocks, 1)
+    s["max_kv_usage"] = float(max((c[3].max() if c[3].size else 0) / max(i.kv_capacity_blocks, 1)
                                   for i, c in zip(instances, cols)))
     groups: dict[tuple, list[float]] = {}
     for inst, u in zip(instances, usage):

@@ -47,6 +47,8 @@ class PDControlSimulator(Simulator):
             hardware/model (a flip must not change capacity), or a bad ``warmup_s``.
     """
 
+    _inline_steps = False  # stops before steps / at a time: one event per step end (engine docstring)
+
     def __init__(self, *args: Any, warmup_s: float = 30.0, **kwargs: Any) -> None:
         if kwargs.get("router") is not None:
             raise ValueError("PDControlSimulator routes by itself: do not pass a router")

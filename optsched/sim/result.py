@@ -13,7 +13,7 @@ import pandas as pd
 
 from optsched.sim.metrics import agentic_summary, boundary_classes
 
-__all__ = ["CALL_COLUMNS", "FLOAT_FORMAT", "SimResult", "calls_frame"]
+__all__ = ["CALL_COLUMNS", "FLOAT_FORMAT", "TIMESERIES_COLUMNS", "SimResult", "calls_frame", "timeseries_frame"]
 
 FLOAT_FORMAT = "%.9g"  # fixed float formatting: same run -> same bytes
 
@@ -75,6 +75,28 @@ def calls_frame(seqs: list, calls: list) -> pd.DataFrame:
     df["recomputed_tokens"] = df["preempted_recompute_tokens"]  # alias kept for existing readers
     df["itl_max_s"] = np.where(out > 1, df["itl_max_s"], np.nan)
     return df[list(CALL_COLUMNS)]
+
+
+TIMESERIES_COLUMNS = ("instance", "t_s", "queue_depth", "running_seqs", "kv_used_blocks")
+
+
+def timeseries_frame(instances: list) -> pd.DataFrame:
+    """Step-boundary samples of every instance (`Instance.samples`), instance by instance; columns
+    `TIMESERIES_COLUMNS` (instance, t_s in s, queue depth, running sequences, HBM KV blocks used). Built
+    column-wise (int64 / float64), the same frame as ``pd.DataFrame`` of the row tuples, faster."""
+    iid: list[int] = []
+    cols: tuple[list, ...] = ([], [], [], [])
+    for inst in instances:
+        if inst.samples:
+            for c, v in zip(cols, zip(*inst.samples)):
+                c.extend(v)
+            iid.extend([inst.iid] * len(inst.samples))
+    if not iid:
+        return pd.DataFrame([], columns=list(TIMESERIES_COLUMNS))
+    t, q, r, k = cols
+    return pd.DataFrame({"instance": np.array(iid, dtype=np.int64), "t_s": np.array(t, dtype=np.float64),
+                         "queue_depth": np.array(q, dtype=np.int64), "running_seqs": np.array(r, dtype=np.int64),
+                         "kv_used_blocks": np.array(k, dtype=np.int64)})
 
 
 def _clean(v: Any) -> Any:

@@ -54,7 +54,7 @@ from optsched.sim.admission_view import admission_view
 from optsched.sim.instance import Instance
 from optsched.sim.seq import DECODE, LOADING, PREFILL, WAITING, Seq
 
-__all__ = ["Batch", "plan_step", "preempt_newest"]
+__all__ = ["Batch", "fcfs_fast_ok", "plan_fcfs", "plan_step", "preempt_newest"]
 
 
 class Batch:
@@ -205,7 +205,7 @@ def _take_chunk(inst: Instance, seq: Seq, n: int, batch: Batch, now_s: float, ma
     if not may_preempt and inst.admit_gate and not _admissible(inst, seq, need):
         return False
     if need > 0:
-        while not inst.cache.allocate(seq.idx, need, now_s):  # kv.allocate, inlined (hot path)
+        while not inst.cache.allocate_unchecked(seq.idx, need, now_s):  # kv.allocate, inlined (hot path)
             if not may_preempt:
                 return False
             victim = preempt_newest(inst, now_s, inst.sched.preemption, batch)
@@ -271,6 +271,116 @@ def plan_step(
         batch.n_dec = len(inst.dec)
         batch.dec_kv = inst.decode_kv_tokens
     return batch
+
+
+def fcfs_fast_ok(inst: Instance, admission: Any) -> bool:
+    """True when `plan_fcfs` plans ``inst``'s steps exactly as `plan_step` (no `Admission` policy, chunked
+    prefill, at most one partial prefill)."""
+    sched = inst.sched
+    return admission is None and sched.chunked_prefill and sched.max_num_partial_prefills <= 1
+
+
+def plan_fcfs(inst: Instance, now_s: float, start_load: Callable[[Instance, Seq, float, str], None]) -> Batch:
+    """`plan_step` for the built-in FCFS rule with chunked prefill and one partial prefill (the default
+    configuration, `fcfs_fast_ok`; the simulator calls it when its fast paths are on): the same operations in the same order as ``_grow_decodes`` + `_fcfs` +
+    ``_take_chunk`` + ``Batch.add_chunk``, inlined for their common branches (a growth bucket served by the
+    pool, a chunk whose blocks fit); every other branch (pool refill, HBM full, preemption, swap-in,
+    admission gate) calls the general helpers at the same point. Same schedules (``tests/sim``)."""
+    batch = Batch()
+    inst.preempted_in_step = False
+    dec = inst.dec
+    bs = inst.bs
+    if dec:
+        bucket = inst.buckets[inst.dstep % bs]
+        if bucket:
+            nb = len(bucket)
+            if nb <= inst.pool_free:  # Instance.take_growth without a cache call
+                inst.pool_free -= nb
+                for seq in bucket.values():
+                    seq.grow += 1
+            else:
+                _grow_decodes(inst, now_s)
+    n_dec = len(dec)
+    batch.n_dec = n_dec
+    batch.dec_kv = inst.dec_a + n_dec * inst.dstep
+    sched = inst.sched
+    budget = sched.max_num_batched_tokens - n_dec
+    waiting = inst.waiting
+    if waiting and waiting[0].swapped_tokens:
+        _swap_in_head(inst, now_s, start_load)
+    thr = sched.long_prefill_token_threshold
+    cache = inst.cache
+    chunks = batch.chunks
+    prefilling = inst.prefilling
+    for seq in (prefilling[0],) if len(prefilling) == 1 else list(prefilling):
+        if budget <= 0:
+            break
+        if seq.state != PREFILL:
+            continue  # preempted earlier in this loop
+        c = seq.computed
+        n = seq.target_tokens - c
+        if thr and n > thr:
+            n = thr
+        if n > budget:  # noqa: PLR1730 (min(n, budget) without a call: hot path)
+            n = budget
+        need = -(-(c + n) // bs) - seq.blocks
+        if need > 0:
+            if not cache.allocate_unchecked(seq.idx, need, now_s):  # need >= 1, event times are finite
+                if _take_chunk_full(inst, seq, n, need, batch, now_s, True):
+                    budget -= n
+                continue
+            seq.blocks += need
+        chunks.append((seq, n, c))  # Batch.add_chunk
+        batch.prefill_tokens += n
+        batch.attn_pairs += n * (c + (n + 1) / 2.0)
+        batch.prefill_kv += c + n
+        budget -= n
+    else:
+        if (inst.step_index % sched.prefill_schedule_interval == 0 and not inst.preempted_in_step and budget > 0
+                and waiting):
+            _fcfs_admit(inst, batch, budget, now_s, start_load, thr)
+    # decodes preempted by a later prefill allocation leave the batch
+    if batch.n_dec != len(dec):
+        batch.n_dec = len(dec)
+        batch.dec_kv = inst.decode_kv_tokens
+    return batch
+
+
+def _take_chunk_full(inst: Instance, seq: Seq, n: int, need: int, batch: Batch, now_s: float, may_preempt: bool) -> bool:
+    """`_take_chunk` after its first ``cache.allocate`` of ``need`` blocks failed (same loop from there)."""
+    while True:
+        if not may_preempt:
+            return False
+        victim = preempt_newest(inst, now_s, inst.sched.preemption, batch)
+        if victim is None or victim is seq:
+            return False
+        if inst.cache.allocate(seq.idx, need, now_s):
+            break
+    seq.blocks += need
+    batch.add_chunk(seq, n)
+    return True
+
+
+def _fcfs_admit(inst: Instance, batch: Batch, budget: int, now_s: float, start_load: Callable, thr: int) -> None:
+    """The new-prefill half of `_fcfs` (``admit_new`` already checked)."""
+    max_seqs = inst.sched.max_num_seqs
+    waiting = inst.waiting
+    while budget > 0 and waiting and inst.num_running < max_seqs:
+        seq = waiting[0]
+        if seq.swapped_tokens:
+            return
+        waiting.popleft()
+        snap = (seq.hit_hbm, seq.hit_dram, seq.hit_ssd, seq.hit_self)
+        if not _start(inst, seq, now_s, start_load):
+            continue
+        n = seq.target_tokens - seq.computed
+        if thr and n > thr:
+            n = thr
+        n = min(n, budget)
+        if not _take_chunk(inst, seq, n, batch, now_s, False):
+            _unstart(inst, seq, now_s, snap)
+            return
+        budget -= n
 
 
 def _plan_v0(inst: Instance, batch: Batch, now_s: float, admission: Any, start_load: Callable) -> Batch:
