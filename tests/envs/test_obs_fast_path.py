@@ -39,3 +39,20 @@ def test_bulk_observation_equals_the_per_property_reference():
             decisions += 1
             done = env.step(int(rng.integers(0, spread)))[2]
     assert mid_run > 50  # decisions inside a decode run (outstanding counts its finished steps) are covered
+
+
+def test_step_and_reset_restore_the_collector_state():
+    import gc
+
+    env = RoutingEnv(n_sessions=1)
+    assert gc.isenabled()
+    env.reset(seed=0)
+    env.step(0)
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        env.reset(seed=1)
+        env.step(0)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
