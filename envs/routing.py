@@ -165,6 +165,8 @@ class RoutingEnv(gym.Env):
 
     def _reset(self, seed: int | None):
         super().reset(seed=seed)
+        if self._sim is not None:
+            self._sim.close()  # freed by reference counting below, not by a later cyclic-GC pass
         wl = episode_workload(self.fixed_workload, self.n_sessions, self.np_random, self.variant, self._cost_models)
         self._sim = Simulator(wl, self.cluster, cost_models=self._cost_models, concurrency=self.concurrency)
         self._unstarted = []

@@ -54,6 +54,18 @@ class Decision:
 class SteppingMixin:
     """Public read accessors and the stepping API of `Simulator` (see the module docstring)."""
 
+    # attributes that point back at the simulator (its view, residency executor, KV mover, a bound
+    # method): the reference cycles that keep a dropped simulator alive until a cyclic-GC pass
+    _SELF_REFS = ("view", "residency", "kv_mover", "_start_load")
+
+    def close(self) -> None:
+        """Break the simulator's reference cycles (``_SELF_REFS``) so that dropping the last reference
+        frees it at once by reference counting, with no cyclic-GC pass over its blocks and calls (what
+        an env does at reset). Afterwards the simulator cannot run or be stepped; `calls`,
+        `calls_frame`, `ttft_s` and `call_timing` still answer. A view obtained before stays usable."""
+        for name in self._SELF_REFS:
+            setattr(self, name, None)
+
     @property
     def calls(self) -> list[Call]:
         """Every call in workload order (index = ``Decision.call_index``). Do not mutate."""

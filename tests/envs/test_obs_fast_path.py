@@ -56,3 +56,21 @@ def test_step_and_reset_restore_the_collector_state():
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+def test_reset_frees_the_previous_simulator_without_the_collector():
+    import gc
+    import weakref
+
+    env = RoutingEnv(n_sessions=2)
+    env.reset(seed=0)
+    for k in range(30):
+        if env.step(k % 4)[2]:
+            break
+    old = weakref.ref(env._sim)
+    gc.disable()
+    try:
+        env.reset(seed=1)
+        assert old() is None  # reference counting freed it (Simulator.close broke its cycles)
+    finally:
+        gc.enable()
