@@ -176,7 +176,9 @@ class RoutingEnv(gym.Env):
     def _step(self, action):
         if self._dec is None:
             raise RuntimeError("episode is over (or not started): call reset()")
-        if not (type(action) is int and 0 <= action < self.n_instances) and not self.action_space.contains(action):
+        # plain and numpy int64 actions checked inline (same acceptance as Discrete.contains)
+        if not ((type(action) is int or type(action) is np.int64) and 0 <= action < self.n_instances) \
+                and not self.action_space.contains(action):
             raise ValueError(f"action must be an int in [0, {self.n_instances}), got {action!r}")
         a = int(action)
         idx = self._dec.call_index

@@ -80,7 +80,7 @@ class PrefixCache(ResidencyStore):
     @property
     def hbm_used_blocks(self) -> int:
         """HBM blocks in use: cached (pinned or evictable) plus sequence-allocated."""
-        return self.used(HBM)
+        return self._used[HBM] + self._seq_hbm  # self.used(HBM), inlined (read at every step end)
 
     def used_blocks(self, tier: str = "hbm") -> int:
         """Blocks in use in ``tier`` (HBM includes sequence-allocated blocks). Raises ValueError for an unknown tier."""

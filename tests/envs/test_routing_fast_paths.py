@@ -1,4 +1,4 @@
-"""Routing-v0's observation reads the simulator's view in one pass (`ClusterViewImpl.routing_rows`);
+"""Routing-v0 fast paths, each against its reference. The observation reads the simulator's view in one pass (`ClusterViewImpl.routing_rows`);
 it must equal the protocol reference (`routing_features._fill_generic`: one `InstanceView` property at
 a time) at every decision, including decisions taken while a fast-forwarded decode run is in progress."""
 
@@ -74,3 +74,17 @@ def test_reset_frees_the_previous_simulator_without_the_collector():
         assert old() is None  # reference counting freed it (Simulator.close broke its cycles)
     finally:
         gc.enable()
+
+
+def test_inline_action_check_accepts_exactly_what_discrete_contains_accepts():
+    env = RoutingEnv(n_sessions=1)
+    cands = [0, 3, 4, -1, True, np.int64(2), np.int64(4), np.int64(-1), np.int32(1), np.array(2), 2.0, "1", None]
+    for a in cands:
+        env.reset(seed=0)
+        ok = env.action_space.contains(a)
+        try:
+            env.step(a)
+            stepped = True
+        except ValueError:
+            stepped = False
+        assert stepped == ok, (a, ok)
