@@ -282,13 +282,13 @@ def _skip(xin, stream, bs, hs) -> None:
     if full > len(stream):
         stream.extend(hs.take(full - len(stream)))
     if xin % bs:
-        hs.take(1)
+        hs.take1()
 
 
 def _mk(cid, sid, xin, out, stream, bs, hs, lane, parents, new, think, tool) -> Call:
     full = xin // bs
-    if full > len(stream):
-        stream.extend(hs.take(full - len(stream)))
-    hashes = tuple(stream[:full]) + (tuple(hs.take(1)) if xin % bs else ())
-    return Call(cid, sid, xin, out, new_tokens=max(0, min(new, xin)), lane=lane, parents=parents,
-                block_hashes=hashes, block_size=bs, think_time_s=think, tool=tool)
+    have = len(stream)
+    if full > have:
+        stream.extend(hs.take(full - have))
+    hashes = (*stream[:full], hs.take1()) if xin % bs else tuple(stream[:full])
+    return Call(cid, sid, xin, out, max(0, min(new, xin)), lane, parents, hashes, bs, tool=tool, think_time_s=think)

@@ -56,3 +56,16 @@ def test_hash_ids_do_not_depend_on_the_refill_batch(monkeypatch):
     assert [generate_agentx(4, np.random.default_rng(s), variant="full") for s in range(3)] == want
     monkeypatch.setattr(g, "_HASH_BATCH", 7)
     assert [generate_agentx(4, np.random.default_rng(s), variant="full") for s in range(3)] == want
+
+
+def test_take1_is_take_of_one():
+    from optsched.workload.prefix_model import HashSource
+
+    a, b = HashSource(np.random.default_rng(5), batch=7), HashSource(np.random.default_rng(5), batch=7)
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        k = int(rng.integers(0, 4))
+        if k == 0:
+            assert a.take1() == b.take(1)[0]
+        else:
+            assert a.take(k) == b.take(k)
