@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import gc
 from typing import Any, ClassVar
 
 import gymnasium as gym
 import numpy as np
 import pandas as pd
 from gymnasium import spaces
-from optsched.envs._stepper import collect_ttft, episode_workload
+from optsched.envs._stepper import close_sim, collect_ttft, episode_workload, gc_paused
 
 from optsched.policies.base import ClusterView
 from optsched.policies.routing_features import routing_observation
@@ -100,9 +99,8 @@ class RoutingEnv(gym.Env):
     ## Speed
 
     ``reset`` and ``step`` pause Python's cyclic garbage collector while they run and restore its state
-    after (as ``Simulator.run`` does): an episode allocates ~20k KV-block and call objects, and the
-    collector's full passes rescanned all of them every few hundred allocations; reference counting
-    frees everything else, and the collector runs between steps. Results do not depend on it.
+    after (`optsched.envs._stepper.gc_paused`); ``reset`` closes the previous episode's simulator so that
+    reference counting frees it. Results do not depend on either.
     """
 
     metadata: ClassVar[dict[str, Any]] = {"render_modes": []}
@@ -145,35 +143,18 @@ class RoutingEnv(gym.Env):
         self._unstarted: list[int] = []  # routed calls without a first token yet
 
     # ---- gymnasium API -----------------------------------------------------------------------
+    @gc_paused
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
-        gc_was_on = gc.isenabled()
-        gc.disable()  # cyclic-collector passes rescan every live block and call: overhead (class docstring)
-        try:
-            return self._reset(seed)
-        finally:
-            if gc_was_on:
-                gc.enable()
-
-    def step(self, action):
-        gc_was_on = gc.isenabled()
-        gc.disable()
-        try:
-            return self._step(action)
-        finally:
-            if gc_was_on:
-                gc.enable()
-
-    def _reset(self, seed: int | None):
         super().reset(seed=seed)
-        if self._sim is not None:
-            self._sim.close()  # freed by reference counting below, not by a later cyclic-GC pass
+        close_sim(self._sim)  # freed by reference counting below, not by a later cyclic-GC pass
         wl = episode_workload(self.fixed_workload, self.n_sessions, self.np_random, self.variant, self._cost_models)
         self._sim = Simulator(wl, self.cluster, cost_models=self._cost_models, concurrency=self.concurrency)
         self._unstarted = []
         self._dec = self._sim.run_until_decision()
         return self._obs(), self._info()
 
-    def _step(self, action):
+    @gc_paused
+    def step(self, action):
         if self._dec is None:
             raise RuntimeError("episode is over (or not started): call reset()")
         # plain and numpy int64 actions checked inline (same acceptance as Discrete.contains)

@@ -54,9 +54,10 @@ class Decision:
 class SteppingMixin:
     """Public read accessors and the stepping API of `Simulator` (see the module docstring)."""
 
-    # attributes that point back at the simulator (its view, residency executor, KV mover, a bound
-    # method): the reference cycles that keep a dropped simulator alive until a cyclic-GC pass
-    _SELF_REFS = ("view", "residency", "kv_mover", "_start_load")
+    # attributes that point back at the simulator (its view, residency executor, KV mover, bound methods;
+    # the router and its decode router, which are the simulator itself in `PDControlSimulator`): the
+    # reference cycles that keep a dropped simulator alive until a cyclic-GC pass
+    _SELF_REFS = ("view", "residency", "kv_mover", "_start_load", "router", "route_decode")
 
     def close(self) -> None:
         """Break the simulator's reference cycles (``_SELF_REFS``) so that dropping the last reference

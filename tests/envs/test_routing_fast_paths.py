@@ -4,8 +4,10 @@ a time) at every decision, including decisions taken while a fast-forwarded deco
 
 from __future__ import annotations
 
+import gymnasium as gym
 import numpy as np
-from optsched.envs import RoutingEnv
+import pytest
+from optsched.envs import ENV_IDS, RoutingEnv
 
 from optsched.policies.routing_features import _fill_generic, routing_observation
 from optsched.sim import ClusterConfig, InstanceConfig, SchedulerConfig
@@ -41,39 +43,29 @@ def test_bulk_observation_equals_the_per_property_reference():
     assert mid_run > 50  # decisions inside a decode run (outstanding counts its finished steps) are covered
 
 
-def test_step_and_reset_restore_the_collector_state():
-    import gc
-
-    env = RoutingEnv(n_sessions=1)
-    assert gc.isenabled()
-    env.reset(seed=0)
-    env.step(0)
-    assert gc.isenabled()
-    gc.disable()
-    try:
-        env.reset(seed=1)
-        env.step(0)
-        assert not gc.isenabled()
-    finally:
-        gc.enable()
-
-
-def test_reset_frees_the_previous_simulator_without_the_collector():
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_reset_frees_the_previous_simulator_without_the_collector(env_id):
     import gc
     import weakref
 
-    env = RoutingEnv(n_sessions=2)
+    from tests.envs.test_all_envs import SMALL
+
+    env = gym.make(env_id, **SMALL[env_id]).unwrapped
     env.reset(seed=0)
-    for k in range(30):
-        if env.step(k % 4)[2]:
+    for k in range(10):
+        if env.step(k % 2)[2]:
             break
     old = weakref.ref(env._sim)
     gc.disable()
     try:
         env.reset(seed=1)
+        env.step(0)
         assert old() is None  # reference counting freed it (Simulator.close broke its cycles)
+        assert not gc.isenabled()  # the paused collector's state is restored as it was
     finally:
         gc.enable()
+    env.step(1)
+    assert gc.isenabled()
 
 
 def test_inline_action_check_accepts_exactly_what_discrete_contains_accepts():
