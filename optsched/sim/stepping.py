@@ -54,18 +54,13 @@ class Decision:
 class SteppingMixin:
     """Public read accessors and the stepping API of `Simulator` (see the module docstring)."""
 
-    # attributes that point back at the simulator (its view, residency executor, KV mover, bound methods;
-    # the router and its decode router, which are the simulator itself in `PDControlSimulator`): the
-    # reference cycles that keep a dropped simulator alive until a cyclic-GC pass
-    _SELF_REFS = ("view", "residency", "kv_mover", "_start_load", "router", "route_decode")
-
     def close(self) -> None:
-        """Break the simulator's reference cycles (``_SELF_REFS``) so that dropping the last reference
-        frees it at once by reference counting, with no cyclic-GC pass over its blocks and calls (what
-        an env does at reset). Afterwards the simulator cannot run or be stepped; `calls`,
-        `calls_frame`, `ttft_s` and `call_timing` still answer. A view obtained before stays usable."""
-        for name in self._SELF_REFS:
-            setattr(self, name, None)
+        """Drop every attribute of the simulator, so that the reference cycles it holds (its view, bound
+        callbacks, residency executor and KV mover, which point back at it; a `PDControlSimulator` is its
+        own router) are gone and dropping the last reference frees it at once by reference counting, with
+        no cyclic-GC pass over its blocks and calls (what an env does at reset). Afterwards the simulator
+        and any view read from it are unusable."""
+        self.__dict__.clear()
 
     @property
     def calls(self) -> list[Call]:
