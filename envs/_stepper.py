@@ -7,11 +7,14 @@ The envs drive `optsched.sim.Simulator` through its public stepping API (``route
 
 from __future__ import annotations
 
+import functools
+import gc
+
 from optsched.sim import Simulator
 from optsched.workload.gen_agentx import generate_agentx
 from optsched.workload.types import Workload
 
-__all__ = ["collect_ttft"]
+__all__ = ["close_sim", "collect_ttft", "episode_workload", "gc_paused"]
 
 
 def collect_ttft(sim: Simulator, unstarted: list[int]) -> tuple[float, list[int]]:
@@ -35,3 +38,31 @@ def episode_workload(fixed: Workload | None, n_sessions: int, rng, variant: str,
         return fixed
     return generate_agentx(n_sessions, rng, variant=variant,
                            max_context_tokens=min(int(c.model.max_context_tokens) for c in cost_models))
+
+
+def gc_paused(method):
+    """Decorator of an env's ``reset`` / ``step``: Python's cyclic garbage collector is paused while it
+    runs and its state restored after (as ``Simulator.run`` does). An episode allocates tens of thousands
+    of KV-block, call and step objects, and the collector's passes rescanned all of them every few
+    hundred allocations (~15-25% of a Routing-v0 episode's CPU, BENCHMARKS.md); the simulator frees its
+    objects by reference counting (`close_sim`), and the collector runs between calls. Results do not
+    depend on it."""
+
+    @functools.wraps(method)
+    def paused(self, *args, **kwargs):
+        was_on = gc.isenabled()
+        gc.disable()
+        try:
+            return method(self, *args, **kwargs)
+        finally:
+            if was_on:
+                gc.enable()
+
+    return paused
+
+
+def close_sim(sim: Simulator | None) -> None:
+    """`Simulator.close` the previous episode's simulator (None: nothing), so that replacing it frees it
+    by reference counting instead of leaving a cycle for the collector."""
+    if sim is not None:
+        sim.close()

@@ -9,7 +9,7 @@ import gymnasium as gym
 import numpy as np
 import pandas as pd
 from gymnasium import spaces
-from optsched.envs._stepper import episode_workload
+from optsched.envs._stepper import close_sim, episode_workload, gc_paused
 
 from optsched.policies.admission_menu import MENU, MenuAdmission
 from optsched.policies.router_round_robin import RoundRobinRouter
@@ -147,8 +147,10 @@ class AdmissionEnv(gym.Env):
         self._rule = MenuAdmission()
 
     # ---- gymnasium API -----------------------------------------------------------------------
+    @gc_paused
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         super().reset(seed=seed)
+        close_sim(self._sim)
         wl = episode_workload(self.fixed_workload, self.n_sessions, self.np_random, self.variant, self._cost_models)
         self._rule = MenuAdmission()
         self._sim = AdmissionSimulator(wl, self.cluster, router=self.router_factory(), admission=self._rule,
@@ -161,6 +163,7 @@ class AdmissionEnv(gym.Env):
         self._dec = self._sim.run_until_admission()
         return self._obs(), {}
 
+    @gc_paused
     def step(self, action):
         if self._dec is None:
             raise RuntimeError("episode is over (or not started): call reset()")
@@ -168,6 +171,7 @@ class AdmissionEnv(gym.Env):
             raise ValueError(f"action must be an int in [0, {len(MENU)}), got {action!r}")
         return self.step_with(int(action))
 
+    @gc_paused
     def step_with(self, rule: Any):
         """`step` with this step planned by ``rule``: a menu index, or any `Admission` object (how
         `optsched.envs.evaluate` runs a heuristic on the same decision points). Same return as `step`."""

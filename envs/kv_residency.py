@@ -9,7 +9,7 @@ import gymnasium as gym
 import numpy as np
 import pandas as pd
 from gymnasium import spaces
-from optsched.envs._stepper import collect_ttft, episode_workload
+from optsched.envs._stepper import close_sim, collect_ttft, episode_workload, gc_paused
 from optsched.envs.routing import default_cluster
 
 from optsched.policies.base import ClusterView, ResidencyDecision
@@ -128,8 +128,10 @@ class KVResidencyEnv(gym.Env):
         self._home = -1
         self._unstarted: list[int] = []
 
+    @gc_paused
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         super().reset(seed=seed)
+        close_sim(self._sim)
         wl = episode_workload(self.fixed_workload, self.n_sessions, self.np_random, self.variant, self._cost_models)
         self._residency = _ChosenResidency()
         self._router = self.router_factory()
@@ -139,6 +141,7 @@ class KVResidencyEnv(gym.Env):
         self._dec = self._next_pausable()
         return self._obs(), {}
 
+    @gc_paused
     def step(self, action):
         if self._dec is None:
             raise RuntimeError("episode is over (or not started): call reset()")

@@ -9,6 +9,7 @@ import gymnasium as gym
 import numpy as np
 import pandas as pd
 from gymnasium import spaces
+from optsched.envs._stepper import close_sim, gc_paused
 
 from optsched.sim import SLO, ClusterConfig, InstanceConfig, SchedulerConfig
 from optsched.sim.cluster import default_cost_model
@@ -153,8 +154,10 @@ class PDRatioEnv(gym.Env):
         self.observation_space = spaces.Box(lo, hi, (len(POOL_FEATURES),), np.float32)
         self._sim: PDControlSimulator | None = None
 
+    @gc_paused
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         super().reset(seed=seed)
+        close_sim(self._sim)
         wl = varying_rate_chat(self.np_random, self.horizon_s, self.mean_rate_per_s, self.amplitude, self.period_s,
                                self.input_median_tokens, self.input_p95_tokens)
         self._sim = PDControlSimulator(wl, self.cluster, cost_models=self._cost_models, slo=self.slo,
@@ -168,6 +171,7 @@ class PDRatioEnv(gym.Env):
         obs, _ = self._observe(0.0, [], [])
         return obs, {}
 
+    @gc_paused
     def step(self, action):
         if self._sim is None or not self._live:
             raise RuntimeError("episode is over (or not started): call reset()")

@@ -8,7 +8,7 @@ import gymnasium as gym
 import numpy as np
 import pandas as pd
 from gymnasium import spaces
-from optsched.envs._stepper import collect_ttft, episode_workload
+from optsched.envs._stepper import close_sim, collect_ttft, episode_workload, gc_paused
 
 from optsched.policies.base import ClusterView
 from optsched.policies.routing_features import routing_observation
@@ -95,6 +95,12 @@ class RoutingEnv(gym.Env):
     ``cluster`` (`ClusterConfig`, colocated instances only), ``workload`` (fixed `Workload`; the seed
     then changes nothing), ``reward_mode`` (see above), ``concurrency`` (int >= 0, see
     ``optsched.sim.simulate``). Raises ``ValueError`` naming the argument on a bad value.
+
+    ## Speed
+
+    ``reset`` and ``step`` pause Python's cyclic garbage collector while they run and restore its state
+    after (`optsched.envs._stepper.gc_paused`); ``reset`` closes the previous episode's simulator so that
+    reference counting frees it. Results do not depend on either.
     """
 
     metadata: ClassVar[dict[str, Any]] = {"render_modes": []}
@@ -137,18 +143,23 @@ class RoutingEnv(gym.Env):
         self._unstarted: list[int] = []  # routed calls without a first token yet
 
     # ---- gymnasium API -----------------------------------------------------------------------
+    @gc_paused
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         super().reset(seed=seed)
+        close_sim(self._sim)  # freed by reference counting below, not by a later cyclic-GC pass
         wl = episode_workload(self.fixed_workload, self.n_sessions, self.np_random, self.variant, self._cost_models)
         self._sim = Simulator(wl, self.cluster, cost_models=self._cost_models, concurrency=self.concurrency)
         self._unstarted = []
         self._dec = self._sim.run_until_decision()
         return self._obs(), self._info()
 
+    @gc_paused
     def step(self, action):
         if self._dec is None:
             raise RuntimeError("episode is over (or not started): call reset()")
-        if not (type(action) is int and 0 <= action < self.n_instances) and not self.action_space.contains(action):
+        # plain and numpy int64 actions checked inline (same acceptance as Discrete.contains)
+        if not ((type(action) is int or type(action) is np.int64) and 0 <= action < self.n_instances) \
+                and not self.action_space.contains(action):
             raise ValueError(f"action must be an int in [0, {self.n_instances}), got {action!r}")
         a = int(action)
         idx = self._dec.call_index

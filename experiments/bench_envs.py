@@ -11,7 +11,11 @@ otherwise idle machine). ``BatchedVectorEnv`` (`optsched.envs.vector`) in this p
 
 Routing-v0 runs 8 llama-3-70b TP-4 H200 instances (AgentX calls exceed llama-3-8b's 8K context).
 
+``--routing-single`` prints only Routing-v0's single-env figure with the collector's CPU time;
+``--routing-procs`` only the ``--procs`` aggregate (BENCHMARKS.md, "Env speed, third pass").
+
 Usage: .venv/bin/python experiments/bench_envs.py [--episodes 3] [--num-envs 2] [--procs 2] [--only-routing] [--profile]
+       [--routing-single | --routing-procs]
 """
 
 from __future__ import annotations
@@ -48,6 +52,28 @@ def single(env_id: str, episodes: int, n_inst: int) -> dict:
             steps += 1
     cpu = time.process_time() - t0
     return {"steps": steps, "cpu_s": cpu, "steps_per_cpu_s": steps / cpu, "cpu_s_per_episode": cpu / episodes}
+
+
+def single_gc(env_id: str, episodes: int, n_inst: int) -> dict:
+    """`single` plus the CPU time the cyclic garbage collector took during it (``gc.callbacks``) and its
+    number of passes per generation."""
+    import gc
+
+    acc = {"s": 0.0, "t0": 0.0, "passes": [0, 0, 0]}
+
+    def cb(phase: str, info: dict) -> None:
+        if phase == "start":
+            acc["t0"] = time.process_time()
+        else:
+            acc["s"] += time.process_time() - acc["t0"]
+            acc["passes"][info["generation"]] += 1
+
+    gc.callbacks.append(cb)
+    try:
+        out = single(env_id, episodes, n_inst)
+    finally:
+        gc.callbacks.remove(cb)
+    return {**out, "gc_cpu_s": acc["s"], "gc_passes": acc["passes"]}
 
 
 def vector(env_id: str, num_envs: int, n_steps: int, n_inst: int, mode: str) -> dict:
@@ -102,12 +128,21 @@ def main() -> None:
     ap.add_argument("--profile", action="store_true")
     ap.add_argument("--procs", type=int, default=2, help="processes of the batched aggregate figure")
     ap.add_argument("--only-routing", action="store_true", help="skip the other envs' single-env figures")
+    ap.add_argument("--routing-single", action="store_true",
+                    help="only Routing-v0's single-env figure, with the cyclic GC's time (gc.callbacks)")
+    ap.add_argument("--routing-procs", action="store_true", help="only Routing-v0's --procs batched aggregate")
     ap.add_argument("--one-batched", help=argparse.SUPPRESS)  # child process of batched_procs
     a = ap.parse_args()
     import optsched.envs
 
     if a.one_batched:
         print(json.dumps(batched(a.one_batched, a.num_envs, a.vec_steps, a.instances)))
+        return
+    if a.routing_single:
+        print(json.dumps(single_gc("optsched/Routing-v0", a.episodes, a.instances)))
+        return
+    if a.routing_procs:
+        print(json.dumps(batched_procs("optsched/Routing-v0", a.procs, a.num_envs, a.vec_steps, a.instances)))
         return
 
     out = {}

@@ -80,7 +80,7 @@ class PrefixCache(ResidencyStore):
     @property
     def hbm_used_blocks(self) -> int:
         """HBM blocks in use: cached (pinned or evictable) plus sequence-allocated."""
-        return self.used(HBM)
+        return self._used[HBM] + self._seq_hbm  # self.used(HBM), inlined (read at every step end)
 
     def used_blocks(self, tier: str = "hbm") -> int:
         """Blocks in use in ``tier`` (HBM includes sequence-allocated blocks). Raises ValueError for an unknown tier."""
@@ -405,26 +405,30 @@ class PrefixCache(ResidencyStore):
         alloc = self._alloc.get(seq_id, 0)
         pin = old_pin
         added = 0
+        used = self._used
         for i in range(start, n):
             h_i = block_hashes[i]
             b = blocks.get(h_i)
-            if b is not None:
-                if b.depth != i or b.parent is not pin:
-                    break
-                if b.tier != HBM and not self._to_hbm(b):
-                    break
-            else:
+            if b is None:  # the common case: a new block extending the path (inlined, hot loop)
                 if alloc == 0:
                     break
                 b = Block(h_i, pin, i, HBM, now_s)
                 b.owner = seq_id
+                b.ref = 1
                 blocks[h_i] = b
-                self._used[HBM] += 1
+                used[HBM] += 1
                 self._seq_hbm -= 1
                 alloc -= 1
-                if pin is not None:
-                    pin.child_tier[HBM] += 1
                 added += 1
+                if pin is not None:  # pinned, so in HBM: with a child in HBM now, never an eviction candidate
+                    pin.child_tier[HBM] += 1
+                    pin.ref -= 1
+                pin = b
+                continue
+            if b.depth != i or b.parent is not pin:
+                break
+            if b.tier != HBM and not self._to_hbm(b):
+                break
             b.ref += 1
             if pin is not None:  # self._unpin(pin) inlined (hot loop); _push skips a block with children
                 pin.ref -= 1

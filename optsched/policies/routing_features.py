@@ -27,9 +27,21 @@ def routing_observation(call: Call, view: ClusterView, token_scale: float, seq_s
     hashes = call.block_hashes
     nb = len(hashes)
     T = token_scale
+    bulk = getattr(view, "routing_rows", None)  # the simulator's view: one pass, same ints
+    if bulk is not None:
+        table[:] = [(hit / nb if nb else 0.0, q / T, nd / seq_scale, used / cap, max(0, out) / T)
+                    for hit, q, nd, used, cap, out in bulk(hashes)]
+    else:
+        _fill_generic(view, hashes, T, seq_scale, table)
+    feats[0] = call.input_tokens / T
+    feats[1] = call.new_tokens / T
+
+
+def _fill_generic(view: ClusterView, hashes, T: float, seq_scale: float, table: np.ndarray) -> None:
+    """The table from the `InstanceView` protocol, one property at a time (any view; the reference of
+    the bulk path)."""
+    nb = len(hashes)
     for i, v in enumerate(view.instances):
         hit = v.prefix_hit_blocks(hashes, "hbm") / nb if nb else 0.0
         table[i] = (hit, v.queued_prefill_tokens / T, v.running_decodes / seq_scale,
                     v.kv_used_blocks / v.kv_capacity_blocks, max(0, v.outstanding_tokens) / T)
-    feats[0] = call.input_tokens / T
-    feats[1] = call.new_tokens / T

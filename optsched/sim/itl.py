@@ -43,6 +43,7 @@ _LOG_LO = math.log(LO_S)
 _SCALE = BINS_PER_DECADE / math.log(10.0)
 _LAST = NUM_BINS - 1
 STACK_PRUNE = 4096  # the simulator prunes an instance's step stack past this many entries
+_FLUSH_STEPS = 1 << 16  # pending run steps binned in one pass (memory bound: 512 KiB of float64)
 
 
 def bin_centers_s() -> np.ndarray:
@@ -60,7 +61,7 @@ def _bin(dt: float) -> int:
 class ItlHistogram:
     """Token-weighted ITL histogram of one instance plus its step-duration stack (see module doc)."""
 
-    __slots__ = ("counts", "run_counts", "stack_d", "stack_v", "sum_s", "tokens")
+    __slots__ = ("_pending", "_pending_len", "counts", "run_counts", "stack_d", "stack_v", "sum_s", "tokens")
 
     def __init__(self) -> None:
         self.counts = [0] * NUM_BINS  # scalar adds (Python ints: the hot path)
@@ -69,6 +70,8 @@ class ItlHistogram:
         self.tokens = 0
         self.stack_d: list[int] = []
         self.stack_v: list[float] = []
+        self._pending: list[tuple[int, np.ndarray]] = []  # (n, durations) of run steps not binned yet
+        self._pending_len = 0
 
     def add_step(self, d: int, dur: float, n: int) -> None:
         """Decode step index ``d`` of duration ``dur`` (s) gave ``n`` tokens."""
@@ -89,18 +92,30 @@ class ItlHistogram:
         self.stack_d.append(d)
 
     def add_run(self, d: int, durs: np.ndarray, n: int) -> None:
-        """Decode steps ``d .. d+len(durs)-1`` with durations ``durs`` (s), ``n`` tokens each."""
+        """Decode steps ``d .. d+len(durs)-1`` with durations ``durs`` (s), ``n`` tokens each.
+
+        The first step is binned now by the scalar rule (`move` may take that token out again); the
+        others are kept (``durs`` must not be modified afterwards) and binned in bulk by `_flush`, with
+        the same elementwise numpy rule as binning each run at once, so the counts are the same. The sum
+        and the step-duration stack are updated now (same float operations in the same order)."""
         durs = np.asarray(durs, dtype=float)
-        lg = np.log(np.maximum(durs, LO_S)) - _LOG_LO
-        idx = np.minimum((lg * _SCALE).astype(np.int64), _LAST)
-        idx[0] = _bin(float(durs[0]))  # same bin as the scalar path: `move` may take this token out again
-        self.run_counts += np.bincount(idx, minlength=NUM_BINS) * n
+        m = len(durs)
+        self.counts[_bin(float(durs[0]))] += n
+        if m > 1:
+            self._pending.append((n, durs[1:]))
+            self._pending_len += m - 1
+            if self._pending_len > _FLUSH_STEPS:
+                self._flush()
         self.sum_s += float(durs.sum()) * n
-        self.tokens += n * len(durs)
+        self.tokens += n * m
         # suffix-max records: steps longer than every later step of the run (usually just the last)
-        suf = np.maximum.accumulate(durs[::-1])[::-1]
-        keep = np.flatnonzero(durs[:-1] > suf[1:]).tolist()
-        keep.append(len(durs) - 1)
+        last = float(durs[-1])
+        if m == 1 or last >= durs.max():
+            keep = [m - 1]
+        else:
+            suf = np.maximum.accumulate(durs[::-1])[::-1]
+            keep = np.flatnonzero(durs[:-1] > suf[1:]).tolist()
+            keep.append(m - 1)
         sv, sd = self.stack_v, self.stack_d
         top = float(durs[keep[0]])
         while sv and sv[-1] <= top:
@@ -109,6 +124,19 @@ class ItlHistogram:
         for j in keep:
             sv.append(float(durs[j]))
             sd.append(d + j)
+
+    def _flush(self) -> None:
+        """Bin the pending run steps into ``run_counts`` (one vectorized pass per token count ``n``)."""
+        by_n: dict[int, list[np.ndarray]] = {}
+        for n, a in self._pending:
+            by_n.setdefault(n, []).append(a)
+        for n, arrs in by_n.items():
+            durs = np.concatenate(arrs) if len(arrs) > 1 else arrs[0]
+            lg = np.log(np.maximum(durs, LO_S)) - _LOG_LO
+            idx = np.minimum((lg * _SCALE).astype(np.int64), _LAST)
+            self.run_counts += np.bincount(idx, minlength=NUM_BINS) * n
+        self._pending = []
+        self._pending_len = 0
 
     def add_gap(self, dt: float) -> None:
         """One token with ITL ``dt`` (s) outside a decode step (re-prefill after a preemption)."""
@@ -135,6 +163,9 @@ class ItlHistogram:
             del self.stack_v[:i]
 
     def total_counts(self) -> np.ndarray:
+        """Token count per bin, shape (NUM_BINS,) int64 (scalar adds plus decode runs)."""
+        if self._pending:
+            self._flush()
         return np.asarray(self.counts, dtype=np.int64) + self.run_counts
 
 

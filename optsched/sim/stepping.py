@@ -54,6 +54,14 @@ class Decision:
 class SteppingMixin:
     """Public read accessors and the stepping API of `Simulator` (see the module docstring)."""
 
+    def close(self) -> None:
+        """Drop every attribute of the simulator, so that the reference cycles it holds (its view, bound
+        callbacks, residency executor and KV mover, which point back at it; a `PDControlSimulator` is its
+        own router) are gone and dropping the last reference frees it at once by reference counting, with
+        no cyclic-GC pass over its blocks and calls (what an env does at reset). Afterwards the simulator
+        and any view read from it are unusable."""
+        self.__dict__.clear()
+
     @property
     def calls(self) -> list[Call]:
         """Every call in workload order (index = ``Decision.call_index``). Do not mutate."""

@@ -125,3 +125,27 @@ class ClusterViewImpl:
     def session_home(self, session_id: str) -> int | None:
         """Instance that served the session's latest finished or running call, or None."""
         return self._sim.session_home.get(session_id)
+
+    def routing_rows(self, block_hashes: Sequence[int]) -> list[tuple[int, int, int, int, int, int]]:
+        """Per instance, in one pass: ``(prefix_hit_blocks(block_hashes, "hbm"), queued_prefill_tokens,
+        running_decodes, kv_used_blocks, kv_capacity_blocks, outstanding_tokens)`` (blocks, tokens,
+        sequences). The same ints as reading each `InstanceViewImpl` property (tested); the bulk read of
+        `optsched.policies.routing_features.routing_observation` (Routing-v0's observation)."""
+        now = self._sim.now_s
+        rows = []
+        for v in self.instances:
+            inst = v._inst
+            cache = inst.cache
+            if not block_hashes:
+                hit = 0
+            elif hasattr(cache, "split_counts"):
+                hit = cache.split_counts(block_hashes)[1]
+            else:
+                hit = v.prefix_hit_blocks(block_hashes, "hbm")
+            q = inst.queued_prefill_tokens
+            run = inst.run
+            done = bisect_right(run.ends, now) if run is not None and run.ends is not None else 0
+            nd = len(inst.dec)
+            rows.append((hit, q, nd, int(cache.hbm_used_blocks), inst.kv_capacity_blocks,
+                         q + inst.dec_rem - nd * (inst.dstep + done) + inst.incoming_tokens))
+        return rows

@@ -47,13 +47,15 @@ from optsched.workload.calibrate import (
     stratified_count,
     stratified_lognormal,
 )
+from optsched.workload.context import _check_limit
 from optsched.workload.prefix_model import HashSource, global_prompt_hashes
-from optsched.workload.types import Call, Session, Workload
+from optsched.workload.types import Call, ContextCut, Session, Workload
 
 __all__ = ["AGENTX_VARIANTS", "AgentXParams", "generate_agentx"]
 
 TOOLS = ("bash", "read", "edit", "search", "web")
 TOOL_P = (0.35, 0.30, 0.20, 0.10, 0.05)  # assumption (tool mix is not used by any calibration target)
+_HASH_BATCH = 4_096  # ids drawn per refill of the HashSource (values independent of it; speed only)
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,17 +191,22 @@ def generate_agentx(n_sessions: int, rng: np.random.Generator, variant: str = "f
     repos = st["prefix"].integers(0, p.n_repos, size=n_sessions).tolist()
 
     bs = p.block_size
-    hs = HashSource(st["prefix"])
+    # batch: per-element draws, so the ids do not depend on it (a small batch converts only what is used)
+    hs = HashSource(st["prefix"], batch=_HASH_BATCH)
     g_full = p.global_prompt_tokens // bs
     r_full = (p.global_prompt_tokens + p.repo_tokens) // bs
     s_full = (p.global_prompt_tokens + p.repo_tokens + p.session_tokens) // bs
     glob = global_prompt_hashes(g_full, "optsched-agentx-global-prompt")
     repo_layer = [hs.take(r_full - g_full) for _ in range(p.n_repos)]
     shared_lane_tokens = r_full * bs
+    limit = max_context_tokens
+    if limit:
+        _check_limit(limit)
 
     k = 0  # index into the flat per-call arrays
     gi = 0  # index into gaps
     sessions = []
+    calls_cut = sessions_cut = 0
     for s, (n_main, groups) in enumerate(plan):
         sid = f"agentx-{s:05d}"
         main_stream = glob + repo_layer[repos[s]] + hs.take(s_full - r_full)
@@ -207,19 +214,28 @@ def generate_agentx(n_sessions: int, rng: np.random.Generator, variant: str = "f
         lane_k = {f: k + n_main + sum(sum(l) for f2, l in groups if f2 < f) for f, _ in groups}
         k_lane_total = sum(sum(l) for _, l in groups)
         calls: list[Call] = []
+        # context cap (cap_context's end_session rule, applied while generating): from the first call
+        # longer than ``limit`` on, calls are not built, but their hash draws are still made (_skip) so
+        # that later sessions get the same ids as without the cap
+        cut = False
         prev_main: Call | None = None
         pending_join: tuple[str, ...] = ()
         lane_no = 0
         for j in range(n_main):
             xin = inputs[k + j]
             last = j == n_main - 1
-            call = _mk(f"{sid}-m{j}", sid, xin, outputs[k + j], main_stream, bs, hs, 0,
-                       pending_join or ((prev_main.call_id,) if prev_main else ()),
-                       xin - prev_main.input_tokens if prev_main else xin,
-                       0.0 if last else gaps[gi], "" if last else ("task" if j in lanes_at else TOOLS[tools[k + j]]))
+            cut = cut or (limit and xin + outputs[k + j] > limit)
+            if cut:
+                _skip(xin, main_stream, bs, hs)
+            else:
+                call = _mk(f"{sid}-m{j}", sid, xin, outputs[k + j], main_stream, bs, hs, 0,
+                           pending_join or ((prev_main.call_id,) if prev_main else ()),
+                           xin - prev_main.input_tokens if prev_main else xin,
+                           0.0 if last else gaps[gi],
+                           "" if last else ("task" if j in lanes_at else TOOLS[tools[k + j]]))
+                calls.append(call)
+                prev_main, pending_join = call, ()
             gi += 0 if last else 1
-            calls.append(call)
-            prev_main, pending_join = call, ()
             if j in lanes_at:
                 idx = lane_k[j]
                 ends = []
@@ -229,31 +245,50 @@ def generate_agentx(n_sessions: int, rng: np.random.Generator, variant: str = "f
                     prev: Call | None = None
                     for i in range(m):
                         xi = inputs[idx]
-                        c = _mk(f"{sid}-s{lane_no}.{i}", sid, xi, outputs[idx], stream, bs, hs, lane_no,
-                                (prev.call_id,) if prev else (call.call_id,),
-                                xi - prev.input_tokens if prev else xi - min(xi, shared_lane_tokens),
-                                gaps[gi], TOOLS[tools[idx]])
+                        cut = cut or (limit and xi + outputs[idx] > limit)
+                        if cut:
+                            _skip(xi, stream, bs, hs)
+                        else:
+                            c = _mk(f"{sid}-s{lane_no}.{i}", sid, xi, outputs[idx], stream, bs, hs, lane_no,
+                                    (prev.call_id,) if prev else (call.call_id,),
+                                    xi - prev.input_tokens if prev else xi - min(xi, shared_lane_tokens),
+                                    gaps[gi], TOOLS[tools[idx]])
+                            calls.append(c)
+                            prev = c
                         gi += 1
                         idx += 1
-                        calls.append(c)
-                        prev = c
-                    ends.append(prev.call_id)
+                    if not cut:
+                        ends.append(prev.call_id)
                 pending_join = tuple(ends)
-        k += n_main + k_lane_total
-        sessions.append(Session(sid, tuple(calls), start_s=starts[s]))
-    wl = Workload(name or f"agentx-{label}", tuple(sessions), block_size=bs, closed_loop=True,
-                  source="generated:agentx")
-    if max_context_tokens:
-        from optsched.workload.context import cap_context
+        n_total = n_main + k_lane_total
+        k += n_total
+        if len(calls) < n_total:
+            calls_cut += n_total - len(calls)
+            sessions_cut += 1
+        if calls:
+            sessions.append(Session(sid, tuple(calls), start_s=starts[s]))
+    if limit and not sessions:
+        raise ValueError(f"every session's first call exceeds the model context of {limit} tokens")
+    return Workload(name or f"agentx-{label}", tuple(sessions), block_size=bs, closed_loop=True,
+                    source="generated:agentx",
+                    context_cut=ContextCut(limit, "end_session", calls_cut, sessions_cut) if limit else None)
 
-        wl, _ = cap_context(wl, max_context_tokens)
-    return wl
+
+def _skip(xin, stream, bs, hs) -> None:
+    """`_mk`'s hash draws for a call that is not built (cut by the context cap): ``stream`` grows to
+    ``xin // bs`` blocks (a list standing for the stream: only its length matters after a cut) and the
+    last partial block takes one fresh id."""
+    full = xin // bs
+    if full > len(stream):
+        stream.extend(hs.take(full - len(stream)))
+    if xin % bs:
+        hs.take1()
 
 
 def _mk(cid, sid, xin, out, stream, bs, hs, lane, parents, new, think, tool) -> Call:
     full = xin // bs
-    if full > len(stream):
-        stream.extend(hs.take(full - len(stream)))
-    hashes = tuple(stream[:full]) + (tuple(hs.take(1)) if xin % bs else ())
-    return Call(cid, sid, xin, out, new_tokens=max(0, min(new, xin)), lane=lane, parents=parents,
-                block_hashes=hashes, block_size=bs, think_time_s=think, tool=tool)
+    have = len(stream)
+    if full > have:
+        stream.extend(hs.take(full - have))
+    hashes = (*stream[:full], hs.take1()) if xin % bs else tuple(stream[:full])
+    return Call(cid, sid, xin, out, max(0, min(new, xin)), lane, parents, hashes, bs, tool=tool, think_time_s=think)

@@ -31,6 +31,14 @@ class HashSource:
         self._buf: list[int] = []
         self._pos = 0
 
+    def take1(self) -> int:
+        """One fresh id: ``take(1)[0]`` without building a list (generators draw one per call)."""
+        if self._pos >= len(self._buf):
+            self._buf = self._rng.integers(0, 2**63 - 1, size=self._batch, dtype=np.int64).tolist()
+            self._pos = 0
+        self._pos += 1
+        return self._buf[self._pos - 1]
+
     def take(self, n: int) -> list[int]:
         """``n`` fresh ids (Python ints in ``[0, 2**63)``)."""
         out: list[int] = []
