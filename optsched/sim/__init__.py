@@ -105,7 +105,5 @@ def _simulate(workload, cluster, router, admission, residency, slo, seed, progre
         "slo": dataclasses.asdict(slo) if slo is not None else None, "seed": int(seed),
         "concurrency": int(concurrency),
     }
-    # the simulator refers to itself (its view, bound callbacks, residency and KV-move helpers): drop its
-    # attributes so reference counting frees the run's objects now, with no collector pass to find them
-    sim.__dict__.clear()
+    sim.close()  # frees the run's objects by reference counting now (`Simulator.close`)
     return SimResult(df, summary, ts, config)
