@@ -4,7 +4,7 @@ Per released call c of session s, over prefill instances i and the ways c's KV c
 reload on the instance where it is resident, transfer from the session's home over ``link``, or
 recompute what is not resident), the router picks the option with the lowest
 
-    score(i, o) = wait_i + fixed(i, o) + d_i·prefill(i, o) + dec(i, c) + σ[i]·work(i, o) + π[i]·kv_tokens(c)
+    score(i, o) = wait_i + fixed(i, o) + d_i·prefill(i, o) + σ[i]·work(i, o) + π[i]·kv_tokens(c)
 
 * wait_i (s): prefill work queued on i = queued prefill tokens × the EMA of prefill seconds per new
   token of the calls this router sent to i (non-linear prefill with attention, so long contexts cost
@@ -20,15 +20,6 @@ recompute what is not resident), the router picks the option with the lowest
   objective counts user-seconds). d_i = ``InstanceView.running_decodes`` (0 on P/D prefill instances).
   Without it the router piled prefills onto instances with busy decode batches: AgentX-like 256k seed 0,
   P90 interactivity 23.1 -> 36.5 tok/s at load 8, goodput 0.148 -> 0.234 calls/s at load 16.
-* dec(i, c) (user-seconds): the call's decode on a colocated i. It streams its ``out − 1`` tokens at the
-  step time of i's decode batch with it added, ``decode_step_time(d_i + 1, K_i + ctx)`` (K_i = KV tokens
-  pinned on i, ctx = its input + half its output), and it slows each of the d_i decodes there by
-  ``decode_step_time(d_i + 1, K_i + ctx) − decode_step_time(d_i, K_i)`` per step for as long as they
-  overlap (at most ``(out − 1)·d_i`` of their tokens, capped by their remaining ones). 0 on P/D prefill
-  instances (the decode runs on the decode instance). Without it the router ignored the one cost that
-  dominates a short-prompt call: tau-bench (LMCache agent trace, load 80) e2e 0.83 s per call vs TTFT 26 ms;
-  the last session's TPOT was 13.78 ms under the router vs 13.68 ms under consistent hashing, and the
-  router's goodput −0.4% [−0.7%, −0.2%] below it (5 seeds).
 * σ[i] (s of TTFT per s of work) and π[i] (s per KV token) are the LP duals of the backlog and HBM rows
   in the current bucket; 0 when no pricer is given or the row is slack (complementary slackness).
 
@@ -140,20 +131,6 @@ class SessionRouter:
     def _move_s(self, tokens: int, link: str) -> float:
         return float(self.cm.kv_transfer_time(tokens, link)) if tokens > 0 else 0.0
 
-    def _decode_s(self, view: ClusterView, i: int, call: Call) -> float:
-        """dec(i, c) of the module docstring (user-seconds; 0 off colocated instances or for one output token)."""
-        v = view.instances[i]
-        steps = call.output_tokens - 1
-        if v.role != "colocated" or steps <= 0:
-            return 0.0
-        d = int(v.running_decodes)
-        kv = active_kv_blocks(v) * view.block_size
-        with_c = float(self.cm.decode_step_time(d + 1, kv + call.input_tokens + call.output_tokens // 2))
-        if d == 0:
-            return steps * with_c
-        others = min(steps * d, max(0, v.outstanding_tokens - v.queued_prefill_tokens))
-        return steps * with_c + others * max(0.0, with_c - float(self.cm.decode_step_time(d, kv)))
-
     def _wait_s(self, view: ClusterView, i: int) -> float:
         inst = view.instances[i]
         q = inst.queued_prefill_tokens
@@ -197,7 +174,6 @@ class SessionRouter:
         out = []
         for i in prefill_candidates(view):
             v = view.instances[i]
-            dec = self._decode_s(view, i, call)
             hbm, anyt = cap(v.prefix_hit_blocks(call.block_hashes, "hbm")), cap(v.prefix_hit_blocks(call.block_hashes, "any"))
             pre = self._prefill_s(n_in - anyt, anyt)
             best = (self._move_s(anyt - hbm, "pcie") + pre, "stay" if anyt == hbm else "reload", pre, n_in - anyt)
@@ -210,7 +186,7 @@ class SessionRouter:
                     best = (fixed_t, "transfer", pre_t, n_in - home_any)
             fixed, mode, pre, new = best
             work = pre + call.output_tokens * self.config.decode_s_per_token
-            score = self._wait_s(view, i) + fixed + pre * int(v.running_decodes) + dec
+            score = self._wait_s(view, i) + fixed + pre * int(v.running_decodes)
             if p is not None:
                 score += float(p.work_price[i, t]) * work + float(p.hbm_price[i, t]) * (n_in + call.output_tokens)
             out.append((score, i, mode, pre, new))

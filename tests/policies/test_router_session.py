@@ -75,20 +75,3 @@ def test_prefill_avoids_an_instance_with_a_busy_decode_batch():
     assert r.decisions["transfer"] == 1
     view = _View([_Inst(3968, running_decodes=0), _Inst(0)], home=0)
     assert _router().route(_call(), view) == 0
-
-
-def test_decode_goes_where_the_decode_batch_reads_less_kv():
-    # no prefix anywhere (recompute on both), no queue, 8 sequences decoding on each: the wait, prefill and
-    # prefill-interference terms are equal. Instance 0's batch holds 1M KV tokens (each decode step reads
-    # them), instance 1's 16K: the call's 399 decode steps are slower on 0 -> route to 1 (the old score tied
-    # and took the lowest index, 0).
-    heavy = _Inst(0, running_decodes=8, active_kv_blocks=1_000_000 // BS, kv_capacity_blocks=200_000)
-    light = _Inst(0, running_decodes=8, active_kv_blocks=16_000 // BS, kv_capacity_blocks=200_000)
-    call = Call(call_id="c1", session_id="s", input_tokens=8_000, output_tokens=400, new_tokens=8_000,
-                block_hashes=tuple(range(8_000 // BS)), block_size=BS)
-    r = _router()
-    assert r.route(call, _View([heavy, light], home=None)) == 1
-    assert r._decode_s(_View([heavy, light], home=None), 0, call) > r._decode_s(_View([heavy, light], home=None), 1, call)
-    # a P/D prefill instance does not decode the call: no decode term there
-    pd = _Inst(0, running_decodes=8, active_kv_blocks=1_000_000 // BS, role="prefill")
-    assert r._decode_s(_View([pd], home=None), 0, call) == 0.0
