@@ -46,7 +46,12 @@ def make_router(policy: dict[str, Any], cluster: dict[str, Any], seed: int) -> A
     if name == "rolling":
         return adapter.rolling_router(policy["plan"], cluster["gpu"], cluster["model"], int(cluster["tp"]))
     pseed = int(stream(seed, "policy").integers(2**31))
-    return adapter.build_baseline("router", name, dict(policy.get("router_params", {})), pseed)
+    params = dict(policy.get("router_params", {}))
+    if name == "consistent_hash":
+        # the ring is a random hash function: each replication draws its own, so that on a trace (fixed
+        # session ids) the seeds do not all share one placement and the CI covers the placement's luck
+        params.setdefault("salt", f"replication-{pseed}#")
+    return adapter.build_baseline("router", name, params, pseed)
 
 
 def _identity(job: dict[str, Any]) -> dict[str, Any]:

@@ -7,7 +7,9 @@ ring-hash load balancer.
 
 Hashing: ``h(s) = int.from_bytes(blake2b(s.encode("utf-8"), digest_size=8).digest(), "big")``
 (hashlib, so stable across processes and Python versions, unlike the salted built-in ``hash``).
-Instance ``i`` owns the ring points ``h(f"instance-{i}#vnode-{v}")`` for ``v < virtual_nodes``. A
+Instance ``i`` owns the ring points ``h(f"{salt}instance-{i}#vnode-{v}")`` for ``v < virtual_nodes``
+(``salt`` empty by default; a different salt is a different, independent ring: `optsched compare` salts it
+per replication, so its seeds sample the hash function as well as the arrivals). A
 call goes to the owner of the first point ``>= h(session_id)``, wrapping around the ring. Ties
 between equal points (probability ~2^-64) go to the lower instance index. Every call of a session
 lands on the same instance while the eligible set is unchanged; removing an instance moves only the
@@ -34,18 +36,22 @@ def stable_hash64(text: str) -> int:
 
 @dataclass(frozen=True, slots=True)
 class ConsistentHashConfig:
-    """virtual_nodes: ring points per instance (more points => more even split; >= 1).
+    """virtual_nodes: ring points per instance (more points => more even split; >= 1). salt: prefix of every
+    ring point's hashed name ("" = the unsalted ring); another salt places the instances' points anew.
 
     Raises:
-        ValueError: if ``virtual_nodes`` is not an int >= 1.
+        ValueError: if ``virtual_nodes`` is not an int >= 1, or ``salt`` is not a string.
     """
 
     virtual_nodes: int = 160
+    salt: str = ""
 
     def __post_init__(self) -> None:
         v = self.virtual_nodes
         if not isinstance(v, int) or isinstance(v, bool) or v < 1:
             raise ValueError(f"virtual_nodes must be an int >= 1, got {v!r}")
+        if not isinstance(self.salt, str):
+            raise ValueError(f"salt must be a string, got {self.salt!r}")
 
 
 class ConsistentHashRouter:
@@ -68,7 +74,7 @@ class ConsistentHashRouter:
         ring = self._rings.get(cands)
         if ring is None:
             pts = sorted(
-                (stable_hash64(f"instance-{i}#vnode-{v}"), i)
+                (stable_hash64(f"{self.config.salt}instance-{i}#vnode-{v}"), i)
                 for i in cands
                 for v in range(self.config.virtual_nodes)
             )

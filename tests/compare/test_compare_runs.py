@@ -93,3 +93,15 @@ def test_help_documents_the_json_keys():
     for key in ("policies[].name", "policies[].kind", "goodput_at_target.mean", ".ci95", "vs_best_heuristic.mean",
                 "headroom_closed", "best_heuristic", "bound"):
         assert key in out
+
+
+def test_consistent_hash_ring_is_drawn_per_replication():
+    from optsched.compare.jobs import make_router
+
+    cluster = {"gpu": "h200-sxm", "model": "llama-3-70b", "tp": 4, "instances": 4}
+    pol = {"router": "consistent_hash"}
+    salts = {make_router(pol, cluster, seed).config.salt for seed in range(5)}
+    assert len(salts) == 5 and "" not in salts
+    assert make_router(pol, cluster, 3).config.salt == make_router(pol, cluster, 3).config.salt
+    fixed = {"router": "consistent_hash", "router_params": {"salt": "mine"}}
+    assert make_router(fixed, cluster, 0).config.salt == "mine"

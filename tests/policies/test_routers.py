@@ -299,3 +299,19 @@ def test_overlap_cost_temperature_sampling_is_seeded():
 
 def test_fake_cluster_is_a_cluster_view():
     assert isinstance(cluster(1), FakeCluster)
+
+
+def test_consistent_hash_salt_is_a_new_ring_and_empty_salt_the_old_one():
+    view = cluster(4)
+    salted = ConsistentHashRouter(ConsistentHashConfig(virtual_nodes=8, salt="replication-7#"))
+    pts = sorted((stable_hash64(f"replication-7#instance-{i}#vnode-{v}"), i) for i in range(4) for v in range(8))
+    keys = [p for p, _ in pts]
+    plain, moved = ConsistentHashRouter(ConsistentHashConfig(virtual_nodes=8)), 0
+    for s in range(200):
+        sid = f"sess-{s}"
+        expected = pts[bisect.bisect_left(keys, stable_hash64(sid)) % len(pts)][1]
+        assert salted.route(call(f"a{s}", sid), view) == expected
+        moved += plain.route(call(f"a{s}", sid), view) != expected
+    assert moved > 0  # a different salt is a different placement
+    with pytest.raises(ValueError, match="salt"):
+        ConsistentHashConfig(salt=3)
