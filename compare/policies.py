@@ -94,6 +94,7 @@ def select(names: list[str] | None, baselines: list[dict[str, Any]], optimized: 
     if names is None:
         return [p for p in every.values() if p["kind"] != "optimized" or p["name"] in DEFAULT_OPTIMIZED]
     bad = [n for n in names if n not in every]
-    if bad:
-        raise ValueError(f"--policies: unknown {', '.join(bad)}; known: {', '.join(every)}")
+    if bad:  # the optimized ones are derived only when named: list them even when none was
+        known = list(every) + [n for n in OPTIMIZED if n not in every]
+        raise ValueError(f"--policies: unknown {', '.join(bad)}; known: {', '.join(known)}")
     return [every[n] for n in names]

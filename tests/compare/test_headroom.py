@@ -23,3 +23,9 @@ def test_default_policies_are_every_baseline_plus_price_and_session():
     assert [p["name"] for p in select(["rolling_milp", "a"], base, opt)] == ["rolling_milp", "a"]
     with pytest.raises(ValueError, match="unknown nope"):
         select(["nope"], base, opt)
+
+
+def test_unknown_policy_error_lists_the_optimized_ones_even_when_none_was_derived():
+    base = [{"name": n, "kind": "heuristic", "router": n} for n in ("a", "b")]
+    with pytest.raises(ValueError, match=r"unknown sesion; known: a, b, price, session, rolling_milp$"):
+        select(["sesion"], base, [])
