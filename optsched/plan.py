@@ -242,3 +242,6 @@ class Plan:
             return cls(**params)
         except KeyError as exc:  # a builder reading a field the (hand-edited) file lacks
             raise ValueError(f"parameters.{exc.args[0]} is missing") from None
+        except (TypeError, ValueError) as exc:  # an unexpected / ill-typed field of a hand-edited file
+            raise ValueError(f"{self.kind}/{self.type}: invalid parameters (given: {', '.join(sorted(params)) or 'none'}): "
+                             f"{exc}") from exc

@@ -86,3 +86,12 @@ def test_pd_counts_that_contradict_their_budget_or_totals_are_refused():
 def test_to_policy_error_lists_registry_baselines_too():
     with pytest.raises(ValueError, match=r"known types: \[.*'cache_aware'.*'price'.*'round_robin'"):
         Plan("routing", "no_such_router", {}, PROV).to_policy()
+
+
+@pytest.mark.parametrize("params, needle", [
+    ({"price_table": [[0, 0]], "bogus": 1}, "bogus"),
+    ({"price_table": 5}, "price_table"),
+])
+def test_to_policy_ill_typed_parameters_are_one_value_error_naming_the_plan(params, needle):
+    with pytest.raises(ValueError, match=rf"residency/load_priced_imitate: invalid parameters \(given: .*{needle}"):
+        Plan("residency", "load_priced_imitate", params, PROV).to_policy()
