@@ -59,8 +59,17 @@ class SteppingMixin:
         callbacks, residency executor and KV mover, which point back at it; a `PDControlSimulator` is its
         own router) are gone and dropping the last reference frees it at once by reference counting, with
         no cyclic-GC pass over its blocks and calls (what an env does at reset). Afterwards the simulator
-        and any view read from it are unusable."""
+        and any view read from it are unusable: reading them raises an AttributeError that says so."""
         self.__dict__.clear()
+        self.__dict__["_closed"] = True
+
+    def __getattr__(self, name: str):
+        # only reached for a missing attribute: after `close`, name the cause instead of the attribute
+        if self.__dict__.get("_closed"):
+            raise AttributeError(f"this Simulator is closed (Simulator.close: an env reset, or the end of simulate()), "
+                                 f"so {name!r} and every view read from it are gone; read the view again from the "
+                                 "live env / simulator")
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     @property
     def calls(self) -> list[Call]:

@@ -80,3 +80,15 @@ def test_inline_action_check_accepts_exactly_what_discrete_contains_accepts():
         except ValueError:
             stepped = False
         assert stepped == ok, (a, ok)
+
+
+def test_a_view_kept_across_reset_says_its_simulator_is_closed():
+    env = gym.make("optsched/Routing-v0")
+    env.reset(seed=0)
+    view = env.unwrapped.cluster_view
+    assert view.now_s >= 0.0
+    env.reset(seed=1)
+    with pytest.raises(AttributeError, match="Simulator is closed"):
+        view.now_s
+    assert env.unwrapped.cluster_view.now_s >= 0.0  # the live env's view works
+    env.close()
