@@ -37,6 +37,9 @@ def register(subparsers) -> None:
 def _run(args: argparse.Namespace) -> int:
     from optsched.executor.config import ExecModelConfig, check_device
 
+    for flag, v in (("--instances", args.instances), ("--kv-blocks", args.kv_blocks), ("--repeats", args.repeats)):
+        if v < 1:
+            raise ValueError(f"{flag} must be >= 1, got {v}")
     check_device(args.device)
     from optsched.executor.scale import scale_workload
     from optsched.executor.validate import default_variants, policy_variant, router_variants, validate

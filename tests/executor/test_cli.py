@@ -124,3 +124,9 @@ def test_cli_parser_loads_no_torch():
     code = "import sys, optsched.cli as c; c.build_parser(); print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+@pytest.mark.parametrize("flag, value", [("--repeats", "0"), ("--instances", "0"), ("--kv-blocks", "-5")])
+def test_validate_rejects_non_positive_counts(capsys, flag, value):
+    err = _err(capsys, ["validate", "--workload", W, flag, value])
+    assert f"{flag} must be >= 1, got {value}" in err
