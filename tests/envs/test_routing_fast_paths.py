@@ -89,6 +89,6 @@ def test_a_view_kept_across_reset_says_its_simulator_is_closed():
     assert view.now_s >= 0.0
     env.reset(seed=1)
     with pytest.raises(AttributeError, match="Simulator is closed"):
-        view.now_s
+        _ = view.now_s
     assert env.unwrapped.cluster_view.now_s >= 0.0  # the live env's view works
     env.close()
