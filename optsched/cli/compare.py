@@ -101,10 +101,20 @@ def _run(args: argparse.Namespace) -> int:
         raise ValueError(f"--seeds must be >= 5 (comparisons report 95% CIs over >= 5 replications), got {args.seeds}")
     if args.address and args.backend != "ray":
         raise ValueError("--address needs --backend ray")
+    if args.workers < 0:
+        raise ValueError(f"--workers must be >= 0 (0 = CPUs of this machine), got {args.workers}")
     workers = args.workers or (os.cpu_count() or 1)
+    policies = None
+    if args.policies is not None:
+        policies = tuple(x.strip() for x in args.policies.split(",") if x.strip())
+        if not policies:
+            raise ValueError("--policies: empty list (omit the flag for the defaults)")
+        dup = sorted({x for x in policies if policies.count(x) > 1})
+        if dup:
+            raise ValueError(f"--policies: named twice: {', '.join(dup)}")
     cfg = CompareConfig(
         source=args.workload,
-        policies=tuple(x.strip() for x in args.policies.split(",") if x.strip()) if args.policies else None,
+        policies=policies,
         seeds=args.seeds, base_seed=args.base_seed, loads=_floats(args.loads, "--loads"),
         target=args.target_interactivity, max_calls=args.max_calls,
         max_calls_per_session=args.max_calls_per_session, window_calls=args.window_calls,

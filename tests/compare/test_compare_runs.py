@@ -71,6 +71,9 @@ def test_interrupted_compare_resumes_from_the_cache(tmp_path, monkeypatch):
 def test_cli_errors_are_one_line(tmp_path):
     for argv, msg in ((["compare", SRC, "--seeds", "3"], "--seeds must be >= 5"),
                       (["compare", SRC, "--policies", "nope"], "unknown nope"),
+                      (["compare", SRC, "--policies", ""], "--policies: empty list"),
+                      (["compare", SRC, "--policies", "random,random"], "named twice: random"),
+                      (["compare", SRC, "--workers", "-1"], "--workers must be >= 0"),
                       (["compare", SRC, "--loads", "2,1"], "loads must be strictly increasing"),
                       (["compare", "no/such/file.jsonl"], "no such file"),
                       (["compare", "hotprompt:sessions=0", "--policies", "round_robin"],
