@@ -458,24 +458,7 @@ def _fcfs(inst: Instance, batch: Batch, budget: int, admit_new: bool, now_s: flo
             budget -= n
     if not admit_new or inst.preempted_in_step:
         return
-    max_seqs = inst.sched.max_num_seqs
-    waiting = inst.waiting
-    while budget > 0 and waiting and inst.num_running < max_seqs:
-        seq = waiting[0]
-        if seq.swapped_tokens:
-            return
-        waiting.popleft()
-        snap = (seq.hit_hbm, seq.hit_dram, seq.hit_ssd, seq.hit_self)
-        if not _start(inst, seq, now_s, start_load):
-            continue
-        n = seq.target_tokens - seq.computed
-        if thr and n > thr:
-            n = thr
-        n = min(n, budget)
-        if not _take_chunk(inst, seq, n, batch, now_s, False):
-            _unstart(inst, seq, now_s, snap)
-            return
-        budget -= n
+    _fcfs_admit(inst, batch, budget, now_s, start_load, thr)
 
 
 def _waiting_tokens(seq: Seq, basis: str) -> int:
