@@ -367,6 +367,20 @@ class Simulator(PDMixin, SteppingMixin):
         unit.token += 1
         self._q.push(t + longest, STEP_END, (unit, unit.token))
 
+    def _end_instance_step(self, inst, batch, t: float) -> bool:
+        """One instance's bookkeeping at the end of its step ``batch`` at ``t`` (completions, step counter,
+        pending KV retried, time-series sample); True while the instance still has work."""
+        inst.run = None
+        self._complete(inst, batch, t)
+        inst.step_index += 1
+        if inst.pending_kv:
+            self._retry_pending(inst, t)
+        inst.samples.append((t, len(inst.waiting), len(inst.dec) + len(inst.prefilling) + inst.loading,
+                             inst.cache.hbm_used_blocks))
+        if self.debug:
+            self._check(inst)
+        return bool(inst.dec or inst.prefilling or inst.waiting)
+
     def _on_step_end(self, unit: StepUnit, t: float) -> None:
         unit.busy = False
         if not unit.lockstep:  # hot path: one instance
@@ -377,16 +391,7 @@ class Simulator(PDMixin, SteppingMixin):
             q = self._q
             heap = q._heap
             while True:
-                inst.run = None
-                self._complete(inst, unit.batches[0], t)
-                inst.step_index += 1
-                if inst.pending_kv:
-                    self._retry_pending(inst, t)
-                inst.samples.append((t, len(inst.waiting), len(inst.dec) + len(inst.prefilling) + inst.loading,
-                                     inst.cache.hbm_used_blocks))
-                if self.debug:
-                    self._check(inst)
-                if not (inst.dec or inst.prefilling or inst.waiting):
+                if not self._end_instance_step(inst, unit.batches[0], t):
                     return
                 if heap and (heap[0][0] < t or (heap[0][0] == t and heap[0][1] < STEP)):
                     self._wake(unit, t)
@@ -406,16 +411,7 @@ class Simulator(PDMixin, SteppingMixin):
                 q.now_s = t = end
         work = False
         for inst, b in zip(unit.members, unit.batches):
-            inst.run = None
-            self._complete(inst, b, t)
-            inst.step_index += 1
-            if inst.pending_kv:
-                self._retry_pending(inst, t)
-            inst.samples.append((t, len(inst.waiting), len(inst.dec) + len(inst.prefilling) + inst.loading,
-                                 inst.cache.hbm_used_blocks))
-            if self.debug:
-                self._check(inst)
-            if not work and (inst.dec or inst.prefilling or inst.waiting):
+            if self._end_instance_step(inst, b, t):
                 work = True
         unit.batches = []
         if work:
