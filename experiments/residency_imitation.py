@@ -5,7 +5,7 @@ Training (never an evaluated seed): ``--train-reps`` replications of stream "tra
 first one is the load-priced rule's training replication (`optsched.pipelines.residency_priced.solve_priced`,
 as in ``experiments/residency_hindsight.py``: price table, pause forecasts); on all of them the priced
 hindsight MILP is solved and its primal evictions are imitated by a pairwise-ranking fit of the online
-eviction score (`optsched.pipelines.residency_imitation.solve_and_fit`). The exported Plan
+eviction score (`optsched.pipelines.residency_imitation.ordered_plan`, the door's export). The exported Plan
 (``residency/load_priced_imitate``, ``policy.json``) records the load-priced solve and, under
 ``parameters.solve.imitation``, every training MILP's status / objective / gap and the fit.
 
@@ -36,7 +36,7 @@ from pathlib import Path
 from optsched.compare.replication import build_replication, stream
 from optsched.compare.stats import mean_ci, paired_difference, verdict
 from optsched.pipelines.residency import NoToolPauses
-from optsched.pipelines.residency_imitation import SEARCH_GRID, solve_and_fit
+from optsched.pipelines.residency_imitation import SEARCH_GRID, ordered_plan
 from optsched.pipelines.residency_priced import solve_priced
 from optsched.reproduce.provenance import collect_provenance
 from optsched.solvers import SolverOptions
@@ -110,18 +110,13 @@ def run_source(source: str, cfg: Config, cm: CostModel, opts: SolverOptions) -> 
     kw = {"n_instances": cfg.instances, "slot_s": cfg.slot_s, "max_pauses": cfg.max_pauses}
     derived = solve_priced(trains[0], cm, opts, seed=train_seeds[0], cost_model_id=f"{cfg.gpu}/{cfg.model}/tp{cfg.tp}",
                            durations=durations, **kw)
-    fit = solve_and_fit(trains, cm, opts, lam=cfg.lam, seeds=train_seeds, **kw)
-    params = dict(derived.plan.parameters)
-    params["solve"] = {**params["solve"], "imitation": fit.record}
-    params["eviction_weights"] = list(fit.weights)
-    plan = Plan("residency", "load_priced_imitate", params, derived.plan.provenance)
-    sfit = solve_and_fit(trains, cm, opts, lam=cfg.lam, seeds=train_seeds, method="search",
-                         rule_params=derived.plan.parameters, **kw)
-    sparams = {**params, "solve": {**params["solve"], "imitation": sfit.record}, "eviction_weights": list(sfit.weights)}
-    splan = Plan("residency", "load_priced_imitate", sparams, derived.plan.provenance)
-    for f in (fit, sfit):
-        logger.info("%s: %s weights %s (%d pairs, pair accuracy %.3f)", source, f.record["method"], f.weights,
-                    f.record["pairs"], f.record["pair_accuracy_in_sample"])
+    plan, splan = (ordered_plan(derived, trains, cm, opts, rule=r, max_pauses=cfg.max_pauses, lam=cfg.lam,
+                                seeds=train_seeds) for r in ("load_priced_imitate", "load_priced_search"))
+    params, sparams = dict(plan.parameters), dict(splan.parameters)
+    fit_rec, sfit_rec = params["solve"]["imitation"], sparams["solve"]["imitation"]
+    for rec in (fit_rec, sfit_rec):
+        logger.info("%s: %s weights %s (%d pairs, pair accuracy %.3f)", source, rec["method"], rec["weights"],
+                    rec["pairs"], rec["pair_accuracy_in_sample"])
     base = {"price_table": ((0.0, 0.0),), "expected_pause_s": params["expected_pause_s"],
             "pcie_coef_s": params["pcie_coef_s"], "recompute_coef_s": params["recompute_coef_s"],
             "block_size": params["block_size"]}
@@ -166,7 +161,7 @@ def run_source(source: str, cfg: Config, cm: CostModel, opts: SolverOptions) -> 
                 row["grid_best_for_this_seed"] = {"weights": list(SEARCH_GRID[k]),
                                                   "ratio": h.policy_cost_s[f"grid {k}"] / opt}
             ratios.append(row)
-    res = {"source": source, "train_seeds": train_seeds, "imitation": fit.record, "search": sfit.record,
+    res = {"source": source, "train_seeds": train_seeds, "imitation": fit_rec, "search": sfit_rec,
            "goodput_calls_s": _stats(goodput, relative=True), "hit_rate_hbm": _stats(hit, relative=False),
            "hindsight": ratios}
     return res, (plan, splan)

@@ -226,18 +226,27 @@ def solve_workload(wl: Workload, cm: CostModel, options: SolverOptions, *, cost_
 
 
 def plan_from_workload(wl: Workload, gpu: str, model: str, tp: int, options: SolverOptions | None = None,
-                       seed: int | None = None, **kwargs) -> tuple[Plan | None, SolveResult]:
-    """Door (`optsched solve residency`): (Plan kind "residency" type "load_priced" carrying its solve record,
-    or None when the LP found no optimum; the hindsight MILP's `SolveResult`), from the priced slot model
-    (`optsched.pipelines.residency_priced.solve_priced`). ``kwargs`` go there (n_instances, slot_s, hbm_share,
-    max_pauses, durations). The constant-price formulation stays available as `solve_workload` (baseline).
+                       seed: int | None = None, rule: str | None = None, **kwargs) -> tuple[Plan | None, SolveResult]:
+    """Door (`optsched solve residency`): (Plan kind "residency" of ``rule`` carrying its solve record, or None
+    when the LP found no optimum; the hindsight MILP's `SolveResult`), from the priced slot model
+    (`optsched.pipelines.residency_priced.solve_priced`; ``kwargs`` go there: n_instances, slot_s, hbm_share,
+    max_pauses, durations) and `optsched.pipelines.residency_imitation.rule_plan` (``rule`` one of its ``RULES``,
+    default "load_priced_search", the rule of record: an eviction order searched against the hindsight MILP of
+    ``wl`` itself, sized as the priced instance). The constant-price formulation stays
+    available as `solve_workload` (baseline).
 
     Raises:
-        ValueError: unknown gpu / model, a workload without tool pauses.
+        ValueError: unknown gpu / model, a workload without tool pauses, an unknown ``rule``.
     """
+    from optsched.pipelines.residency_imitation import ORDER_METHODS, RULES, rule_plan
     from optsched.pipelines.residency_priced import solve_priced
 
+    rule = RULES[0] if rule is None else rule
+    if rule not in RULES:  # before the solve
+        raise ValueError(f"rule must be one of {list(RULES)}, got {rule!r}")
     cm = CostModel.from_names(gpu, model, tp=tp)
-    out = solve_priced(wl, cm, options or SolverOptions(time_limit_s=120.0, mip_gap=1e-4),
-                       cost_model_id=f"{gpu}/{model}/tp{tp}", seed=seed, **kwargs)
-    return out.plan, out.milp
+    options = options or SolverOptions(time_limit_s=120.0, mip_gap=1e-4)
+    out = solve_priced(wl, cm, options, cost_model_id=f"{gpu}/{model}/tp{tp}", seed=seed, **kwargs)
+    fit_kw = {**{k: kwargs[k] for k in ("max_pauses", "hbm_share") if k in kwargs},
+              "seeds": None if seed is None else [seed]} if rule in ORDER_METHODS else {}
+    return rule_plan(out, rule, [wl], cm, options, **fit_kw), out.milp

@@ -22,6 +22,11 @@ over the grid ``SEARCH_GRID`` (the zero vector, i.e. LRU's order, first; ties ke
 Imitating the optimum's choices copies correlations that the optimum owes to the true return times, which
 no online rule sees (BENCHMARKS.md, KV residency); the search scores the online rule itself against the
 optimum. No training optimum > 0 (HBM never binds) gives w = 0.
+
+`ordered_plan` is the door's export of either derivation: the load-priced Plan of a `solve_priced` run with the
+fitted ``eviction_weights`` and, under ``parameters.solve.imitation``, the fit's record (Plan type
+"load_priced_imitate" for both methods: one online rule, `ImitationEvictionResidency`; the record's ``method``
+says which derivation chose the weights).
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ import itertools
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 from optsched.models.residency_priced import (
@@ -41,6 +47,7 @@ from optsched.models.residency_priced_slots import replay_priced
 from optsched.solvers import SolverOptions, solve
 
 from optsched.cost import CostModel
+from optsched.plan import Plan
 from optsched.policies.residency_imitation import (
     IMITATION_FEATURES,
     ImitationEvictionResidency,
@@ -48,8 +55,19 @@ from optsched.policies.residency_imitation import (
 )
 from optsched.workload.types import Call, Workload
 
-__all__ = ["SEARCH_GRID", "ImitationFit", "fit_eviction_weights", "imitation_pairs", "search_eviction_weights",
-           "solve_and_fit"]
+if TYPE_CHECKING:
+    from optsched.pipelines.residency_priced import PricedSolve
+
+__all__ = ["ORDER_METHODS", "RULES", "SEARCH_GRID", "ImitationFit", "fit_eviction_weights", "imitation_pairs",
+           "ordered_plan", "rule_plan", "search_eviction_weights", "solve_and_fit"]
+
+# rule name (as the experiment and BENCHMARKS.md report it) -> solve_and_fit method
+ORDER_METHODS = {"load_priced_imitate": "imitation", "load_priced_search": "search"}
+# the rules the residency door exports (`rule_plan`); the first is the default, the rule of record (BENCHMARKS.md,
+# "Eviction orders derived from the hindsight optimum's primal": better than LRU on HBM hit on the tight AgentX-like
+# setting, a tie elsewhere, the lowest mean ratio to the hindsight optimum of the online rules; 0 weights, i.e.
+# load_priced run for run, where HBM never binds)
+RULES = ("load_priced_search", "load_priced", "load_priced_evict", "load_priced_imitate")
 
 logger = logging.getLogger(__name__)
 
@@ -151,7 +169,7 @@ def search_eviction_weights(cases: Sequence[tuple[PricedResidencyInstance, Seque
 
 
 def solve_and_fit(workloads: Sequence[Workload], cm: CostModel, options: SolverOptions, *, n_instances: int = 1,
-                  slot_s: float = 10.0, max_pauses: int | None = None, lam: float = 1e-2,
+                  slot_s: float = 10.0, max_pauses: int | None = None, hbm_share: float = 1.0, lam: float = 1e-2,
                   seeds: Sequence[int] | None = None, method: str = "imitation", rule_params: Mapping | None = None,
                   grid: Sequence[Sequence[float]] = SEARCH_GRID) -> ImitationFit:
     """Solve the priced MILP of every training workload, then fit the weights: ``method`` "imitation" (pool the
@@ -173,7 +191,8 @@ def solve_and_fit(workloads: Sequence[Workload], cm: CostModel, options: SolverO
         raise ValueError("need at least one training workload")
     solves, diffs, cases = [], [], []
     for k, wl in enumerate(workloads):
-        inst, calls = priced_instance(wl, cm, n_instances=n_instances, slot_s=slot_s, max_pauses=max_pauses)
+        inst, calls = priced_instance(wl, cm, n_instances=n_instances, slot_s=slot_s, max_pauses=max_pauses,
+                                      hbm_share=hbm_share)
         m = build_priced_residency(inst)
         r = solve(m, options)
         pairs = imitation_pairs(inst, calls, extract_priced_paths(m, inst)) if r.status == "optimal" else \
@@ -197,3 +216,47 @@ def solve_and_fit(workloads: Sequence[Workload], cm: CostModel, options: SolverO
                               "workloads", "weights": list(w), "search": srec,
                     "pair_accuracy_in_sample": float(np.mean(d @ np.asarray(w) > 0)) if len(d) else 1.0})
     return ImitationFit(w, rec)
+
+
+def ordered_plan(priced: PricedSolve, train: Sequence[Workload], cm: CostModel, options: SolverOptions, *,
+                 rule: str, max_pauses: int | None = None, hbm_share: float = 1.0, lam: float = 1e-2,
+                 seeds: Sequence[int] | None = None, grid: Sequence[Sequence[float]] = SEARCH_GRID) -> Plan | None:
+    """The Plan of ``rule`` ("load_priced_imitate" or "load_priced_search", `ORDER_METHODS`): ``priced.plan``'s
+    parameters (the load-priced rule of ``priced``) plus ``eviction_weights`` from `solve_and_fit` on ``train``
+    (method ``ORDER_METHODS[rule]``, the search scoring that load-priced rule), and its record under
+    ``parameters.solve.imitation`` (every training MILP's status / objective / bound / gap, the method, the
+    weights); type "load_priced_imitate", provenance ``priced.plan``'s. None when ``priced`` has no Plan (no LP
+    optimum). The training instances take ``priced``'s slot and instance count; ``max_pauses`` / ``hbm_share``:
+    pass those ``priced`` was solved with.
+
+    Raises:
+        ValueError: an unknown ``rule``; as `solve_and_fit`. NoToolPauses: a training workload without pauses.
+    """
+    if rule not in ORDER_METHODS:
+        raise ValueError(f"rule must be one of {sorted(ORDER_METHODS)}, got {rule!r}")
+    if priced.plan is None:
+        return None
+    base = dict(priced.plan.parameters)
+    fit = solve_and_fit(train, cm, options, n_instances=int(priced.rule.solve["n_instances"]),
+                        slot_s=priced.instance.slot_s, max_pauses=max_pauses, hbm_share=hbm_share, lam=lam,
+                        seeds=seeds, method=ORDER_METHODS[rule], rule_params=base, grid=grid)
+    params = {**base, "solve": {**base["solve"], "imitation": fit.record}, "eviction_weights": list(fit.weights)}
+    return Plan("residency", "load_priced_imitate", params, priced.plan.provenance)
+
+
+def rule_plan(priced: PricedSolve, rule: str, train: Sequence[Workload], cm: CostModel, options: SolverOptions,
+              **kw) -> Plan | None:
+    """The Plan of ``rule`` (one of `RULES`) from the priced solve ``priced``: its ``plan`` ("load_priced"), its
+    ``evict_plan`` ("load_priced_evict"), or `ordered_plan` fitted on ``train`` (``kw`` go there). None without
+    an LP optimum.
+
+    Raises:
+        ValueError: ``rule`` not in `RULES`; as `ordered_plan`.
+    """
+    if rule not in RULES:
+        raise ValueError(f"rule must be one of {list(RULES)}, got {rule!r}")
+    if rule == "load_priced":
+        return priced.plan
+    if rule == "load_priced_evict":
+        return priced.evict_plan
+    return ordered_plan(priced, train, cm, options, rule=rule, **kw)

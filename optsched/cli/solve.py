@@ -8,8 +8,18 @@ admission: ``--workload jaillet:N`` solves one Jaillet-style unit-round instance
 ``agentx:N`` is quantized to the unit-round model (`optsched.pipelines.admission.solve_workload`).
 residency: ``--workload`` (a trace path or ``agentx:N``) -> tool pauses on ``--instances`` instances ->
 priced slot model: LP relaxation (HBM-row duals = load-dependent HBM price) + hindsight MILP vs the online
-rules, and the load-priced rule as the policy with the solve record
-(`optsched.pipelines.residency_priced.solve_priced`; block-denominated quantities use the workload's block).
+rules (`optsched.pipelines.residency_priced.solve_priced`; block-denominated quantities use the workload's
+block), and the policy of ``--rule`` with its solve record in ``parameters.solve``:
+``load_priced`` (keep / offload / drop from the price table), ``load_priced_evict`` (plus the priced eviction
+order), ``load_priced_imitate`` / ``load_priced_search`` (plus an eviction order fitted to, resp. grid-searched
+against, the hindsight MILP of the same workload: `optsched.pipelines.residency_imitation.ordered_plan`, its
+training MILPs' status / objective / bound / gap, method and weights under ``parameters.solve.imitation``; both
+written as type ``load_priced_imitate``). Default ``load_priced_search``, the rule of record (BENCHMARKS.md,
+"Eviction orders derived from the hindsight optimum's primal"): better than LRU on HBM hit on the tight
+AgentX-like setting, a tie elsewhere, the lowest mean ratio to the hindsight optimum of the online rules; where
+HBM never binds its weights are 0 and it runs as ``load_priced`` (no order). It costs one more MILP solve (the
+training MILP on the same instance) plus <= 136 replays, and it needs an engine hook for the eviction order
+(`optsched export`): ``--rule load_priced`` where the engine has only a per-pause hook.
 routing: ``optsched.pipelines.routing.plan_from_workload``: a window of ``--window`` calls after
 ``--warmup`` calls replayed through per-instance prefix caches, on ``--instances`` instances; the
 window MILP + LP bound; the price router's weights (policy routing/price).
@@ -30,6 +40,9 @@ logger = logging.getLogger("optsched.solve")
 PROBLEMS = ("routing", "pd", "admission", "residency")
 # --formulation per problem, the first is the default (the named baseline of its family)
 FORMULATIONS = {"routing": ("window", "session"), "pd": ("md1", "pool")}
+# --rule of residency, the first is the default (module docstring): optsched.pipelines.residency_imitation.RULES,
+# copied here so that the parser imports no solver package; tests/pipelines/test_residency_rules.py checks they agree
+RESIDENCY_RULES = ("load_priced_search", "load_priced", "load_priced_evict", "load_priced_imitate")
 
 
 def register(subparsers) -> None:
@@ -51,6 +64,10 @@ def register(subparsers) -> None:
     p.add_argument("--slot", type=float, default=2.0, help="residency: slot length (s)")
     p.add_argument("--sessions", type=int, default=0, help="residency: use only the first N sessions (0 = all)")
     p.add_argument("--instances", type=int, default=4, help="routing / residency: instances of the cluster")
+    p.add_argument("--rule", choices=RESIDENCY_RULES, default=None,
+                   help="residency: the exported rule (default load_priced_search, the rule of record: load_priced "
+                        "plus an eviction order grid-searched against the hindsight MILP; load_priced where the "
+                        "engine has no eviction-order hook)")
     p.add_argument("--window", type=int, default=32, help="routing: calls in the solved window")
     p.add_argument("--formulation", choices=FORMULATIONS["routing"] + FORMULATIONS["pd"], default=None,
                    help="routing: 'window' (default) = the window makespan MILP + price router (baseline); "
@@ -110,6 +127,9 @@ def _run(args) -> int:
     elif args.formulation not in forms:
         raise ValueError(f"--formulation {args.formulation} does not apply to {args.problem}"
                          + (f" (choose from {', '.join(forms)})" if forms else " (it has one formulation)"))
+    if args.rule is not None and args.problem != "residency":
+        raise ValueError(f"--rule applies to residency only, not to {args.problem}")
+    args.rule = args.rule or RESIDENCY_RULES[0]
     gap = args.mip_gap if args.mip_gap is not None else (1e-3 if args.problem == "routing" else 1e-4)
     opts = SolverOptions(time_limit_s=args.time_limit, mip_gap=gap, verbose=args.solver_log,
                          warm_start=True)
@@ -176,7 +196,16 @@ def _residency(args, opts):
             r = cost / out.optimum_s if out.optimum_s > 0 else (1.0 if cost <= 1e-9 else float("inf"))
             ratio = f"  ratio {r:.4f}"
         print(f"  {name:{width}s} cost {cost:12.3f} s{ratio}")
-    return out.plan
+    from optsched.pipelines.residency_imitation import ORDER_METHODS, rule_plan
+
+    plan = rule_plan(out, args.rule, [wl], cm, opts,
+                     **({"seeds": [args.seed]} if args.rule in ORDER_METHODS else {}))
+    if plan is not None and args.rule in ORDER_METHODS:
+        rec = plan.parameters["solve"]["imitation"]
+        milps = ", ".join(f"{m['status']} {m['objective']}" for m in rec["training_milps"])
+        print(f"  {args.rule}: eviction weights {rec['weights']} ({', '.join(rec['features'])}); "
+              f"training MILPs: {milps}; {rec['method']}")
+    return plan
 
 
 def _routing(args, opts):
