@@ -32,6 +32,7 @@ from optsched.plan import Plan, Provenance, known_types
 
 __all__ = [
     "ENGINES",
+    "RESIDENCY_NOTES",
     "SCHEMA_ID",
     "EngineSettings",
     "dump_policy",
@@ -179,18 +180,34 @@ def _admission(plan: Plan, engine: str) -> EngineSettings:
     return EngineSettings(engine, tuple(flags), tuple(notes), True)
 
 
+# residency type -> what a vLLM / llm-d deployment needs to run it (one note per type `known_types("residency")`
+# lists; tests/test_export_residency_notes.py fails for a type without one)
+RESIDENCY_NOTES: dict[str, str] = {
+    "lru": "vLLM's own eviction is LRU over unpinned blocks; nothing more is needed.",
+    "ttl_opt": "The TTL rule itself needs a KV connector that applies its per-tool-class ttl_s to each paused session.",
+    "ttl": "The TTL rule itself needs a KV connector that applies its ttl_s to each paused session.",
+    "infercept": "InferCept's per-pause choice (preserve / swap / discard by memory waste) needs a KV connector that "
+                 "calls it at each pause.",
+    "load_priced": "The load-priced rule itself (keep / offload / drop per pause from the HBM price table) needs a KV "
+                   "connector that calls it at each pause.",
+    "load_priced_evict": "The load-priced rule and its priced eviction order need a KV connector that calls it at "
+                         "each pause and orders evictions by its keys.",
+    "load_priced_imitate": "The load-priced rule with its derived eviction order (load_priced_imitate, or "
+                           "load_priced_search: same type, parameters.solve.imitation.method says which) needs a KV "
+                           "connector (vLLM's KV connector interface, e.g. an LMCache-based connector) that calls "
+                           "it at each pause (keep / offload / drop) AND has an eviction-order hook: when HBM is "
+                           "full, the paused session with the smallest eviction_key (-(w_size log n + w_task [task] "
+                           "+ w_sub [subagent]) + w_elapsed pause start, parameters.eviction_weights) leaves first. "
+                           "No engine flag sets an eviction order; without such a hook only the keep / offload / "
+                           "drop part runs and eviction stays LRU. All weights 0: no order, LRU eviction is "
+                           "already right.",
+}
+
+
 def _residency(plan: Plan, engine: str) -> EngineSettings:
     if engine in ("vllm", "llm-d"):
-        rule = {"ttl_opt": "The TTL rule itself needs a KV connector that applies its per-tool-class ttl_s to each "
-                           "paused session.",
-                "ttl": "The TTL rule itself needs a KV connector that applies its ttl_s to each paused session.",
-                "infercept": "InferCept's per-pause choice (preserve / swap / discard by memory waste) needs a KV "
-                             "connector that calls it at each pause.",
-                "load_priced": "The load-priced rule itself (keep / offload / drop per pause from the HBM price "
-                               "table) needs a KV connector that calls it at each pause.",
-                "load_priced_evict": "The load-priced rule and its priced eviction order need a KV connector that "
-                                     "calls it at each pause and orders evictions by its keys."}.get(
-            plan.type, "vLLM's own eviction is LRU over unpinned blocks; no flag changes that order.")
+        rule = RESIDENCY_NOTES.get(plan.type, "vLLM's own eviction is LRU over unpinned blocks; no flag changes "
+                                              "that order.")
         return EngineSettings(engine, ("--kv-offloading-backend", "native"), (
             ("no engine flag sets a per-pause KV residency decision; the nearest setting is vLLM's CPU KV offload "
              f"(add --kv-offloading-size <GB of host DRAM>) so blocks leaving HBM land in DRAM. {rule}"),), True)
