@@ -8,9 +8,16 @@ import argparse
 import importlib
 import logging
 import os
+import re
 import sys
 
 __all__ = ["build_parser", "main"]
+
+# options whose value may start with "-" (a comma list of numbers: "--loads -1,10"). argparse reads "-1,10" as an
+# option and answers "expected one argument" with the whole usage, never showing the value; `main` glues the pair
+# into "--loads=-1,10" so the value reaches its own check (one line naming the option and the bad value)
+DASH_VALUE_OPTIONS = ("--loads",)
+_NEGATIVE = re.compile(r"-\.?\d")
 
 # subcommand modules, in help order; a module that fails to import is reported, not hidden
 SUBCOMMANDS = ("workload", "cost", "simulate", "solve", "export", "reproduce", "compare", "validate", "executor")
@@ -33,9 +40,27 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _glue_dash_values(argv: list[str]) -> list[str]:
+    """``argv`` with "OPT VALUE" -> "OPT=VALUE" for OPT in `DASH_VALUE_OPTIONS` and VALUE starting with a
+    negative number (nothing after a "--" separator is touched)."""
+    out: list[str] = []
+    k = 0
+    while k < len(argv):
+        a = argv[k]
+        if a == "--":
+            return out + argv[k:]
+        if a in DASH_VALUE_OPTIONS and k + 1 < len(argv) and _NEGATIVE.match(argv[k + 1]):
+            out.append(f"{a}={argv[k + 1]}")
+            k += 2
+            continue
+        out.append(a)
+        k += 1
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(_glue_dash_values(list(sys.argv[1:] if argv is None else argv)))
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO, format="%(levelname)s %(name)s: %(message)s"
     )

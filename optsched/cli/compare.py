@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -83,11 +84,28 @@ def register(subparsers) -> None:
     p.set_defaults(func=_run)
 
 
-def _floats(text: str, what: str) -> tuple[float, ...]:
-    try:
-        return tuple(float(x) for x in text.split(",") if x.strip())
-    except ValueError:
-        raise ValueError(f"{what}: expected comma-separated numbers, got {text!r}") from None
+def _loads(text: str) -> tuple[float, ...]:
+    """``--loads`` "a,b,..." -> (a, b, ...): finite numbers > 0, strictly increasing.
+
+    Raises:
+        ValueError: one line naming --loads and the bad value (not a number, <= 0, not increasing, empty).
+    """
+    loads = []
+    for x in (x.strip() for x in text.split(",")):
+        if not x:
+            continue
+        try:
+            v = float(x)
+        except ValueError:
+            raise ValueError(f"--loads {text}: {x!r} is not a number (comma-separated arrival-rate multipliers)") from None
+        if not (math.isfinite(v) and v > 0):
+            raise ValueError(f"--loads {text}: load {x} must be a finite number > 0 (an arrival-rate multiplier)")
+        if loads and v <= loads[-1]:
+            raise ValueError(f"--loads {text}: loads must be strictly increasing ({x} after {loads[-1]:g})")
+        loads.append(v)
+    if not loads:
+        raise ValueError(f"--loads {text!r}: empty list (omit the flag for the default 0.25,0.5,1,2)")
+    return tuple(loads)
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -115,7 +133,7 @@ def _run(args: argparse.Namespace) -> int:
     cfg = CompareConfig(
         source=args.workload,
         policies=policies,
-        seeds=args.seeds, base_seed=args.base_seed, loads=_floats(args.loads, "--loads"),
+        seeds=args.seeds, base_seed=args.base_seed, loads=_loads(args.loads),
         target=args.target_interactivity, max_calls=args.max_calls,
         max_calls_per_session=args.max_calls_per_session, window_calls=args.window_calls,
         solver_node_limit=args.solver_node_limit, solver_time_limit_s=args.solver_time_limit,

@@ -34,3 +34,13 @@ def test_bad_input_is_one_line_exit_2(capsys):
     assert cli.main(["cost", "predict", "--gpu", "no-such-gpu", "--model", "llama-3-70b"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "no-such-gpu" in err[0]
+
+
+def test_a_dash_value_is_glued_to_its_option_only():
+    from optsched.cli import _glue_dash_values
+
+    assert _glue_dash_values(["compare", "w", "--loads", "-1,10", "--seeds", "5"]) == \
+        ["compare", "w", "--loads=-1,10", "--seeds", "5"]
+    assert _glue_dash_values(["compare", "w", "--loads", "--json"]) == ["compare", "w", "--loads", "--json"]
+    assert _glue_dash_values(["--", "--loads", "-1"]) == ["--", "--loads", "-1"]
+    assert _glue_dash_values(["compare", "--seeds", "-1"]) == ["compare", "--seeds", "-1"]

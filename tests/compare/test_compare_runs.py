@@ -74,7 +74,11 @@ def test_cli_errors_are_one_line(tmp_path):
                       (["compare", SRC, "--policies", ""], "--policies: empty list"),
                       (["compare", SRC, "--policies", "random,random"], "named twice: random"),
                       (["compare", SRC, "--workers", "-1"], "--workers must be >= 0"),
-                      (["compare", SRC, "--loads", "2,1"], "loads must be strictly increasing"),
+                      (["compare", SRC, "--loads", "2,1"], "--loads 2,1: loads must be strictly increasing"),
+                      # argparse took "-1,10" for an option: "expected one argument" under the whole usage
+                      (["compare", SRC, "--loads", "-1,10"], "--loads -1,10: load -1 must be a finite number > 0"),
+                      (["compare", SRC, "--loads=-1,10"], "--loads -1,10: load -1 must be a finite number > 0"),
+                      (["compare", SRC, "--loads", "0.5,x"], "--loads 0.5,x: 'x' is not a number"),
                       (["compare", "no/such/file.jsonl"], "no such file"),
                       (["compare", "hotprompt:sessions=0", "--policies", "round_robin"],
                        "sessions must be an int >= 1")):
