@@ -1,9 +1,7 @@
 """``optsched validate --workload W [--policy A.json --policy B.json] [--json]``: sim-to-real check
 (``optsched.executor.validate``). torch is imported only when the verb runs. Default variants: vLLM
 long-prefill threshold 512 vs none. ``--calibration interleave`` (default) fits every other executor step and
-scores the rest. JSON keys: step_time_ape.{median,p90,n}, ranking_agrees, rankings,
-metric_error, device, calibration, calibration_fit, calibration_shapes, run_shapes, threads, ceilings, wall_s,
-step_time_bias_median, executions_per_step, step_time_ape_by_kind.
+scores the rest. JSON keys: ``optsched validate --help`` (from `optsched.executor.validate_keys.VALIDATE_KEYS`).
 """
 
 from __future__ import annotations
@@ -15,8 +13,11 @@ __all__ = ["register"]
 
 
 def register(subparsers) -> None:
+    from optsched.executor.validate_keys import help_epilog
+
     p = subparsers.add_parser("validate", help="sim-to-real: simulator vs the torch executor on a scaled workload",
-                              description="sim-to-real: simulator vs the torch executor on a scaled workload")
+                              description="sim-to-real: simulator vs the torch executor on a scaled workload",
+                              epilog=help_epilog(), formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--workload", required=True, help="trace path or generator spec (e.g. copilot:sessions=2)")
     p.add_argument("--policy", action="append", default=[], help="optsched.policy/v1 file (routing/admission/residency)")
     p.add_argument("--routers", action="store_true", help="compare round_robin vs cache_aware instead")
@@ -30,7 +31,7 @@ def register(subparsers) -> None:
     p.add_argument("--calibration", choices=("interleave", "run", "shapes"), default="interleave",
                    help="interleave (default): fit every other executor step, score the rest; run: a separate "
                         "calibration pass; shapes: half of the distinct step shapes timed on scratch pools")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the report as JSON (keys below)")
     p.set_defaults(func=_run)
 
 

@@ -1,20 +1,11 @@
 """Sim-to-real: the same scaled workload through the simulator (executor-calibrated cost model) and
 the executor, for two or more policy variants.
 
-Reported (``validate`` return value, ``optsched validate --json``):
-- ``step_time_ape.median`` / ``.p90`` / ``.n``: |predicted − measured| / measured per scored executor step
-  (``calibration="interleave"``: the half of each run's steps that was not fitted; otherwise every step of
-  the scored runs), where the prediction is the calibrated ``CostModel.step_time`` of that step's own
-  aggregates (pooled over variants);
-- ``metric_error[variant][key]``: (simulated − measured) / measured for ttft_p50_s, ttft_p90_s,
-  tpot_p50_s, p90_interactivity_tok_s, tpgs;
-- ``ranking_agrees``: every pair of variants is ordered the same by ``rank_metric`` (mean TTFT,
-  lower is better) in simulator and executor; ``rankings`` lists both orders;
-- ``device``, ``calibration`` (the mode, ``validate``), ``calibration_fit`` (the fit's own APE on the
-  steps it was fitted on), ``calibration_shapes`` / ``run_shapes`` (steps or distinct shapes fitted / all
-  the executor runs' steps, or the distinct shapes of the simulator pass for ``"shapes"``), ``threads``, ``ceilings``, ``wall_s``, ``executions_per_step`` (mean executions of
-  each executor step, ``TorchStepBackend``), ``step_time_bias_median`` (median of predicted / measured − 1
-  over the scored steps: > 0 when they ran faster than the fit predicted).
+Reported (``validate`` return value, ``optsched validate --json``): the keys of
+`optsched.executor.validate_keys.VALIDATE_KEYS`, each with its meaning (the one list: the return value is
+ordered by it, ``optsched validate --help`` prints it, tests/executor/test_sim_to_real.py checks the keys
+written against it): step-time APE (median / p90 / n, per step kind, the bias), the simulated vs measured
+metrics and their relative errors, the two rankings and whether they agree, and the calibration's record.
 """
 
 from __future__ import annotations
@@ -32,6 +23,7 @@ from optsched.executor.calibrate import device_ceilings, fit_executor, measure_s
 from optsched.executor.config import ExecModelConfig
 from optsched.executor.model import TinyDecoder
 from optsched.executor.runner import check_fits_memory, executor_cluster, run
+from optsched.executor.validate_keys import ordered
 from optsched.sim.config import SchedulerConfig
 from optsched.sim.step_backend import CostModelBackend, StepRecord
 
@@ -265,4 +257,4 @@ def validate(workload, variants: list[Variant], *, cfg: ExecModelConfig, device:
     out["rank_metric"] = RANK_METRIC
     out["ranking_agrees"] = order["sim"] == order["executor"]
     out["wall_s"] = time.perf_counter() - t0
-    return out
+    return ordered(out)

@@ -8,10 +8,27 @@ import pytest
 
 from optsched.executor.config import ExecModelConfig
 from optsched.executor.scale import scale_workload
-from optsched.executor.validate import default_variants, validate
+from optsched.executor.validate import METRICS, RANK_METRIC, default_variants, validate
+from optsched.executor.validate_keys import VALIDATE_KEYS
 from optsched.workload.spec import workload_from_spec
 
 SCALE = 32
+
+
+def _written_keys(out: dict) -> set[str]:
+    """Dotted paths of ``out`` in the notation of `VALIDATE_KEYS` (variant labels -> <variant>, metrics -> <metric>,
+    step kinds -> <kind>), down to the documented keys (their values are not walked) or to the leaves."""
+    documented = {k for k, _ in VALIDATE_KEYS}
+
+    def name(k: str) -> str:
+        return ("<variant>" if k in out["variants"] else "<metric>" if k in (*METRICS, RANK_METRIC)
+                else "<kind>" if k in ("decode", "prefill", "mixed") else k)
+
+    def walk(x, path: str) -> set[str]:
+        if path in documented or not isinstance(x, dict):
+            return {path}
+        return set().union(*(walk(v, f"{path}.{name(k)}" if path else name(k)) for k, v in x.items()))
+    return walk(out, "")
 
 
 def test_admission_pair_ranks_the_same():
@@ -23,6 +40,9 @@ def test_admission_pair_ranks_the_same():
     sim = out["sim"]
     assert sim["threshold=512"]["ttft_mean_s"] > 1.5 * sim["threshold=none"]["ttft_mean_s"]
     assert {"median", "p90", "n"} <= set(out["step_time_ape"])
+    # the keys written are the keys `optsched validate --help` documents, in its order
+    assert _written_keys(out) == {k for k, _ in VALIDATE_KEYS}
+    assert list(out) == list(dict.fromkeys(k.split(".")[0] for k, _ in VALIDATE_KEYS))
     # calibration="interleave": every other step of each executor run fitted, the rest scored, none both
     assert out["calibration"] == "interleave"
     assert out["calibration_shapes"] + out["step_time_ape"]["n"] == out["run_shapes"] > 0
