@@ -70,11 +70,16 @@ class SessionPrices:
 class SessionRouterConfig:
     """Parameters (units in names).
 
+    Raises:
+        ValueError: a field out of range or of the wrong type (naming the field), e.g. ``think_forecast_s`` not a
+            mapping of str -> number.
+
     Attributes:
         gpu, model, tp: cost model of every instance (`optsched.cost.CostModel.from_names`).
         link: "rdma" or "nvlink": link of session KV transfers (must match the cluster's ``pd_link``).
         decode_s_per_token: instance seconds of decode interference per output token (>= 0).
-        think_forecast_s: tool class -> forecast pause (s); ``default_think_s`` for other classes.
+        think_forecast_s: mapping tool class (str) -> forecast pause (s, finite, >= 0); ``default_think_s`` for
+            other classes.
         default_think_s: forecast pause of an unknown tool class (s, >= 0).
         reprice_s: simulated seconds between two re-pricings (> 0).
         move_margin_s: a pause move must save at least this much forecast TTFT (s, >= 0).
@@ -97,12 +102,19 @@ class SessionRouterConfig:
             raise ValueError(f"SessionRouterConfig.link must be 'rdma' or 'nvlink', got {self.link!r}")
         for f in ("decode_s_per_token", "default_think_s", "move_margin_s"):
             v = getattr(self, f)
-            if not (math.isfinite(v) and v >= 0):
-                raise ValueError(f"SessionRouterConfig.{f} must be finite and >= 0, got {v!r}")
-        for tool, v in dict(self.think_forecast_s).items():
-            if not (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0):
+            if isinstance(v, bool) or not (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0):
+                raise ValueError(f"SessionRouterConfig.{f} must be a finite number >= 0, got {v!r}")
+        # a list of (tool, s) pairs went through dict() and then failed at the first .get of a route
+        if not isinstance(self.think_forecast_s, Mapping):
+            raise ValueError("SessionRouterConfig.think_forecast_s must be a mapping tool class (str) -> forecast "
+                             f"pause (s), got {type(self.think_forecast_s).__name__} {self.think_forecast_s!r}")
+        for tool, v in self.think_forecast_s.items():
+            if not isinstance(tool, str):
+                raise ValueError(f"SessionRouterConfig.think_forecast_s keys must be tool class names (str), got {tool!r}")
+            if isinstance(v, bool) or not (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0):
                 raise ValueError(f"SessionRouterConfig.think_forecast_s[{tool!r}] must be finite and >= 0 s, got {v!r}")
-        if not (math.isfinite(self.reprice_s) and self.reprice_s > 0):
+        if isinstance(self.reprice_s, bool) or not (isinstance(self.reprice_s, (int, float))
+                                                    and math.isfinite(self.reprice_s) and self.reprice_s > 0):
             raise ValueError(f"SessionRouterConfig.reprice_s must be finite and > 0, got {self.reprice_s!r}")
 
 

@@ -83,3 +83,21 @@ def test_prefill_avoids_an_instance_with_a_busy_decode_batch():
 def test_config_rejects_a_negative_or_non_finite_think_forecast(bad):
     with pytest.raises(ValueError, match=r"think_forecast_s\['bash'\]"):
         SessionRouterConfig(gpu="h200-sxm", model="llama-3-70b", tp=4, think_forecast_s={"bash": bad})
+
+
+@pytest.mark.parametrize("bad", [[("bash", 2.0)], [], (("bash", 2.0),), "bash"])
+def test_config_rejects_a_think_forecast_that_is_not_a_mapping(bad):
+    """A list of (tool, s) pairs was accepted (dict() of it in the check) and the router's .get failed later."""
+    with pytest.raises(ValueError, match=r"think_forecast_s must be a mapping tool class \(str\) -> forecast pause"):
+        SessionRouterConfig(gpu="h200-sxm", model="llama-3-70b", tp=4, think_forecast_s=bad)
+
+
+@pytest.mark.parametrize(("field", "value", "match"), [
+    ("think_forecast_s", {1: 2.0}, r"think_forecast_s keys must be tool class names \(str\), got 1"),
+    ("think_forecast_s", {"bash": True}, r"think_forecast_s\['bash'\] must be finite"),
+    ("think_forecast_s", {"bash": "2"}, r"think_forecast_s\['bash'\] must be finite"),
+    ("default_think_s", "3", r"default_think_s must be a finite number >= 0, got '3'"),
+    ("reprice_s", None, r"reprice_s must be finite and > 0, got None")])
+def test_config_rejects_ill_typed_fields_naming_them(field, value, match):
+    with pytest.raises(ValueError, match=match):
+        SessionRouterConfig(gpu="h200-sxm", model="llama-3-70b", tp=4, **{field: value})
