@@ -86,24 +86,26 @@ def _simulate(workload, cluster, router, admission, residency, slo, seed, progre
     """`simulate`'s body (its arguments, the default router already chosen)."""
     sim = Simulator(workload, cluster, router=router, admission=admission, residency=residency, slo=slo,
                     cost_models=cost_models, progress=progress, concurrency=concurrency)
-    sim.fast_forward = fast_forward
-    sim.run()
-    df = sim.calls_frame()
-    mover = sim.kv_mover
-    if mover.active:  # hits that arrived by a KV copy (optsched.sim.kv_move), a part of hit_hbm_tokens
-        df["hit_remote_tokens"] = [mover.remote_tokens(s, sim.block_size) for s in sim._seqs]
-    extra = {**(dict(mover.stats) if mover.active else {}),
-             "residency_actions": dict(sorted(sim.residency.actions.items())),
-             "seed": int(seed), "block_size": int(sim.block_size), "concurrency": int(concurrency)}
-    summary = summarize(df, sim.instances, cluster.num_gpus, slo, extra)
-    ts = timeseries_frame(sim.instances)
-    config = {
-        "workload": workload.name, "source": workload.source, "cluster": dataclasses.asdict(cluster),
-        "router": getattr(router, "name", type(router).__name__),
-        "admission": getattr(admission, "name", "fcfs(builtin)") if admission is not None else "fcfs(builtin)",
-        "residency": getattr(residency, "name", type(residency).__name__) if residency is not None else "lru",
-        "slo": dataclasses.asdict(slo) if slo is not None else None, "seed": int(seed),
-        "concurrency": int(concurrency),
-    }
-    sim.close()  # frees the run's objects by reference counting now (`Simulator.close`)
-    return SimResult(df, summary, ts, config)
+    try:
+        sim.fast_forward = fast_forward
+        sim.run()
+        df = sim.calls_frame()
+        mover = sim.kv_mover
+        if mover.active:  # hits that arrived by a KV copy (optsched.sim.kv_move), a part of hit_hbm_tokens
+            df["hit_remote_tokens"] = [mover.remote_tokens(s, sim.block_size) for s in sim._seqs]
+        extra = {**(dict(mover.stats) if mover.active else {}),
+                 "residency_actions": dict(sorted(sim.residency.actions.items())),
+                 "seed": int(seed), "block_size": int(sim.block_size), "concurrency": int(concurrency)}
+        summary = summarize(df, sim.instances, cluster.num_gpus, slo, extra)
+        ts = timeseries_frame(sim.instances)
+        config = {
+            "workload": workload.name, "source": workload.source, "cluster": dataclasses.asdict(cluster),
+            "router": getattr(router, "name", type(router).__name__),
+            "admission": getattr(admission, "name", "fcfs(builtin)") if admission is not None else "fcfs(builtin)",
+            "residency": getattr(residency, "name", type(residency).__name__) if residency is not None else "lru",
+            "slo": dataclasses.asdict(slo) if slo is not None else None, "seed": int(seed),
+            "concurrency": int(concurrency),
+        }
+        return SimResult(df, summary, ts, config)
+    finally:  # also when the run raises: frees the run's objects by reference counting now (`Simulator.close`)
+        sim.close()
