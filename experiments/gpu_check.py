@@ -44,10 +44,12 @@ SIZES = {
              "decode": [(8, 4096), (32, 4096), (64, 16384), (128, 8192)],
              "prefill": [(512, 0), (2048, 0), (4096, 0), (2048, 8192)],
              # ~2,500 engine steps per pass pair (sessions=4 at scale 4 were ~21,000: too long for 8 minutes)
-             "workload": "copilot:sessions=2,seed=0", "scale": 16, "repeats": 5, "step_repeats": (1, 3), "inner": 10},
+             "workload": "copilot:sessions=2,seed=0", "scale": 16, "repeats": 5, "step_repeats": (1, 3), "inner": 10,
+             "retime_rounds": 2},  # CUDA events: 2 rounds after the run suffice (time budget: 8 minutes)
     "tiny": {"model": {"num_layers": 1, "num_heads": 4, "num_kv_heads": 2, "head_dim": 16, "vocab_size": 64},
              "decode": [(2, 64), (4, 256)], "prefill": [(32, 0), (64, 64)],
-             "workload": "copilot:sessions=1,seed=0", "scale": 32, "repeats": 1, "step_repeats": (1, 1), "inner": 1},
+             "workload": "copilot:sessions=1,seed=0", "scale": 32, "repeats": 1, "step_repeats": (1, 1), "inner": 1,
+             "retime_rounds": 0},
 }
 
 
@@ -279,7 +281,8 @@ def main(argv: list[str] | None = None) -> dict:
             sr, smr = size["step_repeats"]  # CUDA-event step times are stable: min of 1-3 executions
             v = validate(w, default_variants(), cfg=ExecModelConfig(**{**size["model"], "block_size": w.block_size}),
                          device=device, repeats=size["repeats"], max_shapes=24 if size_name == "tiny" else 48,
-                         scale=size["scale"], step_repeats=sr, step_max_repeats=smr)
+                         scale=size["scale"], step_repeats=sr, step_max_repeats=smr,
+                         retime_rounds=size["retime_rounds"])
             res["sim_to_real"] = {k: v[k] for k in ("step_time_ape", "ranking_agrees", "rankings", "metric_error",
                                                     "calibration", "calibration_fit", "calibration_shapes", "step_time_bias_median",
                                                     "executions_per_step")}

@@ -83,17 +83,34 @@ class TorchStepBackend:
     one lucky or unlucky slice (on the shared 2-core VM identical single-decode steps ranged 2.5-6.2 ms
     of thread CPU time at load ~7; minima of 3 2.5-5.2 ms, of 9 2.9-4.9 ms). Python's garbage collector
     is off while a step is timed. ``records``: one ``StepRecord`` per step; ``executions``: steps executed.
+
+    ``retime_rounds`` R (default 0): keep each step's inputs (its rows and a copy of its block tables after
+    the step) and, after the run (``retime``), execute every step of the run R more times, one round at a
+    time in execution order, so that a step's executions are a whole round apart (seconds) instead of back
+    to back; ``retimed_s`` is then each step's minimum over its in-run and its R round executions. On the
+    shared 2-vCPU VM the speed of identical work drifts in phases of tens of seconds (back-to-back minima
+    of the same step differ by 10-20% between passes; BENCHMARKS.md "Executor"), so back-to-back
+    repetitions all see one phase while round executions see several. The clock of the run (TTFT, TPOT)
+    keeps the in-run times; the refined times are the per-step measurement (``steps.time_s`` of
+    ``optsched.executor.runner.run``, in-run time in ``clock_s``).
     """
 
     def __init__(self, model, *, block_size: int, hbm_blocks: int, dram_blocks: int, max_num_seqs: int,
                  check: bool = False, model_clock: bool = False, repeats: int = 1, max_repeats: int | None = None,
-                 confirm: float = 0.03) -> None:
+                 confirm: float = 0.03, retime_rounds: int = 0) -> None:
         if not isinstance(repeats, int) or repeats < 1:
             raise ValueError(f"repeats must be an int >= 1, got {repeats!r}")
         max_repeats = repeats if max_repeats is None else max_repeats
         if not isinstance(max_repeats, int) or max_repeats < repeats:
             raise ValueError(f"max_repeats must be an int >= repeats={repeats}, got {max_repeats!r}")
+        if not isinstance(retime_rounds, int) or retime_rounds < 0:
+            raise ValueError(f"retime_rounds must be an int >= 0, got {retime_rounds!r}")
+        if retime_rounds and model_clock:
+            raise ValueError("retime_rounds needs measured step times (model_clock=False)")
         self.repeats, self.max_repeats, self.confirm = repeats, max_repeats, float(confirm)
+        self.retime_rounds = retime_rounds
+        self._replay: list[tuple[int, list, dict[int, list[int]], dict[int, int]]] = []
+        self.retimed_s: list[float] | None = None
         self.executions = 0
         self.model = model
         self.block_size = int(block_size)
@@ -178,6 +195,8 @@ class TorchStepBackend:
                 gc.enable()
         dt = min(times)
         self.executions += len(times)
+        if self.retime_rounds:
+            self._replay.append((inst.iid, items, {key: list(ps.tables[key]) for key in base}, base))
         if self.check:
             ps.pool.check_invariants()
         return dt
@@ -200,6 +219,31 @@ class TorchStepBackend:
             if ps.tables:
                 raise RuntimeError(f"instance {inst.iid}: {len(ps.tables)} sequences still hold pages after the run")
             ps.pool.check_invariants()
+
+
+    def retime(self) -> list[float]:
+        """After ``finish``: execute every recorded step ``retime_rounds`` more times (rounds in execution
+        order, each step over a copy of its own block tables on its instance's pool; the pools' contents
+        are garbage after this) and return ``retimed_s``, per step the minimum of its in-run and round
+        times (s). With ``retime_rounds`` = 0 the in-run times."""
+        best = [r.time_s for r in self.records]
+        gc_on = gc.isenabled()
+        gc.disable()
+        try:
+            for _ in range(self.retime_rounds):
+                for i, (iid, items, tables, base) in enumerate(self._replay):
+                    ps = PagedSequences(self.paged[iid].pool)
+                    ps.tables = {key: list(pages) for key, pages in tables.items()}
+                    ps.tokens = dict(base)
+                    t = self.timer(lambda ps=ps, items=items: ps.step(self.model, items).argmax(-1))
+                    best[i] = min(best[i], t)
+                    self.executions += 1
+        finally:
+            if gc_on:
+                gc.enable()
+        self._replay = []
+        self.retimed_s = best
+        return best
 
 
 def _confirmed(times: list[float], tol: float) -> bool:

@@ -77,10 +77,13 @@ def check_fits_memory(workload: Workload, hbm_blocks: int, where: str = "workloa
 def run(workload: Workload, cluster: ClusterConfig, cost_model: Any, *, router: Any = None, admission: Any = None,
         residency: Any = None, executor: bool, model: Any = None, hbm_blocks: int, dram_blocks: int,
         check: bool = False, model_clock: bool = False, backend: Any = None, repeats: int = 1,
-        max_repeats: int | None = None) -> ExecRun:
+        max_repeats: int | None = None, retime_rounds: int = 0) -> ExecRun:
     """Run ``workload`` (already scaled) on the executor (``executor=True``, needs ``model``) or the
     simulator (``backend``: a ``CostModelBackend`` subclass for the simulator side, default the plain one;
-    ``repeats`` / ``max_repeats``: executions per step, min time kept, ``TorchStepBackend``).
+    ``repeats`` / ``max_repeats``: executions per step, min time kept; ``retime_rounds``: that many more
+    executions of every step in rounds after the run, ``TorchStepBackend``). On the executor the step log's
+    ``time_s`` is the step's measured time (with ``retime_rounds``, the minimum over in-run and round
+    executions) and ``clock_s`` the time the run's clock advanced by (the in-run minimum).
     Raises ValueError for a call that does not fit ``hbm_blocks``."""
     from optsched.executor.engine import (
         STEP_LOG_COLUMNS,
@@ -100,7 +103,7 @@ def run(workload: Workload, cluster: ClusterConfig, cost_model: Any, *, router: 
         backend = TorchStepBackend(model, block_size=workload.block_size, hbm_blocks=hbm_blocks,
                                    dram_blocks=dram_blocks, max_num_seqs=cluster.scheduler.max_num_seqs,
                                    check=check, model_clock=model_clock, repeats=repeats,
-                                   max_repeats=max_repeats)
+                                   max_repeats=max_repeats, retime_rounds=retime_rounds)
     elif backend is None:
         backend = CostModelBackend()
     sim = Simulator(workload, cluster, router=router, admission=admission, residency=residency,
@@ -110,6 +113,7 @@ def run(workload: Workload, cluster: ClusterConfig, cost_model: Any, *, router: 
     extra: dict = {"executor": bool(executor), "hbm_blocks": hbm_blocks, "dram_blocks": dram_blocks}
     if executor:
         backend.finish(sim.instances)
+        backend.retime()
         hosts = [ps.host for ps in backend.paged.values() if ps.host is not None]
         extra["step_executions"] = backend.executions
         extra["reloaded_pages"] = sum(ps.reloaded_pages for ps in backend.paged.values())
@@ -130,6 +134,9 @@ def run(workload: Workload, cluster: ClusterConfig, cost_model: Any, *, router: 
               "residency": getattr(residency, "name", type(residency).__name__) if residency is not None else "lru",
               "cost_model": repr(cost_model), "runner": "executor" if executor else "simulator"}
     steps = pd.DataFrame([r.row() for r in backend.records], columns=STEP_LOG_COLUMNS)
+    if executor:
+        steps["clock_s"] = steps["time_s"]
+        steps["time_s"] = backend.retimed_s
     return ExecRun(SimResult(df, summary, ts, config), steps, extra)
 
 

@@ -64,3 +64,63 @@ def test_repeated_steps_leave_the_same_state(setup):
     exe = run(w, cluster, cm, executor=True, model=TinyDecoder(cfg), model_clock=True, check=True, repeats=3, **kw)
     cols = [c for c in ACCOUNTING if c in sim.result.calls.columns]
     pd.testing.assert_frame_equal(sim.result.calls[cols], exe.result.calls[cols])
+
+
+def test_retime_rounds_keep_each_steps_minimum(setup, monkeypatch):
+    """``retime_rounds=2``: after the run every step executes twice more (on a copy of its own block
+    tables, allocating no page) and ``steps.time_s`` is its minimum over all executions while ``clock_s``
+    keeps the in-run time that drove the clock. A scripted timer makes the expected values exact."""
+    from optsched.executor import calibrate
+    from optsched.executor.engine import TorchStepBackend
+    from optsched.executor.paged import PagedSequences
+
+    calls = {"n": 0, "retiming": False, "round_calls": 0}
+
+    def fake_timer(device):
+        def run_(f):
+            f()
+            calls["n"] += 1
+            if not calls["retiming"]:
+                return 2e-3
+            k = calls["round_calls"]
+            calls["round_calls"] += 1
+            return 1e-3 if k % 2 == 0 else 3e-3  # per round: step i gets 1 ms when i + round offset is even
+
+        return run_
+
+    real_retime = TorchStepBackend.retime
+
+    def retime(self):
+        calls["retiming"] = True
+        monkeypatch.setattr(PagedSequences, "_alloc", lambda self: pytest.fail("retime allocated a page"))
+        try:
+            return real_retime(self)
+        finally:
+            monkeypatch.undo()
+
+    monkeypatch.setattr(calibrate, "timer", fake_timer)
+    monkeypatch.setattr(TorchStepBackend, "retime", retime)
+    w, cfg, cm = setup
+    cluster = executor_cluster(1, SchedulerConfig(max_num_batched_tokens=256, max_num_seqs=16))
+    exe = run(w, cluster, cm, executor=True, model=TinyDecoder(cfg), check=True, retime_rounds=2,
+              hbm_blocks=200, dram_blocks=4000)
+    n = len(exe.steps)
+    assert n > 10
+    assert exe.extra["step_executions"] == 3 * n
+    assert calls["round_calls"] == 2 * n
+    assert (exe.steps["clock_s"] == 2e-3).all()
+    # round 1 gives step i 1 ms when i is even; round 2 starts at call n, so step i gets 1 ms when n + i is even
+    expect = [1e-3 if (i % 2 == 0 or (n + i) % 2 == 0) else 2e-3 for i in range(n)]
+    assert exe.steps["time_s"].tolist() == expect
+
+
+def test_retime_needs_measured_times(setup):
+    from optsched.executor.engine import TorchStepBackend
+
+    _, cfg, _ = setup
+    with pytest.raises(ValueError, match="retime_rounds needs measured step times"):
+        TorchStepBackend(TinyDecoder(cfg), block_size=1, hbm_blocks=4, dram_blocks=0, max_num_seqs=1,
+                         model_clock=True, retime_rounds=1)
+    with pytest.raises(ValueError, match="retime_rounds must be an int >= 0"):
+        TorchStepBackend(TinyDecoder(cfg), block_size=1, hbm_blocks=4, dram_blocks=0, max_num_seqs=1,
+                         retime_rounds=-1)
