@@ -31,9 +31,9 @@ def register(subparsers) -> None:
     p.add_argument("--calibration", choices=("interleave", "run", "shapes"), default="interleave",
                    help="interleave (default): fit every other executor step, score the rest; run: a separate "
                         "calibration pass; shapes: half of the distinct step shapes timed on scratch pools")
-    p.add_argument("--retime-rounds", type=int, default=8,
+    p.add_argument("--retime-rounds", type=int, default=16,
                    help="after each executor run, execute every step this many more times in rounds (a round apart) "
-                        "and take each step's minimum as its measured time (default 8; 0 = in-run minima only)")
+                        "and take each step's minimum as its measured time (default 16; 0 = in-run minima only)")
     p.add_argument("--json", action="store_true", help="print the report as JSON (keys below)")
     p.set_defaults(func=_run)
 

@@ -152,7 +152,7 @@ def validate(workload, variants: list[Variant], *, cfg: ExecModelConfig, device:
              budget: int = 2048, max_seqs: int = 32, hbm_blocks: int = 2048, dram_blocks: int = 8192,
              repeats: int = 5, threads: int = 1, max_shapes: int = 48, scale: int = 1,
              step_repeats: int = 3, step_max_repeats: int = 8, calibration: str = "interleave",
-             retime_rounds: int = 8) -> dict:
+             retime_rounds: int = 16) -> dict:
     """Run every variant on simulator and executor (``workload`` already scaled). Returns the dict of the
     module docstring. ``scale``: the factor ``workload`` was scaled down by (thresholds are divided by it).
     Raises ValueError when a call does not fit ``hbm_blocks`` or for an unknown ``calibration``.
@@ -170,11 +170,11 @@ def validate(workload, variants: list[Variant], *, cfg: ExecModelConfig, device:
     ``calibration_shapes`` keeps one half of the distinct shapes, ``measure_shapes`` times them on
     scratch pools (warm-up, min of ``repeats``) and ``fit_executor`` fits the cost model to them. Each executor step is
     timed as the min of ``step_repeats`` executions, up to ``step_max_repeats`` until the minimum is seen
-    twice within 3% (``TorchStepBackend``), and with ``retime_rounds`` R > 0 (default 8) every step of each
+    twice within 3% (``TorchStepBackend``), and with ``retime_rounds`` R > 0 (default 16) every step of each
     executor run is executed R more times after the run, in rounds in execution order, and its measured time is
     the minimum over all its executions (``TorchStepBackend.retime``): on the shared 2-vCPU VM the speed of
     identical work drifts in phases of tens of seconds, back-to-back repetitions all see one phase, and the
-    per-step error against the fit fell from 16-18% to 6-8% median with R = 8 (BENCHMARKS.md "Executor",
+    per-step error against the fit fell from 15-18% to 5-7% median with R = 16 (BENCHMARKS.md "Executor",
     update exec15). The fit and the scored steps use these times; the run's clock (TTFT, TPOT) keeps the
     in-run minima (``steps.clock_s``)."""
     t0 = time.perf_counter()
