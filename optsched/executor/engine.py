@@ -12,7 +12,8 @@ backend the simulator does not fast-forward decode runs (one event per step). Su
 instances, recompute preemption, no lockstep groups (``executor_simulator`` checks).
 
 Physical KV follows the bookkeeping index: a call's reused prefix pages are found by the same chained
-block hashes; at every step start, cached pages that the index no longer counts as HBM-resident are
+block hashes; a running prefill's complete prompt pages are published after every chunk, as the index
+publishes them (``Simulator._complete_chunks``), so a concurrent call sharing the prefix reuses them; at every step start, cached pages that the index no longer counts as HBM-resident are
 copied to the host tier (index tier DRAM/SSD) or freed (dropped), and a hit on a block the index
 promoted back is reloaded from the host. A divergence (a hit the pages cannot serve) raises RuntimeError.
 
@@ -195,6 +196,10 @@ class TorchStepBackend:
                 gc.enable()
         dt = min(times)
         self.executions += len(times)
+        for seq, n, c in b.chunks:  # in-flight prefix sharing, as the index publishes after every chunk
+            table = ps.tables[seq.idx]
+            for i in range(min(c + n, seq.call.input_tokens) // bs):
+                ps.pool.register(seq.hashes[i], table[i])  # False (no change) if mapped or already hashed
         if self.retime_rounds:
             self._replay.append((inst.iid, items, {key: list(ps.tables[key]) for key in base}, base))
         if self.check:

@@ -124,3 +124,21 @@ def test_retime_needs_measured_times(setup):
     with pytest.raises(ValueError, match="retime_rounds must be an int >= 0"):
         TorchStepBackend(TinyDecoder(cfg), block_size=1, hbm_blocks=4, dram_blocks=0, max_num_seqs=1,
                          retime_rounds=-1)
+
+
+def test_concurrent_sessions_share_a_running_prefill():
+    """Two sessions at once (copilot:sessions=2 share the system prompt): the index publishes a running
+    prefill's blocks after every chunk, so the second call hits blocks whose owner is still running; the
+    executor must serve them from the owner's pages (it once published only at the end and raised
+    "neither in the KV pool nor on the host"). Same accounting as the simulator, no leak."""
+    w = scale_workload(workload_from_spec("copilot:sessions=2,seed=0"), 32, time_scale=0.05)
+    cfg = ExecModelConfig(num_layers=1, head_dim=16, vocab_size=64, block_size=w.block_size)
+    # a slow device (2 GFLOP/s, 1 GB/s): prefills last long enough for the second session to arrive mid-prefill
+    cm = CostModel(device_spec("cpu", 2e9, 1e9, 1e9), cfg.model_spec("cpu"), 1)
+    cluster = executor_cluster(1, SchedulerConfig(max_num_batched_tokens=256, max_num_seqs=32))
+    kw = {"hbm_blocks": 2048, "dram_blocks": 8192}
+    sim = run(w, cluster, cm, executor=False, **kw)
+    exe = run(w, cluster, cm, executor=True, model=TinyDecoder(cfg), model_clock=True, check=True, **kw)
+    cols = [c for c in ACCOUNTING if c in sim.result.calls.columns]
+    pd.testing.assert_frame_equal(sim.result.calls[cols], exe.result.calls[cols])
+    assert sim.result.calls["hit_hbm_tokens"].sum() > 0
