@@ -57,12 +57,13 @@ class Block:
         "version",
     )
 
-    def __init__(self, key: int, parent: Block | None, depth: int, tier: int, now_s: float) -> None:
+    def __init__(self, key: int, parent: Block | None, depth: int, tier: int, now_s: float, ref: int = 0,
+                 owner: object = None) -> None:
         self.key = key
         self.parent = parent
         self.depth = depth
         self.tier = tier
-        self.ref = 0
+        self.ref = ref
         self.last_use_s = now_s
         self.child_tier = [0, 0, 0]
         self.version = 0
@@ -74,7 +75,7 @@ class Block:
         self.mark_key = -_INF
         self.mark_set_s = -_INF
         self.alive = True
-        self.owner: object = None
+        self.owner = owner
 
     @property
     def ttl_live(self) -> bool:
