@@ -126,7 +126,7 @@ class Instance:
         run = self.run
         done = 0
         if run is not None and run.ends is not None:
-            done = int(run.ends.searchsorted(now_s, 'right'))
+            done = int(run.ends.searchsorted(now_s, "right"))
         return self.dec_rem - len(self.dec) * (self.dstep + done) + self.incoming_tokens
 
     @property
