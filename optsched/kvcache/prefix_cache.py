@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 
-from optsched.kvcache.block import Block
+from optsched.kvcache.block import Block, kids
 from optsched.kvcache.eviction import make_eviction
 from optsched.kvcache.hits import HitAccount
 from optsched.kvcache.residency_ops import ResidencyStore
@@ -369,7 +369,7 @@ class PrefixCache(ResidencyStore):
                 blocks[h_i] = b
                 self._used[HBM] += 1
                 if pin is not None:
-                    pin.child_tier[HBM] += 1
+                    pin.ch0 += 1  # HBM
                 added += 1
             b.ref += 1
             self._unpin(pin)
@@ -417,7 +417,7 @@ class PrefixCache(ResidencyStore):
                 alloc -= 1
                 added += 1
                 if pin is not None:  # pinned, so in HBM: with a child in HBM now, never an eviction candidate
-                    pin.child_tier[HBM] += 1
+                    pin.ch0 += 1  # HBM
                     pin.ref -= 1
                 pin = b
                 continue
@@ -433,7 +433,7 @@ class PrefixCache(ResidencyStore):
             b.ref += 1
             if pin is not None:  # self._unpin(pin) inlined (hot loop); _push skips a block with children
                 pin.ref -= 1
-                if not pin.ref and not pin.child_tier[pin.tier]:
+                if not pin.ref and not kids(pin, pin.tier):
                     push(pin)
             pin = b
         if added > flushed:
