@@ -65,9 +65,10 @@ def decode_run(inst: Instance, b: Batch, t: float, horizon_s: float) -> float:
     bs = inst.bs
     buckets = inst.buckets
     step_time, decode_times = inst.step_time, inst.decode_times
-    # [t0, *ends] as float64 array parts: vectorized chunks as they come, scalar steps gathered in ``tail``
-    parts = [np.array((t, end))]
-    tail: list[float] = []
+    # [t0, *ends] as float64 array parts: vectorized chunks as they come, scalar steps (and t0 with the first
+    # step's end until a vectorized chunk takes them into its buffer) gathered in ``tail``
+    parts: list[np.ndarray] = []
+    tail: list[float] = [t, end]
     k = 1
     while k < k_max and end < horizon_s:
         est = (horizon_s - end) / b.time_s
@@ -82,7 +83,14 @@ def decode_run(inst: Instance, b: Batch, t: float, horizon_s: float) -> float:
             # ends of these steps by sequential addition (np.cumsum adds left to right: the same floats
             # as ``end += dt`` step by step); the run stops after the first step ending at/after horizon.
             # Kept as an array (no per-step Python floats: BENCHMARKS.md, "fourth pass")
-            cum = np.cumsum(np.concatenate(((end,), times)))[1:]
+            if parts or len(tail) > 2:
+                buf = None
+                cum = np.concatenate(((end,), times)).cumsum()[1:]
+            else:  # first piece: one buffer [t0, end, *times], cumulated in place from ``end`` on
+                buf = np.concatenate(((t, end), times))
+                c = buf[1:]
+                c.cumsum(out=c)
+                cum = buf[2:]
             stop_at = int(cum.searchsorted(horizon_s))  # == bisect_left(cum, horizon_s)
             m = min(m, stop_at + 1)
             # growth happens only on steps whose bucket is non-empty: visit those steps in order (the
@@ -100,10 +108,13 @@ def decode_run(inst: Instance, b: Batch, t: float, horizon_s: float) -> float:
                     for seq in bucket.values():
                         seq.grow += 1
             if m:
-                if tail:
-                    parts.append(np.array(tail))
-                    tail = []
-                parts.append(cum[:m])
+                if buf is not None:
+                    parts.append(buf[: m + 2])
+                else:
+                    if tail:
+                        parts.append(np.array(tail))
+                    parts.append(cum[:m])
+                tail = []
                 end = float(cum[m - 1])
                 k += m
             if stop or end >= horizon_s:
