@@ -3,7 +3,7 @@
 Block hashes are chained (hash i identifies the whole prefix 0..i, as Mooncake ``hash_ids``), so a
 block is keyed by its hash alone and points to its parent block; ``depth`` is its position in the
 prefix (0 = first block). ``ch0``/``ch1``/``ch2`` count the children resident in tier 0/1/2 (``child_tier``
-as a list; `kids` / `add_kids` by tier index), which is what leaf-first eviction needs (a block may leave
+as a tuple; `kids` / `add_kids` by tier index), which is what leaf-first eviction needs (a block may leave
 tier t only when no child is in tier t or hotter). Three int slots rather than a list: a list per block
 was ~40% of the container objects an episode keeps alive, all rescanned by the cyclic collector's passes
 (BENCHMARKS.md, "Simulator / env speed, fourth pass").
@@ -26,7 +26,7 @@ class Block:
         tier: 0 hbm, 1 dram, 2 ssd.
         ref: running sequences pinning it (> 0 only in HBM, or during a promotion).
         last_use_s: simulated time of the last acquire/release touching it (s).
-        ch0, ch1, ch2: children resident in hbm, dram, ssd (``child_tier`` gives them as a list).
+        ch0, ch1, ch2: children resident in hbm, dram, ssd (``child_tier`` gives them as a tuple).
         version: bumped on every eviction-heap push; only the newest heap entry is live.
         prio: eviction priority for the cost-aware policy (GreedyDual H value, s).
         ttl_deadline_s: residency TTL deadline (s), inf = none; ttl_set_s when it was set; ttl_then its
@@ -93,9 +93,9 @@ class Block:
         return self.mark_key if self.last_use_s <= self.mark_set_s else -_INF
 
     @property
-    def child_tier(self) -> list[int]:
-        """Children resident per tier, ``[hbm, dram, ssd]`` (a new list: write through `add_kids`)."""
-        return [self.ch0, self.ch1, self.ch2]
+    def child_tier(self) -> tuple[int, int, int]:
+        """Children resident per tier, ``(hbm, dram, ssd)`` (read-only: write through `add_kids`)."""
+        return self.ch0, self.ch1, self.ch2
 
     @property
     def num_children(self) -> int:

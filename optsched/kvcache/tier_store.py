@@ -180,7 +180,7 @@ class TieredBlockStore:
                     raise RuntimeError(f"{b!r} is hotter than its parent {b.parent!r}")
                 counts[b.parent.key][b.tier] += 1
         for k, b in self._blocks.items():
-            if counts[k] != b.child_tier:
+            if tuple(counts[k]) != b.child_tier:
                 raise RuntimeError(f"child counts of {b!r} should be {counts[k]}")
         if used != self._used:
             raise RuntimeError(f"tier counts {self._used} != recount {used}")
