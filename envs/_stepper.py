@@ -8,9 +8,9 @@ The envs drive `optsched.sim.Simulator` through its public stepping API (``route
 from __future__ import annotations
 
 import functools
-import gc
 
 from optsched.sim import Simulator
+from optsched.sim.engine import gc_paused as engine_gc_paused
 from optsched.workload.gen_agentx import generate_agentx
 from optsched.workload.types import Workload
 
@@ -50,14 +50,8 @@ def gc_paused(method):
 
     @functools.wraps(method)
     def paused(self, *args, **kwargs):
-        # optsched.sim.engine.gc_paused without the generator-based context manager (one per env step)
-        was_on = gc.isenabled()
-        gc.disable()
-        try:
+        with engine_gc_paused():
             return method(self, *args, **kwargs)
-        finally:
-            if was_on:
-                gc.enable()
 
     return paused
 
