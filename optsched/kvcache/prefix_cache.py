@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 
-from optsched.kvcache.block import Block
+from optsched.kvcache.block import Block, kids
 from optsched.kvcache.eviction import make_eviction
 from optsched.kvcache.hits import HitAccount
 from optsched.kvcache.residency_ops import ResidencyStore
@@ -369,7 +369,7 @@ class PrefixCache(ResidencyStore):
                 blocks[h_i] = b
                 self._used[HBM] += 1
                 if pin is not None:
-                    pin.child_tier[HBM] += 1
+                    pin.ch0 += 1  # HBM
                 added += 1
             b.ref += 1
             self._unpin(pin)
@@ -405,36 +405,40 @@ class PrefixCache(ResidencyStore):
         alloc = self._alloc.get(seq_id, 0)
         pin = old_pin
         added = 0
-        used = self._used
+        flushed = 0  # new blocks already counted in _used / _seq_hbm (counted in bulk: same totals)
         for i in range(start, n):
             h_i = block_hashes[i]
             b = blocks.get(h_i)
             if b is None:  # the common case: a new block extending the path (inlined, hot loop)
                 if alloc == 0:
                     break
-                b = Block(h_i, pin, i, HBM, now_s)
-                b.owner = seq_id
-                b.ref = 1
+                b = Block(h_i, pin, i, HBM, now_s, 1, seq_id)
                 blocks[h_i] = b
-                used[HBM] += 1
-                self._seq_hbm -= 1
                 alloc -= 1
                 added += 1
                 if pin is not None:  # pinned, so in HBM: with a child in HBM now, never an eviction candidate
-                    pin.child_tier[HBM] += 1
+                    pin.ch0 += 1  # HBM
                     pin.ref -= 1
                 pin = b
                 continue
             if b.depth != i or b.parent is not pin:
                 break
+            if added > flushed:  # _to_hbm and _push read the HBM use: counts up to date first (a cached
+                # block never follows a new one, whose children do not exist yet, so this does not run today)
+                self._used[HBM] += added - flushed
+                self._seq_hbm -= added - flushed
+                flushed = added
             if b.tier != HBM and not self._to_hbm(b):
                 break
             b.ref += 1
             if pin is not None:  # self._unpin(pin) inlined (hot loop); _push skips a block with children
                 pin.ref -= 1
-                if not pin.ref and not pin.child_tier[pin.tier]:
+                if not pin.ref and not kids(pin, pin.tier):
                     push(pin)
             pin = b
+        if added > flushed:
+            self._used[HBM] += added - flushed
+            self._seq_hbm -= added - flushed
         if pin is not old_pin:
             self._alloc[seq_id] = alloc
             self._pins[seq_id] = pin

@@ -14,7 +14,7 @@ import heapq
 import math
 from collections.abc import Sequence
 
-from optsched.kvcache.block import Block
+from optsched.kvcache.block import Block, kids
 from optsched.kvcache.eviction import EvictionOrder
 from optsched.kvcache.tier_store import TieredBlockStore
 from optsched.kvcache.types import HBM, BlockMoves, check_time, tier_index
@@ -44,7 +44,7 @@ class ResidencyStore(TieredBlockStore):
 
     def _demote_one(self, b: Block, t: int) -> int:
         """Move ``b`` to colder tier ``t``; returns its source tier, or -1 if it must stay."""
-        if b.ref or any(b.child_tier[k] for k in range(t)):
+        if b.ref or any(kids(b, k) for k in range(t)):
             return -1
         b.ref += 1
         ok = self._make_room(t, 1)

@@ -23,7 +23,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Mapping
 
-from optsched.kvcache.block import Block
+from optsched.kvcache.block import Block, add_kids, kids
 from optsched.kvcache.eviction import EvictionOrder
 from optsched.kvcache.types import HBM, TIERS
 
@@ -70,7 +70,8 @@ class TieredBlockStore:
     # ---- eviction heaps ----------------------------------------------------------------------
     def _push(self, b: Block) -> None:
         """Record ``b`` as an eviction candidate of its tier if it is eligible now."""
-        if b.ref or b.child_tier[b.tier]:
+        t = b.tier
+        if b.ref or (b.ch0 if t == 0 else b.ch1 if t == 1 else b.ch2):  # kids(b, t), inlined
             return
         b.version += 1
         self._push_seq += 1
@@ -82,7 +83,7 @@ class TieredBlockStore:
     def _rebuild_heap(self, tier: int) -> None:
         entries = []
         for b in self._blocks.values():
-            if b.tier == tier and not b.ref and not b.child_tier[tier]:
+            if b.tier == tier and not b.ref and not kids(b, tier):
                 b.version += 1
                 self._push_seq += 1
                 entries.append((*self._order.key(b), self._push_seq, b.version, b))
@@ -95,7 +96,7 @@ class TieredBlockStore:
             entry = heapq.heappop(heap)
             b = entry[-1]
             if (b.alive and b.version == entry[-2] and b.tier == tier and not b.ref
-                    and not b.child_tier[tier]):
+                    and not kids(b, tier)):
                 return b
         return None
 
@@ -108,12 +109,11 @@ class TieredBlockStore:
         b.tier = new
         p = b.parent
         if p is not None:
-            pc = p.child_tier
-            pc[old] -= 1
-            pc[new] += 1
+            add_kids(p, old, -1)
+            add_kids(p, new, 1)
             if old == p.tier:
                 self._order.absorb(p, b)
-                if not pc[old]:
+                if not kids(p, old):
                     self._push(p)
         self._order.on_use(b)
         self._push(b)
@@ -126,10 +126,10 @@ class TieredBlockStore:
         self.dropped_blocks += 1
         p = b.parent
         if p is not None:
-            p.child_tier[b.tier] -= 1
+            add_kids(p, b.tier, -1)
             if b.tier == p.tier:
                 self._order.absorb(p, b)
-                if not p.child_tier[b.tier]:
+                if not kids(p, b.tier):
                     self._push(p)
 
     def _make_room(self, tier: int, n: int) -> bool:
@@ -180,7 +180,7 @@ class TieredBlockStore:
                     raise RuntimeError(f"{b!r} is hotter than its parent {b.parent!r}")
                 counts[b.parent.key][b.tier] += 1
         for k, b in self._blocks.items():
-            if counts[k] != b.child_tier:
+            if tuple(counts[k]) != b.child_tier:
                 raise RuntimeError(f"child counts of {b!r} should be {counts[k]}")
         if used != self._used:
             raise RuntimeError(f"tier counts {self._used} != recount {used}")

@@ -32,8 +32,6 @@ import logging
 from contextlib import contextmanager
 from typing import Any
 
-import numpy as np
-
 from optsched.sim import kv
 from optsched.sim.admission_view import record_arrival
 from optsched.sim.cluster import StepUnit, build_instances, build_units
@@ -438,16 +436,14 @@ class Simulator(PDMixin, SteppingMixin):
                 dur = t - b.t0
                 h.add_step(d, dur, b.n_dec)
             else:
-                ends = b.ends
-                dur = ends[0] - b.t0
+                e = b.ends_np[: b.steps + 1]  # [t0, *ends] as a float64 array (optsched.sim.fastforward)
                 if b.steps < _RUN_VECTOR_MIN:
-                    prev = b.t0
+                    ends = e.tolist()
+                    dur = ends[1] - b.t0
                     for j in range(b.steps):
-                        h.add_step(d + j, ends[j] - prev, b.n_dec)
-                        prev = ends[j]
+                        h.add_step(d + j, ends[j + 1] - ends[j], b.n_dec)
                 else:
-                    e = b.ends_np  # [t0, *ends] already an array (np.diff = e[1:] - e[:-1])
-                    e = np.asarray([b.t0, *ends[: b.steps]]) if e is None else e[: b.steps + 1]
+                    dur = float(e[1]) - b.t0
                     h.add_run(d, e[1:] - e[:-1], b.n_dec)
             if inst.decodes_paused:
                 self._fix_paused(inst, d, dur, b.t0)

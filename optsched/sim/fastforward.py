@@ -23,7 +23,6 @@ router reading ``prefix_hit_blocks`` mid-run can see) and queue/KV samples are t
 from __future__ import annotations
 
 import heapq
-from bisect import bisect_left
 
 import numpy as np
 
@@ -66,8 +65,10 @@ def decode_run(inst: Instance, b: Batch, t: float, horizon_s: float) -> float:
     bs = inst.bs
     buckets = inst.buckets
     step_time, decode_times = inst.step_time, inst.decode_times
-    ends = [end]
-    parts = [np.array((t, end))]  # [t0, *ends] as arrays while only vectorized chunks are appended
+    # [t0, *ends] as float64 array parts: vectorized chunks as they come, scalar steps (and t0 with the first
+    # step's end until a vectorized chunk takes them into its buffer) gathered in ``tail``
+    parts: list[np.ndarray] = []
+    tail: list[float] = [t, end]
     k = 1
     while k < k_max and end < horizon_s:
         est = (horizon_s - end) / b.time_s
@@ -80,10 +81,17 @@ def decode_run(inst: Instance, b: Batch, t: float, horizon_s: float) -> float:
         m = len(times)
         if m > 1:
             # ends of these steps by sequential addition (np.cumsum adds left to right: the same floats
-            # as ``end += dt`` step by step); the run stops after the first step ending at/after horizon
-            cum_np = np.cumsum(np.concatenate(((end,), times)))[1:]
-            cum = cum_np.tolist()
-            stop_at = bisect_left(cum, horizon_s)
+            # as ``end += dt`` step by step); the run stops after the first step ending at/after horizon.
+            # Kept as an array (no per-step Python floats: BENCHMARKS.md, "fourth pass")
+            if parts or len(tail) > 2:
+                buf = None
+                cum = np.concatenate(((end,), times)).cumsum()[1:]
+            else:  # first piece: one buffer [t0, end, *times], cumulated in place from ``end`` on
+                buf = np.concatenate(((t, end), times))
+                c = buf[1:]
+                c.cumsum(out=c)
+                cum = buf[2:]
+            stop_at = int(cum.searchsorted(horizon_s))  # == bisect_left(cum, horizon_s)
             m = min(m, stop_at + 1)
             # growth happens only on steps whose bucket is non-empty: visit those steps in order (the
             # non-empty residues are those of the running decodes: buckets hold exactly inst.dec)
@@ -94,16 +102,20 @@ def decode_run(inst: Instance, b: Batch, t: float, horizon_s: float) -> float:
             for j in grow_at:
                 bucket = buckets[(base + j) % bs]
                 if bucket:
-                    if not inst.take_growth(len(bucket), cum[j - 1] if j else end):
+                    if not inst.take_growth(len(bucket), float(cum[j - 1]) if j else end):
                         m, stop = j, True  # HBM full: the next step preempts in the normal path
                         break
                     for seq in bucket.values():
                         seq.grow += 1
             if m:
-                ends.extend(cum[:m])
-                if parts is not None:
-                    parts.append(cum_np[:m])
-                end = cum[m - 1]
+                if buf is not None:
+                    parts.append(buf[: m + 2])
+                else:
+                    if tail:
+                        parts.append(np.array(tail))
+                    parts.append(cum[:m])
+                tail = []
+                end = float(cum[m - 1])
                 k += m
             if stop or end >= horizon_s:
                 break
@@ -117,16 +129,18 @@ def decode_run(inst: Instance, b: Batch, t: float, horizon_s: float) -> float:
                 for seq in bucket.values():
                     seq.grow += 1
             end += dt
-            ends.append(end)
-            parts = None
+            tail.append(end)
             k += 1
             if end >= horizon_s:
                 break
         if stop:
             break
+    if tail:
+        parts.append(np.array(tail))
     b.steps = k
-    b.ends = ends
-    b.ends_np = np.concatenate(parts) if parts is not None and k >= 2 else None
+    e = parts[0] if len(parts) == 1 else np.concatenate(parts)
+    b.ends_np = e
+    b.ends = e[1:]
     b.run_d = d
     return end
 
@@ -135,7 +149,7 @@ def truncate_run(inst: Instance, b: Batch, t: float) -> float | None:
     """Cut run ``b`` to the steps that started before ``t``; returns the new end, None if unchanged."""
     ends = b.ends
     k = b.steps
-    keep = 1 + bisect_left(ends, t, 0, k - 1)
+    keep = 1 + int(ends[: k - 1].searchsorted(t))  # == 1 + bisect_left(ends, t, 0, k - 1)
     if keep >= k:
         return None
     bs = inst.bs
@@ -146,8 +160,10 @@ def truncate_run(inst: Instance, b: Batch, t: float) -> float | None:
                 seq.grow -= 1
             inst.pool_free += len(bucket)
     inst.trim_pool(t)
-    inst.busy_s -= ends[k - 1] - ends[keep - 1]
+    last = float(ends[keep - 1])
+    inst.busy_s -= float(ends[k - 1]) - last
     inst.num_steps -= k - keep
     b.steps = keep
-    del ends[keep:]
-    return ends[-1]
+    b.ends = ends[:keep]
+    b.ends_np = b.ends_np[: keep + 1]
+    return last

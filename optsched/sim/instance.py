@@ -24,7 +24,6 @@ Decode bookkeeping is aggregated so that one engine step costs O(1) for the deco
 from __future__ import annotations
 
 import heapq
-from bisect import bisect_right
 from collections import deque
 from typing import Any
 
@@ -127,7 +126,7 @@ class Instance:
         run = self.run
         done = 0
         if run is not None and run.ends is not None:
-            done = bisect_right(run.ends, now_s)
+            done = int(run.ends.searchsorted(now_s, "right"))
         return self.dec_rem - len(self.dec) * (self.dstep + done) + self.incoming_tokens
 
     @property

@@ -38,8 +38,14 @@ def estimate_hit_tokens(inst: Instance, seq: Seq) -> int:
     """Reusable tokens if ``seq`` were admitted now (any tier; no pinning)."""
     if not seq.hashes:
         return 0
-    m = inst.cache.match(seq.hashes)
-    return _cap_hit(m.hbm_blocks + m.dram_blocks + m.ssd_blocks, inst.bs, seq.target_tokens)
+    cache = inst.cache
+    split = getattr(cache, "split_counts", None)  # PrefixCache: resident blocks without a PrefixMatch
+    if split is not None:
+        k = split(seq.hashes)[0]
+    else:
+        m = cache.match(seq.hashes)
+        k = m.hbm_blocks + m.dram_blocks + m.ssd_blocks
+    return _cap_hit(k, inst.bs, seq.target_tokens)
 
 
 def admit_prefix(inst: Instance, seq: Seq, now_s: float) -> float:

@@ -6,7 +6,6 @@ policy cannot mutate simulator state through it. Units: tokens, KV blocks, secon
 
 from __future__ import annotations
 
-from bisect import bisect_right
 from collections.abc import Sequence
 
 from optsched.sim.instance import Instance
@@ -82,7 +81,7 @@ class InstanceViewImpl:
         n = sum(s.blocks for s in inst.prefilling)
         done = 0
         if inst.run is not None and inst.run.ends is not None:
-            done = bisect_right(inst.run.ends, inst.clock.now_s)
+            done = int(inst.run.ends.searchsorted(inst.clock.now_s, "right"))
         n += sum(-(-(inst.context_tokens(s) + done) // bs) for s in inst.dec.values())
         n += sum(-(-s.target_tokens // bs) for s, _ in inst.incoming.values())
         return n
@@ -144,7 +143,7 @@ class ClusterViewImpl:
                 hit = v.prefix_hit_blocks(block_hashes, "hbm")
             q = inst.queued_prefill_tokens
             run = inst.run
-            done = bisect_right(run.ends, now) if run is not None and run.ends is not None else 0
+            done = int(run.ends.searchsorted(now, "right")) if run is not None and run.ends is not None else 0
             nd = len(inst.dec)
             rows.append((hit, q, nd, int(cache.hbm_used_blocks), inst.kv_capacity_blocks,
                          q + inst.dec_rem - nd * (inst.dstep + done) + inst.incoming_tokens))

@@ -41,7 +41,7 @@ class ReferencePublish(PrefixCache):
                 self._seq_hbm -= 1
                 alloc -= 1
                 if pin is not None:
-                    pin.child_tier[HBM] += 1
+                    pin.ch0 += 1  # HBM
                 added += 1
             b.ref += 1
             self._unpin(pin)
