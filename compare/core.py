@@ -77,6 +77,21 @@ class CompareConfig:
             raise ValueError(f"solver_time_limit_s must be > 0, got {self.solver_time_limit_s!r}")
         if not isinstance(self.max_calls, int) or self.max_calls < 0:
             raise ValueError(f"max_calls must be an int >= 0, got {self.max_calls!r}")
+        # checked here, not per run: a bad value failed every run (recorded in ``failed``, exit 0, an empty
+        # table) or crashed in the bound (instances 0: ZeroDivisionError), and a negative per-session cap
+        # or window was silently read as "all" / 2
+        if not isinstance(self.max_calls_per_session, int) or self.max_calls_per_session < 0:
+            raise ValueError(f"max_calls_per_session must be an int >= 0, got {self.max_calls_per_session!r}")
+        if not isinstance(self.window_calls, int) or self.window_calls < 1:
+            raise ValueError(f"window_calls must be an int >= 1, got {self.window_calls!r}")
+        for key in ("instances", "max_num_batched_tokens"):
+            v = self.cluster.get(key)
+            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+                raise ValueError(f"cluster.{key} must be an int >= 1, got {v!r}")
+        for key in ("ttft_s", "tpot_s"):
+            v = self.slo.get(key)
+            if not (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0):
+                raise ValueError(f"slo.{key} must be a finite number > 0 (s), got {v!r}")
 
 
 def headroom_closed(policy: float, best_heuristic: float, bound: float) -> float | None:

@@ -79,6 +79,8 @@ def test_cli_errors_are_one_line(tmp_path):
                       (["compare", SRC, "--loads", "-1,10"], "--loads -1,10: load -1 must be a finite number > 0"),
                       (["compare", SRC, "--loads=-1,10"], "--loads -1,10: load -1 must be a finite number > 0"),
                       (["compare", SRC, "--loads", "0.5,x"], "--loads 0.5,x: 'x' is not a number"),
+                      (["compare", SRC, "--instances", "0"], "cluster.instances must be an int >= 1, got 0"),
+                      (["compare", SRC, "--slo-ttft", "-1"], "slo.ttft_s must be a finite number > 0"),
                       (["compare", "no/such/file.jsonl"], "no such file"),
                       (["compare", "hotprompt:sessions=0", "--policies", "round_robin"],
                        "sessions must be an int >= 1")):
@@ -112,3 +114,19 @@ def test_consistent_hash_ring_is_drawn_per_replication():
     assert make_router(pol, cluster, 3).config.salt == make_router(pol, cluster, 3).config.salt
     fixed = {"router": "consistent_hash", "router_params": {"salt": "mine"}}
     assert make_router(fixed, cluster, 0).config.salt == "mine"
+
+
+@pytest.mark.parametrize("kw, msg", [
+    ({"cluster": {**CLUSTER, "instances": 0}}, "cluster.instances must be an int >= 1, got 0"),
+    ({"cluster": {**CLUSTER, "max_num_batched_tokens": 0}}, "cluster.max_num_batched_tokens must be an int >= 1, got 0"),
+    ({"slo": {"ttft_s": -1.0, "tpot_s": 0.1}}, "slo.ttft_s must be a finite number > 0 (s), got -1.0"),
+    ({"slo": {"ttft_s": 10.0, "tpot_s": 0.0}}, "slo.tpot_s must be a finite number > 0 (s), got 0.0"),
+    ({"max_calls_per_session": -1}, "max_calls_per_session must be an int >= 0, got -1"),
+    ({"window_calls": 0}, "window_calls must be an int >= 1, got 0"),
+])
+def test_config_rejects_values_that_fail_every_run(kw, msg):
+    # before: --max-num-batched-tokens 0 / --slo-* <= 0 ran (every run failed or no call met the SLO) and
+    # exited 0 with an empty table, --instances 0 crashed with ZeroDivisionError, negatives read as "all"
+    with pytest.raises(ValueError) as e:
+        CompareConfig(source=SRC, policies=("round_robin",), seeds=2, loads=(1.0,), **kw)
+    assert str(e.value) == msg
