@@ -30,7 +30,8 @@ def _missing_reason(g: dict) -> str:
 
 
 def markdown_table(res: dict[str, Any]) -> str:
-    """One row per policy: goodput at target ± CI, vs best heuristic ± CI (verdict), headroom closed."""
+    """One row per policy: goodput at target ± CI, vs best heuristic ± CI (verdict), headroom closed; then the
+    best heuristic, the bound and one "Failed:" line per policy whose runs raised (``res["failed"]``)."""
     cfg = res["config"]
     lines = [(f"Workload `{res['workload']}`, {len(res['seeds'])} seeds, loads {cfg['loads']} ({res['load_knob']}); "
              f"goodput (calls/s within TTFT <= {cfg['slo']['ttft_s']:g} s, TPOT <= {cfg['slo']['tpot_s']:g} s) at P90 "
@@ -51,6 +52,9 @@ def markdown_table(res: dict[str, Any]) -> str:
     b = res["bound"]
     lines += ["", f"Best heuristic: {res['best_heuristic']}. Routing upper bound: "
               + (f"{_ci(b)} calls/s ({'; '.join(b['method'])})." if b else "none.")]
+    # a policy whose run raised has no row: name it and its first error, or the table reads as complete
+    for name, why in sorted((res.get("failed") or {}).items()):
+        lines.append(f"Failed: {name} (no row; {why}).")
     return "\n".join(lines) + "\n"
 
 

@@ -37,3 +37,12 @@ def test_loose_bound_does_not_set_the_y_scale(tmp_path):
     assert (lo, hi) == (0.0, 1.1 * (0.2 + 0.01))  # the top of the highest CI, +10%
     res["bound"] = {"mean": 0.3, "ci95": [0.3, 0.3], "method": ["capacity"]}  # a tight bound is drawn
     assert plot_fronts(res, tmp_path / "g.png")[1] > 0.3
+
+
+def test_failed_policy_is_named_under_the_table():
+    # before: a policy whose runs raised had no row and compare.md did not mention it (an empty table, exit 0)
+    res = _res([])
+    res["failed"] = {"round_robin": "seed 0 load 1: ValueError: bad"}
+    assert markdown_table(res).splitlines()[-1] == "Failed: round_robin (no row; seed 0 load 1: ValueError: bad)."
+    del res["failed"]
+    assert not any(ln.startswith("Failed") for ln in markdown_table(res).splitlines())
