@@ -48,10 +48,10 @@ def _run(args: argparse.Namespace) -> int:
         raise ValueError(f"--retime-rounds must be >= 0, got {args.retime_rounds}")
     check_device(args.device)
     from optsched.executor.scale import scale_workload
-    from optsched.executor.validate import default_variants, policy_variant, router_variants, validate
+    from optsched.executor.validate import default_variants, policy_variants, router_variants, validate
     from optsched.workload.spec import workload_from_spec
 
-    variants = [policy_variant(p) for p in args.policy]  # bad files fail before any work
+    variants = policy_variants(args.policy)  # bad files fail before any work; labels made unique
     if len(variants) == 1:
         raise ValueError("--policy: give two or more policies to rank, or none for the defaults")
     if not variants:

@@ -14,6 +14,7 @@ import dataclasses
 import logging
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -28,7 +29,8 @@ from optsched.sim.config import SchedulerConfig
 from optsched.sim.step_backend import CostModelBackend, StepRecord
 
 __all__ = ["CALIBRATIONS", "METRICS", "FittedBackend", "ShapeRecorder", "Variant", "calibration_shapes", "default_variants",
-           "merge_policies", "policy_variant", "router_variants", "scheduler_for", "split_steps", "validate"]
+           "merge_policies", "policy_variant", "policy_variants", "router_variants", "scheduler_for", "split_steps",
+           "validate"]
 
 log = logging.getLogger(__name__)
 METRICS = ("ttft_p50_s", "ttft_p90_s", "tpot_p50_s", "p90_interactivity_tok_s", "tpgs")
@@ -76,6 +78,24 @@ def policy_variant(path: str) -> Variant:
     except TypeError as exc:
         raise ValueError(f"{path}: parameters do not fit policy {plan.type!r} ({exc})") from None
     return Variant(f"{plan.kind}:{plan.type}", **{slot: pol})
+
+
+def policy_variants(paths: list[str]) -> list[Variant]:
+    """`policy_variant` of each file, labels made unique: two files of the same kind and type (e.g. two
+    admission thresholds) get ``@<file name>`` (``@<path>`` where the names also repeat) appended, since the
+    report is keyed by label and the second run would overwrite the first. Raises ValueError for a file
+    given twice (naming it) and as `policy_variant`."""
+    seen = sorted({p for p in paths if paths.count(p) > 1})
+    if seen:
+        raise ValueError(f"--policy {seen[0]}: given twice")
+    out = [policy_variant(p) for p in paths]
+    labels = [v.label for v in out]
+    names = [Path(p).name for p in paths]
+    for i, (v, p) in enumerate(zip(out, paths)):
+        if labels.count(v.label) > 1:
+            tag = names[i] if sum(1 for j, n in enumerate(names) if n == names[i] and labels[j] == v.label) == 1 else p
+            out[i] = dataclasses.replace(v, label=f"{v.label}@{tag}")
+    return out
 
 
 def merge_policies(variants: list[Variant]) -> Variant:
@@ -155,7 +175,8 @@ def validate(workload, variants: list[Variant], *, cfg: ExecModelConfig, device:
              retime_rounds: int = 16) -> dict:
     """Run every variant on simulator and executor (``workload`` already scaled). Returns the dict of the
     module docstring. ``scale``: the factor ``workload`` was scaled down by (thresholds are divided by it).
-    Raises ValueError when a call does not fit ``hbm_blocks`` or for an unknown ``calibration``.
+    Raises ValueError when a call does not fit ``hbm_blocks``, for an unknown ``calibration`` or a repeated
+    variant label.
 
     Calibration, ``calibration="interleave"`` (default): every variant runs once on the executor (instances
     priced by the uncalibrated cost model over the measured ceilings); its steps are split in execution
@@ -178,6 +199,10 @@ def validate(workload, variants: list[Variant], *, cfg: ExecModelConfig, device:
     update exec15). The fit and the scored steps use these times; the run's clock (TTFT, TPOT) keeps the
     in-run minima (``steps.clock_s``)."""
     t0 = time.perf_counter()
+    labels = [v.label for v in variants]
+    dup = sorted({x for x in labels if labels.count(x) > 1})
+    if dup:  # the report is keyed by label: a repeated one silently kept only the last variant's results
+        raise ValueError(f"variant labels must be unique, got {dup[0]!r} twice")
     check_fits_memory(workload, hbm_blocks)
     if calibration not in CALIBRATIONS:
         raise ValueError(f"calibration must be one of {CALIBRATIONS}, got {calibration!r}")

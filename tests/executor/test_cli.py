@@ -130,3 +130,29 @@ def test_cli_parser_loads_no_torch():
 def test_validate_rejects_non_positive_counts(capsys, flag, value):
     err = _err(capsys, ["validate", "--workload", W, flag, value])
     assert f"{flag} must be >= 1, got {value}" in err
+
+
+def test_validate_policies_of_one_type_keep_their_own_labels(tmp_path):
+    # before: two admission thresholds were both labelled "admission:vllm_threshold" and the report (keyed by
+    # label) kept only the second run's numbers under one name
+    from optsched.executor.validate import policy_variants
+
+    a = dump_policy(Plan("admission", "vllm_threshold", {"long_prefill_token_threshold": 64}), tmp_path / "a64.json")
+    b = dump_policy(Plan("admission", "vllm_threshold", {"long_prefill_token_threshold": 512}), tmp_path / "b512.json")
+    (tmp_path / "d").mkdir()
+    c = dump_policy(Plan("admission", "vllm_threshold", {"long_prefill_token_threshold": 8}), tmp_path / "d" / "a64.json")
+    r = dump_policy(Plan("routing", "round_robin", {}), tmp_path / "rr.json")
+    assert [v.label for v in policy_variants([str(a), str(b), str(r)])] == [
+        "admission:vllm_threshold@a64.json", "admission:vllm_threshold@b512.json", "routing:round_robin"]
+    assert [v.label for v in policy_variants([str(a), str(c)])] == [
+        f"admission:vllm_threshold@{a}", f"admission:vllm_threshold@{c}"]
+    with pytest.raises(ValueError, match=r"--policy .*a64.json: given twice"):
+        policy_variants([str(a), str(a)])
+
+
+def test_validate_refuses_repeated_labels_before_any_work():
+    from optsched.executor.config import ExecModelConfig
+    from optsched.executor.validate import Variant, validate
+
+    with pytest.raises(ValueError, match="variant labels must be unique, got 'x' twice"):
+        validate(None, [Variant("x"), Variant("x", threshold=512)], cfg=ExecModelConfig(), device="cpu")
