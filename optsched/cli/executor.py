@@ -25,7 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 
-__all__ = ["register"]
+__all__ = ["check_flags", "register"]
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -62,6 +62,21 @@ def register(subparsers) -> None:
     c.set_defaults(func=_calibrate)
 
 
+def check_flags(args: argparse.Namespace) -> None:
+    """One error line naming the flag for a bad ``--scale`` / ``--time-scale`` / ``--threads`` /
+    ``--instances`` / ``--budget`` (those the verb has); before, the library's message named an internal
+    field (``scale factor``, ``time_scale``, ``InstanceConfig.count``, ``SchedulerConfig.max_num_batched_tokens``)."""
+    import math
+
+    for flag in ("scale", "threads", "instances", "budget"):
+        v = getattr(args, flag, None)
+        if v is not None and v < 1:
+            raise ValueError(f"--{flag} must be >= 1, got {v}")
+    ts = getattr(args, "time_scale", None)
+    if ts is not None and not (math.isfinite(ts) and ts > 0):
+        raise ValueError(f"--time-scale must be a finite number > 0, got {ts}")
+
+
 def _model_cfg(args, block_size: int):
     from optsched.executor.config import ExecModelConfig
 
@@ -77,6 +92,7 @@ def _run(args: argparse.Namespace) -> int:
     from optsched.executor.validate import merge_policies, policy_variant
     from optsched.workload.spec import workload_from_spec
 
+    check_flags(args)
     check_device(args.device)
     check_out_dir(args.out)
     variant = merge_policies([policy_variant(p) for p in args.policy])  # bad files fail before any work
@@ -108,6 +124,7 @@ def _calibrate(args: argparse.Namespace) -> int:
     from optsched.executor.config import check_device
     from optsched.executor.costspec import calibration_dir, check_out_dir
 
+    check_flags(args)
     check_device(args.device)
     if args.name and args.out:
         raise ValueError("--name and --out: give one of them")

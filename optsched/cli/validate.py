@@ -46,6 +46,11 @@ def _run(args: argparse.Namespace) -> int:
             raise ValueError(f"{flag} must be >= 1, got {v}")
     if args.retime_rounds < 0:
         raise ValueError(f"--retime-rounds must be >= 0, got {args.retime_rounds}")
+    from optsched.cli.executor import check_flags
+
+    check_flags(args)  # --scale, --time-scale, --threads named in the error
+    if args.routers and args.policy:  # --routers was silently dropped when policy files were given
+        raise ValueError("--routers and --policy: give one (--routers ranks round_robin vs cache_aware)")
     check_device(args.device)
     from optsched.executor.scale import scale_workload
     from optsched.executor.validate import default_variants, policy_variants, router_variants, validate

@@ -156,3 +156,21 @@ def test_validate_refuses_repeated_labels_before_any_work():
 
     with pytest.raises(ValueError, match="variant labels must be unique, got 'x' twice"):
         validate(None, [Variant("x"), Variant("x", threshold=512)], cfg=ExecModelConfig(), device="cpu")
+
+
+@pytest.mark.parametrize("argv, msg", [
+    (["validate", "--workload", W, "--scale", "0"], "--scale must be >= 1, got 0"),
+    (["validate", "--workload", W, "--threads", "0"], "--threads must be >= 1, got 0"),
+    (["validate", "--workload", W, "--time-scale", "-1"], "--time-scale must be a finite number > 0, got -1.0"),
+    (["validate", "--workload", W, "--routers", "--policy", "x.json"], "--routers and --policy: give one"),
+    (["executor", "run", "--workload", W, "--budget", "0"], "--budget must be >= 1, got 0"),
+    (["executor", "run", "--workload", W, "--instances", "0"], "--instances must be >= 1, got 0"),
+    (["executor", "run", "--workload", W, "--time-scale", "nan"], "--time-scale must be a finite number > 0, got nan"),
+    (["executor", "calibrate", "--threads", "0"], "--threads must be >= 1, got 0"),
+])
+def test_bad_counts_name_the_flag(tmp_path, capsys, argv, msg):
+    # before: "scale factor must be ...", "time_scale must be ...", "SchedulerConfig.max_num_batched_tokens
+    # must be ...", "InstanceConfig.count must be ...": the field, not the flag to change (--routers: ignored)
+    extra = ["--out", str(tmp_path / "o")] if argv[0] == "executor" else []
+    assert msg in _err(capsys, argv + extra)
+    assert not list(tmp_path.iterdir())
