@@ -32,6 +32,7 @@ Solver progress: INFO log lines; the HiGHS log itself with ``--solver-log``.
 from __future__ import annotations
 
 import logging
+import math
 
 __all__ = ["register"]
 
@@ -118,9 +119,18 @@ def _run(args) -> int:
 
     # checked before any solve: a negative seed failed only when the policy was written (after the MILP),
     # and a negative --sessions silently dropped the last sessions (wl.sessions[:-1])
-    for flag, value, lo in (("--seed", args.seed, 0), ("--sessions", args.sessions, 0), ("--calls", args.calls, 1)):
+    for flag, value, lo in (("--seed", args.seed, 0), ("--sessions", args.sessions, 0), ("--calls", args.calls, 1),
+                            ("--tp", args.tp, 1), ("--instances", args.instances, 1), ("--window", args.window, 1),
+                            ("--warmup", args.warmup, 0), ("--gpu-budget", args.gpu_budget, 1)):
         if value < lo:
             raise ValueError(f"{flag} must be an int >= {lo}, got {value}")
+    # named here: the libraries' messages named fields (slot_s, n_instances, PDSLO ttft_p90_s, time_limit_s)
+    for flag, value in (("--slot", args.slot), ("--ttft", args.ttft), ("--tpot", args.tpot),
+                        ("--time-limit", args.time_limit)):
+        if not (math.isfinite(value) and value > 0):
+            raise ValueError(f"{flag} must be a finite number > 0 (s), got {value}")
+    if args.mip_gap is not None and not 0 <= args.mip_gap < 1:
+        raise ValueError(f"--mip-gap must be in [0, 1), got {args.mip_gap}")
     forms = FORMULATIONS.get(args.problem, ())
     if args.formulation is None:
         args.formulation = forms[0] if forms else None

@@ -22,9 +22,17 @@ def _repo_root(monkeypatch, request):
     (["pd", "--workload", MOONCAKE, "--tpot", "0.001"], "meets TPOT 0.001 s"),
     (["routing", "--workload", "no/such/trace.jsonl"], "no/such/trace.jsonl"),
     (["pd", "--workload", "agentx:0"], "agentx:N with N a positive integer"),
-    (["routing", "--workload", MOONCAKE, "--window", "0"], "window >= 1"),
-    (["pd", "--workload", MOONCAKE, "--gpu-budget", "-3"], "gpu_budget must be an int >= 1"),
-    (["pd", "--workload", MOONCAKE, "--gpu-budget", "0"], "gpu_budget must be an int >= 1"),
+    (["routing", "--workload", MOONCAKE, "--window", "0"], "--window must be an int >= 1, got 0"),
+    (["pd", "--workload", MOONCAKE, "--gpu-budget", "-3"], "--gpu-budget must be an int >= 1, got -3"),
+    (["pd", "--workload", MOONCAKE, "--gpu-budget", "0"], "--gpu-budget must be an int >= 1, got 0"),
+    # the flag, not the library's field (slot_s, n_instances, PDSLO ttft_p90_s, time_limit_s, mip_gap)
+    (["residency", "--workload", "agentx:2", "--slot", "0"], "--slot must be a finite number > 0 (s), got 0.0"),
+    (["residency", "--workload", "agentx:2", "--instances", "0"], "--instances must be an int >= 1, got 0"),
+    (["routing", "--workload", MOONCAKE, "--warmup", "-1"], "--warmup must be an int >= 0, got -1"),
+    (["pd", "--workload", MOONCAKE, "--ttft", "0"], "--ttft must be a finite number > 0 (s), got 0.0"),
+    (["pd", "--workload", MOONCAKE, "--tpot", "nan"], "--tpot must be a finite number > 0 (s), got nan"),
+    (["residency", "--workload", "agentx:2", "--tp", "0"], "--tp must be an int >= 1, got 0"),
+    (["residency", "--workload", "agentx:2", "--mip-gap", "1"], "--mip-gap must be in [0, 1), got 1.0"),
     # checked before solving: a negative seed failed after the MILP naming provenance.seed, a negative
     # --sessions silently dropped the last sessions, --calls 0 named the pipeline's n_calls
     (["admission", "--workload", "jaillet:3", "--seed", "-1"], "--seed must be an int >= 0, got -1"),
