@@ -255,7 +255,8 @@ def validate(workload, variants: list[Variant], *, cfg: ExecModelConfig, device:
     cm = CostModel(gpu, cfg.model_spec(device), 1, cal)
     out: dict = {"device": device, "variants": [v.label for v in variants], "metric_error": {},
                  "sim": {}, "executor": {}, "calibration_fit": fit, "calibration_shapes": n_cal,
-                 "run_shapes": n_run, "calibration": calibration, "threads": threads, "ceilings": ceil}
+                 "run_shapes": n_run, "calibration": calibration, "threads": threads, "retime_rounds": retime_rounds,
+                 "ceilings": ceil}
     apes, kinds, rels = [], [], []
     execs = nsteps = 0
     for v in variants:

@@ -43,8 +43,11 @@ VALIDATE_KEYS: tuple[tuple[str, str], ...] = (
     ("calibration_shapes", "steps (or distinct shapes, for shapes) the fit used"),
     ("run_shapes", "all the executor runs' steps (or the distinct shapes of the simulator pass, for shapes)"),
     ("threads", "torch CPU threads"),
+    ("retime_rounds", ("executions of every executor step after each run, in rounds, whose minimum (with the in-run "
+                       "ones) is the step's measured time (--retime-rounds; 0 = in-run minima only)")),
     ("ceilings", "measured device ceilings (compute, memory and host bandwidth) the GPU spec was built from"),
-    ("executions_per_step", "mean executions of each executor step (TorchStepBackend repeats)"),
+    ("executions_per_step", ("mean executions of each executor step: its in-run repeats (TorchStepBackend) plus "
+                             "retime_rounds")),
     ("wall_s", "wall time of the whole check, s"),
 )
 

@@ -36,6 +36,7 @@ def test_admission_pair_ranks_the_same():
     out = validate(w, default_variants(), cfg=ExecModelConfig(num_layers=1, block_size=w.block_size), device="cpu",
                    step_repeats=1, scale=SCALE, retime_rounds=1)
     assert out["executions_per_step"] == 2.0  # one in-run execution and one retiming round per step
+    assert out["retime_rounds"] == 1  # how the step times were measured is in the report
     assert out["rankings"]["sim"] == ["threshold=none", "threshold=512"]  # a real difference in the simulator
     assert out["ranking_agrees"], out["rankings"]
     sim = out["sim"]
