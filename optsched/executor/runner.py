@@ -9,6 +9,7 @@ per-step log (``STEP_LOG_COLUMNS``; the simulator side logs its predicted steps)
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
 import logging
@@ -18,6 +19,7 @@ from typing import Any
 
 import pandas as pd
 
+from optsched.executor.clock_replay import ReplayDiverged, RetimedClock
 from optsched.executor.config import ExecModelConfig
 from optsched.sim.config import ClusterConfig, InstanceConfig, SchedulerConfig
 from optsched.sim.engine import Simulator
@@ -83,7 +85,11 @@ def run(workload: Workload, cluster: ClusterConfig, cost_model: Any, *, router: 
     ``repeats`` / ``max_repeats``: executions per step, min time kept; ``retime_rounds``: that many more
     executions of every step in rounds after the run, ``TorchStepBackend``). On the executor the step log's
     ``time_s`` is the step's measured time (with ``retime_rounds``, the minimum over in-run and round
-    executions) and ``clock_s`` the time the run's clock advanced by (the in-run minimum).
+    executions) and ``clock_s`` the time the run's clock advanced by (the in-run minimum). With
+    ``retime_rounds`` the per-call results are those of the executor's run replayed on the retimed step times
+    (``optsched.executor.clock_replay``; copies of the policies taken before the run), ``extra["clock"] =
+    "retimed"``; when the replay plans a step the executor did not run, the in-run results are kept and
+    ``extra["clock"]`` says where it diverged.
     Raises ValueError for a call that does not fit ``hbm_blocks``."""
     from optsched.executor.engine import (
         STEP_LOG_COLUMNS,
@@ -106,14 +112,31 @@ def run(workload: Workload, cluster: ClusterConfig, cost_model: Any, *, router: 
                                    max_repeats=max_repeats, retime_rounds=retime_rounds)
     elif backend is None:
         backend = CostModelBackend()
-    sim = Simulator(workload, cluster, router=router, admission=admission, residency=residency,
-                    cost_models=cms, step_backend=backend)
-    set_capacities(sim, hbm_blocks, dram_blocks)
-    sim.run()
+    fresh = copy.deepcopy((router, admission, residency)) if executor and retime_rounds else None
+
+    def simulate(pols, be) -> Simulator:
+        sim = Simulator(workload, cluster, router=pols[0], admission=pols[1], residency=pols[2], cost_models=cms,
+                        step_backend=be)
+        set_capacities(sim, hbm_blocks, dram_blocks)
+        sim.run()
+        return sim
+
+    sim = simulate((router, admission, residency), backend)
     extra: dict = {"executor": bool(executor), "hbm_blocks": hbm_blocks, "dram_blocks": dram_blocks}
     if executor:
         backend.finish(sim.instances)
         backend.retime()
+        extra["clock"] = "in-run"
+        if fresh is not None:  # the executor's timeline on the retimed step times (optsched.executor.clock_replay)
+            clock = RetimedClock(backend.records, backend.retimed_s)
+            try:
+                replay = simulate(fresh, clock)
+                clock.check_complete()
+            except ReplayDiverged as exc:
+                extra["clock"] = f"in-run (the retimed replay diverged: {exc})"
+                log.info("executor clock: in-run step times (retimed replay diverged: %s)", exc)
+            else:
+                sim, extra["clock"] = replay, "retimed"
         hosts = [ps.host for ps in backend.paged.values() if ps.host is not None]
         extra["step_executions"] = backend.executions
         extra["reloaded_pages"] = sum(ps.reloaded_pages for ps in backend.paged.values())

@@ -254,7 +254,7 @@ def validate(workload, variants: list[Variant], *, cfg: ExecModelConfig, device:
     cal, fit = fit_executor(gpu, cfg, device, steps, name=f"{gpu.name} {cfg.name(device)}")
     cm = CostModel(gpu, cfg.model_spec(device), 1, cal)
     out: dict = {"device": device, "variants": [v.label for v in variants], "metric_error": {},
-                 "sim": {}, "executor": {}, "calibration_fit": fit, "calibration_shapes": n_cal,
+                 "sim": {}, "executor": {}, "executor_clock": {}, "calibration_fit": fit, "calibration_shapes": n_cal,
                  "run_shapes": n_run, "calibration": calibration, "threads": threads, "retime_rounds": retime_rounds,
                  "ceilings": ceil}
     apes, kinds, rels = [], [], []
@@ -277,6 +277,7 @@ def validate(workload, variants: list[Variant], *, cfg: ExecModelConfig, device:
         s, e = sim.result.summary, exe.result.summary
         out["sim"][v.label] = {k: s.get(k) for k in (*METRICS, RANK_METRIC)}
         out["executor"][v.label] = {k: e.get(k) for k in (*METRICS, RANK_METRIC)}
+        out["executor_clock"][v.label] = exe.extra["clock"]
         out["metric_error"][v.label] = {k: (s[k] - e[k]) / e[k] if e.get(k) else None for k in METRICS}
     ape = np.concatenate(apes)
     out["step_time_ape"] = {"median": float(np.median(ape)), "p90": float(np.quantile(ape, 0.9)), "n": int(ape.size)}

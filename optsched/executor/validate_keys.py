@@ -33,7 +33,10 @@ VALIDATE_KEYS: tuple[tuple[str, str], ...] = (
     ("metric_error.<variant>.<metric>", ("(simulated - measured) / measured of ttft_p50_s, ttft_p90_s, tpot_p50_s, "
                                          "p90_interactivity_tok_s, tpgs (null when the measured value is 0)")),
     ("sim.<variant>.<metric>", "the simulator's value (calibrated cost model), the metrics above and ttft_mean_s"),
-    ("executor.<variant>.<metric>", "the executor's measured value of the same"),
+    ("executor.<variant>.<metric>", ("the executor's measured value of the same (on the retimed step times when "
+                                     "executor_clock says retimed)")),
+    ("executor_clock.<variant>", ("'retimed': the executor's run replayed on its retimed step times (same steps "
+                                  "planned); else 'in-run ...' (no retiming, or the replay diverged: where)")),
     ("rankings.sim", "variant labels by rank_metric in the simulator, best (lowest) first"),
     ("rankings.executor", "the same order measured on the executor"),
     ("rank_metric", "the metric the rankings use (ttft_mean_s, lower is better)"),

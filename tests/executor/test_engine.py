@@ -112,6 +112,8 @@ def test_retime_rounds_keep_each_steps_minimum(setup, monkeypatch):
     # round 1 gives step i 1 ms when i is even; round 2 starts at call n, so step i gets 1 ms when n + i is even
     expect = [1e-3 if (i % 2 == 0 or (n + i) % 2 == 0) else 2e-3 for i in range(n)]
     assert exe.steps["time_s"].tolist() == expect
+    # the per-call results are the run replayed on those times (the schedule does not depend on them here)
+    assert exe.extra["clock"] == "retimed"
 
 
 def test_retime_needs_measured_times(setup):
