@@ -111,7 +111,7 @@ class LoadPricedResidency:
         home = view.session_home(call.session_id)
         i = 0 if home is None else int(home)
         iv = view.instances[i]
-        n = int(kv_blocks) * self.block_size
+        n = int(kv_blocks) * int(view.block_size)  # the cluster's blocks (the solve's block_size may differ)
         now = float(view.now_s)
         d = float(self.expected_pause_s.get(call.tool, self.expected_pause_s["*"]))
         paused = self._paused.setdefault(i, {})

@@ -168,7 +168,7 @@ class OptimizedTTLResidency:
 
     def on_pause(self, call: Call, kv_blocks: int, view: ClusterView) -> ResidencyDecision:
         """``keep`` for tau then the cheapest buy, or the buy at once when tau = 0."""
-        tau, then = self.decide(call.tool, kv_blocks * self.block_size)
+        tau, then = self.decide(call.tool, kv_blocks * int(view.block_size))  # the cluster's blocks
         if tau <= 0.0:
             return ResidencyDecision(then)
         return ResidencyDecision("keep", ttl_s=tau, then=then)

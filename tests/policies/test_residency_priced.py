@@ -77,3 +77,13 @@ def test_optimized_ttl_takes_a_per_class_hbm_price():
     assert flat.decide("b", 100) == (50.0, "offload_dram")
     assert priced.decide("a", 100) == (50.0, "offload_dram")
     assert priced.decide("b", 100) == (0.0, "offload_dram")
+
+
+def test_paused_tokens_use_the_clusters_block_size():
+    """``kv_blocks`` are the cluster's blocks: a rule solved at another block size (here 64 tokens) prices the
+    same tokens as one solved at the cluster's (1 token), e.g. a plan solved at full scale run on the scaled
+    executor; with its own block size it counted the paused session 64x too large (and offloaded here)."""
+    solved_elsewhere = LoadPricedResidency(TABLE, {"*": 2.0, "slow": 50.0}, (0.0, 0.01), (100.0, 0.0, 0.0), 64)
+    view = _View(0.0, (_Inst(100, active_kv_blocks=30),))
+    assert solved_elsewhere.on_pause(Call("a", "sa", 9, 1, tool="x"), 10, view).action == "keep"
+    assert _rule().on_pause(Call("a", "sa", 9, 1, tool="x"), 10, view).action == "keep"
