@@ -168,7 +168,8 @@ class OptimizedTTLResidency:
 
     def on_pause(self, call: Call, kv_blocks: int, view: ClusterView) -> ResidencyDecision:
         """``keep`` for tau then the cheapest buy, or the buy at once when tau = 0."""
-        tau, then = self.decide(call.tool, kv_blocks * int(view.block_size))  # the cluster's blocks
+        bs = self.block_size if view is None else int(view.block_size)  # the cluster's blocks when it is known
+        tau, then = self.decide(call.tool, kv_blocks * bs)
         if tau <= 0.0:
             return ResidencyDecision(then)
         return ResidencyDecision("keep", ttl_s=tau, then=then)
