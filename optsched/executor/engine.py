@@ -13,9 +13,10 @@ instances, recompute preemption, no lockstep groups (``executor_simulator`` chec
 
 Physical KV follows the bookkeeping index: a call's reused prefix pages are found by the same chained
 block hashes; a running prefill's complete prompt pages are published after every chunk, as the index
-publishes them (``Simulator._complete_chunks``), so a concurrent call sharing the prefix reuses them; at every step start, cached pages that the index no longer counts as HBM-resident are
-copied to the host tier (index tier DRAM/SSD) or freed (dropped), and a hit on a block the index
-promoted back is reloaded from the host. A divergence (a hit the pages cannot serve) raises RuntimeError.
+publishes them (``Simulator._complete_chunks``), so a concurrent call sharing the prefix reuses them; at
+every step start, cached pages that the index no longer counts as HBM-resident are copied to the host tier
+(index tier DRAM/SSD) or freed (dropped), and a hit on a block the index promoted back is reloaded from
+the host. A divergence (a hit the pages cannot serve) raises RuntimeError.
 
 Token content: position p of a call holds a token derived from the call's block hash of block p // S
 (or from the call id beyond its hashed blocks), so equal hashes mean equal tokens and equal KV; decodes
@@ -91,9 +92,9 @@ class TorchStepBackend:
     to back; ``retimed_s`` is then each step's minimum over its in-run and its R round executions. On the
     shared 2-vCPU VM the speed of identical work drifts in phases of tens of seconds (back-to-back minima
     of the same step differ by 10-20% between passes; BENCHMARKS.md "Executor"), so back-to-back
-    repetitions all see one phase while round executions see several. The clock of the run (TTFT, TPOT)
-    keeps the in-run times; the refined times are the per-step measurement (``steps.time_s`` of
-    ``optsched.executor.runner.run``, in-run time in ``clock_s``).
+    repetitions all see one phase while round executions see several. The run's clock advanced by the
+    in-run times (``steps.clock_s`` of ``optsched.executor.runner.run``); the refined times are the per-step
+    measurement (``steps.time_s``), and the runner replays the run on them for the per-call results.
     """
 
     def __init__(self, model, *, block_size: int, hbm_blocks: int, dram_blocks: int, max_num_seqs: int,
@@ -197,8 +198,8 @@ class TorchStepBackend:
         dt = min(times)
         self.executions += len(times)
         for seq, n, c in b.chunks:  # in-flight prefix sharing, as the index publishes after every chunk
-            table = ps.tables[seq.idx]
-            for i in range(min(c + n, seq.call.input_tokens) // bs):
+            table = ps.tables[seq.idx]  # blocks below c // bs: shared prefix pages or published by an earlier chunk
+            for i in range(c // bs, min(c + n, seq.call.input_tokens) // bs):
                 ps.pool.register(seq.hashes[i], table[i])  # False (no change) if mapped or already hashed
         if self.retime_rounds:
             self._replay.append((inst.iid, items, {key: list(ps.tables[key]) for key in base}, base))
