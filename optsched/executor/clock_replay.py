@@ -13,6 +13,7 @@ raised at the first difference (the caller keeps the in-run clock).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 from optsched.sim.step_backend import StepRecord
@@ -24,8 +25,10 @@ class ReplayDiverged(RuntimeError):
     """The re-run planned a step the executor did not run (a time-dependent decision changed)."""
 
 
-def _shape(inst_id: int, prefill_tokens, attn_pairs, prefill_kv, n_dec, dec_kv) -> tuple:
-    return (int(inst_id), int(prefill_tokens), float(attn_pairs), int(prefill_kv), int(n_dec), int(dec_kv))
+def _shape(r: StepRecord) -> tuple:
+    """The record's instance and batch aggregates (every field but the start and the duration)."""
+    return (r.instance, r.prefill_tokens, r.prefill_attn_pairs, r.prefill_kv_tokens, r.decode_seqs,
+            r.decode_kv_tokens)
 
 
 class RetimedClock:
@@ -38,16 +41,14 @@ class RetimedClock:
             raise ValueError(f"{len(records)} step records but {len(times)} times")
         self.by_inst: dict[int, list[tuple[tuple, float]]] = {}
         for r, t in zip(records, times, strict=True):
-            shape = _shape(r.instance, r.prefill_tokens, r.prefill_attn_pairs, r.prefill_kv_tokens,
-                           r.decode_seqs, r.decode_kv_tokens)
-            self.by_inst.setdefault(r.instance, []).append((shape, float(t)))
+            self.by_inst.setdefault(r.instance, []).append((_shape(r), float(t)))
         self.pos: dict[int, int] = dict.fromkeys(self.by_inst, 0)
         self.records: list[StepRecord] = []
 
     def step_time_s(self, inst, batch, t_s: float) -> float:
         """The executor's retimed time of this instance's next step; ReplayDiverged if ``batch`` is not it."""
-        b = batch
-        got = _shape(inst.iid, b.prefill_tokens, b.attn_pairs, b.prefill_kv, b.n_dec, b.dec_kv)
+        rec = StepRecord.of(inst, batch, t_s, 0.0)
+        got = _shape(rec)
         steps = self.by_inst.get(inst.iid, [])
         k = self.pos.get(inst.iid, 0)
         if k >= len(steps):
@@ -57,7 +58,7 @@ class RetimedClock:
             raise ReplayDiverged(f"instance {inst.iid} step {k} at t={t_s:.6f} s: planned {got[1:]}, "
                                  f"the executor ran {want[1:]}")
         self.pos[inst.iid] = k + 1
-        self.records.append(StepRecord.of(inst, b, t_s, dt))
+        self.records.append(dataclasses.replace(rec, time_s=dt))
         return dt
 
     def check_complete(self) -> None:
