@@ -25,9 +25,8 @@ order: the rule is then `LoadPricedResidency` run for run. Units: seconds, token
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from optsched.policies.residency_priced import LoadPricedResidency
 from optsched.workload.types import Call
@@ -69,14 +68,6 @@ class ImitationEvictionResidency(LoadPricedResidency):
         if len(w) != len(IMITATION_FEATURES) or not all(math.isfinite(x) for x in w):
             raise ValueError(f"eviction_weights must be {len(IMITATION_FEATURES)} finite numbers, got {w!r}")
         self.eviction_weights = w
-
-    @classmethod
-    def from_parameters(cls, params: Mapping[str, Any]) -> ImitationEvictionResidency:
-        """Build from a Plan's JSON parameters (lists become tuples)."""
-        p = dict(params)
-        p["price_table"] = tuple(tuple(r) for r in p["price_table"])
-        p["eviction_weights"] = tuple(p.get("eviction_weights", (0.0,) * len(IMITATION_FEATURES)))
-        return cls(**p)
 
     def eviction_order(self) -> str | None:
         """"priced" (the cache orders by `eviction_key`), or None when every weight is 0 (keep LRU)."""

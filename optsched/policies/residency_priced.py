@@ -26,7 +26,7 @@ import itertools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Self
 
 from optsched.policies.base import ClusterView, ResidencyDecision
 from optsched.workload.types import Call
@@ -86,7 +86,7 @@ class LoadPricedResidency:
             raise ValueError(f"block_size must be an int >= 1, got {self.block_size!r}")
 
     @classmethod
-    def from_parameters(cls, params: Mapping[str, Any]) -> LoadPricedResidency:
+    def from_parameters(cls, params: Mapping[str, Any]) -> Self:
         """Build from a Plan's JSON parameters (lists become tuples)."""
         p = dict(params)
         p["price_table"] = tuple(tuple(r) for r in p["price_table"])

@@ -26,9 +26,8 @@ per pause (`optsched.models.residency_priced_slots`). Units: seconds, tokens.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from optsched.policies.residency_priced import LoadPricedResidency
 from optsched.workload.types import Call
@@ -57,13 +56,6 @@ class PricedEvictionResidency(LoadPricedResidency):
         if not (math.isfinite(p) and p >= 0):
             raise ValueError(f"eviction_price_s_per_token_s must be finite and >= 0, got {p!r}")
         self.eviction_price_s_per_token_s = p
-
-    @classmethod
-    def from_parameters(cls, params: Mapping[str, Any]) -> PricedEvictionResidency:
-        """Build from a Plan's JSON parameters (lists become tuples)."""
-        p = dict(params)
-        p["price_table"] = tuple(tuple(r) for r in p["price_table"])
-        return cls(**p)
 
     def eviction_order(self) -> str | None:
         """The eviction order the cache must use ("priced"), or None (pi_full = 0: keep the cache's)."""
