@@ -41,6 +41,8 @@ headroom_closed = (policy - best heuristic) / (bound - best heuristic).
   target_source (why the default target),
   context_cut{seed: {calls_cut, sessions_cut}}, code_digest.
 Files in --out: compare.json, compare.md (the table), fronts.png; run cache in --out/cache (resumes).
+Exit status: 0; 1 when a policy's runs raised (the files are still written, without that policy, and stderr
+names it with its first error); 2 for bad arguments.
 """
 
 
@@ -152,4 +154,7 @@ def _run(args: argparse.Namespace) -> int:
     (out / "compare.md").write_text(md)
     plot_fronts(res, out / "fronts.png")
     print(text if args.json else md + f"\nwrote {out}/compare.json, compare.md, fronts.png")
-    return 0
+    failed = res.get("failed") or {}
+    for name, why in sorted(failed.items()):  # a script must not take a table without a policy for a success
+        print(f"optsched compare: policy {name} failed ({why}); left out of the table", file=sys.stderr)
+    return 1 if failed else 0

@@ -130,3 +130,29 @@ def test_config_rejects_values_that_fail_every_run(kw, msg):
     with pytest.raises(ValueError) as e:
         CompareConfig(source=SRC, policies=("round_robin",), seeds=2, loads=(1.0,), **kw)
     assert str(e.value) == msg
+
+
+def test_cli_exits_1_and_names_a_policy_whose_runs_raised(tmp_path, monkeypatch, capsys):
+    # before: the table was written without the policy and the command exited 0, so a sweep script took
+    # a comparison missing a policy for a success
+    import optsched.compare.jobs as J
+
+    from optsched.cli import main
+
+    real = J.run_job
+
+    def flaky(job):
+        if job["policy"]["name"] == "cache_aware":
+            raise RuntimeError("injected")
+        return real(job)
+
+    monkeypatch.setattr(J, "run_job", flaky)
+    argv = ["compare", SRC, "--policies", "round_robin,cache_aware", "--seeds", "5", "--loads", "1",
+            "--max-calls", "10", "--instances", "2", "--workers", "1", "--out", str(tmp_path)]
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert "policy cache_aware failed (seed 0 load 1: RuntimeError: injected)" in err
+    res = json.loads((tmp_path / "compare.json").read_text())
+    assert [p["name"] for p in res["policies"]] == ["round_robin"]
+    monkeypatch.setattr(J, "run_job", real)
+    assert main([*argv[:3], "round_robin", *argv[4:]]) == 0  # same runs, none failed
