@@ -44,8 +44,6 @@ def _run(args: argparse.Namespace) -> int:
     for flag, v in (("--instances", args.instances), ("--kv-blocks", args.kv_blocks), ("--repeats", args.repeats)):
         if v < 1:
             raise ValueError(f"{flag} must be >= 1, got {v}")
-    if args.retime_rounds < 0:
-        raise ValueError(f"--retime-rounds must be >= 0, got {args.retime_rounds}")
     from optsched.cli.executor import check_flags
 
     check_flags(args)  # --scale, --time-scale, --threads named in the error

@@ -23,9 +23,11 @@ log = logging.getLogger(__name__)
 
 def executor_run(workload, variant: Variant, *, cfg: ExecModelConfig, device: str, instances: int = 1,
                  hbm_blocks: int = 2048, dram_blocks: int = 8192, budget: int = 2048, max_seqs: int = 32,
-                 calibration: str | None = None, threads: int = 1, scale: int = 1) -> ExecRun:
-    """Run ``workload`` (already scaled) with ``variant``'s policies on ``device``. Raises ValueError /
-    FileNotFoundError for a calibration that is missing or of another device / block size."""
+                 calibration: str | None = None, threads: int = 1, scale: int = 1,
+                 retime_rounds: int = 0) -> ExecRun:
+    """Run ``workload`` (already scaled) with ``variant``'s policies on ``device``; ``retime_rounds`` as in
+    `optsched.executor.runner.run`. Raises ValueError / FileNotFoundError for a calibration that is missing
+    or of another device / block size."""
     from optsched.cost.calibration import Calibration
     from optsched.cost.model import CostModel
 
@@ -47,7 +49,7 @@ def executor_run(workload, variant: Variant, *, cfg: ExecModelConfig, device: st
     sched = scheduler_for(variant, budget, max_seqs, scale)
     res = run(workload, executor_cluster(instances, sched), cm, router=variant.router, admission=variant.admission,
               residency=variant.residency, executor=True, model=model, hbm_blocks=hbm_blocks,
-              dram_blocks=dram_blocks)
+              dram_blocks=dram_blocks, retime_rounds=retime_rounds)
     res.result.config["device"] = device
     res.result.config["policies"] = variant.label
     return res

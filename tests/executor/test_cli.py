@@ -48,6 +48,18 @@ def test_executor_run_writes_simulate_files(tmp_path, policies, capsys):
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temporary folder left
 
 
+def test_executor_run_retime_rounds(tmp_path, capsys):
+    # before: only `optsched validate` could retime; `executor run` reported the in-run clock only
+    out = tmp_path / "run"
+    assert main(["executor", "run", "--workload", W, "--out", str(out), "--layers", "1", "--retime-rounds", "2"]) == 0
+    extra = json.loads((out / "executor.json").read_text())
+    assert extra["clock"] == "retimed"
+    import pandas as pd
+
+    steps = pd.read_csv(out / "steps.csv")
+    assert (steps["time_s"] <= steps["clock_s"]).all()  # each step's time is the minimum over run and rounds
+
+
 def test_summary_keys_equal_simulate(tmp_path):
     """Same summary keys as the simulator's own ``simulate`` result."""
     from optsched.executor.scale import scale_workload
@@ -167,6 +179,8 @@ def test_validate_refuses_repeated_labels_before_any_work():
     (["executor", "run", "--workload", W, "--instances", "0"], "--instances must be >= 1, got 0"),
     (["executor", "run", "--workload", W, "--time-scale", "nan"], "--time-scale must be a finite number > 0, got nan"),
     (["executor", "calibrate", "--threads", "0"], "--threads must be >= 1, got 0"),
+    (["executor", "run", "--workload", W, "--retime-rounds", "-1"], "--retime-rounds must be >= 0, got -1"),
+    (["validate", "--workload", W, "--retime-rounds", "-1"], "--retime-rounds must be >= 0, got -1"),
 ])
 def test_bad_counts_name_the_flag(tmp_path, capsys, argv, msg):
     # before: "scale factor must be ...", "time_scale must be ...", "SchedulerConfig.max_num_batched_tokens
