@@ -19,7 +19,9 @@ written as type ``load_priced_imitate``). Default ``load_priced_search``, the ru
 AgentX-like setting, a tie elsewhere, the lowest mean ratio to the hindsight optimum of the online rules; where
 HBM never binds its weights are 0 and it runs as ``load_priced`` (no order). It costs one more MILP solve (the
 training MILP on the same instance) plus <= 136 replays, and it needs an engine hook for the eviction order
-(`optsched export`): ``--rule load_priced`` where the engine has only a per-pause hook.
+(`optsched export`): ``--rule load_priced`` where the engine has only a per-pause hook. The order is fitted
+in-sample (on the solved workload) unless ``--train-seeds`` names other replications of a generator workload
+(``agentx:N``), one training MILP each: held-out training, as BENCHMARKS.md's figures use.
 routing: ``optsched.pipelines.routing.plan_from_workload``: a window of ``--window`` calls after
 ``--warmup`` calls replayed through per-instance prefix caches, on ``--instances`` instances; the
 window MILP + LP bound; the price router's weights (policy routing/price).
@@ -69,6 +71,10 @@ def register(subparsers) -> None:
                    help="residency: the exported rule (default load_priced_search, the rule of record: load_priced "
                         "plus an eviction order grid-searched against the hindsight MILP; load_priced where the "
                         "engine has no eviction-order hook)")
+    p.add_argument("--train-seeds", default=None,
+                   help="residency, order rules (load_priced_search / load_priced_imitate), generator workloads: fit "
+                        "the eviction order on these seeds' replications (comma list, e.g. 1,2,3: one training MILP "
+                        "each; default: the solved workload itself, in-sample)")
     p.add_argument("--window", type=int, default=32, help="routing: calls in the solved window")
     p.add_argument("--formulation", choices=FORMULATIONS["routing"] + FORMULATIONS["pd"], default=None,
                    help="routing: 'window' (default) = the window makespan MILP + price router (baseline); "
@@ -90,6 +96,35 @@ def _count(spec: str) -> int:
     if not tail.isdigit() or int(tail) < 1:
         raise ValueError(f"--workload {spec!r}: expected {spec.split(':')[0]}:N with N a positive integer")
     return int(tail)
+
+
+def _train_seeds(args) -> tuple[int, ...] | None:
+    """``--train-seeds`` "a,b,..." -> (a, b, ...), or None when absent.
+
+    Raises:
+        ValueError: one line naming --train-seeds: outside residency's order rules, with a trace (it has one
+            replication), a value that is not an int >= 0, a seed named twice, an empty list.
+    """
+    text = args.train_seeds
+    if text is None:
+        return None
+    if args.problem != "residency" or args.rule not in ("load_priced_search", "load_priced_imitate"):
+        raise ValueError("--train-seeds applies to residency with --rule load_priced_search or load_priced_imitate "
+                         "(the rules that fit an eviction order)")
+    if not args.workload.startswith("agentx:"):
+        raise ValueError(f"--train-seeds needs a generator workload (agentx:N); {args.workload} is one replication")
+    seeds = []
+    for x in (x.strip() for x in text.split(",")):
+        if not x:
+            continue
+        if not x.isdigit():
+            raise ValueError(f"--train-seeds {text}: {x!r} is not an int >= 0")
+        if int(x) in seeds:
+            raise ValueError(f"--train-seeds {text}: seed {x} named twice")
+        seeds.append(int(x))
+    if not seeds:
+        raise ValueError("--train-seeds: empty list (omit the flag to fit on the solved workload)")
+    return tuple(seeds)
 
 
 def _workload(spec: str, seed: int):
@@ -140,6 +175,7 @@ def _run(args) -> int:
     if args.rule is not None and args.problem != "residency":
         raise ValueError(f"--rule applies to residency only, not to {args.problem}")
     args.rule = args.rule or RESIDENCY_RULES[0]
+    args.train_seeds = _train_seeds(args)
     gap = args.mip_gap if args.mip_gap is not None else (1e-3 if args.problem == "routing" else 1e-4)
     opts = SolverOptions(time_limit_s=args.time_limit, mip_gap=gap, verbose=args.solver_log,
                          warm_start=True)
@@ -208,8 +244,11 @@ def _residency(args, opts):
         print(f"  {name:{width}s} cost {cost:12.3f} s{ratio}")
     from optsched.pipelines.residency_imitation import ORDER_METHODS, rule_plan
 
-    plan = rule_plan(out, args.rule, [wl], cm, opts,
-                     **({"seeds": [args.seed]} if args.rule in ORDER_METHODS else {}))
+    seeds = list(args.train_seeds or (args.seed,))
+    train = [wl] if args.train_seeds is None else \
+        [replace(w, sessions=w.sessions[: args.sessions]) if args.sessions else w
+         for w in (_workload(args.workload, s) for s in seeds)]
+    plan = rule_plan(out, args.rule, train, cm, opts, **({"seeds": seeds} if args.rule in ORDER_METHODS else {}))
     if plan is not None and args.rule in ORDER_METHODS:
         rec = plan.parameters["solve"]["imitation"]
         milps = ", ".join(f"{m['status']} {m['objective']}" for m in rec["training_milps"])

@@ -39,6 +39,13 @@ def _repo_root(monkeypatch, request):
     (["routing", "--workload", MOONCAKE, "--seed", "-2"], "--seed must be an int >= 0, got -2"),
     (["residency", "--workload", "agentx:2", "--sessions", "-1"], "--sessions must be an int >= 0, got -1"),
     (["admission", "--workload", "agentx:2", "--calls", "0"], "--calls must be an int >= 1, got 0"),
+    (["residency", "--workload", MOONCAKE, "--train-seeds", "1"], "needs a generator workload (agentx:N)"),
+    (["residency", "--workload", "agentx:2", "--rule", "load_priced", "--train-seeds", "1"],
+     "--train-seeds applies to residency with --rule load_priced_search or load_priced_imitate"),
+    (["pd", "--workload", "agentx:2", "--train-seeds", "1"], "--train-seeds applies to residency"),
+    (["residency", "--workload", "agentx:2", "--train-seeds", "1,x"], "--train-seeds 1,x: 'x' is not an int >= 0"),
+    (["residency", "--workload", "agentx:2", "--train-seeds", "1,1"], "--train-seeds 1,1: seed 1 named twice"),
+    (["residency", "--workload", "agentx:2", "--train-seeds", ","], "--train-seeds: empty list"),
 ])
 def test_bad_input_is_one_clean_line(capsys, tmp_path, argv, needle):
     out = tmp_path / "p.json"
