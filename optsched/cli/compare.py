@@ -86,6 +86,25 @@ def register(subparsers) -> None:
     p.set_defaults(func=_run)
 
 
+# CompareConfig's fields -> the flags that set them: its errors name the field (the Python API's name); the
+# CLI user needs the flag
+_FLAG_OF = {"base_seed": "--base-seed", "target interactivity": "--target-interactivity",
+            "solver_node_limit": "--solver-node-limit", "solver_time_limit_s": "--solver-time-limit",
+            "max_calls": "--max-calls", "max_calls_per_session": "--max-calls-per-session",
+            "window_calls": "--window-calls", "cluster.instances": "--instances",
+            "cluster.max_num_batched_tokens": "--max-num-batched-tokens", "slo.ttft_s": "--slo-ttft",
+            "slo.tpot_s": "--slo-tpot"}
+
+
+def _flag_error(exc: ValueError) -> ValueError:
+    """``exc`` with its leading CompareConfig field replaced by the flag (`_FLAG_OF`); unchanged otherwise."""
+    text = str(exc)
+    for field in sorted(_FLAG_OF, key=len, reverse=True):  # max_calls_per_session before max_calls
+        if text.startswith(field + " must"):
+            return ValueError(_FLAG_OF[field] + text[len(field):])
+    return exc
+
+
 def _loads(text: str) -> tuple[float, ...]:
     """``--loads`` "a,b,..." -> (a, b, ...): finite numbers > 0, strictly increasing.
 
@@ -110,11 +129,26 @@ def _loads(text: str) -> tuple[float, ...]:
     return tuple(loads)
 
 
+def _config(args: argparse.Namespace, policies: tuple[str, ...] | None):
+    from optsched.compare.core import CompareConfig
+
+    return CompareConfig(
+        source=args.workload,
+        policies=policies,
+        seeds=args.seeds, base_seed=args.base_seed, loads=_loads(args.loads),
+        target=args.target_interactivity, max_calls=args.max_calls,
+        max_calls_per_session=args.max_calls_per_session, window_calls=args.window_calls,
+        solver_node_limit=args.solver_node_limit, solver_time_limit_s=args.solver_time_limit,
+        cluster={"gpu": args.gpu, "model": args.model, "tp": args.tp, "instances": args.instances,
+                 "max_num_batched_tokens": args.max_num_batched_tokens},
+        slo={"ttft_s": args.slo_ttft, "tpot_s": args.slo_tpot})
+
+
 def _run(args: argparse.Namespace) -> int:
     import os
     import re
 
-    from optsched.compare.core import CompareConfig, run_compare
+    from optsched.compare.core import run_compare
     from optsched.compare.render import markdown_table, plot_fronts
 
     if args.seeds < 5:
@@ -132,16 +166,10 @@ def _run(args: argparse.Namespace) -> int:
         dup = sorted({x for x in policies if policies.count(x) > 1})
         if dup:
             raise ValueError(f"--policies: named twice: {', '.join(dup)}")
-    cfg = CompareConfig(
-        source=args.workload,
-        policies=policies,
-        seeds=args.seeds, base_seed=args.base_seed, loads=_loads(args.loads),
-        target=args.target_interactivity, max_calls=args.max_calls,
-        max_calls_per_session=args.max_calls_per_session, window_calls=args.window_calls,
-        solver_node_limit=args.solver_node_limit, solver_time_limit_s=args.solver_time_limit,
-        cluster={"gpu": args.gpu, "model": args.model, "tp": args.tp, "instances": args.instances,
-                 "max_num_batched_tokens": args.max_num_batched_tokens},
-        slo={"ttft_s": args.slo_ttft, "tpot_s": args.slo_tpot})
+    try:
+        cfg = _config(args, policies)
+    except ValueError as exc:
+        raise _flag_error(exc) from None
     slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", Path(args.workload).stem if Path(args.workload).exists() else args.workload)
     out = Path(args.out or f"runs/compare-{slug}")
     res = run_compare(cfg, out / "cache", args.backend, workers, args.address,
