@@ -14,6 +14,7 @@ from optsched.envs._stepper import close_sim, episode_workload, gc_paused
 from optsched.policies.admission_menu import MENU, MenuAdmission
 from optsched.policies.router_round_robin import RoundRobinRouter
 from optsched.sim import SLO, ClusterConfig, InstanceConfig, SchedulerConfig
+from optsched.sim.admission_obs import INSTANCE_FEATURES_ADM, PREFILL_FEATURES, admission_observation
 from optsched.sim.admission_step import AdmissionDecision, AdmissionSimulator
 from optsched.sim.cluster import default_cost_model
 from optsched.workload.gen_agentx import AGENTX_VARIANTS
@@ -22,9 +23,6 @@ from optsched.workload.types import Workload
 __all__ = ["ADMISSION_REWARD_MODES", "DEFAULT_ADMISSION_SLO", "INSTANCE_FEATURES_ADM", "PREFILL_FEATURES",
            "AdmissionEnv", "admission_cluster"]
 
-INSTANCE_FEATURES_ADM = ("running_decodes", "budget_left", "kv_used_frac", "queued_prefill", "started_prefills",
-                         "waiting_prefills", "decode_kv")
-PREFILL_FEATURES = ("remaining", "computed", "age_s", "started")
 ADMISSION_REWARD_MODES = ("ttft", "goodput", "waiting")
 DEFAULT_ADMISSION_SLO = SLO(ttft_s=2.0, tpot_s=0.05)  # experiments/routing_compare.py defaults
 
@@ -135,8 +133,6 @@ class AdmissionEnv(gym.Env):
         self.router_factory, self.reward_mode, self.slo = router_factory, reward_mode, slo
         self.k_prefills, self.concurrency = k_prefills, concurrency
         self._cost_models = [default_cost_model(ic) for ic in cluster.instances]
-        self._T = float(cluster.scheduler.max_num_batched_tokens)
-        self._S = float(cluster.scheduler.max_num_seqs)
         self.action_space = spaces.Discrete(len(MENU))
         self.observation_space = spaces.Dict({
             "instance": spaces.Box(0.0, np.inf, (len(INSTANCE_FEATURES_ADM),), np.float32),
@@ -234,26 +230,7 @@ class AdmissionEnv(gym.Env):
                 "waiting_s": waiting, "now_s": now}
 
     def _obs(self) -> dict[str, np.ndarray]:
-        inst_f = np.zeros(len(INSTANCE_FEATURES_ADM), np.float32)
-        table = np.zeros((self.k_prefills, len(PREFILL_FEATURES)), np.float32)
         if self._dec is None:
-            return {"instance": inst_f, "prefills": table}
-        inst = self._sim.instances[self._dec.instance]
-        T, S, now = self._T, self._S, self._dec.time_s
-        n_dec = len(inst.dec)
-        cap_tokens = inst.kv_capacity_blocks * inst.bs
-        inst_f[:] = (n_dec / S, max(0.0, (T - n_dec) / T), inst.cache.hbm_used_blocks / inst.kv_capacity_blocks,
-                     max(0, inst.queued_prefill_tokens) / T, len(inst.prefilling) / S, len(inst.waiting) / S,
-                     inst.decode_kv_tokens / cap_tokens)
-        k = 0
-        for s in inst.prefilling:
-            if k == self.k_prefills:
-                break
-            table[k] = ((s.target_tokens - s.computed) / T, s.computed / T, now - s.enqueue_s, 1.0)
-            k += 1
-        for s in inst.waiting:
-            if k == self.k_prefills:
-                break
-            table[k] = (s.est_remaining / T, s.computed / T, now - s.enqueue_s, 0.0)
-            k += 1
-        return {"instance": inst_f, "prefills": table}
+            return {"instance": np.zeros(len(INSTANCE_FEATURES_ADM), np.float32),
+                    "prefills": np.zeros((self.k_prefills, len(PREFILL_FEATURES)), np.float32)}
+        return admission_observation(self._sim.instances[self._dec.instance], self._dec.time_s, self.k_prefills)

@@ -2,10 +2,14 @@
 
 Exported by ``optsched.agents`` as ``{"kind": "admission", "type": "mlp"}``. Input: the Admission-v0
 observation flattened as gymnasium's ``flatten`` does (keys sorted: ``"instance"`` (7) then
-``"prefills"`` row-major (k x 4)). It acts through the env's decision points
-(``optsched.envs.evaluate``), which see the instance's KV and decode state; the plain `Admission`
-protocol (``select(waiting, budget, step, now)``) does not carry that state, so this class is not a
-drop-in ``simulate(admission=...)`` rule.
+``"prefills"`` row-major (k x 4), k = (inputs - 7) / 4).
+
+Two ways to act, the same choices: ``act(obs)`` on the env's observation (``optsched.envs.evaluate``), or
+as a plain `Admission` rule in ``simulate(admission=...)``: it declares ``observation_rows`` = k, so before
+each engine step with prefill work the engine hands it that instance's observation (``observe_step``,
+built by `optsched.sim.admission_obs`, the env's own definition, at the env's decision point), and the
+step's ``select`` plans with the menu entry chosen from it (`MenuAdmission`). Tested equal to the env's
+episode, per call (``tests/policies/test_admission_mlp_simulate.py``).
 """
 
 from __future__ import annotations
@@ -15,7 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from optsched.policies.admission_menu import MENU
+from optsched.policies.admission_menu import MENU, MenuAdmission
+from optsched.policies.base import WaitingPrefill
 from optsched.policies.mlp import MLP
 
 __all__ = ["MLPAdmission"]
@@ -29,7 +34,8 @@ class MLPAdmission:
         actions: the menu indices the network chooses among (default: the whole `MENU`, in order).
 
     Raises:
-        ValueError: outputs that do not match ``actions``; an index outside the menu or repeated.
+        ValueError: outputs that do not match ``actions``; an index outside the menu or repeated; inputs
+            that are not 7 + 4 k for some k >= 1.
     """
 
     name = "mlp"
@@ -40,11 +46,33 @@ class MLPAdmission:
             raise ValueError(f"admission MLP actions must be distinct menu indices in [0, {len(MENU)}), got {actions!r}")
         if mlp.n_outputs != len(acts):
             raise ValueError(f"admission MLP has {mlp.n_outputs} outputs, expected {len(acts)} (one per action)")
+        k, r = divmod(mlp.n_inputs - 7, 4)
+        if r or k < 1:
+            raise ValueError(f"admission MLP has {mlp.n_inputs} inputs, expected 7 + 4 k (k >= 1 prefill rows)")
         self.mlp, self.actions, self._full = mlp, acts, actions is None
+        self.observation_rows = k  # the engine hands observe_step this many prefill rows
+        self._menu: MenuAdmission | None = None
 
     def act(self, obs: Mapping[str, np.ndarray]) -> int:
         """Menu index for an Admission-v0 observation (the env's dict)."""
         return self.actions[self.mlp.act(np.concatenate([np.ravel(obs["instance"]), np.ravel(obs["prefills"])]))]
+
+    def observe_step(self, obs: Mapping[str, np.ndarray]) -> None:
+        """Choose the menu entry for the step about to be planned from its observation (the engine calls
+        this before each step with prefill work; `optsched.sim.engine.Simulator._observe_step`)."""
+        self._menu = MenuAdmission(self.act(obs))
+
+    def select(self, waiting: Sequence[WaitingPrefill], token_budget: int, step_index: int,
+               now_s: float) -> list[tuple[int, int]]:
+        """`Admission.select` with the entry chosen by the last `observe_step`.
+
+        Raises:
+            RuntimeError: no observation yet (a scheduler that does not call ``observe_step``).
+        """
+        if self._menu is None:
+            raise RuntimeError("MLPAdmission.select before any observe_step: run it in optsched's simulator "
+                               "(simulate / the envs), which hands it each step's observation")
+        return self._menu.select(waiting, token_budget, step_index, now_s)
 
     def to_parameters(self) -> dict[str, Any]:
         """Plan parameters (JSON): the network and, unless it is the whole menu, ``actions``."""

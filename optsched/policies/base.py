@@ -176,6 +176,12 @@ class Admission(Protocol):
     A rule that declares the class attribute ``wants_view = True`` is called with one more keyword
     argument, ``view``: an `AdmissionView` of the instance (KV use, the running set, the arrivals so far).
     Rules without it are called exactly as before (and the simulator builds no snapshot for them).
+
+    A rule that declares ``observation_rows`` (int k > 0) and a method ``observe_step(obs)`` is also handed,
+    before each engine step of an instance with a started or waiting prefill, that instance's
+    ``optsched/Admission-v0`` observation with k prefill rows (`optsched.sim.admission_obs`): where the env
+    stops for a decision, so a learned rule (`optsched.policies.admission_mlp.MLPAdmission`) acts in
+    ``simulate`` as it acted in the env.
     """
 
     name: str

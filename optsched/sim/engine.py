@@ -33,6 +33,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from optsched.sim import kv
+from optsched.sim.admission_obs import admission_observation
 from optsched.sim.admission_view import record_arrival
 from optsched.sim.cluster import StepUnit, build_instances, build_units
 from optsched.sim.config import SLO, ClusterConfig
@@ -307,6 +308,7 @@ class Simulator(PDMixin, SteppingMixin):
         if self._fcfs_fast[inst.iid]:
             b = plan_fcfs(inst, t, self._start_load)
         else:
+            self._observe_step(inst, t)
             b = plan_step(inst, t, self.admission, self._start_load, self.ttft_slo_s)
         if b.n_dec == 0 and not b.chunks:
             self._idle(unit, t)
@@ -330,6 +332,17 @@ class Simulator(PDMixin, SteppingMixin):
         unit.busy = True
         return end
 
+    def _observe_step(self, inst: Instance, t: float) -> None:
+        """Hand an admission rule that declares ``observation_rows`` (k > 0) and ``observe_step`` the
+        Admission-v0 observation of ``inst`` (`optsched.sim.admission_obs`, k prefill rows) before a step with
+        prefill work is planned: the point where ``optsched/Admission-v0`` stops for a decision, so a learned
+        rule sees here what it saw in the env. Other rules: nothing is built."""
+        adm = self.admission
+        if adm is not None and (inst.prefilling or inst.waiting):
+            k = getattr(adm, "observation_rows", 0)
+            if k:
+                adm.observe_step(admission_observation(inst, t, k))
+
     def _idle(self, unit: StepUnit, t: float) -> None:
         n = self.cluster.scheduler.prefill_schedule_interval
         if n > 1 and any(i.waiting for i in unit.members) and unit.members[0].step_index % n:
@@ -343,6 +356,7 @@ class Simulator(PDMixin, SteppingMixin):
         batches: list[Batch] = []
         longest = 0.0
         for inst in unit.members:
+            self._observe_step(inst, t)
             b = plan_step(inst, t, self.admission, self._start_load, self.ttft_slo_s)
             b.t0 = t
             if not b.empty:
