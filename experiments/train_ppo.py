@@ -83,19 +83,26 @@ def _derived(env_id: str, kwargs: dict, seed: int):
 
 
 def _simulate_check(env_id: str, kw: dict, seeds: tuple[int, ...], plan, res) -> dict:
-    """Re-run the loaded JSON router in ``simulate`` on each held-out workload and compare it with the env
-    episode under the same router: per-call tables equal (every column, exactly), and -Σ TTFT of the
-    simulate table vs the env's summed step rewards (``res``; equal up to float summation order)."""
+    """Re-run the loaded JSON policy in ``simulate`` on each held-out workload and compare it with the env
+    episode in which it acts on the env's observations: per-call tables equal (every column, exactly), and
+    -Σ TTFT of the simulate table vs the evaluation's returns (``res``; equal up to float summation order).
+    Routing-v0: the JSON router routes every call; Admission-v0: the JSON admission rule plans every step
+    (the engine hands it the env's observation, `optsched.sim.admission_obs`), behind the env's router."""
     from optsched.sim import simulate
 
     env = gym.make(env_id, **kw).unwrapped
     diffs, frames_equal = [], []
     for seed, ret in zip(seeds, res.returns):
-        env.reset(seed=seed)
-        router, done = plan.to_policy(), False
+        obs, _ = env.reset(seed=seed)
+        pol, done = plan.to_policy(), False
         while not done:
-            _, _, done, _, _ = env.step(router.route(env.current_call, env.cluster_view))
-        df = simulate(env._sim.workload, env.cluster, router=plan.to_policy()).calls
+            a = pol.route(env.current_call, env.cluster_view) if "Routing" in env_id else pol.act(obs)
+            obs, _, done, _, _ = env.step(a)
+        if "Routing" in env_id:
+            df = simulate(env._sim.workload, env.cluster, router=plan.to_policy()).calls
+        else:
+            df = simulate(env._sim.workload, env.cluster, router=env.router_factory(),
+                          admission=plan.to_policy(), slo=env.slo).calls
         frames_equal.append(bool(env.calls_frame().equals(df)))
         diffs.append(abs(float(-df["ttft_s"].sum()) - ret))
     return {"calls_frames_equal": all(frames_equal), "max_abs_diff_s": max(diffs),
@@ -160,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
         for pol, label in policies:
             res = evaluate(pol, env_id, held_out, kw, name=label)
             table[label] = res
-        sim_check = _simulate_check(env_id, kw, held_out, load_policy(path), table["ppo"]) if "Routing" in env_id else None
+        sim_check = _simulate_check(env_id, kw, held_out, load_policy(path), table["ppo"])
         base = table[spec["baseline"]]
         rows = {}
         for label, res in table.items():

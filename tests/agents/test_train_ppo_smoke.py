@@ -24,6 +24,9 @@ def test_train_ppo_smoke(tmp_path, monkeypatch):
     assert "ppo" in res["optsched/Routing-v0"]["policies"] and "derived:price" in res["optsched/Routing-v0"]["policies"]
     assert res["optsched/Routing-v0"]["simulate_check"]["calls_frames_equal"] is True
     assert res["optsched/Routing-v0"]["simulate_check"]["max_abs_diff_s"] < 1e-9
+    # the learned admission rule too (it acted only through the env before the engine's observation hook)
+    assert res["optsched/Admission-v0"]["simulate_check"]["calls_frames_equal"] is True
+    assert res["optsched/Admission-v0"]["simulate_check"]["max_abs_diff_s"] < 1e-9
     assert all(res[e]["json_round_trip"] is True for e in ("optsched/Routing-v0", "optsched/Admission-v0"))
     assert "ppo" in res["optsched/Admission-v0"]["policies"]
     for f in ("curves.png", "table.md", "provenance.json", "policies/Routing-v0_ppo.json", "policies/Admission-v0_ppo.json"):
