@@ -10,9 +10,9 @@ recompute what is not resident), the router picks the option with the lowest
   token of the calls this router sent to i (non-linear prefill with attention, so long contexts cost
   more per token). Running decodes are not in it: vLLM v1 schedules them in the same steps as the
   prefill chunks (a few ms per step), so they do not queue ahead of c's prefill; what they cost is in
-  decode_i(c). (Until this change the score added their remaining tokens × ``decode_s_per_token``, batched
-  decode counted as serial work; the LP's backlog B0 and the pause-move cost still do, in the LP's units
-  of work, where a call's work is prefill + out × ``decode_s_per_token``.)
+  decode_i(c). (The score used to add their remaining tokens × ``decode_s_per_token``: batched decode
+  counted as serial work. The LP's backlog B0 and the pause-move cost still do, in the LP's units of
+  work, where a call's work is prefill + out × ``decode_s_per_token``.)
 * fixed(i, o) (s): DRAM/SSD promotion over PCIe or RDMA/NVLink transfer of the part not resident on i,
   + ``prefill_time(new, cached)`` from the cost model (exact for the option's known lengths); a transfer
   (or a pause move) is an option only where i's HBM not pinned by running sequences can take the copy
@@ -41,6 +41,9 @@ recompute what is not resident), the router picks the option with the lowest
   each of c's prefill steps. 0 on a P/D prefill instance (c decodes on the one ``route_decode`` picks).
   Without it the score had no term for c's own decode, the largest part of its end-to-end latency (out_c ×
   ~14 ms steps for llama-3-70b/TP4 on H200) and the part of a session's critical path that depends on i.
+  Measured with this wait and decode_i against the previous score (5 seeds, paired, BENCHMARKS.md "Session
+  router with its own decode term"): AgentX full goodput at P90 10 tok/s +9.6% [+1.9%, +17.2%] (but
+  -2.0% [-3.9%, -0.1%] at load 16 alone); hot prompt (loads 4-32, 9 points) +1.2% [-1.6%, +4.0%], a tie.
 * σ[i] (s of TTFT per s of work) and π[i] (s per KV token) are the LP duals of the backlog and HBM rows
   in the current bucket; 0 when no pricer is given or the row is slack (complementary slackness).
 
