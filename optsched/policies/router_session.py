@@ -4,11 +4,15 @@ Per released call c of session s, over prefill instances i and the ways c's KV c
 reload on the instance where it is resident, transfer from the session's home over ``link``, or
 recompute what is not resident), the router picks the option with the lowest
 
-    score(i, o) = wait_i + fixed(i, o) + d_i·prefill(i, o) + σ[i]·work(i, o) + π[i]·kv_tokens(c)
+    score(i, o) = wait_i + fixed(i, o) + d_i·prefill(i, o) + decode_i(c) + σ[i]·work(i, o) + π[i]·kv_tokens(c)
 
 * wait_i (s): prefill work queued on i = queued prefill tokens × the EMA of prefill seconds per new
   token of the calls this router sent to i (non-linear prefill with attention, so long contexts cost
-  more per token) + remaining decode tokens × ``decode_s_per_token``;
+  more per token). Running decodes are not in it: vLLM v1 schedules them in the same steps as the
+  prefill chunks (a few ms per step), so they do not queue ahead of c's prefill; what they cost is in
+  decode_i(c). (The score used to add their remaining tokens × ``decode_s_per_token``: batched decode
+  counted as serial work. The LP's backlog B0 and the pause-move cost still do, in the LP's units of
+  work, where a call's work is prefill + out × ``decode_s_per_token``.)
 * fixed(i, o) (s): DRAM/SSD promotion over PCIe or RDMA/NVLink transfer of the part not resident on i,
   + ``prefill_time(new, cached)`` from the cost model (exact for the option's known lengths); a transfer
   (or a pause move) is an option only where i's HBM not pinned by running sequences can take the copy
@@ -20,6 +24,26 @@ recompute what is not resident), the router picks the option with the lowest
   objective counts user-seconds). d_i = ``InstanceView.running_decodes`` (0 on P/D prefill instances).
   Without it the router piled prefills onto instances with busy decode batches: AgentX-like 256k seed 0,
   P90 interactivity 23.1 -> 36.5 tok/s at load 8, goodput 0.148 -> 0.234 calls/s at load 16.
+* decode_i(c) (user-seconds): what c's decode costs its user and the others if it decodes on i. vLLM v1 runs
+  every running sequence's decode in every engine step, one token each, so c's ``output_tokens`` take as many
+  steps of the batch it joins, and each of the d_i co-running sequences takes its remaining steps at the
+  larger batch's step time:
+
+      decode_i(c) = out_c·step(d_i+1, K_i + in_c) + min(d_i·out_c, R_i)·[step(d_i+1, K_i + in_c) − step(d_i, K_i)]
+
+  step(b, k) = `CostModel.decode_step_time(b, k)` (one decode step of b sequences holding k KV tokens);
+  K_i = KV tokens pinned by i's running sequences (`optsched.policies._load.active_kv_blocks` × block size);
+  R_i = their remaining output tokens (``outstanding_tokens − queued_prefill_tokens``). Co-runner j is slowed
+  for min(out_c, r_j) steps; the view gives only Σ_j r_j = R_i, and Σ_j min(out_c, r_j) ≤ min(d_i·out_c, R_i)
+  (equal when every r_j is ≥ out_c or every r_j ≤ out_c). Assumption: the batch stays as it is now while c
+  decodes (later arrivals pay their own terms when they are routed: a later prefill on i charges d_i·prefill,
+  which counts c). Prefill chunks that share these steps are not in it, nor the few ms the d_i decodes add to
+  each of c's prefill steps. 0 on a P/D prefill instance (c decodes on the one ``route_decode`` picks).
+  Without it the score had no term for c's own decode, the largest part of its end-to-end latency (out_c ×
+  ~14 ms steps for llama-3-70b/TP4 on H200) and the part of a session's critical path that depends on i.
+  Measured with this wait and decode_i against the previous score (5 seeds, paired, BENCHMARKS.md "Session
+  router with its own decode term"): AgentX full goodput at P90 10 tok/s +9.6% [+1.9%, +17.2%] (but
+  -2.0% [-3.9%, -0.1%] at load 16 alone); hot prompt (loads 4-32, 9 points) +1.2% [-1.6%, +4.0%], a tie.
 * σ[i] (s of TTFT per s of work) and π[i] (s per KV token) are the LP duals of the backlog and HBM rows
   in the current bucket; 0 when no pricer is given or the row is slack (complementary slackness).
 
@@ -146,11 +170,32 @@ class SessionRouter:
     def _move_s(self, tokens: int, link: str) -> float:
         return float(self.cm.kv_transfer_time(tokens, link)) if tokens > 0 else 0.0
 
+    def _decode_s(self, call: Call, view: ClusterView, i: int) -> float:
+        """User-seconds of decode the call adds if it decodes on i (module docstring, "decode(i)"): its own
+        ``output_tokens`` steps at batch d_i + 1, plus the step-time increase its sequence causes for the
+        co-running decodes while both run. 0 on a P/D prefill instance (the call decodes elsewhere)."""
+        v = view.instances[i]
+        if v.role == "prefill":
+            return 0.0
+        d, out = int(v.running_decodes), call.output_tokens
+        kv = active_kv_blocks(v) * view.block_size
+        step_with = float(self.cm.decode_step_time(d + 1, kv + call.input_tokens))
+        ext = 0.0
+        if d > 0:
+            rem = max(0, v.outstanding_tokens - v.queued_prefill_tokens)
+            ext = min(d * out, rem) * (step_with - float(self.cm.decode_step_time(d, kv)))
+        return out * step_with + ext
+
+    def _prefill_wait_s(self, view: ClusterView, i: int) -> float:
+        """Prefill queued on i (s): queued prefill tokens × the EMA of prefill s per new token sent to i."""
+        return view.instances[i].queued_prefill_tokens * self._ema.get(i, self._prefill_s(8192, 0) / 8192)
+
     def _wait_s(self, view: ClusterView, i: int) -> float:
+        """i's backlog in the LP's units of work (the pricer's B0 and the pause-move cost): queued prefill
+        + remaining decode tokens × ``decode_s_per_token`` (the LP counts decode as serial work)."""
         inst = view.instances[i]
-        q = inst.queued_prefill_tokens
-        dec = max(0, inst.outstanding_tokens - q)
-        return q * self._ema.get(i, self._prefill_s(8192, 0) / 8192) + dec * self.config.decode_s_per_token
+        dec = max(0, inst.outstanding_tokens - inst.queued_prefill_tokens)
+        return self._prefill_wait_s(view, i) + dec * self.config.decode_s_per_token
 
     @staticmethod
     def _room(view: ClusterView, i: int) -> int:
@@ -201,7 +246,7 @@ class SessionRouter:
                     best = (fixed_t, "transfer", pre_t, n_in - home_any)
             fixed, mode, pre, new = best
             work = pre + call.output_tokens * self.config.decode_s_per_token
-            score = self._wait_s(view, i) + fixed + pre * int(v.running_decodes)
+            score = self._prefill_wait_s(view, i) + fixed + pre * int(v.running_decodes) + self._decode_s(call, view, i)
             if p is not None:
                 score += float(p.work_price[i, t]) * work + float(p.hbm_price[i, t]) * (n_in + call.output_tokens)
             out.append((score, i, mode, pre, new))

@@ -101,3 +101,31 @@ def test_config_rejects_a_think_forecast_that_is_not_a_mapping(bad):
 def test_config_rejects_ill_typed_fields_naming_them(field, value, match):
     with pytest.raises(ValueError, match=match):
         SessionRouterConfig(gpu="h200-sxm", model="llama-3-70b", tp=4, **{field: value})
+
+
+@pytest.mark.parametrize("rem", [800, 100_000])  # co-runners' remaining output: below / above d x the call's
+def test_long_decode_avoids_the_instance_with_the_bigger_decode_batch(rem):
+    # both instances hold the prefix; 0 runs 16 decodes (20K tokens of KV each, 800 output tokens left in all),
+    # 1 runs none but has 80K tokens of prefill queued (~5 s). The call generates 2000 tokens. Without the
+    # decode term the router saw 0 as ~1.2 s (its prefill + the delay it adds to the 16 streams) against 1's
+    # ~5 s wait and chose 0; with it, the 2000 steps at batch 17 instead of 1 (+~12 s of this call's decode)
+    # and the step-time increase of the 16 co-runners (over their 800 remaining steps) make 1 the better one.
+    d, kv_each, out = 16, 20_000, 2000
+    busy = _Inst(3968, running_decodes=d, active_kv_blocks=d * kv_each // BS, outstanding_tokens=rem)
+    queued = _Inst(3968, queued_prefill_tokens=80_000)
+    view = _View([busy, queued], home=0)
+    call = Call(call_id="c1", session_id="s", input_tokens=64_000, output_tokens=out, new_tokens=512,
+                block_hashes=tuple(range(64_000 // BS)), block_size=BS)
+    # decode_s_per_token as `plan_from_workload` derives it: the LP's serial decode work, which must not enter
+    # the route score's wait (the 16 decodes are batched with the prefill, not queued ahead of it)
+    cm = _router().cm
+    dps = float(cm.decode_step_time(32, 32 * 8192)) / 32
+    r = SessionRouter(SessionRouterConfig(gpu="h200-sxm", model="llama-3-70b", tp=4, decode_s_per_token=dps))
+    pre = float(cm.prefill_time(512, 3968 * BS))
+    step17 = float(cm.decode_step_time(d + 1, d * kv_each + 64_000))
+    dec0 = out * step17 + min(d * out, rem) * (step17 - float(cm.decode_step_time(d, d * kv_each)))
+    dec1 = out * float(cm.decode_step_time(1, 64_000))
+    wait1 = 80_000 * float(cm.prefill_time(8192, 0)) / 8192  # queued tokens x the router's default rate
+    scores = {i: s for s, i, *_ in r.options(call, view)}
+    assert scores == {0: pre + d * pre + dec0, 1: wait1 + pre + dec1}
+    assert r.route(call, view) == 1
