@@ -6,8 +6,10 @@ Optimized today (routing):
 - ``price`` — the price router whose rho comes from the LP duals of one window MILP of the workload
   (`optsched.pipelines.routing.plan_from_workload`);
 - ``session`` — the session-level router (`optsched.policies.router_session`): tool-pause forecasts per
-  tool class from the workload, decode cost from the cost model, re-priced online by the session LP
-  (`optsched.pipelines.session_routing.plan_from_workload` / ``build_router``);
+  tool class from the workload, decode cost from the cost model, the pricer's grid and re-pricing period
+  from the workload's per-call work and forecast pauses, the pause-move margin from a calibration
+  simulation of the router on the training replication on the comparison's cluster, re-priced online by the
+  session LP (`optsched.pipelines.session_routing.plan_from_workload` / ``build_router``);
 - ``rolling_milp`` — the rolling-horizon MILP router on the price Plan's parameters. It solves a MILP per
   routing decision (~75 s per run on a 2-core VM, 20x a heuristic), so it is NOT in the default set
   (`DEFAULT_OPTIMIZED`); name it in ``--policies`` to run it.
@@ -76,7 +78,7 @@ def derive_optimized(source: str, cluster: dict[str, Any], base_seed: int, sizes
     args = (wl, cluster["gpu"], cluster["model"], int(cluster["tp"]), int(cluster["instances"]))
     doc, rec = price_plan_from_workload(*args, window_calls, opts, train_seed)
     _check_not_timed("price router window MILP", rec, time_limit_s)
-    sdoc, srec = session_plan_from_workload(*args, opts, train_seed)
+    sdoc, srec = session_plan_from_workload(*args, opts, train_seed, cluster=cluster)
     _check_not_timed("session router LP", srec, time_limit_s)
     rec = {**rec, "train_seed": train_seed, "rho_s_per_token": doc["parameters"].get("recompute_s_per_token"),
            "limits": limits, "session": srec}
