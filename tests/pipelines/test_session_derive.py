@@ -5,7 +5,12 @@ import dataclasses
 
 import numpy as np
 import pytest
-from optsched.pipelines.session_calibrate import _LoggingRouter, calibrate_move_margin, time_grid
+from optsched.pipelines.session_calibrate import (
+    _LoggingRouter,
+    calibrate_move_margin,
+    margin_from_pairs,
+    time_grid,
+)
 from optsched.pipelines.session_routing import make_pricer
 
 from optsched.cost import CostModel
@@ -102,10 +107,22 @@ def test_logged_error_known_answer():
     assert r2.kv_move_on_pause(call, 0, idle) is None  # the 2 s forecast saving is under the 10 s margin
     nxt = Call(call_id="c1", session_id="s", input_tokens=1010, output_tokens=10, tool="bash")
     r2.route(nxt, _View([_Inst(500), _Inst()], 3.0))
-    assert r2.errors == [1.5]
+    assert r2.pairs == [(2.0, 0.5)]  # error 1.5 s
     r2.kv_move_on_pause(nxt, 1, _View([_Inst(), _Inst()], 3.0))
     r2.route(Call(call_id="c2", session_id="s", input_tokens=1020, output_tokens=10), _View([_Inst(500), _Inst()], 6.0))
-    assert r2.errors == [1.5, -1.5]
+    assert r2.pairs == [(2.0, 0.5), (-2.0, -0.5)]  # errors 1.5, -1.5 s
+
+
+def test_margin_from_pairs_known_answer():
+    # errors F - R = 1.5, -1.5, 0, 3 -> sorted -1.5, 0, 1.5, 3; numpy's linear 0.9 quantile: 1.5 + 0.7 x 1.5 = 2.55
+    m = margin_from_pairs([(2.0, 0.5), (-2.0, -0.5), (1.0, 1.0), (0.0, -3.0)])
+    assert m["move_margin_s"] == pytest.approx(2.55, abs=1e-12) and m["n_pairs"] == 4
+    assert m["rms_s"] == pytest.approx((13.5 / 4) ** 0.5, abs=1e-12) and m["mean_s"] == 0.75
+    # a forecast that only ever understates the saving: margin 0, not negative
+    assert margin_from_pairs([(0.0, 1.0), (1.0, 3.0)])["move_margin_s"] == 0.0
+    assert margin_from_pairs([])["move_margin_s"] == 0.0
+    with pytest.raises(ValueError, match="quantile must be in"):
+        margin_from_pairs([], 2.0)
 
 
 def _cluster(n: int) -> ClusterConfig:

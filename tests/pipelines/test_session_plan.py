@@ -32,7 +32,7 @@ def test_session_plan_round_trips_and_records_the_solve(tmp_path):
     assert np.asarray(d["hbm_price_per_token"]).shape == np.asarray(d["backlog_forecast_s"]).shape == (2, p["n_buckets"])
     assert (p["bucket_s"], p["n_buckets"], p["reprice_s"]) == (d["time_grid"]["bucket_s"], d["time_grid"]["n_buckets"],
                                                                d["time_grid"]["bucket_s"])
-    assert p["move_margin_s"] == d["move_margin"]["rms_s"] and d["move_margin"]["n_pairs"] > 0
+    assert p["move_margin_s"] == max(0.0, d["move_margin"]["error_quantile_s"]) and d["move_margin"]["n_pairs"] > 0
     assert p["bucket_s"] != 2.0 and p["n_buckets"] != 8 and p["move_margin_s"] != 0.5  # not the old hand-set values
     path = dump_policy(plan, tmp_path / "session.json")
     back = load_policy(path)
