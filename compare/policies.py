@@ -64,7 +64,7 @@ def derive_optimized(source: str, cluster: dict[str, Any], base_seed: int, sizes
                      node_limit: int, time_limit_s: float) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """(optimized policy specs, solve record) for the workload: the routing Plan and the session router
     config solved on the training replication. The record holds each solve's status, objective, bound,
-    termination and the limits it ran under. Raises what the doors raise, and `SolveTimedOut` when the wall
+    termination and the limits it ran under, and the session router's derived grid and move margin. Raises what the doors raise, and `SolveTimedOut` when the wall
     clock stopped a solve (module docstring)."""
     from optsched.compare.adapter import price_plan_from_workload, session_plan_from_workload
     from optsched.compare.replication import build_replication, stream
@@ -80,6 +80,8 @@ def derive_optimized(source: str, cluster: dict[str, Any], base_seed: int, sizes
     _check_not_timed("price router window MILP", rec, time_limit_s)
     sdoc, srec = session_plan_from_workload(*args, opts, train_seed, cluster=cluster)
     _check_not_timed("session router LP", srec, time_limit_s)
+    sp = sdoc["parameters"]
+    srec = {**srec, **{k: sp.get(k) for k in ("bucket_s", "n_buckets", "reprice_s", "move_margin_s")}}
     rec = {**rec, "train_seed": train_seed, "rho_s_per_token": doc["parameters"].get("recompute_s_per_token"),
            "limits": limits, "session": srec}
     specs = [{"name": "price", "kind": "optimized", "router": "plan", "plan": doc},
