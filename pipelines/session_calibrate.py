@@ -11,7 +11,12 @@
   - horizon = the ``horizon_quantile`` (0.9) quantile, over the workload's paused calls, of the forecast pause
     of each (its tool class's median, ``think_forecast_s``); ``n_buckets = floor(horizon / bucket_s) + 1`` so
     that a forecast return at the horizon falls inside the last bucket (`paused_instance` clamps later
-    returns to it), capped at ``max_buckets`` (256: the LP size, I × T rows, stays ~1 ms to solve).
+    returns to it), capped at ``max_buckets`` = 32. The cap is a solve budget, not derived (like ``make_pricer``'s
+    ``max_sessions``): the pricer re-solves the LP (I × n_buckets backlog and HBM rows) once a bucket, and on the
+    Copilot-like workload (bucket 0.19 s, horizon 34 s -> 180 buckets) one compare run at load 32 took 150 s
+    uncapped, 66 s at 32, 28.5 s on the former hand-set grid (2 s x 8); it binds only there among the
+    shipped generators (AgentX-like 16 and 22, hot-prompt 14 buckets), where returns forecast past the
+    covered horizon (``covered_s`` = n_buckets x bucket_s, recorded) count as returning at its end.
   - ``reprice_s = bucket_s``: the LP's prices and backlog forecast are constant within a bucket, so a
     re-pricing sooner than one bucket after the last prices the same grid again from a state that differs by
     less than one call's work on average.
@@ -48,7 +53,7 @@ __all__ = ["HORIZON_QUANTILE", "MARGIN_QUANTILE", "MAX_BUCKETS", "calibrate_move
 
 HORIZON_QUANTILE = 0.9
 MARGIN_QUANTILE = 0.9
-MAX_BUCKETS = 256
+MAX_BUCKETS = 32
 
 
 def time_grid(workload, cm: CostModel, decode_s_per_token: float, think_forecast_s: dict[str, float],
@@ -75,7 +80,7 @@ def time_grid(workload, cm: CostModel, decode_s_per_token: float, think_forecast
     bucket = float(np.median(work))
     horizon = float(np.quantile(forecasts, horizon_quantile)) if forecasts else default_think_s
     n = min(max_buckets, int(horizon // bucket) + 1)
-    return {"bucket_s": bucket, "n_buckets": n, "reprice_s": bucket, "horizon_s": horizon,
+    return {"bucket_s": bucket, "n_buckets": n, "reprice_s": bucket, "horizon_s": horizon, "covered_s": n * bucket,
             "horizon_quantile": horizon_quantile, "max_buckets": max_buckets, "n_calls": len(work),
             "n_pauses": len(forecasts),
             "bucket_s_source": "median over calls of prefill_time(new, input-new) + output*decode_s_per_token",

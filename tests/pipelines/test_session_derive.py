@@ -38,13 +38,16 @@ def _work(i: int, n: int, o: int) -> float:
 def test_time_grid_known_answer():
     # three calls of increasing work: the median is the middle call's prefill + output x decode
     calls = [(1000, 1000, 10, 2.0, "a"), (40_000, 4000, 500, 2.0, "a"), (100_000, 100_000, 2000, 2.0, "b")]
-    g = time_grid(_wl(calls), CM, DEC, {"a": 3.0, "b": 50.0}, 7.0)
+    g = time_grid(_wl(calls), CM, DEC, {"a": 3.0, "b": 50.0}, 7.0, max_buckets=1000)
     bucket = _work(40_000, 4000, 500)
     assert g["bucket_s"] == bucket == g["reprice_s"]
     # forecasts per paused call: 3, 3, 50 -> numpy's linear 0.9 quantile = 3 + 0.8 x 47 = 40.6 s
     assert g["horizon_s"] == pytest.approx(40.6, abs=1e-12)
     assert g["n_buckets"] == int(40.6 // bucket) + 1
-    assert (g["n_calls"], g["n_pauses"]) == (3, 3)
+    assert (g["n_calls"], g["n_pauses"]) == (3, 3) and g["covered_s"] == g["n_buckets"] * bucket
+    # the default solve-budget cap (32 buckets) binds here: the horizon is covered only up to 32 buckets
+    g32 = time_grid(_wl(calls), CM, DEC, {"a": 3.0, "b": 50.0}, 7.0)
+    assert g["n_buckets"] > 32 and g32["n_buckets"] == 32 and g32["covered_s"] == 32 * bucket
     # a tool class not in the forecasts takes the default; the cap binds
     g2 = time_grid(_wl([(1000, 1000, 10, 1.0, "zz")]), CM, DEC, {}, 7.0, max_buckets=3)
     assert g2["horizon_s"] == 7.0 and g2["n_buckets"] == 3
