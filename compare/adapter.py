@@ -63,12 +63,15 @@ def price_plan_from_workload(wl: Any, gpu: str, model: str, tp: int, n_instances
 
 
 def session_plan_from_workload(wl: Any, gpu: str, model: str, tp: int, n_instances: int, options: Any,
-                               seed: int) -> tuple[dict[str, Any], dict[str, Any]]:
+                               seed: int, cluster: dict[str, Any] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """The session routing door: (the routing/session Plan document {kind, type, parameters}, solve record
-    as above)."""
+    as above). ``cluster``: the comparison's cluster (`optsched.compare.jobs` format), on which the door's
+    calibration simulation of the move margin runs (None: the door's default cluster)."""
+    from optsched.compare.jobs import cluster_config
     from optsched.pipelines.session_routing import plan_from_workload
 
-    plan, res = plan_from_workload(wl, gpu, model, tp, options, seed, n_instances=n_instances)
+    plan, res = plan_from_workload(wl, gpu, model, tp, options, seed, n_instances=n_instances,
+                                   cluster=None if cluster is None else cluster_config(cluster))
     doc = {"kind": plan.kind, "type": plan.type, "parameters": dict(plan.parameters)}
     return json_roundtrip(doc), _record(res)
 

@@ -6,8 +6,10 @@ Optimized today (routing):
 - ``price`` — the price router whose rho comes from the LP duals of one window MILP of the workload
   (`optsched.pipelines.routing.plan_from_workload`);
 - ``session`` — the session-level router (`optsched.policies.router_session`): tool-pause forecasts per
-  tool class from the workload, decode cost from the cost model, re-priced online by the session LP
-  (`optsched.pipelines.session_routing.plan_from_workload` / ``build_router``);
+  tool class from the workload, decode cost from the cost model, the pricer's grid and re-pricing period
+  from the workload's per-call work and forecast pauses, the pause-move margin from a calibration
+  simulation of the router on the training replication on the comparison's cluster, re-priced online by the
+  session LP (`optsched.pipelines.session_routing.plan_from_workload` / ``build_router``);
 - ``rolling_milp`` — the rolling-horizon MILP router on the price Plan's parameters. It solves a MILP per
   routing decision (~75 s per run on a 2-core VM, 20x a heuristic), so it is NOT in the default set
   (`DEFAULT_OPTIMIZED`); name it in ``--policies`` to run it.
@@ -62,7 +64,7 @@ def derive_optimized(source: str, cluster: dict[str, Any], base_seed: int, sizes
                      node_limit: int, time_limit_s: float) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """(optimized policy specs, solve record) for the workload: the routing Plan and the session router
     config solved on the training replication. The record holds each solve's status, objective, bound,
-    termination and the limits it ran under. Raises what the doors raise, and `SolveTimedOut` when the wall
+    termination and the limits it ran under, and the session router's derived grid and move margin. Raises what the doors raise, and `SolveTimedOut` when the wall
     clock stopped a solve (module docstring)."""
     from optsched.compare.adapter import price_plan_from_workload, session_plan_from_workload
     from optsched.compare.replication import build_replication, stream
@@ -76,8 +78,10 @@ def derive_optimized(source: str, cluster: dict[str, Any], base_seed: int, sizes
     args = (wl, cluster["gpu"], cluster["model"], int(cluster["tp"]), int(cluster["instances"]))
     doc, rec = price_plan_from_workload(*args, window_calls, opts, train_seed)
     _check_not_timed("price router window MILP", rec, time_limit_s)
-    sdoc, srec = session_plan_from_workload(*args, opts, train_seed)
+    sdoc, srec = session_plan_from_workload(*args, opts, train_seed, cluster=cluster)
     _check_not_timed("session router LP", srec, time_limit_s)
+    sp = sdoc["parameters"]
+    srec = {**srec, **{k: sp.get(k) for k in ("bucket_s", "n_buckets", "reprice_s", "move_margin_s")}}
     rec = {**rec, "train_seed": train_seed, "rho_s_per_token": doc["parameters"].get("recompute_s_per_token"),
            "limits": limits, "session": srec}
     specs = [{"name": "price", "kind": "optimized", "router": "plan", "plan": doc},

@@ -12,7 +12,9 @@
 * ``solve_session_routing_ti``: the exact time-indexed model (tight LP bound; the hindsight optimum).
 * ``synthetic_session_instance``: AgentX-like random instances for tests and benchmarks.
 * ``plan_from_workload``: derives the session router's `Plan` (routing/session) from a workload (median pause per tool class,
-  decode cost from the cost model) and records the LP solve that prices a snapshot of it (provenance).
+  decode cost from the cost model, the pricer's grid and re-pricing period, the pause-move margin from a
+  calibration simulation: `optsched.pipelines.session_calibrate`) and records the LP solve that prices a
+  snapshot of it and the calibration's numbers (provenance).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from collections.abc import Sequence
 import numpy as np
 from optsched.models.routing_session_data import MODES, SessionRoutingInstance
 from optsched.models.routing_session_lp import build_session_lp
+from optsched.pipelines.session_calibrate import calibrate_move_margin, time_grid
 from optsched.solvers import SolveResult, SolverOptions, solve
 from optsched.solvers.scipy_lp import solve_matrix_lp
 
@@ -108,6 +111,10 @@ def paused_instance(cm: CostModel, now_s: float, paused: Sequence[tuple[int, int
 def make_pricer(cm: CostModel, bucket_s: float = 2.0, n_buckets: int = 8, max_sessions: int = 32, **kw):
     """Pricer for `SessionRouter`: LP relaxation of the ``max_sessions`` soonest-returning paused sessions.
 
+    ``bucket_s`` / ``n_buckets``: the LP's time grid; `build_router` passes a plan's derived values
+    (`session_calibrate.time_grid`), the defaults 2.0 s / 8 are the earlier hand-set ones. ``max_sessions``
+    caps the LP's size (hand-set, not derived).
+
     Without paused sessions, or when the LP is not optimal (logged), prices are 0 and the backlog forecast
     is the current backlog drained at one second per second. Keyword args go to `paused_instance`.
     """
@@ -174,16 +181,28 @@ def solve_session_routing_ti(inst: SessionRoutingInstance, relax: bool = False,
 
 def plan_from_workload(workload, gpu: str, model: str, tp: int = 1, options: SolverOptions | None = None,
                        seed: int | None = None, link: str = "rdma", n_instances: int = 4,
-                       reprice_s: float = 2.0) -> tuple[Plan, SolveResult]:
+                       reprice_s: float | None = None, move_margin_s: float | None = None,
+                       cluster=None) -> tuple[Plan, SolveResult]:
     """Plan (kind "routing", type "session") for ``workload`` + the LP solve that priced a snapshot of it.
 
     Derived parameters: ``think_forecast_s[tool]`` = median ``think_time_s`` of the workload's calls of that
     tool class (the forecast of a pause, not the pause itself); ``decode_s_per_token`` =
-    ``decode_step_time(32, 32·8192) / 32`` from the cost model. The snapshot: every session paused after its
-    first call, homes round-robin over ``n_instances``, returns at the forecast; its LP objective, bound and
-    gap go to ``Plan.provenance`` and the duals/primals used (HBM price per instance and bucket, work price,
-    backlog forecast) to ``parameters["derived"]`` (the online router re-prices with the same LP while it
-    runs; these are the snapshot's values). ``Plan.to_policy()`` builds the `SessionRouter` with its pricer.
+    ``decode_step_time(32, 32·8192) / 32`` from the cost model; the pricer's grid ``bucket_s`` / ``n_buckets``
+    and ``reprice_s = bucket_s`` from the workload and the cost model (`session_calibrate.time_grid`: median
+    per-call LP work, horizon = 0.9 quantile of the forecast pauses); ``move_margin_s`` = the RMS forecast error
+    of the LP's backlog difference measured by a calibration simulation of the router (margin 0) on
+    ``workload`` on ``cluster`` (`session_calibrate.calibrate_move_margin`; ``cluster`` default: ``n_instances``
+    colocated instances of ``gpu/model/tp`` with the simulator's default scheduler; sessions are cut before
+    their first call longer than the model's context, `optsched.workload.context.cap_context`, and the cut is
+    recorded; ValueError when every session's first call is too long). ``reprice_s`` /
+    ``move_margin_s`` given: used as is (recorded as given; no calibration run for a given margin).
+
+    The snapshot: every session paused after its first call, homes round-robin over ``n_instances``, returns
+    at the forecast, on the derived grid; its LP objective, bound and gap go to ``Plan.provenance`` and the
+    duals/primals used (HBM price per instance and bucket, work price, backlog forecast) to
+    ``parameters["derived"]`` together with the grid's and the calibration's numbers (the online router
+    re-prices with the same LP while it runs; these are the snapshot's values). ``Plan.to_policy()`` builds
+    the `SessionRouter` with its pricer.
     """
     from optsched.plan import Plan, Provenance
     from optsched.revision import git_revision
@@ -199,20 +218,47 @@ def plan_from_workload(workload, gpu: str, model: str, tp: int = 1, options: Sol
     think = {k: float(np.median(v)) for k, v in sorted(by_tool.items())}
     default = float(np.median(np.concatenate([np.asarray(v) for v in by_tool.values()]))) if by_tool else 3.84
     dec = float(cm.decode_step_time(32, 32 * 8192)) / 32
+    grid = time_grid(workload, cm, dec, think, default)
+    bucket, n_b = grid["bucket_s"], grid["n_buckets"]
+    if reprice_s is not None:
+        grid = {**grid, "reprice_s": float(reprice_s), "reprice_s_source": "given (plan_from_workload argument)"}
     paused = [(k % n_instances, c.input_tokens + c.output_tokens, think.get(c.tool, default))
               for k, c in enumerate(firsts)]
     free = np.full(n_instances, float(cm.kv_capacity_tokens()))
-    inst = paused_instance(cm, 0.0, paused[:64], np.zeros(n_instances), free, decode_s_per_token=dec, link=link)
+    inst = paused_instance(cm, 0.0, paused[:64], np.zeros(n_instances), free, bucket, n_b,
+                           decode_s_per_token=dec, link=link)
     res, sol = solve_session_routing(inst, relax=True, options=options)
+    cfg = SessionRouterConfig(gpu=gpu, model=model, tp=int(tp), link=link, decode_s_per_token=dec,
+                              think_forecast_s=think, default_think_s=default, reprice_s=float(grid["reprice_s"]),
+                              bucket_s=bucket, n_buckets=n_b)
+    if move_margin_s is None:
+        if cluster is None:
+            from optsched.sim import ClusterConfig, InstanceConfig
+
+            cluster = ClusterConfig(instances=(InstanceConfig(role="colocated", gpu=gpu, model=model, tp=int(tp),
+                                                              count=n_instances),))
+        from optsched.workload.context import cap_context
+
+        try:  # the simulator refuses calls longer than the model's context: cut as compare does (end_session)
+            fit, cut = cap_context(workload, cm.model.max_context_tokens)
+        except ValueError as exc:
+            raise ValueError(f"session plan: cannot calibrate move_margin_s on this workload: {exc}") from exc
+        margin = calibrate_move_margin(fit, cfg, cluster, make_pricer(cm, bucket, n_b, decode_s_per_token=dec,
+                                                                      link=link), seed=seed or 0)
+        margin["context_cut"] = cut
+    else:
+        margin = {"move_margin_s": float(move_margin_s), "source": "given (plan_from_workload argument)"}
     derived = {"solve": "session_routing LP relaxation (snapshot: first calls paused, homes round-robin)",
                "status": res.status, "n_sessions": inst.n_decisions,
                "hbm_price_per_token": sol.hbm_price.tolist() if sol is not None else None,
                "work_price_per_s": sol.work_price.tolist() if sol is not None else None,
                "backlog_forecast_s": sol.backlog_s.tolist() if sol is not None else None,
                "think_forecast_s": "median think_time_s per tool class of the workload",
-               "decode_s_per_token": "CostModel.decode_step_time(32, 32*8192) / 32"}
+               "decode_s_per_token": "CostModel.decode_step_time(32, 32*8192) / 32",
+               "time_grid": grid, "move_margin": margin}
     params = {"gpu": gpu, "model": model, "tp": int(tp), "link": link, "decode_s_per_token": dec,
-              "think_forecast_s": think, "default_think_s": default, "reprice_s": float(reprice_s),
+              "think_forecast_s": think, "default_think_s": default, "reprice_s": float(grid["reprice_s"]),
+              "bucket_s": bucket, "n_buckets": n_b, "move_margin_s": float(margin["move_margin_s"]),
               "derived": derived}
     from optsched.workload.digest import workload_digest
 
@@ -226,16 +272,21 @@ def plan_from_workload(workload, gpu: str, model: str, tp: int = 1, options: Sol
 
 
 def config_from_parameters(params) -> SessionRouterConfig:
-    """`SessionRouterConfig` from a session plan's ``parameters`` (``derived`` becomes its provenance)."""
+    """`SessionRouterConfig` from a session plan's ``parameters`` (``derived`` becomes its provenance). Keys a
+    plan written before their derivation lacks (``bucket_s``, ``n_buckets``, ``move_margin_s``) take the
+    config's defaults, the earlier hand-set values (2.0 s, 8, 0.5 s), so old plans behave as before."""
     keys = ("gpu", "model", "tp", "link", "decode_s_per_token", "think_forecast_s", "default_think_s",
-            "reprice_s", "move_margin_s")
+            "reprice_s", "move_margin_s", "bucket_s", "n_buckets")
     return SessionRouterConfig(**{k: params[k] for k in keys if k in params},
                                provenance=dict(params.get("derived", {})))
 
 
 def build_router(config: SessionRouterConfig, **pricer_kw) -> SessionRouter:
-    """`SessionRouter` with the LP pricer (``pricer_kw`` to `make_pricer`)."""
+    """`SessionRouter` with the LP pricer (``pricer_kw`` to `make_pricer`; its grid defaults to the config's
+    ``bucket_s`` / ``n_buckets``)."""
     cm = CostModel.from_names(config.gpu, config.model, config.tp)
+    pricer_kw.setdefault("bucket_s", config.bucket_s)
+    pricer_kw.setdefault("n_buckets", config.n_buckets)
     pricer_kw.setdefault("decode_s_per_token", config.decode_s_per_token)
     pricer_kw.setdefault("link", config.link)
     return SessionRouter(config, make_pricer(cm, **pricer_kw))

@@ -297,6 +297,9 @@ def _routing_session(args, opts):
     hbm = max(max(r) for r in d["hbm_price_per_token"])
     print(f"  snapshot of {d['n_sessions']} paused sessions: max HBM price {hbm:.4g} per token, "
           f"think forecasts {plan.parameters['think_forecast_s']}")
+    pp, m = plan.parameters, d["move_margin"]
+    print(f"  derived: bucket {pp['bucket_s']:.4g} s x {pp['n_buckets']}, re-price every {pp['reprice_s']:.4g} s, "
+          f"pause-move margin {pp['move_margin_s']:.4g} s ({m.get('n_pairs', 0)} forecast/realized pairs)")
     return plan
 
 

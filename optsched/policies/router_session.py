@@ -105,8 +105,15 @@ class SessionRouterConfig:
         think_forecast_s: mapping tool class (str) -> forecast pause (s, finite, >= 0); ``default_think_s`` for
             other classes.
         default_think_s: forecast pause of an unknown tool class (s, >= 0).
-        reprice_s: simulated seconds between two re-pricings (> 0).
-        move_margin_s: a pause move must save at least this much forecast TTFT (s, >= 0).
+        reprice_s: simulated seconds between two re-pricings (> 0). Derived = ``bucket_s`` (the LP's prices are
+            constant within a bucket; `optsched.pipelines.session_calibrate.time_grid`).
+        move_margin_s: a pause move must save at least this much forecast TTFT (s, >= 0). Derived = the RMS error
+            of the LP's forecast backlog difference measured in a calibration simulation
+            (`optsched.pipelines.session_calibrate.calibrate_move_margin`).
+        bucket_s, n_buckets: the pricer's time grid (s > 0; int >= 1), used by the pipeline that builds the pricer
+            (`optsched.pipelines.session_routing.build_router`), not by the router itself. Defaults (2.0, 8) and
+            those of ``reprice_s`` (2.0) and ``move_margin_s`` (0.5) are the hand-set values of plans written
+            before they were derived, so such plans load and behave as before.
         provenance: which solve produced each derived value (objective, bound, gap, duals used).
     """
 
@@ -119,6 +126,8 @@ class SessionRouterConfig:
     default_think_s: float = 3.84
     reprice_s: float = 2.0
     move_margin_s: float = 0.5
+    bucket_s: float = 2.0
+    n_buckets: int = 8
     provenance: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -140,6 +149,11 @@ class SessionRouterConfig:
         if isinstance(self.reprice_s, bool) or not (isinstance(self.reprice_s, (int, float))
                                                     and math.isfinite(self.reprice_s) and self.reprice_s > 0):
             raise ValueError(f"SessionRouterConfig.reprice_s must be finite and > 0, got {self.reprice_s!r}")
+        if isinstance(self.bucket_s, bool) or not (isinstance(self.bucket_s, (int, float))
+                                                   and math.isfinite(self.bucket_s) and self.bucket_s > 0):
+            raise ValueError(f"SessionRouterConfig.bucket_s must be finite and > 0, got {self.bucket_s!r}")
+        if isinstance(self.n_buckets, bool) or not isinstance(self.n_buckets, int) or self.n_buckets < 1:
+            raise ValueError(f"SessionRouterConfig.n_buckets must be an int >= 1, got {self.n_buckets!r}")
 
 
 Pricer = Callable[[float, list, np.ndarray, np.ndarray], SessionPrices]

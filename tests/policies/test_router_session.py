@@ -97,7 +97,10 @@ def test_config_rejects_a_think_forecast_that_is_not_a_mapping(bad):
     ("think_forecast_s", {"bash": True}, r"think_forecast_s\['bash'\] must be finite"),
     ("think_forecast_s", {"bash": "2"}, r"think_forecast_s\['bash'\] must be finite"),
     ("default_think_s", "3", r"default_think_s must be a finite number >= 0, got '3'"),
-    ("reprice_s", None, r"reprice_s must be finite and > 0, got None")])
+    ("reprice_s", None, r"reprice_s must be finite and > 0, got None"),
+    ("bucket_s", 0.0, r"bucket_s must be finite and > 0, got 0.0"),
+    ("n_buckets", 2.0, r"n_buckets must be an int >= 1, got 2.0"),
+    ("n_buckets", 0, r"n_buckets must be an int >= 1, got 0")])
 def test_config_rejects_ill_typed_fields_naming_them(field, value, match):
     with pytest.raises(ValueError, match=match):
         SessionRouterConfig(gpu="h200-sxm", model="llama-3-70b", tp=4, **{field: value})
