@@ -107,9 +107,9 @@ class SessionRouterConfig:
         default_think_s: forecast pause of an unknown tool class (s, >= 0).
         reprice_s: simulated seconds between two re-pricings (> 0). Derived = ``bucket_s`` (the LP's prices are
             constant within a bucket; `optsched.pipelines.session_calibrate.time_grid`).
-        move_margin_s: a pause move must save at least this much forecast TTFT (s, >= 0). Derived = the RMS error
-            of the LP's forecast backlog difference measured in a calibration simulation
-            (`optsched.pipelines.session_calibrate.calibrate_move_margin`).
+        move_margin_s: a pause move must save at least this much forecast TTFT (s, >= 0). Derived = the 0.9 quantile
+            of the error of the LP's forecast backlog difference (forecast - realized) measured in a calibration
+            simulation (`optsched.pipelines.session_calibrate.calibrate_move_margin`, `margin_from_pairs`).
         bucket_s, n_buckets: the pricer's time grid (s > 0; int >= 1), used by the pipeline that builds the pricer
             (`optsched.pipelines.session_routing.build_router`), not by the router itself. Defaults (2.0, 8) and
             those of ``reprice_s`` (2.0) and ``move_margin_s`` (0.5) are the hand-set values of plans written
