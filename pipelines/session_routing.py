@@ -189,8 +189,8 @@ def plan_from_workload(workload, gpu: str, model: str, tp: int = 1, options: Sol
     tool class (the forecast of a pause, not the pause itself); ``decode_s_per_token`` =
     ``decode_step_time(32, 32·8192) / 32`` from the cost model; the pricer's grid ``bucket_s`` / ``n_buckets``
     and ``reprice_s = bucket_s`` from the workload and the cost model (`session_calibrate.time_grid`: median
-    per-call LP work, horizon = 0.9 quantile of the forecast pauses); ``move_margin_s`` = the RMS forecast error
-    of the LP's backlog difference measured by a calibration simulation of the router (margin 0) on
+    per-call LP work, horizon = 0.9 quantile of the forecast pauses); ``move_margin_s`` = the 0.9 quantile of the
+    forecast error of the LP's backlog difference (`session_calibrate.margin_from_pairs`) measured by a calibration simulation of the router (margin 0) on
     ``workload`` on ``cluster`` (`session_calibrate.calibrate_move_margin`; ``cluster`` default: ``n_instances``
     colocated instances of ``gpu/model/tp`` with the simulator's default scheduler; sessions are cut before
     their first call longer than the model's context, `optsched.workload.context.cap_context`, and the cut is
