@@ -15,7 +15,9 @@ Top-level keys (all but ``workload`` and ``cluster`` optional; examples in ``exp
 - ``cluster``: ``instances`` (list of `InstanceConfig` fields), ``dram_tier``, ``ssd_tier``, ``pd_link``.
 - ``scheduler``: `SchedulerConfig` fields.
 - ``policies``: ``router`` / ``admission`` / ``residency``: a registry name, a mapping
-  ``{name: ..., params...}``, or null (defaults: round_robin / built-in FCFS / LRU).
+  ``{name: ..., params...}``, an ``optsched.policy/v1`` JSON file (a path ending in ``.json``, resolved
+  like ``workload.path``: what ``optsched solve`` / ``export`` / the PPO agent write; its kind must match
+  the slot: routing / admission / residency), or null (defaults: round_robin / built-in FCFS / LRU).
 - ``slo``: ``{ttft_s, tpot_s}`` or null.
 - ``concurrency``: closed-loop users (0 = sessions start at their own ``start_s``).
 
@@ -153,8 +155,6 @@ def check_config(cfg: dict) -> None:
 
 
 def _build_all_but_workload(cfg: dict) -> dict:
-    from optsched.sim.registry import build_policy
-
     fname = cfg.get("_file", "<config>")
     seed = cfg.get("seed", 0)
     if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
@@ -177,9 +177,9 @@ def _build_all_but_workload(cfg: dict) -> dict:
     pol = cfg.get("policies") or {}
     _check_keys(fname, "policies", pol, _POLICY_KEYS)
     try:
-        router = build_policy("router", pol.get("router") or "round_robin", seed)
-        admission = build_policy("admission", pol.get("admission"), seed)
-        residency = build_policy("residency", pol.get("residency"), seed)
+        router = _policy(cfg, "router", pol.get("router") or "round_robin", seed)
+        admission = _policy(cfg, "admission", pol.get("admission"), seed)
+        residency = _policy(cfg, "residency", pol.get("residency"), seed)
     except ValueError as exc:
         raise ValueError(f"{fname}: policies: {exc}") from None
     admission = _interval_idle_budget(fname, pol.get("admission"), admission, sched)
@@ -187,6 +187,36 @@ def _build_all_but_workload(cfg: dict) -> dict:
     slo = _typed(fname, "slo", SLO, slo) if slo is not None else None
     return {"cluster": cluster, "router": router, "admission": admission, "residency": residency, "slo": slo,
             "seed": seed, "concurrency": conc}
+
+
+def _policy(cfg: dict, slot: str, spec: Any, seed: int) -> Any:
+    """The ``policies.<slot>`` object: `build_policy` of a name / mapping, or the policy an
+    ``optsched.policy/v1`` file stands for (``Plan.to_policy``).
+
+    Raises:
+        ValueError: as `build_policy`; a file that is missing, not a policy, or of another kind (naming it).
+    """
+    if not (isinstance(spec, str) and spec.endswith(".json")):
+        from optsched.sim.registry import build_policy
+
+        return build_policy(slot, spec, seed)
+    from optsched.export import load_policy
+    from optsched.plan import REGISTRY_KIND
+
+    kind = next(k for k, v in REGISTRY_KIND.items() if v == slot)
+    path = Path(spec)
+    if not path.is_absolute():
+        here = Path(cfg.get("_dir", ".")) / path
+        path = here if here.is_file() else path
+    if not path.is_file():
+        raise ValueError(f"{slot}: policy file not found: {spec}")
+    plan = load_policy(path)
+    if plan.kind != kind:
+        raise ValueError(f"{slot}: {spec} is a {plan.kind} policy ({plan.kind}/{plan.type}), not {kind}")
+    try:
+        return plan.to_policy()
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{slot}: {spec}: {exc}") from None
 
 
 def _interval_idle_budget(fname: str, spec: Any, admission: Any, sched: SchedulerConfig) -> Any:

@@ -125,3 +125,37 @@ def test_cli_bad_config_is_one_line(tmp_path, capsys):
     assert main(["simulate", str(p)]) == 2
     err = capsys.readouterr().err
     assert "cluster.instances must be a non-empty list" in err and "Traceback" not in err
+
+
+def test_policies_accept_policy_json_files(tmp_path, capsys):
+    # before: a path gave "unknown admission 'adm.json'": an exported policy ran only through the Python API
+    import numpy as np
+
+    from optsched.export import dump_policy, load_policy
+    from optsched.plan import Plan
+    from optsched.policies.admission_mlp import MLPAdmission
+    from optsched.policies.mlp import MLP
+    from optsched.sim import simulate
+
+    rng = np.random.default_rng(0)
+    mlp = MLP([rng.normal(0, 1, (8, 39)), rng.normal(0, 1, (10, 8))], [np.zeros(8), np.zeros(10)])
+    dump_policy(Plan("admission", "mlp", MLPAdmission(mlp).to_parameters()), tmp_path / "adm.json")
+    dump_policy(Plan("routing", "price", {"prefill_s_per_token": 1e-4, "decode_s_per_token": 1e-3}),
+                tmp_path / "price.json")
+    cfg = {**TINY, "policies": {"router": "price.json", "admission": "adm.json"}}  # relative to the config's folder
+    run = build_run(load_config_dict(_write(tmp_path, cfg)))
+    assert type(run["router"]).__name__ == "PriceRouter" and isinstance(run["admission"], MLPAdmission)
+    ref = simulate(run["workload"], run["cluster"], load_policy(tmp_path / "price.json").to_policy(),
+                   load_policy(tmp_path / "adm.json").to_policy(), None, run["slo"], seed=run["seed"]).calls
+    from optsched.sim.sim_config import run_config
+
+    assert run_config(load_config_dict(tmp_path / "c.yaml")).calls.equals(ref)
+    assert main(["simulate", str(tmp_path / "c.yaml"), "--out", str(tmp_path / "o")]) == 0
+    capsys.readouterr()
+    wrong_kind = "admission: price.json is a routing policy (routing/price), not admission"
+    for pol, msg in (({"admission": "price.json"}, wrong_kind),
+                     ({"router": "nope.json"}, "router: policy file not found: nope.json")):
+        _write(tmp_path, {**TINY, "policies": pol}, "bad.yaml")
+        assert main(["simulate", str(tmp_path / "bad.yaml")]) == 2
+        err = capsys.readouterr().err
+        assert msg in err and err.count("\n") == 1, err
