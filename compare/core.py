@@ -84,7 +84,7 @@ class CompareConfig:
             raise ValueError(f"max_calls_per_session must be an int >= 0, got {self.max_calls_per_session!r}")
         if not isinstance(self.window_calls, int) or self.window_calls < 1:
             raise ValueError(f"window_calls must be an int >= 1, got {self.window_calls!r}")
-        for key in ("instances", "max_num_batched_tokens"):
+        for key in ("tp", "instances", "max_num_batched_tokens"):  # tp: the cost model's own error named no flag
             v = self.cluster.get(key)
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:
                 raise ValueError(f"cluster.{key} must be an int >= 1, got {v!r}")
