@@ -173,6 +173,8 @@ def _run(args: argparse.Namespace) -> int:
         raise _flag_error(exc) from None
     slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", Path(args.workload).stem if Path(args.workload).exists() else args.workload)
     out = Path(args.out or f"runs/compare-{slug}")
+    if out.exists() and not out.is_dir():  # else every run was computed, then lost when its cache entry was written
+        raise ValueError(f"--out {out}: exists and is not a folder")
     from optsched.compare.policies import SolveTimedOut
 
     try:

@@ -102,6 +102,11 @@ def test_cli_errors_are_one_line(tmp_path):
         proc = subprocess.run([*CLI, *argv, "--out", str(tmp_path)], capture_output=True, text=True, check=False)
         assert proc.returncode == 2, (argv, proc.stderr)
         assert msg in proc.stderr and proc.stderr.count("\n") == 1, proc.stderr
+    # --out naming a file: before, the runs were computed and then lost ("[Errno 20] Not a directory: .../cache/run")
+    (tmp_path / "f").write_text("")
+    proc = subprocess.run([*CLI, "compare", SRC, "--policies", "round_robin", "--max-calls", "10", "--out",
+                           str(tmp_path / "f")], capture_output=True, text=True, check=False)
+    assert proc.returncode == 2 and proc.stderr == f"optsched compare: error: --out {tmp_path / 'f'}: exists and is not a folder\n"
 
 
 def test_cli_import_loads_no_heavy_package():
