@@ -88,6 +88,12 @@ class CompareConfig:
             v = self.cluster.get(key)
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:
                 raise ValueError(f"cluster.{key} must be an int >= 1, got {v!r}")
+        from optsched.sim.config import SchedulerConfig
+
+        seqs = SchedulerConfig().max_num_seqs  # the runs' scheduler (jobs.cluster_config): below it every run failed
+        if self.cluster["max_num_batched_tokens"] < seqs:
+            raise ValueError(f"cluster.max_num_batched_tokens must be an int >= {seqs} (the scheduler's max_num_seqs: "
+                             f"every running decode fits in a step), got {self.cluster['max_num_batched_tokens']!r}")
         for key in ("ttft_s", "tpot_s"):
             v = self.slo.get(key)
             if not (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0):

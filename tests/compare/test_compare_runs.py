@@ -85,6 +85,9 @@ def test_cli_errors_are_one_line(tmp_path):
                       (["compare", SRC, "--tp", "0"], "--tp must be an int >= 1, got 0"),
                       (["compare", SRC, "--max-num-batched-tokens", "0"],
                        "--max-num-batched-tokens must be an int >= 1, got 0"),
+                      # below max_num_seqs (256) every run failed: 20 warnings, an empty table, exit 1
+                      (["compare", SRC, "--max-num-batched-tokens", "100"],
+                       "--max-num-batched-tokens must be an int >= 256 (the scheduler's max_num_seqs"),
                       (["compare", SRC, "--slo-ttft", "-1"], "--slo-ttft must be a finite number > 0"),
                       (["compare", SRC, "--slo-tpot", "0"], "--slo-tpot must be a finite number > 0"),
                       (["compare", SRC, "--max-calls", "-1"], "--max-calls must be an int >= 0, got -1"),
@@ -139,6 +142,8 @@ def test_consistent_hash_ring_is_drawn_per_replication():
 @pytest.mark.parametrize("kw, msg", [
     ({"cluster": {**CLUSTER, "instances": 0}}, "cluster.instances must be an int >= 1, got 0"),
     ({"cluster": {**CLUSTER, "tp": -4}}, "cluster.tp must be an int >= 1, got -4"),
+    ({"cluster": {**CLUSTER, "max_num_batched_tokens": 255}}, ("cluster.max_num_batched_tokens must be an int >= 256 "
+     "(the scheduler's max_num_seqs: every running decode fits in a step), got 255")),
     ({"cluster": {**CLUSTER, "max_num_batched_tokens": 0}}, "cluster.max_num_batched_tokens must be an int >= 1, got 0"),
     ({"slo": {"ttft_s": -1.0, "tpot_s": 0.1}}, "slo.ttft_s must be a finite number > 0 (s), got -1.0"),
     ({"slo": {"ttft_s": 10.0, "tpot_s": 0.0}}, "slo.tpot_s must be a finite number > 0 (s), got 0.0"),
