@@ -84,10 +84,16 @@ class CompareConfig:
             raise ValueError(f"max_calls_per_session must be an int >= 0, got {self.max_calls_per_session!r}")
         if not isinstance(self.window_calls, int) or self.window_calls < 1:
             raise ValueError(f"window_calls must be an int >= 1, got {self.window_calls!r}")
-        for key in ("instances", "max_num_batched_tokens"):
+        for key in ("tp", "instances", "max_num_batched_tokens"):  # tp: the cost model's own error named no flag
             v = self.cluster.get(key)
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:
                 raise ValueError(f"cluster.{key} must be an int >= 1, got {v!r}")
+        from optsched.sim.config import SchedulerConfig
+
+        seqs = SchedulerConfig().max_num_seqs  # the runs' scheduler (jobs.cluster_config): below it every run failed
+        if self.cluster["max_num_batched_tokens"] < seqs:
+            raise ValueError(f"cluster.max_num_batched_tokens must be an int >= {seqs} (the scheduler's max_num_seqs: "
+                             f"every running decode fits in a step), got {self.cluster['max_num_batched_tokens']!r}")
         for key in ("ttft_s", "tpot_s"):
             v = self.slo.get(key)
             if not (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0):

@@ -72,6 +72,9 @@ def solve_pyomo(model: pyo.ConcreteModel, options: SolverOptions) -> SolveResult
     tc = res.termination_condition
     obj = res.best_feasible_objective
     bound = res.best_objective_bound
+    if bound is not None and not math.isfinite(bound):
+        bound = None  # no dual bound yet (stopped before the root LP finished); also without an incumbent, where
+        # -inf reached Provenance (`optsched solve routing --time-limit 1e-9`: "provenance.bound ... got -inf")
     if tc in _NO_SOLUTION:
         return SolveResult(_NO_SOLUTION[tc], str(tc.name), None, None, None, wall, "highs", version,
                            f"HiGHS: {tc.name}")
@@ -84,8 +87,6 @@ def solve_pyomo(model: pyo.ConcreteModel, options: SolverOptions) -> SolveResult
     if has_dual_suffix and tc == TC.optimal and not is_mip(model):
         for con, val in res.solution_loader.get_duals().items():
             model.dual[con] = val
-    if bound is not None and not math.isfinite(bound):
-        bound = None  # no dual bound yet (stopped before the root LP finished)
     if bound is None and tc == TC.optimal:
         bound = obj
     gap = relative_gap(obj, bound)

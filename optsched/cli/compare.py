@@ -42,7 +42,8 @@ headroom_closed = (policy - best heuristic) / (bound - best heuristic).
   context_cut{seed: {calls_cut, sessions_cut}}, code_digest.
 Files in --out: compare.json, compare.md (the table), fronts.png; run cache in --out/cache (resumes).
 Exit status: 0; 1 when a policy's runs raised (the files are still written, without that policy, and stderr
-names it with its first error); 2 for bad arguments.
+names it with its first error) or an optimized policy's derivation solve hit --solver-time-limit (nothing is
+written; stderr says which solve); 2 for bad arguments.
 """
 
 
@@ -91,7 +92,7 @@ def register(subparsers) -> None:
 _FLAG_OF = {"base_seed": "--base-seed", "target interactivity": "--target-interactivity",
             "solver_node_limit": "--solver-node-limit", "solver_time_limit_s": "--solver-time-limit",
             "max_calls": "--max-calls", "max_calls_per_session": "--max-calls-per-session",
-            "window_calls": "--window-calls", "cluster.instances": "--instances",
+            "window_calls": "--window-calls", "cluster.tp": "--tp", "cluster.instances": "--instances",
             "cluster.max_num_batched_tokens": "--max-num-batched-tokens", "slo.ttft_s": "--slo-ttft",
             "slo.tpot_s": "--slo-tpot"}
 
@@ -172,8 +173,18 @@ def _run(args: argparse.Namespace) -> int:
         raise _flag_error(exc) from None
     slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", Path(args.workload).stem if Path(args.workload).exists() else args.workload)
     out = Path(args.out or f"runs/compare-{slug}")
-    res = run_compare(cfg, out / "cache", args.backend, workers, args.address,
-                      progress=lambda d, n: print(f"\r{d}/{n} runs", end="", file=sys.stderr, flush=True))
+    if out.exists() and not out.is_dir():  # else every run was computed, then lost when its cache entry was written
+        raise ValueError(f"--out {out}: exists and is not a folder")
+    from optsched.compare.policies import SolveTimedOut
+
+    try:
+        res = run_compare(cfg, out / "cache", args.backend, workers, args.address,
+                          progress=lambda d, n: print(f"\r{d}/{n} runs", end="", file=sys.stderr, flush=True))
+    except SolveTimedOut as exc:  # a derivation the wall clock stopped: one line, not a traceback
+        if args.verbose:
+            raise
+        print(f"optsched compare: error: {exc} (--solver-time-limit {args.solver_time_limit:g})", file=sys.stderr)
+        return 1
     print(file=sys.stderr)
     text = json.dumps(res, indent=2, allow_nan=False)
     out.mkdir(parents=True, exist_ok=True)

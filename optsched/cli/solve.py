@@ -73,7 +73,7 @@ def register(subparsers) -> None:
                         "engine has no eviction-order hook)")
     p.add_argument("--train-seeds", default=None,
                    help="residency, order rules (load_priced_search / load_priced_imitate), generator workloads: fit "
-                        "the eviction order on these seeds' replications (comma list, e.g. 1,2,3: one training MILP "
+                        "the eviction order on these seeds' replications (comma list of seeds other than --seed, e.g. 1,2,3: one training MILP "
                         "each; default: the solved workload itself, in-sample)")
     p.add_argument("--window", type=int, default=32, help="routing: calls in the solved window")
     p.add_argument("--formulation", choices=FORMULATIONS["routing"] + FORMULATIONS["pd"], default=None,
@@ -93,7 +93,7 @@ def register(subparsers) -> None:
 def _count(spec: str) -> int:
     """N of 'name:N' (ValueError naming the option when N is not a positive integer)."""
     tail = spec.split(":", 1)[1]
-    if not tail.isdigit() or int(tail) < 1:
+    if not (tail.isascii() and tail.isdigit()) or int(tail) < 1:  # isdigit alone takes "²", which int() rejects
         raise ValueError(f"--workload {spec!r}: expected {spec.split(':')[0]}:N with N a positive integer")
     return int(tail)
 
@@ -103,7 +103,8 @@ def _train_seeds(args) -> tuple[int, ...] | None:
 
     Raises:
         ValueError: one line naming --train-seeds: outside residency's order rules, with a trace (it has one
-            replication), a value that is not an int >= 0, a seed named twice, an empty list.
+            replication), a value that is not an int >= 0, a seed named twice, the solved workload's --seed
+            (the training would not be held out), an empty list.
     """
     text = args.train_seeds
     if text is None:
@@ -117,10 +118,13 @@ def _train_seeds(args) -> tuple[int, ...] | None:
     for x in (x.strip() for x in text.split(",")):
         if not x:
             continue
-        if not x.isdigit():
+        if not (x.isascii() and x.isdigit()):  # isdigit alone takes "²", which int() rejects
             raise ValueError(f"--train-seeds {text}: {x!r} is not an int >= 0")
         if int(x) in seeds:
             raise ValueError(f"--train-seeds {text}: seed {x} named twice")
+        if int(x) == args.seed:
+            raise ValueError(f"--train-seeds {text}: seed {x} is the solved workload's --seed, so the order would not "
+                             "be fitted on held-out replications (name other seeds, or omit the flag to fit in-sample)")
         seeds.append(int(x))
     if not seeds:
         raise ValueError("--train-seeds: empty list (omit the flag to fit on the solved workload)")

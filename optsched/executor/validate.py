@@ -75,7 +75,8 @@ def policy_variant(path: str) -> Variant:
                          "(expected routing, admission or residency)")
     try:
         pol = plan.to_policy()
-    except TypeError as exc:
+    except (TypeError, ValueError) as exc:  # Plan.to_policy raises ValueError; without the path, two --policy
+        # files of one kind could not be told apart
         raise ValueError(f"{path}: parameters do not fit policy {plan.type!r} ({exc})") from None
     return Variant(f"{plan.kind}:{plan.type}", **{slot: pol})
 

@@ -46,6 +46,13 @@ def _repo_root(monkeypatch, request):
     (["residency", "--workload", "agentx:2", "--train-seeds", "1,x"], "--train-seeds 1,x: 'x' is not an int >= 0"),
     (["residency", "--workload", "agentx:2", "--train-seeds", "1,1"], "--train-seeds 1,1: seed 1 named twice"),
     (["residency", "--workload", "agentx:2", "--train-seeds", ","], "--train-seeds: empty list"),
+    # "²".isdigit() is True: int() then failed with "invalid literal for int()", naming no flag
+    (["residency", "--workload", "agentx:2", "--train-seeds", "1,\u00b2"], "--train-seeds 1,\u00b2: '\u00b2' is not an int"),
+    (["pd", "--workload", "agentx:\u00b2"], "agentx:N with N a positive integer"),
+    # the solved seed among the training seeds: the flag promises held-out training, the fit was in-sample
+    (["residency", "--workload", "agentx:2", "--seed", "3", "--train-seeds", "1,3"],
+     "--train-seeds 1,3: seed 3 is the solved workload's --seed"),
+    (["residency", "--workload", "agentx:2", "--train-seeds", "0"], "--train-seeds 0: seed 0 is the solved workload's"),
 ])
 def test_bad_input_is_one_clean_line(capsys, tmp_path, argv, needle):
     out = tmp_path / "p.json"

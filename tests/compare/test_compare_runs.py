@@ -81,8 +81,13 @@ def test_cli_errors_are_one_line(tmp_path):
                       (["compare", SRC, "--loads", "0.5,x"], "--loads 0.5,x: 'x' is not a number"),
                       # the flag, not CompareConfig's field (cluster.instances, slo.ttft_s, max_calls, ...)
                       (["compare", SRC, "--instances", "0"], "--instances must be an int >= 1, got 0"),
+                      # the cost model's "tp must be ..." named no flag, and only once the runs had started
+                      (["compare", SRC, "--tp", "0"], "--tp must be an int >= 1, got 0"),
                       (["compare", SRC, "--max-num-batched-tokens", "0"],
                        "--max-num-batched-tokens must be an int >= 1, got 0"),
+                      # below max_num_seqs (256) every run failed: 20 warnings, an empty table, exit 1
+                      (["compare", SRC, "--max-num-batched-tokens", "100"],
+                       "--max-num-batched-tokens must be an int >= 256 (the scheduler's max_num_seqs"),
                       (["compare", SRC, "--slo-ttft", "-1"], "--slo-ttft must be a finite number > 0"),
                       (["compare", SRC, "--slo-tpot", "0"], "--slo-tpot must be a finite number > 0"),
                       (["compare", SRC, "--max-calls", "-1"], "--max-calls must be an int >= 0, got -1"),
@@ -100,6 +105,11 @@ def test_cli_errors_are_one_line(tmp_path):
         proc = subprocess.run([*CLI, *argv, "--out", str(tmp_path)], capture_output=True, text=True, check=False)
         assert proc.returncode == 2, (argv, proc.stderr)
         assert msg in proc.stderr and proc.stderr.count("\n") == 1, proc.stderr
+    # --out naming a file: before, the runs were computed and then lost ("[Errno 20] Not a directory: .../cache/run")
+    (tmp_path / "f").write_text("")
+    proc = subprocess.run([*CLI, "compare", SRC, "--policies", "round_robin", "--max-calls", "10", "--out",
+                           str(tmp_path / "f")], capture_output=True, text=True, check=False)
+    assert proc.returncode == 2 and proc.stderr == f"optsched compare: error: --out {tmp_path / 'f'}: exists and is not a folder\n"
 
 
 def test_cli_import_loads_no_heavy_package():
@@ -131,6 +141,9 @@ def test_consistent_hash_ring_is_drawn_per_replication():
 
 @pytest.mark.parametrize("kw, msg", [
     ({"cluster": {**CLUSTER, "instances": 0}}, "cluster.instances must be an int >= 1, got 0"),
+    ({"cluster": {**CLUSTER, "tp": -4}}, "cluster.tp must be an int >= 1, got -4"),
+    ({"cluster": {**CLUSTER, "max_num_batched_tokens": 255}}, ("cluster.max_num_batched_tokens must be an int >= 256 "
+     "(the scheduler's max_num_seqs: every running decode fits in a step), got 255")),
     ({"cluster": {**CLUSTER, "max_num_batched_tokens": 0}}, "cluster.max_num_batched_tokens must be an int >= 1, got 0"),
     ({"slo": {"ttft_s": -1.0, "tpot_s": 0.1}}, "slo.ttft_s must be a finite number > 0 (s), got -1.0"),
     ({"slo": {"ttft_s": 10.0, "tpot_s": 0.0}}, "slo.tpot_s must be a finite number > 0 (s), got 0.0"),
@@ -169,3 +182,16 @@ def test_cli_exits_1_and_names_a_policy_whose_runs_raised(tmp_path, monkeypatch,
     assert [p["name"] for p in res["policies"]] == ["round_robin"]
     monkeypatch.setattr(J, "run_job", real)
     assert main([*argv[:3], "round_robin", *argv[4:]]) == 0  # same runs, none failed
+
+
+def test_cli_timed_out_derivation_is_one_line_exit_1(tmp_path):
+    # before: SolveTimedOut (a RuntimeError) escaped main() as a 15-line traceback
+    argv = ["compare", SRC, "--policies", "round_robin,price", "--seeds", "5", "--loads", "1,2", "--max-calls", "20",
+            "--workers", "1", "--solver-time-limit", "1e-9", "--out", str(tmp_path)]
+    proc = subprocess.run([*CLI, *argv], capture_output=True, text=True, check=False)
+    assert proc.returncode == 1, proc.stderr
+    last = proc.stderr.splitlines()[-1]
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert last.startswith("optsched compare: error: price router window MILP: the solve hit the 1e-09 s wall-clock")
+    assert last.endswith("(--solver-time-limit 1e-09)")
+    assert not (tmp_path / "compare.json").exists()

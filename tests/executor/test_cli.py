@@ -101,6 +101,21 @@ def test_wrong_kind_policy(tmp_path, policies, capsys, verb):
 
 
 @pytest.mark.parametrize("verb", ["run", "validate"])
+def test_invalid_parameters_name_the_file(tmp_path, capsys, verb):
+    # before: "admission/vllm_threshold: invalid parameters ..." named no file (of two --policy files, which?)
+    d = tmp_path / "pol"
+    d.mkdir()
+    good = dump_policy(Plan("admission", "vllm_threshold", {"long_prefill_token_threshold": 64}), d / "good.json")
+    bad = json.loads(good.read_text())
+    bad["parameters"]["long_prefill_token_threshold"] = -5
+    (d / "bad.json").write_text(json.dumps(bad))
+    argv = (["executor", "run", "--out", str(tmp_path / "o")] if verb == "run" else ["validate"])
+    err = _err(capsys, argv + ["--workload", W, "--policy", str(good), "--policy", str(d / "bad.json")])
+    assert f"{d / 'bad.json'}: parameters do not fit policy 'vllm_threshold'" in err, err
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("verb", ["run", "validate"])
 def test_workload_too_big_for_executor_memory(tmp_path, capsys, verb):
     argv = (["executor", "run", "--out", str(tmp_path / "o")] if verb == "run" else ["validate"])
     err = _err(capsys, argv + ["--workload", W, "--kv-blocks", "8"])

@@ -116,3 +116,17 @@ def test_relative_gap_convention():
     assert relative_gap(100.0, 99.0) == pytest.approx(0.01)
     assert relative_gap(None, 1.0) is None
     assert relative_gap(0.0, 0.0) == 0.0
+
+
+def test_stopped_without_an_incumbent_reports_no_bound_not_infinity():
+    # before: HiGHS' "no bound yet" (+-inf) was cleared only when there was an incumbent, so a time-out without one
+    # carried bound=inf into Provenance ("provenance.bound must be a finite number or None": `optsched solve
+    # routing --time-limit 1e-9` exited 2 instead of writing its greedy fallback)
+    rng = np.random.default_rng(0)
+    w, v = rng.integers(1, 100, 60), rng.integers(1, 100, 60)
+    m = pyo.ConcreteModel()
+    m.x = pyo.Var(range(60), domain=pyo.Binary)
+    m.c = pyo.Constraint(expr=sum(int(w[i]) * m.x[i] for i in range(60)) <= int(w.sum() // 2))
+    m.o = pyo.Objective(expr=sum(int(v[i]) * m.x[i] for i in range(60)), sense=pyo.maximize)
+    r = solve(m, SolverOptions(time_limit_s=1e-9))
+    assert (r.status, r.objective, r.bound, r.gap) == ("time_limit_no_solution", None, None, None)
