@@ -100,6 +100,31 @@ class CompareConfig:
                 raise ValueError(f"slo.{key} must be a finite number > 0 (s), got {v!r}")
 
 
+def _check_replications_differ(cfg: CompareConfig, seeds: list[int], ctx: int) -> None:
+    """Build every seed's replication at the first load (bad input fails here, once, with the loader's
+    message) and refuse a comparison whose replications are all the same workload: a trace with fewer than
+    two distinct arrival gaps (every seed's permutation is the identity), where the CI would have zero width
+    and a verdict would rest on one run.
+
+    Raises:
+        ValueError: identical replications (naming the source and what to change); as `build_replication`.
+    """
+    from optsched.compare.replication import build_replication
+
+    from optsched.workload.digest import workload_digest
+
+    digests = set()
+    for s in seeds:
+        wl, _ = build_replication(cfg.source, s, float(cfg.loads[0]), ctx, cfg.max_calls, cfg.max_calls_per_session)
+        digests.add(workload_digest(wl))
+        if len(digests) > 1:
+            return
+    raise ValueError(f"{cfg.source}: its {len(seeds)} replications are the same workload (the arrival gaps left "
+                     f"after --max-calls {cfg.max_calls} / --max-calls-per-session {cfg.max_calls_per_session} "
+                     "do not differ, so a seed's permutation changes nothing): a 95% CI over them would be a "
+                     "single run; keep more calls or use a generator spec")
+
+
 def headroom_closed(policy: float, best_heuristic: float, bound: float) -> float | None:
     """Share of the gap between the best heuristic and the upper bound that ``policy`` closes:
     (policy - best) / (bound - best); 0 = no better than the best heuristic, 1 = reaches the bound,
@@ -186,15 +211,12 @@ def run_compare(cfg: CompareConfig, cache_dir: Path, backend: str = "local", wor
 
     c = cfg.cluster
     CostModel.from_names(c["gpu"], c["model"], tp=int(c["tp"])).check_fits()
-    from optsched.compare.replication import build_replication
-
     from optsched.cost.catalog import load_model
 
     # bad input fails here, once, with the loader's message (not once per run)
-    build_replication(cfg.source, cfg.base_seed, float(cfg.loads[0]), load_model(c["model"]).max_context_tokens,
-                      cfg.max_calls, cfg.max_calls_per_session)
-    salt = code_digest()
     seeds = [cfg.base_seed + i for i in range(cfg.seeds)]
+    _check_replications_differ(cfg, seeds, load_model(c["model"]).max_context_tokens)
+    salt = code_digest()
     names = list(cfg.policies) if cfg.policies is not None else None
     baselines = P.baseline_specs()
     optimized, derivation = [], None

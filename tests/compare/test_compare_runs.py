@@ -50,7 +50,7 @@ def test_byte_identical_across_reruns_workers_cache_and_ray(tmp_path):
 def test_interrupted_compare_resumes_from_the_cache(tmp_path, monkeypatch):
     import optsched.compare.backends as B
 
-    cfg = CompareConfig(source=SRC, policies=("round_robin",), seeds=2, loads=(1.0,), max_calls=20)
+    cfg = CompareConfig(source=SRC, policies=("round_robin",), seeds=2, loads=(1.0,), max_calls=40)
     calls = []
     real = B._safe_run
 
@@ -100,6 +100,8 @@ def test_cli_errors_are_one_line(tmp_path):
                       (["compare", SRC, "--target-interactivity", "0"],
                        "--target-interactivity must be a positive number"),
                       (["compare", "no/such/file.jsonl"], "no such file"),
+                      # one call: every seed's permutation is the identity, 5 copies of one run with a 0-width CI
+                      (["compare", SRC, "--max-calls", "1"], "its 5 replications are the same workload"),
                       (["compare", "hotprompt:sessions=0", "--policies", "round_robin"],
                        "sessions must be an int >= 1")):
         proc = subprocess.run([*CLI, *argv, "--out", str(tmp_path)], capture_output=True, text=True, check=False)
@@ -174,7 +176,7 @@ def test_cli_exits_1_and_names_a_policy_whose_runs_raised(tmp_path, monkeypatch,
 
     monkeypatch.setattr(J, "run_job", flaky)
     argv = ["compare", SRC, "--policies", "round_robin,cache_aware", "--seeds", "5", "--loads", "1",
-            "--max-calls", "10", "--instances", "2", "--workers", "1", "--out", str(tmp_path)]
+            "--max-calls", "40", "--instances", "2", "--workers", "1", "--out", str(tmp_path)]
     assert main(argv) == 1
     err = capsys.readouterr().err
     assert "policy cache_aware failed (seed 0 load 1: RuntimeError: injected)" in err
