@@ -42,7 +42,11 @@ def _parse_sweep(text: str) -> tuple[str, list]:
     key, sep, vals = text.partition("=")
     if not sep or not key or not vals:
         raise ValueError(f"--sweep expects KEY=V1,V2,..., got {text!r}")
-    return key, [yaml.safe_load(v) for v in vals.split(",")]
+    values = [yaml.safe_load(v) for v in vals.split(",")]
+    dup = [v for k, v in enumerate(values) if v in values[:k]]
+    if dup:  # the same run twice: a duplicate point on the front, and the runs' output folders collide
+        raise ValueError(f"--sweep {text}: value {dup[0]!r} named twice")
+    return key, values
 
 
 def pareto_front(points: list[tuple[float, float]]) -> list[int]:
