@@ -99,10 +99,9 @@ class _LoggingRouter(SessionRouter):
 
     def kv_move_on_pause(self, call, home, view):
         out = super().kv_move_on_pause(call, home, view)
-        p = self.prices
-        if p is not None:
+        if self.prices is not None:
             t = self._bucket(self.paused[call.session_id][2])
-            f = {i: float(p.backlog_s[i, t - 1]) if t > 0 else self._wait_s(view, i) for i in prefill_candidates(view)}
+            f = {i: self._return_wait_s(view, i, t) for i in prefill_candidates(view)}
             if home in f and len(f) > 1:
                 self._pending[call.session_id] = (home, f)
         return out

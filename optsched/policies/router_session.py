@@ -211,6 +211,12 @@ class SessionRouter:
         dec = max(0, inst.outstanding_tokens - inst.queued_prefill_tokens)
         return self._prefill_wait_s(view, i) + dec * self.config.decode_s_per_token
 
+    def _return_wait_s(self, view: ClusterView, i: int, t: int) -> float:
+        """Forecast wait on i for a session returning in bucket ``t`` of the current prices: the LP's backlog
+        B[i, t−1] at the start of that bucket, or i's wait now when it returns within the first bucket (the
+        term `kv_move_on_pause` compares; `optsched.pipelines.session_calibrate` logs its error)."""
+        return float(self.prices.backlog_s[i, t - 1]) if t > 0 else self._wait_s(view, i)
+
     @staticmethod
     def _room(view: ClusterView, i: int) -> int:
         """HBM tokens on i not pinned by running sequences: the most a KV copy into i can reserve (the
@@ -298,8 +304,7 @@ class SessionRouter:
         hold_to = slice(0, t + 1)
 
         def cost(i: int) -> float:
-            b = float(p.backlog_s[i, t - 1]) if t > 0 else self._wait_s(view, i)
-            return b + float(p.hbm_price[i, hold_to].sum()) * tokens
+            return self._return_wait_s(view, i, t) + float(p.hbm_price[i, hold_to].sum()) * tokens
 
         c_home = cost(home)
         xfer = self._move_s(tokens, cfg.link)
