@@ -243,8 +243,7 @@ def plan_from_workload(workload, gpu: str, model: str, tp: int = 1, options: Sol
             fit, cut = cap_context(workload, cm.model.max_context_tokens)
         except ValueError as exc:
             raise ValueError(f"session plan: cannot calibrate move_margin_s on this workload: {exc}") from exc
-        margin = calibrate_move_margin(fit, cfg, cluster, make_pricer(cm, bucket, n_b, decode_s_per_token=dec,
-                                                                      link=link), seed=seed or 0)
+        margin = calibrate_move_margin(fit, cfg, cluster, build_router(cfg).pricer, seed=seed or 0)
         margin["context_cut"] = cut
     else:
         margin = {"move_margin_s": float(move_margin_s), "source": "given (plan_from_workload argument)"}
