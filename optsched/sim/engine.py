@@ -308,7 +308,8 @@ class Simulator(PDMixin, SteppingMixin):
         if self._fcfs_fast[inst.iid]:
             b = plan_fcfs(inst, t, self._start_load)
         else:
-            self._observe_step(inst, t)
+            if self.admission is not None:  # no call per step on the runs without an admission rule
+                self._observe_step(inst, t)
             b = plan_step(inst, t, self.admission, self._start_load, self.ttft_slo_s)
         if b.n_dec == 0 and not b.chunks:
             self._idle(unit, t)
@@ -336,9 +337,9 @@ class Simulator(PDMixin, SteppingMixin):
         """Hand an admission rule that declares ``observation_rows`` (k > 0) and ``observe_step`` the
         Admission-v0 observation of ``inst`` (`optsched.sim.admission_obs`, k prefill rows) before a step with
         prefill work is planned: the point where ``optsched/Admission-v0`` stops for a decision, so a learned
-        rule sees here what it saw in the env. Other rules: nothing is built."""
+        rule sees here what it saw in the env. Other rules: nothing is built. Callers check that a rule is set."""
         adm = self.admission
-        if adm is not None and (inst.prefilling or inst.waiting):
+        if inst.prefilling or inst.waiting:
             k = getattr(adm, "observation_rows", 0)
             if k:
                 adm.observe_step(admission_observation(inst, t, k))
@@ -356,7 +357,8 @@ class Simulator(PDMixin, SteppingMixin):
         batches: list[Batch] = []
         longest = 0.0
         for inst in unit.members:
-            self._observe_step(inst, t)
+            if self.admission is not None:
+                self._observe_step(inst, t)
             b = plan_step(inst, t, self.admission, self._start_load, self.ttft_slo_s)
             b.t0 = t
             if not b.empty:
