@@ -227,9 +227,11 @@ def _residency(args, opts):
     from optsched.cost import CostModel
     from optsched.pipelines.residency_priced import solve_priced
 
-    wl = _workload(args.workload, args.seed)
-    if args.sessions:
-        wl = replace(wl, sessions=wl.sessions[: args.sessions])
+    def load(seed: int):  # the solved workload and each --train-seeds replication, cut alike by --sessions
+        wl = _workload(args.workload, seed)
+        return replace(wl, sessions=wl.sessions[: args.sessions]) if args.sessions else wl
+
+    wl = load(args.seed)
     cm = CostModel.from_names(args.gpu, args.model, tp=args.tp)
     out = solve_priced(wl, cm, opts, cost_model_id=f"{args.gpu}/{args.model}/tp{args.tp}", seed=args.seed,
                        slot_s=args.slot, n_instances=args.instances)
@@ -249,9 +251,7 @@ def _residency(args, opts):
     from optsched.pipelines.residency_imitation import ORDER_METHODS, rule_plan
 
     seeds = list(args.train_seeds or (args.seed,))
-    train = [wl] if args.train_seeds is None else \
-        [replace(w, sessions=w.sessions[: args.sessions]) if args.sessions else w
-         for w in (_workload(args.workload, s) for s in seeds)]
+    train = [wl] if args.train_seeds is None else [load(s) for s in seeds]
     plan = rule_plan(out, args.rule, train, cm, opts, **({"seeds": seeds} if args.rule in ORDER_METHODS else {}))
     if plan is not None and args.rule in ORDER_METHODS:
         rec = plan.parameters["solve"]["imitation"]
