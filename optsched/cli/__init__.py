@@ -10,6 +10,7 @@ import logging
 import os
 import re
 import sys
+import warnings
 
 __all__ = ["build_parser", "main"]
 
@@ -68,7 +69,12 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
-        return int(args.func(args) or 0)
+        # warnings (e.g. a loader's re-sorted timestamps) as one "optsched VERB: warning:" line each, not
+        # Python's "file.py:82: TraceOrderWarning ..." form with its source line
+        with warnings.catch_warnings():
+            warnings.showwarning = lambda message, *_a, **_k: print(
+                f"optsched {args.command}: warning: {message}", file=sys.stderr)
+            return int(args.func(args) or 0)
     except (ValueError, FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError) as exc:
         # bad input (also a folder or an unreadable file where a file is expected): one clear line, no
         # traceback (run with -v for the traceback)

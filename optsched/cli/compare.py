@@ -146,18 +146,6 @@ def _config(args: argparse.Namespace, policies: tuple[str, ...] | None):
 
 
 def _run(args: argparse.Namespace) -> int:
-    import warnings
-
-    # loader warnings (e.g. re-sorted trace timestamps) as one "optsched compare: warning:" line each, as
-    # `optsched simulate` and `optsched workload` print them, not Python's "file.py:82: TraceOrderWarning ..."
-    # form with its source line
-    with warnings.catch_warnings():
-        warnings.showwarning = lambda message, *_a, **_k: print(f"optsched compare: warning: {message}",
-                                                                 file=sys.stderr)
-        return _compare(args)
-
-
-def _compare(args: argparse.Namespace) -> int:
     import os
     import re
 

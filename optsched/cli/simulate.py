@@ -11,8 +11,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import sys
-import warnings
 from pathlib import Path
 
 __all__ = ["pareto_front", "plot_pareto", "register"]
@@ -85,15 +83,6 @@ def plot_pareto(rows: list[dict], key: str, path: Path) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    # loader warnings (e.g. re-sorted trace timestamps) as one "optsched simulate: warning:" line each, as
-    # `optsched workload` prints them, not Python's "file.py:120: TraceOrderWarning ...\n  source line" form
-    with warnings.catch_warnings():
-        warnings.showwarning = lambda message, *_a, **_k: print(f"optsched simulate: warning: {message}",
-                                                                 file=sys.stderr)
-        return _simulate(args)
-
-
-def _simulate(args: argparse.Namespace) -> int:
     from optsched.sim.result import _clean
     from optsched.sim.sim_config import apply_override, check_config, load_config_dict, run_config
 
