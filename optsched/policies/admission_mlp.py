@@ -60,7 +60,9 @@ class MLPAdmission:
     def observe_step(self, obs: Mapping[str, np.ndarray]) -> None:
         """Choose the menu entry for the step about to be planned from its observation (the engine calls
         this before each step with prefill work; `optsched.sim.engine.Simulator._observe_step`)."""
-        self._menu = MenuAdmission(self.act(obs))
+        if self._menu is None:
+            self._menu = MenuAdmission()
+        self._menu.set_choice(self.act(obs))
 
     def select(self, waiting: Sequence[WaitingPrefill], token_budget: int, step_index: int,
                now_s: float) -> list[tuple[int, int]]:
