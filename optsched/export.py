@@ -26,8 +26,6 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import jsonschema
-
 from optsched.plan import Plan, Provenance, known_types
 
 __all__ = [
@@ -74,6 +72,8 @@ def plan_to_json(plan: Plan) -> dict:
 
 
 def _validate(doc: Any, where: str) -> None:
+    import jsonschema  # here, not at import: every CLI verb imports this module to build its parser (~0.08 s)
+
     validator = jsonschema.Draft202012Validator(policy_schema())
     err = jsonschema.exceptions.best_match(validator.iter_errors(doc))
     if err is not None:

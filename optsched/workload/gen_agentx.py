@@ -38,7 +38,6 @@ import math
 from dataclasses import dataclass, replace
 
 import numpy as np
-from scipy.special import ndtri
 
 from optsched.workload.calibrate import (
     assign_by_rank,
@@ -155,6 +154,8 @@ def generate_agentx(n_sessions: int, rng: np.random.Generator, variant: str = "f
     """
     if not (isinstance(n_sessions, int) and n_sessions >= 1):
         raise ValueError(f"n_sessions must be an int >= 1, got {n_sessions!r}")
+    from scipy.special import ndtri  # here, not at import: `import optsched.workload` never pays for scipy
+
     label = variant if params is None else "custom"
     if params is None:
         if variant not in AGENTX_VARIANTS:
