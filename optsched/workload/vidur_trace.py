@@ -14,16 +14,20 @@ Arrivals for lengths-only traces (arxiv, sharegpt): the file has no times. By de
 
 from __future__ import annotations
 
+import zlib
 from pathlib import Path
 
 import numpy as np
 
 from optsched.workload._csv import float_cell, int_cell, iter_csv_rows
-from optsched.workload._io import sorted_order, trace_stem
+from optsched.workload._io import open_trace, sorted_order, trace_stem
 from optsched.workload.errors import TraceFormatError
 from optsched.workload.types import Call, Session, Workload
 
 __all__ = ["load_vidur_trace"]
+
+_REQUIRED = ("num_prefill_tokens", "num_decode_tokens")
+_FAST = True  # `_fast_rows` first (tests switch it off to compare with the reference `_rows`)
 
 
 def load_vidur_trace(
@@ -47,17 +51,8 @@ def load_vidur_trace(
         ValueError: ``rate_per_s`` without ``rng``, not > 0, or given for a file that has ``arrived_at``.
     """
     path = Path(path)
-    rows: list[tuple[int, float | None, int, int]] = []
-    has_time = None
-    for line, row in iter_csv_rows(path, ("num_prefill_tokens", "num_decode_tokens")):
-        if has_time is None:
-            has_time = "arrived_at" in row
-        t = float_cell(row, "arrived_at", path, line) if has_time else None
-        p = int_cell(row, "num_prefill_tokens", path, line)
-        d = int_cell(row, "num_decode_tokens", path, line, minimum=1)
-        if "num_total_tokens" in row and int_cell(row, "num_total_tokens", path, line) != p + d:
-            raise TraceFormatError(path, line, f"num_total_tokens = prefill + decode = {p + d}", row["num_total_tokens"])
-        rows.append((line, t, p, d))
+    rows = (_fast_rows(path) if _FAST else None) or _rows(path)
+    has_time = rows[0][1] is not None
     if rate_per_s is not None:
         if has_time:
             raise ValueError(f"{path}: has arrived_at; rate_per_s must not be given")
@@ -73,3 +68,68 @@ def load_vidur_trace(
         cid = f"L{line}"
         sessions.append(Session(cid, (Call(cid, cid, p, d, arrival_s=t),), start_s=t if t is not None else 0.0))
     return Workload(name or trace_stem(path), tuple(sessions), closed_loop=False, source=str(path))
+
+
+def _rows(path: Path) -> list[tuple[int, float | None, int, int]]:
+    """``(line, arrived_at or None, prefill, decode)`` per data row: the reference reader (csv module,
+    every cell checked by `float_cell` / `int_cell`; the errors of `load_vidur_trace`)."""
+    rows: list[tuple[int, float | None, int, int]] = []
+    has_time = None
+    for line, row in iter_csv_rows(path, _REQUIRED):
+        if has_time is None:
+            has_time = "arrived_at" in row
+        t = float_cell(row, "arrived_at", path, line) if has_time else None
+        p = int_cell(row, "num_prefill_tokens", path, line)
+        d = int_cell(row, "num_decode_tokens", path, line, minimum=1)
+        if "num_total_tokens" in row and int_cell(row, "num_total_tokens", path, line) != p + d:
+            raise TraceFormatError(path, line, f"num_total_tokens = prefill + decode = {p + d}", row["num_total_tokens"])
+        rows.append((line, t, p, d))
+    return rows
+
+
+def _fast_rows(path: Path) -> list[tuple[int, float | None, int, int]] | None:
+    """`_rows` for a plain file (~4x faster: the whole text split on newlines and commas, cells converted by
+    ``float`` / ``int`` directly), or None when the file is anything but plain: not UTF-8, a quote, CR, NUL,
+    blank line or ragged row, a missing column, a cell ``int`` / ``float`` refuse or out of range (an
+    integral float such as ``12.0``, NaN, inf). `_rows` then reads it, so results and errors are exactly the
+    reference's (``tests/workload/test_vidur_fast.py``). ``float`` and ``int`` strip whitespace as
+    ``float_cell`` / ``int_cell`` do; without quotes the csv module splits a line on commas."""
+    with open_trace(path) as fh:
+        try:
+            raw = fh.read()
+        except (OSError, EOFError, zlib.error):
+            return None
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        return None
+    if '"' in text or "\r" in text or "\x00" in text:
+        return None
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    if len(lines) < 2:
+        return None
+    header = [h.strip() for h in lines[0].split(",")]
+    if any(c not in header for c in _REQUIRED):
+        return None
+    width = len(header)
+    ip, idc = header.index("num_prefill_tokens"), header.index("num_decode_tokens")
+    it = header.index("arrived_at") if "arrived_at" in header else -1
+    itot = header.index("num_total_tokens") if "num_total_tokens" in header else -1
+    inf = float("inf")
+    rows: list[tuple[int, float | None, int, int]] = []
+    append = rows.append
+    try:
+        for line, text_row in enumerate(lines[1:], start=2):
+            cells = text_row.split(",")
+            if len(cells) != width:
+                return None
+            p, d = int(cells[ip]), int(cells[idc])
+            t = float(cells[it]) if it >= 0 else None
+            if p < 0 or d < 1 or (t is not None and not (0.0 <= t < inf)) or (itot >= 0 and int(cells[itot]) != p + d):
+                return None
+            append((line, t, p, d))
+    except ValueError:
+        return None
+    return rows
