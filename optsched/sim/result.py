@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from optsched.sim.csv_text import write_frame_csv
 from optsched.sim.metrics import agentic_summary, boundary_classes
 
 __all__ = ["CALL_COLUMNS", "FLOAT_FORMAT", "TIMESERIES_COLUMNS", "SimResult", "calls_frame", "timeseries_frame"]
@@ -140,8 +141,9 @@ class SimResult:
         `optsched.sim.aiperf_metrics`) into ``out_dir`` (created). Same run -> same bytes."""
         d = Path(out_dir)
         d.mkdir(parents=True, exist_ok=True)
-        self.calls.to_csv(d / "calls.csv", index=False, float_format=FLOAT_FORMAT, lineterminator="\n")
-        self.timeseries.to_csv(d / "timeseries.csv", index=False, float_format=FLOAT_FORMAT, lineterminator="\n")
+        # = to_csv(index=False, float_format=FLOAT_FORMAT, lineterminator="\n"), ~4x faster (optsched.sim.csv_text)
+        write_frame_csv(self.calls, d / "calls.csv", FLOAT_FORMAT)
+        write_frame_csv(self.timeseries, d / "timeseries.csv", FLOAT_FORMAT)
         try:
             import pyarrow  # noqa: F401
         except ImportError:
