@@ -7,14 +7,16 @@ an admission rule and a residency rule, and returns a `SimResult` (per-call tabl
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Sequence
+from types import SimpleNamespace
 from typing import Any
 
 from optsched.sim.config import SLO, ClusterConfig, InstanceConfig, SchedulerConfig
 from optsched.sim.engine import Simulator, gc_paused
-from optsched.sim.metrics import summarize
+from optsched.sim.metrics import summarize, summarize_columns
 from optsched.sim.registry import build_policy
-from optsched.sim.result import SimResult, timeseries_frame
+from optsched.sim.result import RawCalls, SimResult, timeseries_frame
 from optsched.sim.sim_config import load_config_dict, run_config
 from optsched.sim.stepping import Decision
 from optsched.workload.types import Workload
@@ -89,15 +91,23 @@ def _simulate(workload, cluster, router, admission, residency, slo, seed, progre
     try:
         sim.fast_forward = fast_forward
         sim.run()
-        df = sim.calls_frame()
+        raw = RawCalls(sim._seqs, sim._driver.calls)
         mover = sim.kv_mover
-        if mover.active:  # hits that arrived by a KV copy (optsched.sim.kv_move), a part of hit_hbm_tokens
-            df["hit_remote_tokens"] = [mover.remote_tokens(s, sim.block_size) for s in sim._seqs]
+        # hits that arrived by a KV copy (optsched.sim.kv_move), a part of hit_hbm_tokens
+        remote = [mover.remote_tokens(s, sim.block_size) for s in sim._seqs] if mover.active else None
         extra = {**(dict(mover.stats) if mover.active else {}),
                  "residency_actions": dict(sorted(sim.residency.actions.items())),
                  "seed": int(seed), "block_size": int(sim.block_size), "concurrency": int(concurrency)}
-        summary = summarize(df, sim.instances, cluster.num_gpus, slo, extra)
-        ts = timeseries_frame(sim.instances)
+        cols = raw.summary_columns()
+        if cols is not None:  # the summary from numpy columns; the tables are built when first read
+            summary = summarize_columns(cols, raw.cols["session_id"], raw.boundary, sim.instances, cluster.num_gpus,
+                                        slo, extra)
+            df = functools.partial(_calls_table, raw, remote)
+        else:
+            df = _calls_table(raw, remote)
+            summary = summarize(df, sim.instances, cluster.num_gpus, slo, extra)
+        samples = [SimpleNamespace(iid=i.iid, samples=i.samples) for i in sim.instances]
+        ts = functools.partial(timeseries_frame, samples)
         config = {
             "workload": workload.name, "source": workload.source, "cluster": dataclasses.asdict(cluster),
             "router": getattr(router, "name", type(router).__name__),
@@ -109,3 +119,11 @@ def _simulate(workload, cluster, router, admission, residency, slo, seed, progre
         return SimResult(df, summary, ts, config)
     finally:  # also when the run raises: frees the run's objects by reference counting now (`Simulator.close`)
         sim.close()
+
+
+def _calls_table(raw: RawCalls, remote: list[int] | None):
+    """The per-call table of a `simulate` run (`RawCalls.frame`, plus ``hit_remote_tokens`` with KV moves)."""
+    df = raw.frame()
+    if remote is not None:
+        df["hit_remote_tokens"] = remote
+    return df

@@ -50,15 +50,17 @@ Summary:
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from optsched.sim.itl import NUM_BINS, hist_percentiles
 
-__all__ = ["AGENTIC_KEYS", "BOUNDARIES", "agentic_summary", "boundary_classes", "meet_or_beat", "percentiles",
-           "summarize"]
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = ["AGENTIC_KEYS", "BOUNDARIES", "SUMMARY_COLUMNS", "agentic_summary", "boundary_classes", "meet_or_beat",
+           "percentiles", "summarize", "summarize_columns"]
 
 BOUNDARIES = ("first", "within_turn", "cross_turn", "model_switch")
 # the agentic set in one place (`agentic_summary`, `SimResult.agentic`): session completion, TTFT, TPOT,
@@ -145,7 +147,7 @@ def summarize(df: pd.DataFrame, instances: list, num_gpus: int, slo: Any, extra:
     s["makespan_s"] = makespan
     for col in ("ttft", "tpot", "e2e", "queue"):
         s.update(percentiles(df[f"{col}_s"].to_numpy(), col))
-    _itl_metrics(s, df, instances)
+    _itl_metrics(s, df["itl_max_s"].to_numpy(), instances)
     sess = df.groupby("session_id", sort=True).agg(a=("release_s", "min"), b=("finish_s", "max"))
     s.update(percentiles((sess["b"] - sess["a"]).to_numpy(), "session_completion"))
     inter = df["interactivity_tok_s"].to_numpy(dtype=float)
@@ -184,7 +186,83 @@ def summarize(df: pd.DataFrame, instances: list, num_gpus: int, slo: Any, extra:
     return s
 
 
-def _itl_metrics(s: dict, df: pd.DataFrame, instances: list) -> None:
+# the per-call columns `summarize_columns` reads (`optsched.sim.result.CALL_COLUMNS` names)
+SUMMARY_COLUMNS = ("release_s", "finish_s", "ttft_s", "tpot_s", "e2e_s", "queue_s", "itl_max_s", "interactivity_tok_s",
+                   "input_tokens", "output_tokens", "hit_hbm_tokens", "hit_dram_tokens", "hit_ssd_tokens",
+                   "hit_self_tokens", "recomputed_tokens", "preempted_recompute_tokens", "prefilled_tokens",
+                   "preemptions")
+
+
+def summarize_columns(cols: dict[str, np.ndarray], session_ids: list[str], boundaries: list[str], instances: list,
+                      num_gpus: int, slo: Any, extra: dict | None = None) -> dict:
+    """`summarize` of a run whose per-call table was never built: the same dict from the table's columns.
+
+    Args:
+        cols: `SUMMARY_COLUMNS` as numpy arrays of one length n >= 1, each of the dtype the table column
+            has (int64 token counts, float64 times), no NaN in ``release_s`` / ``finish_s`` (a finished run).
+        session_ids, boundaries: the table's ``session_id`` and ``boundary`` cells (n str each).
+
+    Every figure is computed as `summarize` computes it from the frame, on the same float64 / int64 values
+    (session spans in sorted session order, as ``groupby(sort=True)``; sums of int64 columns; boolean means),
+    so the dicts are equal; ``tests/sim/test_summary_columns.py`` checks that on many runs.
+    """
+    n = len(session_ids)
+    s: dict[str, Any] = {"num_calls": n, "num_sessions": len(set(session_ids)), "num_gpus": int(num_gpus)}
+    rel, fin = cols["release_s"], cols["finish_s"]
+    start = float(rel.min())
+    end = float(fin.max())
+    makespan = end - start
+    s["makespan_s"] = makespan
+    for col in ("ttft", "tpot", "e2e", "queue"):
+        s.update(percentiles(cols[f"{col}_s"], col))
+    _itl_metrics(s, cols["itl_max_s"], instances)
+    span: dict[str, list[float]] = {}
+    for sid, a, b in zip(session_ids, rel.tolist(), fin.tolist()):
+        ab = span.get(sid)
+        if ab is None:
+            span[sid] = [a, b]
+        else:
+            ab[0] = min(ab[0], a)
+            ab[1] = max(ab[1], b)
+    s.update(percentiles(np.array([span[k][1] - span[k][0] for k in sorted(span)], dtype=np.float64),
+                         "session_completion"))
+    inter = cols["interactivity_tok_s"].astype(float)
+    s["p90_interactivity_tok_s"] = meet_or_beat(inter, 90)
+    s["interactivity_p50_tok_s"] = meet_or_beat(inter, 50)
+    itl90 = s["itl_p90_s"]
+    s["p90_interactivity_token_tok_s"] = 1.0 / itl90 if itl90 and math.isfinite(itl90) else math.nan
+    inp_col, out_col = cols["input_tokens"], cols["output_tokens"]
+    tokens = float(inp_col.sum() + out_col.sum())
+    s["tpgs"] = tokens / (num_gpus * makespan) if makespan > 0 else math.nan
+    s["throughput_calls_s"] = n / makespan if makespan > 0 else math.nan
+    if slo is not None:
+        tpot = cols["tpot_s"]
+        ok = (cols["ttft_s"] <= slo.ttft_s) & ((tpot <= slo.tpot_s) | np.isnan(tpot))
+        s["slo_attainment"] = float(ok.mean())
+        s["goodput_calls_s"] = float(ok.sum() / makespan) if makespan > 0 else math.nan
+        s["slo_ttft_s"] = float(slo.ttft_s)
+        s["slo_tpot_s"] = float(slo.tpot_s)
+    inp = float(inp_col.sum())
+    for src in ("hbm", "dram", "ssd"):
+        s[f"hit_rate_{src}"] = float(cols[f"hit_{src}_tokens"].sum()) / inp if inp else 0.0
+    s["hit_rate"] = s["hit_rate_hbm"] + s["hit_rate_dram"] + s["hit_rate_ssd"]
+    s["hit_self_tokens"] = int(cols["hit_self_tokens"].sum())
+    for k in ("recomputed_tokens", "preempted_recompute_tokens", "prefilled_tokens", "preemptions"):
+        s[k] = int(cols[k].sum())
+    hits = cols["hit_hbm_tokens"] + cols["hit_dram_tokens"] + cols["hit_ssd_tokens"]
+    bnd = np.array(boundaries, dtype=object)
+    for b in BOUNDARIES:
+        m = bnd == b
+        tot = float(inp_col[m].sum())
+        s[f"hit_rate_{b}"] = float(hits[m].sum()) / tot if tot else math.nan
+        s[f"num_calls_{b}"] = int(m.sum())
+    _instance_metrics(s, instances, end)
+    if extra:
+        s.update(extra)
+    return s
+
+
+def _itl_metrics(s: dict, itl_max: np.ndarray, instances: list) -> None:
     """Token-weighted ITL percentiles (histogram, `optsched.sim.itl`), exact mean, per-call max ITL."""
     counts = sum((i.itl.total_counts() for i in instances), np.zeros(NUM_BINS, dtype=np.int64))
     tokens = sum(i.itl.tokens for i in instances)
@@ -192,7 +270,7 @@ def _itl_metrics(s: dict, df: pd.DataFrame, instances: list) -> None:
         s[f"itl_p{q}_s"] = v
     s["itl_mean_s"] = sum(i.itl.sum_s for i in instances) / tokens if tokens else math.nan
     s["itl_tokens"] = int(tokens)
-    s.update(percentiles(df["itl_max_s"].to_numpy(), "itl_max"))
+    s.update(percentiles(itl_max, "itl_max"))
 
 
 def _instance_metrics(s: dict, instances: list, end_s: float) -> None:

@@ -4,17 +4,19 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
-from optsched.sim.csv_text import write_frame_csv
-from optsched.sim.metrics import agentic_summary, boundary_classes
+from optsched.sim.metrics import SUMMARY_COLUMNS, agentic_summary, boundary_classes
 
-__all__ = ["CALL_COLUMNS", "FLOAT_FORMAT", "TIMESERIES_COLUMNS", "SimResult", "calls_frame", "timeseries_frame"]
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = ["CALL_COLUMNS", "FLOAT_FORMAT", "TIMESERIES_COLUMNS", "RawCalls", "SimResult", "calls_frame",
+           "timeseries_frame"]
 
 FLOAT_FORMAT = "%.9g"  # fixed float formatting: same run -> same bytes
 
@@ -32,6 +34,9 @@ _RAW = ("call_id", "session_id", "lane", "turn", "model", "instance", "decode_in
         "enqueue_s", "first_sched_s", "first_token_s", "finish_s", "input_tokens", "output_tokens",
         "prefilled_tokens", "hit_hbm_tokens", "hit_dram_tokens", "hit_ssd_tokens", "hit_self_tokens", "total_target", "preemptions",
         "load_s", "transfer_s", "itl_max_s")
+_TIMES = ("release_s", "first_sched_s", "first_token_s", "finish_s", "itl_max_s")  # raw columns the summary reads
+_COUNTS = ("input_tokens", "output_tokens", "prefilled_tokens", "hit_hbm_tokens", "hit_dram_tokens", "hit_ssd_tokens",
+           "hit_self_tokens", "preemptions")
 
 
 def calls_frame(seqs: list, calls: list) -> pd.DataFrame:
@@ -50,15 +55,79 @@ def calls_frame(seqs: list, calls: list) -> pd.DataFrame:
     output tokens (s; NaN for single-token outputs; `optsched.sim.itl`). ``interactivity_tok_s`` =
     (output_tokens - 1) / (finish - first token), output tokens/s after the first (NaN for one token).
     """
-    raw = [
-        (c.call_id, c.session_id, c.lane, c.turn, c.model, s.inst, s.decode_inst, s.release_s, s.enqueue_s,
-         s.first_sched_s, s.first_token_s, s.finish_s, c.input_tokens, c.output_tokens, s.prefilled, s.hit_hbm,
-         s.hit_dram, s.hit_ssd, s.hit_self, s.total_target, s.preemptions, s.load_s, s.transfer_s, s.itl_max_s)
-        for s in seqs
-        for c in (s.call,)
-    ]
-    df = pd.DataFrame.from_records(raw, columns=_RAW) if raw else pd.DataFrame(columns=_RAW)
-    df["boundary"] = boundary_classes(calls)
+    return RawCalls(seqs, calls).frame()
+
+
+class RawCalls:
+    """The cells `calls_frame` is built from, read off the finished `Seq` records into one list per raw
+    column (Python values, no pandas), and the ``boundary`` classes. `frame` builds the table from them exactly
+    as `calls_frame` always did; `summary_columns` gives `optsched.sim.metrics.summarize_columns` its arrays
+    without the table, so ``simulate`` returns without importing pandas or building the table (the
+    `SimResult` builds it when first read)."""
+
+    def __init__(self, seqs: list, calls: list) -> None:
+        self.n = len(seqs)
+        self.cols: dict[str, list] = dict(zip(_RAW, map(list, zip(*[
+            (c.call_id, c.session_id, c.lane, c.turn, c.model, s.inst, s.decode_inst, s.release_s, s.enqueue_s,
+             s.first_sched_s, s.first_token_s, s.finish_s, c.input_tokens, c.output_tokens, s.prefilled, s.hit_hbm,
+             s.hit_dram, s.hit_ssd, s.hit_self, s.total_target, s.preemptions, s.load_s, s.transfer_s, s.itl_max_s)
+            for s in seqs
+            for c in (s.call,)
+        ])))) if seqs else {k: [] for k in _RAW}
+        self.boundary = boundary_classes(calls)
+
+    def frame(self) -> pd.DataFrame:
+        """The per-call table (`calls_frame`): ``DataFrame.from_records`` of the row tuples, derived columns."""
+        import pandas as pd
+
+        raw = list(zip(*(self.cols[k] for k in _RAW)))
+        df = pd.DataFrame.from_records(raw, columns=_RAW) if raw else pd.DataFrame(columns=_RAW)
+        return _derive(df, self.boundary)
+
+    def summary_columns(self) -> dict[str, np.ndarray] | None:
+        """`optsched.sim.metrics.SUMMARY_COLUMNS` as the arrays the table would hold (same derivations, numpy
+        instead of pandas Series arithmetic: the same elementwise float64 / int64 operations), or None when a
+        raw column would not come out int64 / float64 in the table (e.g. a None cell: ``from_records`` infers
+        its dtype, so leave it to the table) or the run is empty or unfinished (NaN release or finish)."""
+        if not self.n:
+            return None
+        a: dict[str, np.ndarray] = {}
+        for k in _TIMES:
+            arr = np.array(self.cols[k])
+            if arr.dtype not in (np.int64, np.float64):
+                return None
+            a[k] = arr
+        for k in _COUNTS:
+            arr = np.array(self.cols[k])
+            if arr.dtype != np.int64:  # e.g. a float count: leave the arithmetic to the table
+                return None
+            a[k] = arr
+        if np.isnan(a["release_s"].astype(float)).any() or np.isnan(a["finish_s"].astype(float)).any():
+            return None
+        out, rel, fin, first = a["output_tokens"], a["release_s"], a["finish_s"], a["first_token_s"]
+        c = {k: a[k] for k in ("release_s", "finish_s", "input_tokens", "output_tokens", "hit_hbm_tokens",
+                               "hit_dram_tokens", "hit_ssd_tokens", "hit_self_tokens", "preemptions")}
+        c["ttft_s"] = first - rel
+        with np.errstate(divide="ignore", invalid="ignore"):
+            tpot = (fin - first) / (out - 1)
+        c["tpot_s"] = np.where(out > 1, tpot, np.nan)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            inter = (out - 1) / (fin - first)
+        c["interactivity_tok_s"] = np.where(out > 1, inter, np.nan)
+        c["e2e_s"] = fin - rel
+        c["queue_s"] = a["first_sched_s"] - rel
+        hits = a["hit_hbm_tokens"] + a["hit_dram_tokens"] + a["hit_ssd_tokens"] + a["hit_self_tokens"]
+        c["prefilled_tokens"] = a["input_tokens"] - hits
+        c["preempted_recompute_tokens"] = a["prefilled_tokens"] - c["prefilled_tokens"]  # raw: chunk tokens
+        c["recomputed_tokens"] = c["preempted_recompute_tokens"]
+        c["itl_max_s"] = np.where(out > 1, a["itl_max_s"], np.nan)
+        assert set(c) == set(SUMMARY_COLUMNS)
+        return c
+
+
+def _derive(df: pd.DataFrame, boundary: list[str]) -> pd.DataFrame:
+    """`calls_frame`'s derived columns on the raw table (`RawCalls.summary_columns` mirrors them in numpy)."""
+    df["boundary"] = boundary
     df["ttft_s"] = df["first_token_s"] - df["release_s"]
     out = df["output_tokens"].to_numpy()
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -85,6 +154,8 @@ def timeseries_frame(instances: list) -> pd.DataFrame:
     """Step-boundary samples of every instance (`Instance.samples`), instance by instance; columns
     `TIMESERIES_COLUMNS` (instance, t_s in s, queue depth, running sequences, HBM KV blocks used). Built
     column-wise (int64 / float64), the same frame as ``pd.DataFrame`` of the row tuples, faster."""
+    import pandas as pd
+
     iid: list[int] = []
     cols: tuple[list, ...] = ([], [], [], [])
     for inst in instances:
@@ -113,7 +184,6 @@ def _clean(v: Any) -> Any:
     return v
 
 
-@dataclass
 class SimResult:
     """Outcome of `simulate`.
 
@@ -123,12 +193,41 @@ class SimResult:
         timeseries: per-instance samples at step boundaries: instance, t_s, queue_depth,
             running_seqs, kv_used_blocks.
         config: what was run (workload name, cluster, policies, seed) for provenance.
+
+    ``calls`` and ``timeseries`` may be given as zero-argument callables that build the table; it is built
+    (once) when first read, so a caller that reads only ``summary`` (``optsched simulate --json``, a sweep)
+    never imports pandas nor builds a table (``simulate`` passes `RawCalls.frame` and a `timeseries_frame`).
     """
 
-    calls: pd.DataFrame
-    summary: dict
-    timeseries: pd.DataFrame
-    config: dict = field(default_factory=dict)
+    def __init__(self, calls: pd.DataFrame | Callable[[], pd.DataFrame], summary: dict,
+                 timeseries: pd.DataFrame | Callable[[], pd.DataFrame], config: dict | None = None) -> None:
+        self._calls = calls
+        self.summary = summary
+        self._timeseries = timeseries
+        self.config = {} if config is None else config
+
+    @property
+    def calls(self) -> pd.DataFrame:
+        if callable(self._calls):
+            self._calls = self._calls()
+        return self._calls
+
+    @calls.setter
+    def calls(self, df: pd.DataFrame) -> None:
+        self._calls = df
+
+    @property
+    def timeseries(self) -> pd.DataFrame:
+        if callable(self._timeseries):
+            self._timeseries = self._timeseries()
+        return self._timeseries
+
+    @timeseries.setter
+    def timeseries(self, df: pd.DataFrame) -> None:
+        self._timeseries = df
+
+    def __repr__(self) -> str:
+        return f"SimResult(summary={self.summary!r}, config={self.config!r})"
 
     @property
     def agentic(self) -> dict[str, Any]:
@@ -141,7 +240,9 @@ class SimResult:
         `optsched.sim.aiperf_metrics`) into ``out_dir`` (created). Same run -> same bytes."""
         d = Path(out_dir)
         d.mkdir(parents=True, exist_ok=True)
-        # = to_csv(index=False, float_format=FLOAT_FORMAT, lineterminator="\n"), ~4x faster (optsched.sim.csv_text)
+        from optsched.sim.csv_text import write_frame_csv
+
+        # = to_csv(index=False, float_format=FLOAT_FORMAT, lineterminator="\n"), faster (optsched.sim.csv_text)
         write_frame_csv(self.calls, d / "calls.csv", FLOAT_FORMAT)
         write_frame_csv(self.timeseries, d / "timeseries.csv", FLOAT_FORMAT)
         try:

@@ -16,14 +16,16 @@ pause (``Decision.pauses_session``) and hands them to a `Residency` policy objec
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from optsched.sim.events import RELEASE
 from optsched.sim.result import calls_frame
 from optsched.workload.types import Call
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["Decision", "SteppingMixin"]
 
