@@ -50,6 +50,7 @@ Summary:
 from __future__ import annotations
 
 import math
+from itertools import chain
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -134,7 +135,9 @@ def _time_avg(t: np.ndarray, v: np.ndarray, end_s: float) -> float:
 def _sample_array(inst: Any) -> np.ndarray:
     """An instance's step-boundary samples as a float64 array of shape (n, 4): t_s, queue depth, running
     sequences, HBM KV blocks (counts are exact in float64)."""
-    return np.array(inst.samples, dtype=np.float64).reshape(-1, 4)
+    samples = inst.samples  # fromiter over the flattened cells: the same float64 values as np.array of the
+    # tuples (each cell through float()), ~5x faster for the 54k samples of splitwise_conv
+    return np.fromiter(chain.from_iterable(samples), dtype=np.float64, count=4 * len(samples)).reshape(-1, 4)
 
 
 def summarize(df: pd.DataFrame, instances: list, num_gpus: int, slo: Any, extra: dict | None = None) -> dict:

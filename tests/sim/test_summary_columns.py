@@ -78,3 +78,13 @@ def test_summary_only_run_imports_no_pandas():
             "print('pandas' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], check=True, text=True, capture_output=True).stdout
     assert out.strip() == "False"
+
+
+def test_sample_array_equals_array_of_tuples():
+    from optsched.sim.metrics import _sample_array
+
+    sim, _ = _sim("vidur_4x")
+    for inst in sim.instances:
+        ref = np.array(inst.samples, dtype=np.float64).reshape(-1, 4)
+        got = _sample_array(inst)
+        assert got.dtype == ref.dtype and np.array_equal(got, ref)
