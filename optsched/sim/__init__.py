@@ -107,7 +107,7 @@ def _simulate(workload, cluster, router, admission, residency, slo, seed, progre
             df = _calls_table(raw, remote)
             summary = summarize(df, sim.instances, cluster.num_gpus, slo, extra)
         samples = [SimpleNamespace(iid=i.iid, samples=i.samples) for i in sim.instances]
-        ts = functools.partial(timeseries_frame, samples)
+        ts = functools.partial(_timeseries_table, samples)
         config = {
             "workload": workload.name, "source": workload.source, "cluster": dataclasses.asdict(cluster),
             "router": getattr(router, "name", type(router).__name__),
@@ -122,8 +122,16 @@ def _simulate(workload, cluster, router, admission, residency, slo, seed, progre
 
 
 def _calls_table(raw: RawCalls, remote: list[int] | None):
-    """The per-call table of a `simulate` run (`RawCalls.frame`, plus ``hit_remote_tokens`` with KV moves)."""
-    df = raw.frame()
-    if remote is not None:
-        df["hit_remote_tokens"] = remote
+    """The per-call table of a `simulate` run (`RawCalls.frame`, plus ``hit_remote_tokens`` with KV moves);
+    built, like the whole run, with the cyclic GC paused (its row tuples are acyclic)."""
+    with gc_paused():
+        df = raw.frame()
+        if remote is not None:
+            df["hit_remote_tokens"] = remote
     return df
+
+
+def _timeseries_table(samples: list):
+    """`timeseries_frame` of a run's per-instance samples, the cyclic GC paused as for `_calls_table`."""
+    with gc_paused():
+        return timeseries_frame(samples)
