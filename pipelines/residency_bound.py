@@ -8,17 +8,21 @@ and fits its penalty:
   (1 - F((k-1) s)), with F(0) = 0; 1 where the survival is 0 (past a cap).
 - ``penalty_features``: what is known at the start of slot t about pause j, as multiples of its eviction cost
   2 c_j (write-out + PCIe resume, `Pause.pcie_s`): ``FEATURES`` = constant, "HBM over-subscribed" (the
-  exogenous demand u[i,t] = (running KV R[i,t] + KV of every pause present in t) / H exceeds 1), min(u, 2),
-  "first slot of the pause". u counts every present pause whatever its tier, so it does not depend on the
+  exogenous demand u[i,t] = (running KV R[i,t] + KV of every pause present in t) / H exceeds 1), "near full"
+  (u > 0.9), min(u, 2), "first slot of the pause". u counts every present pause whatever its tier, so it does not depend on the
   decisions; Delta[j,t] = lam . features keeps the penalty linear in u[j,hbm,t] and non-anticipative.
 - ``relaxation_bound``: solves the penalized MILP; the bound of one outcome is the solver's proven lower
   bound (not the incumbent), so a gap left open cannot overstate it. E over outcomes of this value <= the
   expected cost of every non-anticipative rule (Brown, Smith & Sun 2010); estimated by the mean over
   independent replications, with its Student-t CI.
-- ``fit_penalty``: lam maximizing the mean bound over TRAINING replications. The bound is a minimum of
-  functions linear in lam, hence concave in lam; the fit is normalized subgradient ascent (subgradient of one
-  outcome: sum over (j, t) of features * (E - h) * u*[j,hbm,t] at the inner optimum; Shor's method, step
-  ``step0 / sqrt(k + 1)``), keeping the best iterate. lam = 0 gives the hindsight optimum. Evaluated
+- ``fit_penalty``: lam maximizing the mean bound over TRAINING replications. Each outcome's bound is a minimum
+  of functions linear in lam, hence concave in lam, with supergradient g = sum over (j, t) of features * (E - h)
+  * u*[j,hbm,t] at the inner optimum. The fit is a disaggregated cutting-plane (Kelley) method with a box
+  trust region: every evaluated lam adds the plane bound_i(lam_k) + g_i . (lam - lam_k) of each training
+  outcome i; the next lam maximizes the mean over i of the lowest plane of i (an LP, `scipy.optimize.linprog`)
+  within ``radius`` of the best lam so far; the radius halves when a step does not improve the mean. Kelley,
+  J. SIAM 8(4), 1960; the trust region as in bundle methods (Lemarechal 1978). Starts at lam = 0 (the hindsight
+  optimum) and keeps the best iterate. Evaluated
   replications must be disjoint from the training ones (a lam tuned on the evaluated outcomes would not give
   a valid bound on their mean).
 - ``penalty_of_paths``: the penalty a rule's replayed paths pay; its mean over replications must be 0 for an
@@ -41,7 +45,7 @@ __all__ = ["FEATURES", "BoundResult", "PenaltyFit", "fit_penalty", "penalty_feat
 
 logger = logging.getLogger(__name__)
 
-FEATURES = ("constant", "over_subscribed", "demand", "first_slot")
+FEATURES = ("constant", "over_subscribed", "near_full", "demand", "first_slot")
 
 
 def slot_hazards(slot_s: float, cdf: Callable[[float], float], n: int) -> np.ndarray:
@@ -75,7 +79,7 @@ def penalty_features(inst: PricedResidencyInstance) -> dict[tuple[int, int], np.
         two_c = 2.0 * p.pcie_s
         for k, t in enumerate(inst.slots(j)):
             d = u[(inst.instance_of[j], t)]
-            out[(j, t)] = two_c * np.array([1.0, float(d > 1.0), min(d, 2.0), float(k == 0)])
+            out[(j, t)] = two_c * np.array([1.0, float(d > 1.0), float(d > 0.9), min(d, 2.0), float(k == 0)])
     return out
 
 
@@ -159,30 +163,53 @@ class PenaltyFit:
     training_status: tuple[str, ...]
 
 
+def _plane_step(planes: list[list[tuple[float, np.ndarray, np.ndarray]]], center: np.ndarray, radius: float
+                ) -> np.ndarray:
+    """argmax over |lam - center|_inf <= radius of the mean over outcomes of their lowest plane (an LP)."""
+    from scipy.optimize import linprog
+
+    n, d = len(planes), len(center)
+    c = np.concatenate([np.zeros(d), -np.ones(n) / n])  # maximize the mean of theta_i
+    rows, rhs = [], []
+    for i, cuts in enumerate(planes):
+        for b, g, lam_k in cuts:  # theta_i - g . lam <= b - g . lam_k
+            row = np.zeros(d + n)
+            row[:d], row[d + i] = -g, 1.0
+            rows.append(row)
+            rhs.append(b - float(g @ lam_k))
+    bounds = [(float(x) - radius, float(x) + radius) for x in center] + [(None, None)] * n
+    res = linprog(c, A_ub=np.array(rows), b_ub=np.array(rhs), bounds=bounds, method="highs")
+    if res.status != 0:
+        raise RuntimeError(f"cutting-plane LP of the penalty fit ended with status {res.status}: {res.message}")
+    return np.asarray(res.x[:d], dtype=float)
+
+
 def fit_penalty(train: Sequence[PricedResidencyInstance], cdf: Callable[[float], float], options: SolverOptions,
-                *, iters: int = 8, step0: float = 0.5) -> PenaltyFit:
+                *, iters: int = 8, radius: float = 1.0) -> PenaltyFit:
     """lam maximizing the mean relaxation bound over ``train`` (module docstring), from lam = 0.
 
     Raises:
-        ValueError: no training instance or iters < 1. RuntimeError: as `relaxation_bound`.
+        ValueError: no training instance, iters < 1 or radius <= 0. RuntimeError: as `relaxation_bound`, or the
+            cutting-plane LP fails.
     """
-    if not train or iters < 1:
-        raise ValueError(f"need >= 1 training instance and iters >= 1, got {len(train)}, {iters}")
+    if not train or iters < 1 or not radius > 0:
+        raise ValueError(f"need >= 1 training instance, iters >= 1 and radius > 0, got {len(train)}, {iters}, {radius}")
     lam = np.zeros(len(FEATURES))
     best: tuple[float, np.ndarray, tuple[str, ...]] = (-np.inf, lam, ())
+    planes: list[list[tuple[float, np.ndarray, np.ndarray]]] = [[] for _ in train]
     history = []
     for k in range(iters + 1):
         res = [relaxation_bound(inst, lam, cdf, options) for inst in train]
         mean = float(np.mean([r.bound_s for r in res]))
         history.append((tuple(float(x) for x in lam), mean))
-        logger.info("penalty fit %d: lam %s mean bound %.4f s", k, np.round(lam, 4).tolist(), mean)
+        logger.info("penalty fit %d: lam %s mean bound %.4f s (radius %.3g)", k, np.round(lam, 4).tolist(), mean, radius)
+        for i, r in enumerate(res):
+            planes[i].append((r.bound_s, r.subgradient, lam.copy()))
         if mean > best[0]:
             best = (mean, lam.copy(), tuple(r.status for r in res))
+        elif k > 0:
+            radius /= 2.0
         if k == iters:
             break
-        g = np.mean([r.subgradient for r in res], axis=0)
-        norm = float(np.linalg.norm(g))
-        if norm == 0.0:
-            break
-        lam = lam + step0 / np.sqrt(k + 1) * g / norm
+        lam = _plane_step(planes, best[1], radius)
     return PenaltyFit(tuple(float(x) for x in best[1]), best[0], tuple(history), best[2])

@@ -20,7 +20,7 @@ from optsched.pipelines.residency_bound import (
 from optsched.solvers import SolverOptions, solve
 
 OPTS = SolverOptions(time_limit_s=60, mip_gap=1e-9)
-E1 = (1.0, 0.0, 0.0, 0.0)  # Delta = 2 c_j (the "constant" feature)
+E1 = (1.0, 0.0, 0.0, 0.0, 0.0)  # Delta = 2 c_j (the "constant" feature)
 
 
 def law(points: dict[float, float]):
@@ -89,7 +89,7 @@ def test_subgradient_is_exact_on_the_hand_instance():
     # concave in lam: bound(lam') <= bound(lam) + g . (lam' - lam); here with equality from lam = e1 to 0
     b = relaxation_bound(TWO, E1, LAW2, OPTS)
     demand = 200 / 150
-    assert b.subgradient.tolist() == pytest.approx((-5.0 * np.array([1.0, 1.0, demand, 1.0])).tolist(), abs=1e-12)
+    assert b.subgradient.tolist() == pytest.approx((-5.0 * np.array([1.0, 1.0, 1.0, demand, 1.0])).tolist(), abs=1e-12)
     b0 = relaxation_bound(TWO, (0.0,) * len(FEATURES), LAW2, OPTS)
     assert b0.bound_s == pytest.approx(b.bound_s - float(b.subgradient @ np.array(E1)), abs=1e-9)
 
