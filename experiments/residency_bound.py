@@ -31,7 +31,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from optsched.compare.replication import build_replication, stream
-from optsched.compare.stats import mean_ci, paired_difference, verdict
+from optsched.compare.stats import mean_ci, paired_difference
 from optsched.models.residency_priced import build_priced_residency
 from optsched.models.residency_priced_slots import replay_priced
 from optsched.pipelines.residency_bound import FEATURES, fit_penalty, penalty_of_paths, relaxation_bound
@@ -76,7 +76,8 @@ def _est(xs: list[float]) -> dict:
 
 def _diff(x: list[float], y: list[float]) -> dict:
     d = paired_difference(x, y)
-    return {**d.to_dict(), "verdict": verdict(d)}
+    lo, hi = d.to_dict()["ci95"]
+    return {**d.to_dict(), "sign": "> 0" if lo > 0 else "< 0" if hi < 0 else "CI contains 0"}
 
 
 def run(cfg: Config) -> dict:
@@ -126,17 +127,25 @@ def run(cfg: Config) -> dict:
     L = [r["bound_s"] for r in rows]
     summary = {"hindsight_s": _est(H), "bound_s": _est(L), "bound_minus_hindsight": _diff(L, H),
                "bound_minus_1.1_hindsight": _diff(L, [1.1 * x for x in H]),
-               "ratio_of_means_bound_to_hindsight": sum(L) / sum(H), "rules": {}}
+               "ratio_of_means_bound_to_hindsight": _ratio(L, H), "rules": {}}
     for name in rules():
         c = [r["cost_s"][name] for r in rows]
         summary["rules"][name] = {
-            "cost_s": _est(c), "ratio_of_means_to_hindsight": sum(c) / sum(H), "ratio_of_means_to_bound": sum(c) / sum(L),
+            "cost_s": _est(c), "ratio_of_means_to_hindsight": _ratio(c, H), "ratio_of_means_to_bound": _ratio(c, L),
             "minus_bound": _diff(c, L), "minus_1.1_bound": _diff(c, [1.1 * x for x in L]),
             "penalty_mean_s": _est([r["penalty_s"][name] for r in rows])}
     return {"config": asdict(cfg), "source": source, "rule_train_seeds": rule_seeds, "bound_train_seeds": bound_seeds,
             "penalty": {"features": list(FEATURES), "lam": list(fit.lam), "mean_training_bound_s": fit.mean_bound_s,
                         "history": [[list(lam), m] for lam, m in fit.history], "training_status": list(fit.training_status)},
             "search_weights": splan.parameters["eviction_weights"], "summary": summary, "per_seed": rows}
+
+
+def _ratio(a: list[float], b: list[float]) -> float | None:
+    return sum(a) / sum(b) if sum(b) > 0 else None
+
+
+def _r(x: float | None) -> str:
+    return "n/a (denominator 0)" if x is None else f"{x:.3f}"
 
 
 def _f(e: dict) -> str:
@@ -153,16 +162,16 @@ def render(res: dict) -> str:
              "| quantity | mean (s) [95% CI] | ratio of means to H | ratio to L |", "|---|---|---|---|",
              f"| hindsight optimum H | {_f(s['hindsight_s'])} | 1 | |",
              (f"| relaxation bound L (every online rule >= L in expectation) | {_f(s['bound_s'])} | "
-             f"{s['ratio_of_means_bound_to_hindsight']:.3f} | 1 |")]
+             f"{_r(s['ratio_of_means_bound_to_hindsight'])} | 1 |")]
     for name, r in s["rules"].items():
-        lines.append(f"| {name} | {_f(r['cost_s'])} | {r['ratio_of_means_to_hindsight']:.3f} | "
-                     f"{r['ratio_of_means_to_bound']:.3f} |")
-    lines += ["", "| paired difference (s) | mean [95% CI] | verdict |", "|---|---|---|",
-              f"| L - H | {_f(s['bound_minus_hindsight'])} | {s['bound_minus_hindsight']['verdict']} |",
-              f"| L - 1.1 H | {_f(s['bound_minus_1.1_hindsight'])} | {s['bound_minus_1.1_hindsight']['verdict']} |"]
+        lines.append(f"| {name} | {_f(r['cost_s'])} | {_r(r['ratio_of_means_to_hindsight'])} | "
+                     f"{_r(r['ratio_of_means_to_bound'])} |")
+    lines += ["", "| paired difference (s) | mean [95% CI] | sign beyond the CI |", "|---|---|---|",
+              f"| L - H | {_f(s['bound_minus_hindsight'])} | {s['bound_minus_hindsight']['sign']} |",
+              f"| L - 1.1 H | {_f(s['bound_minus_1.1_hindsight'])} | {s['bound_minus_1.1_hindsight']['sign']} |"]
     for name, r in s["rules"].items():
-        lines += [f"| {name} - L | {_f(r['minus_bound'])} | {r['minus_bound']['verdict']} |",
-                  f"| {name} - 1.1 L | {_f(r['minus_1.1_bound'])} | {r['minus_1.1_bound']['verdict']} |"]
+        lines += [f"| {name} - L | {_f(r['minus_bound'])} | {r['minus_bound']['sign']} |",
+                  f"| {name} - 1.1 L | {_f(r['minus_1.1_bound'])} | {r['minus_1.1_bound']['sign']} |"]
     lines += ["", "penalty paid by each rule's paths (validity check, mean 0 expected): "
               + ", ".join(f"{n} {_f(r['penalty_mean_s'])}" for n, r in s["rules"].items()), ""]
     return "\n".join(lines)
