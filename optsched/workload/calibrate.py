@@ -23,6 +23,7 @@ import numpy as np
 __all__ = [
     "Z95",
     "assign_by_rank",
+    "capped_lognormal_cdf",
     "lognormal_from_median_p95",
     "named_streams",
     "stratified_count",
@@ -41,6 +42,23 @@ def lognormal_from_median_p95(median: float, p95: float) -> tuple[float, float]:
     if not (median > 0 and p95 > median):
         raise ValueError(f"need 0 < median < p95, got median={median!r}, p95={p95!r}")
     return math.log(median), math.log(p95 / median) / Z95
+
+
+def capped_lognormal_cdf(x: float, mu: float, sigma: float, cap: float | None = None) -> float:
+    """P(min(X, cap) <= x) for ``X = exp(mu + sigma Z)``, ``Z ~ N(0, 1)``: ``Phi((ln x - mu) / sigma)`` below the
+    cap, 1 at or above it (the cap is an atom), 0 for ``x <= 0``. ``Phi(z) = erfc(-z / sqrt 2) / 2`` (exact in
+    the tails, unlike ``1 - erfc``). The marginal law of every `stratified_lognormal` draw.
+
+    Raises:
+        ValueError: ``sigma <= 0`` or a non-finite ``mu``.
+    """
+    if not (sigma > 0 and math.isfinite(mu)):
+        raise ValueError(f"need sigma > 0 and a finite mu, got mu={mu!r}, sigma={sigma!r}")
+    if cap is not None and x >= cap:
+        return 1.0
+    if x <= 0:
+        return 0.0
+    return 0.5 * math.erfc(-(math.log(x) - mu) / (sigma * math.sqrt(2.0)))
 
 
 def stratified_lognormal(rng: np.random.Generator, n: int, mu: float, sigma: float,

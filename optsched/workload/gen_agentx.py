@@ -41,6 +41,7 @@ import numpy as np
 
 from optsched.workload.calibrate import (
     assign_by_rank,
+    capped_lognormal_cdf,
     lognormal_from_median_p95,
     named_streams,
     stratified_count,
@@ -88,6 +89,13 @@ class AgentXParams:
     n_repos: int = 0  # 0 = max(1, n_sessions // 10)
     session_rate_per_s: float = 1 / 30
     block_size: int = 512
+
+    def gap_cdf(self, x_s: float) -> float:
+        """P(gap <= x_s): the law of one tool/think gap (step 4 of the module docstring: lognormal from
+        ``gap_median_s`` / ``gap_p95_s``, capped at ``gap_cap_s``). Each gap of a workload is a stratified draw,
+        so this is its marginal law; the gaps of one workload are not independent (one per stratum)."""
+        mu, sigma = lognormal_from_median_p95(self.gap_median_s, self.gap_p95_s)
+        return capped_lognormal_cdf(x_s, mu, sigma, self.gap_cap_s)
 
     def __post_init__(self) -> None:
         for f in ("input_median_tokens", "output_median_tokens", "output_sigma", "gap_median_s", "gap_cap_s",

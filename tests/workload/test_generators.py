@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from optsched.workload import write_jsonl
-from optsched.workload.calibrate import lognormal_from_median_p95
+from optsched.workload.calibrate import lognormal_from_median_p95, stratified_lognormal
 from optsched.workload.gen_agentx import AgentXParams, generate_agentx
 from optsched.workload.gen_chat import generate_chat
 from optsched.workload.gen_copilot import generate_copilot
@@ -152,3 +152,21 @@ def test_byte_identical_across_processes_and_hash_seeds(tmp_path):
         )
         outs.append(f.read_bytes())
     assert outs[0] == outs[1] and len(outs[0]) > 1000
+
+
+def test_capped_lognormal_cdf_hits_median_p95_and_the_cap_atom():
+    from optsched.workload.calibrate import capped_lognormal_cdf
+    from optsched.workload.gen_agentx import AgentXParams
+
+    p = AgentXParams()
+    assert p.gap_cdf(p.gap_median_s) == pytest.approx(0.5, abs=1e-12)
+    assert p.gap_cdf(p.gap_p95_s) == pytest.approx(0.95, abs=1e-12)
+    assert p.gap_cdf(p.gap_cap_s - 1e-6) < 1.0 and p.gap_cdf(p.gap_cap_s) == 1.0
+    assert p.gap_cdf(0.0) == 0.0
+    # the marginal law of the stratified draws: the empirical CDF of a large sample matches it at 3 points
+    mu, sigma = lognormal_from_median_p95(p.gap_median_s, p.gap_p95_s)
+    x = stratified_lognormal(np.random.default_rng(0), 20_000, mu, sigma, cap=p.gap_cap_s)
+    for q in (1.0, 10.0, 600.0):
+        assert float(np.mean(x <= q)) == pytest.approx(p.gap_cdf(q), abs=1e-3)
+    with pytest.raises(ValueError, match="sigma > 0"):
+        capped_lognormal_cdf(1.0, 0.0, 0.0)
