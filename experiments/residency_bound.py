@@ -177,14 +177,34 @@ def render(res: dict) -> str:
     return "\n".join(lines)
 
 
+def _problem(cfg: Config) -> str | None:
+    """What is wrong with ``cfg`` (one line), checked before any training; None when it can run."""
+    import math
+
+    if cfg.seeds < 2 or cfg.bound_train_reps < 1 or cfg.rule_train_reps < 1 or cfg.variant not in AGENTX_VARIANTS:
+        return f"need --seeds >= 2, train reps >= 1, --variant in {sorted(AGENTX_VARIANTS)}"
+    small = [f"--{f.replace('_', '-')}" for f in ("sessions", "fit_iters", "instances", "max_pauses")
+             if getattr(cfg, f) < 1]
+    if small or cfg.base_seed < 0:
+        return f"need {', '.join(small) or '--base-seed'} >= {1 if small else 0}"
+    for f in ("slot_s", "time_limit_s"):
+        if not (math.isfinite(getattr(cfg, f)) and getattr(cfg, f) > 0):
+            return f"--{f.replace('_', '-')} must be a finite number > 0 (s), got {getattr(cfg, f)!r}"
+    try:
+        CostModel.from_names(cfg.gpu, cfg.model, tp=cfg.tp)
+    except (ValueError, FileNotFoundError) as exc:
+        return str(exc)
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     for f, d in asdict(Config()).items():
         p.add_argument(f"--{f.replace('_', '-')}", type=type(d), default=d)
     cfg = Config(**vars(p.parse_args(argv)))
-    if cfg.seeds < 2 or cfg.bound_train_reps < 1 or cfg.rule_train_reps < 1 or cfg.variant not in AGENTX_VARIANTS:
-        print(f"residency_bound: need --seeds >= 2, train reps >= 1, --variant in {sorted(AGENTX_VARIANTS)}",
-              file=sys.stderr)
+    problem = _problem(cfg)
+    if problem:
+        print(f"residency_bound: {problem}", file=sys.stderr)
         return 2
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     for name in ("pyomo", "optsched.solvers", "optsched.pipelines.residency_priced"):

@@ -9,8 +9,10 @@ and fits its penalty:
 - ``penalty_features``: what is known at the start of slot t about pause j, as multiples of its eviction cost
   2 c_j (write-out + PCIe resume, `Pause.pcie_s`): ``FEATURES`` = constant, "HBM over-subscribed" (the
   exogenous demand u[i,t] = (running KV R[i,t] + KV of every pause present in t) / H exceeds 1), "near full"
-  (u > 0.9), min(u, 2), "first slot of the pause". u counts every present pause whatever its tier, so it does not depend on the
-  decisions; Delta[j,t] = lam . features keeps the penalty linear in u[j,hbm,t] and non-anticipative.
+  (u > 0.9), min(u, 2), "first slot of the pause". u counts the pauses known to be present when j's tier for t
+  is fixed (`_known_demand`: started in an earlier slot, or no later than j in j's first slot) whatever their
+  tier, so it does not depend on the decisions nor on whether j resumes in t; Delta[j,t] = lam . features keeps
+  the penalty linear in u[j,hbm,t] and non-anticipative.
 - ``relaxation_bound``: solves the penalized MILP; the bound of one outcome is the solver's proven lower
   bound (not the incumbent), so a gap left open cannot overstate it. E over outcomes of this value <= the
   expected cost of every non-anticipative rule (Brown, Smith & Sun 2010); estimated by the mean over
@@ -65,20 +67,35 @@ def slot_hazards(slot_s: float, cdf: Callable[[float], float], n: int) -> np.nda
     return np.clip(h, 0.0, 1.0)
 
 
-def _demand(inst: PricedResidencyInstance) -> dict[tuple[int, int], float]:
+def _known_demand(inst: PricedResidencyInstance) -> dict[tuple[int, int], float]:
+    """(j, t) -> u[i_j, t] as known when pause j's tier for slot t is fixed: running KV R[i,t] (other sessions' calls:
+    independent of j's length; j's own session is not running in j's slots) plus the KV of every pause of i that
+    started in an earlier slot (present at the start of t) or, in j's first slot, no later than j. A pause that
+    starts inside slot t after j's start is left out: the session's next pause starts in j's last slot only when
+    j resumes there, so counting it made Delta larger exactly when E[j,t] = 1 and the penalty's mean positive."""
     tok = [p.kv_tokens for p in inst.pauses]
-    return {key: (inst.running_tokens.get(key, 0) + sum(tok[j] for j in js)) / max(1, inst.hbm_tokens)
-            for key, js in inst.rows().items()}
+    first = [inst.slots(j)[0] for j in range(len(inst.pauses))]
+    start = [p.start_s for p in inst.pauses]
+    rows = inst.rows()
+    h = max(1, inst.hbm_tokens)
+    out = {}
+    for j in range(len(inst.pauses)):
+        i = inst.instance_of[j]
+        for t in inst.slots(j):
+            known = sum(tok[k] for k in rows[(i, t)]
+                        if first[k] < t or (t == first[j] and first[k] == t and (start[k], k) <= (start[j], j)))
+            out[(j, t)] = (inst.running_tokens.get((i, t), 0) + known) / h
+    return out
 
 
 def penalty_features(inst: PricedResidencyInstance) -> dict[tuple[int, int], np.ndarray]:
     """(pause j, slot t) -> features of ``FEATURES`` (s: multiples of 2 c_j), shape ``(len(FEATURES),)``."""
-    u = _demand(inst)
+    u = _known_demand(inst)
     out = {}
     for j, p in enumerate(inst.pauses):
         two_c = 2.0 * p.pcie_s
         for k, t in enumerate(inst.slots(j)):
-            d = u[(inst.instance_of[j], t)]
+            d = u[(j, t)]
             out[(j, t)] = two_c * np.array([1.0, float(d > 1.0), float(d > 0.9), min(d, 2.0), float(k == 0)])
     return out
 

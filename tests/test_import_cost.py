@@ -32,3 +32,13 @@ def test_lazy_exports_resolve():
         assert "no_such_name" in str(exc)
     else:
         raise AssertionError("no AttributeError")
+
+
+def test_submodules_reachable_as_attributes():
+    # the eager package bound every loader / generator module as an attribute: `optsched.workload.calibrate.x`
+    # after `import optsched.workload` worked on main; a fresh interpreter, so no other test imported them first
+    code = ("import optsched.workload as W; "
+            "assert W.calibrate.capped_lognormal_cdf is not None; assert W.mooncake.load_mooncake is W.load_mooncake; "
+            "assert W.types.Call is W.Call; assert 'vidur_trace' in dir(W); print('ok')")
+    out = subprocess.run([sys.executable, "-c", code], check=False, text=True, capture_output=True)
+    assert out.stdout.strip() == "ok", out.stderr

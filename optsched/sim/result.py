@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from collections.abc import Callable
@@ -184,6 +185,7 @@ def _clean(v: Any) -> Any:
     return v
 
 
+@dataclasses.dataclass(repr=False, eq=False)
 class SimResult:
     """Outcome of `simulate`.
 
@@ -197,34 +199,19 @@ class SimResult:
     ``calls`` and ``timeseries`` may be given as zero-argument callables that build the table; it is built
     (once) when first read, so a caller that reads only ``summary`` (``optsched simulate --json``, a sweep)
     never imports pandas nor builds a table (``simulate`` passes `RawCalls.frame` and a `timeseries_frame`).
+    Still a dataclass (``dataclasses.fields`` / ``replace`` / ``asdict`` as before the tables were lazy; they
+    read, so build, both tables); ``repr`` shows summary and config only, ``==`` is identity (a DataFrame
+    field comparison raised).
     """
 
-    def __init__(self, calls: pd.DataFrame | Callable[[], pd.DataFrame], summary: dict,
-                 timeseries: pd.DataFrame | Callable[[], pd.DataFrame], config: dict | None = None) -> None:
-        self._calls = calls
-        self.summary = summary
-        self._timeseries = timeseries
-        self.config = {} if config is None else config
+    calls: pd.DataFrame | Callable[[], pd.DataFrame]
+    summary: dict
+    timeseries: pd.DataFrame | Callable[[], pd.DataFrame]
+    config: dict = dataclasses.field(default_factory=dict)
 
-    @property
-    def calls(self) -> pd.DataFrame:
-        if callable(self._calls):
-            self._calls = self._calls()
-        return self._calls
-
-    @calls.setter
-    def calls(self, df: pd.DataFrame) -> None:
-        self._calls = df
-
-    @property
-    def timeseries(self) -> pd.DataFrame:
-        if callable(self._timeseries):
-            self._timeseries = self._timeseries()
-        return self._timeseries
-
-    @timeseries.setter
-    def timeseries(self, df: pd.DataFrame) -> None:
-        self._timeseries = df
+    def __post_init__(self) -> None:
+        if self.config is None:
+            self.config = {}
 
     def __repr__(self) -> str:
         return f"SimResult(summary={self.summary!r}, config={self.config!r})"
@@ -257,3 +244,24 @@ class SimResult:
 
         write_aiperf_metrics(self.calls, d / "metrics_aiperf.json")
         return d
+
+
+def _lazy_table(name: str) -> property:
+    """Field ``name`` of `SimResult` as a property: a callable stored there is called once, when first read,
+    and its table kept (set after the dataclass is made, so the generated ``__init__`` goes through it)."""
+    key = "_" + name
+
+    def get(self: SimResult) -> pd.DataFrame:
+        value = self.__dict__[key]
+        if callable(value):
+            value = self.__dict__[key] = value()
+        return value
+
+    def put(self: SimResult, value: pd.DataFrame | Callable[[], pd.DataFrame]) -> None:
+        self.__dict__[key] = value
+
+    return property(get, put, doc=f"the ``{name}`` table (built on first read when given as a callable)")
+
+
+SimResult.calls = _lazy_table("calls")  # type: ignore[assignment]
+SimResult.timeseries = _lazy_table("timeseries")  # type: ignore[assignment]

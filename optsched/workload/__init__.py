@@ -8,6 +8,7 @@ Loaders: :func:`load_mooncake`, :func:`load_azure`, :func:`load_vidur_trace`, :f
 """
 
 import importlib
+import pkgutil
 
 # name -> module; imported on first use (PEP 562): ``import optsched.workload.types`` (every simulator
 # import) no longer loads every loader and generator (~60 ms)
@@ -66,9 +67,17 @@ __all__ = [
 ]
 
 
+def _submodules() -> set[str]:
+    return {m.name for m in pkgutil.iter_modules(__path__)}
+
+
 def __getattr__(name: str):
     mod = _EXPORTS.get(name)
     if mod is None:
+        # a submodule (``optsched.workload.calibrate`` after ``import optsched.workload``): the eager package
+        # bound every module it imported, so attribute access to them worked; importing binds it here too
+        if not name.startswith("__") and name in _submodules():
+            return importlib.import_module(f"{__name__}.{name}")
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     value = getattr(importlib.import_module(mod), name)
     globals()[name] = value
@@ -76,4 +85,4 @@ def __getattr__(name: str):
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_EXPORTS))
+    return sorted(set(globals()) | set(_EXPORTS) | _submodules())

@@ -18,11 +18,13 @@ def iter_csv_rows(path: str | Path, required: tuple[str, ...]) -> Iterator[tuple
     Raises:
         FileNotFoundError: missing file.
         TraceFormatError: empty file, no data rows, a missing required column, a blank line, a row whose
-            cell count differs from the header's, or a line that is not UTF-8 (a leading BOM is dropped).
+            cell count differs from the header's, a line that is not UTF-8 (a leading BOM is dropped), or a
+            line the csv module refuses (``csv.Error``: a CR inside an unquoted field, e.g. CR-only line
+            endings; a field over ``csv.field_size_limit()``).
     """
     path = Path(path)
     reader = csv.reader(line for _, line in iter_text_lines(path))
-    header = next(reader, None)
+    header = _next_row(reader, path)
     if header is None:
         raise TraceFormatError(path, 0, f"a CSV header with columns {', '.join(required)} (the file is empty)")
     header = [h.strip() for h in header]
@@ -30,7 +32,7 @@ def iter_csv_rows(path: str | Path, required: tuple[str, ...]) -> Iterator[tuple
     if missing:
         raise TraceFormatError(path, 1, f"header columns {', '.join(required)}", f"missing {', '.join(missing)}")
     n = 0
-    for row in reader:
+    while (row := _next_row(reader, path)) is not None:
         n += 1
         line = reader.line_num
         if not row:
@@ -40,6 +42,14 @@ def iter_csv_rows(path: str | Path, required: tuple[str, ...]) -> Iterator[tuple
         yield line, dict(zip(header, row))
     if n == 0:
         raise TraceFormatError(path, 0, "at least one data row after the header")
+
+
+def _next_row(reader, path: Path) -> list[str] | None:
+    """The reader's next row (None at the end), its ``csv.Error`` as a `TraceFormatError` at its line."""
+    try:
+        return next(reader, None)
+    except csv.Error as exc:
+        raise TraceFormatError(path, reader.line_num, "CSV text (one row per LF or CRLF line)", str(exc)) from None
 
 
 def int_cell(row: dict[str, str], col: str, path: str | Path, line: int, minimum: int = 0) -> int:

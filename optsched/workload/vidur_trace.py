@@ -99,7 +99,7 @@ def _rows(path: Path) -> list[tuple[int, float | None, int, int]]:
 def _fast_rows(path: Path) -> list[tuple[int, float | None, int, int]] | None:
     """`_rows` for a plain file (~4x faster: the whole text split on newlines and commas, cells converted by
     ``float`` / ``int`` directly), or None when the file is anything but plain: not UTF-8, a quote, CR, NUL,
-    blank line or ragged row, a missing column, a cell ``int`` / ``float`` refuse or out of range (an
+    blank line or ragged row, a missing or repeated column, a cell ``int`` / ``float`` refuse or out of range (an
     integral float such as ``12.0``, NaN, inf). `_rows` then reads it, so results and errors are exactly the
     reference's (``tests/workload/test_vidur_fast.py``). ``float`` and ``int`` strip whitespace as
     ``float_cell`` / ``int_cell`` do; without quotes the csv module splits a line on commas."""
@@ -120,8 +120,8 @@ def _fast_rows(path: Path) -> list[tuple[int, float | None, int, int]] | None:
     if len(lines) < 2:
         return None
     header = [h.strip() for h in lines[0].split(",")]
-    if any(c not in header for c in _REQUIRED):
-        return None
+    if any(c not in header for c in _REQUIRED) or len(set(header)) != len(header):
+        return None  # a repeated name: the reference's dict keeps that name's LAST cell, `index` finds the first
     width = len(header)
     ip, idc = header.index("num_prefill_tokens"), header.index("num_decode_tokens")
     it = header.index("arrived_at") if "arrived_at" in header else -1

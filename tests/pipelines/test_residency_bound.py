@@ -105,3 +105,19 @@ def test_penalized_model_refuses_unknown_pairs():
         build_penalized_residency(TWO, {(0, 5): 1.0})
     with pytest.raises(ValueError, match="lam must have"):
         penalty_terms(TWO, (1.0,), LAW2)
+
+
+def _chain(n_slots: int) -> PricedResidencyInstance:
+    # as priced_instance builds a session's pauses: A from 0.5 s lasts 0.3 s (1 slot) or 1.3 s (2 slots), the next
+    # call runs 0.1 s, then the session's next pause B starts: inside A's last slot. 100 tokens each, HBM 150.
+    d = 0.3 if n_slots == 1 else 1.3
+    return PricedResidencyInstance((Pause(0.5, d, 100, 5.0, 0.0, 100.0, "a"), Pause(0.5 + d + 0.1, 5.0, 100, 5.0, 0.0,
+                                                                                   100.0, "b")), (0, 0), 1.0, 150, 10_000)
+
+
+def test_penalty_mean_zero_when_the_next_pause_starts_in_the_resume_slot():
+    # B is present in A's slot t only if A resumes in t: a demand counting B there is larger exactly when E = 1
+    # (anticipative: the mean was 5 s x 100/150 / 2 = 1.67 s with the demand feature). Keep A in HBM, B in DRAM (a fixed rule).
+    for lam in [(0.0, 0.0, 0.0, 1.0, 0.0), (0.0, 1.0, 0.0, 0.0, 0.0), (0.0, 0.0, 1.0, 0.0, 0.0)]:
+        mean = sum(0.5 * penalty_of_paths(_chain(n), [(0,) * n, (1,) * 5], lam, LAW2) for n in (1, 2))
+        assert mean == pytest.approx(0.0, abs=1e-12), lam

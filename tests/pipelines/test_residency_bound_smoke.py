@@ -18,6 +18,11 @@ def test_residency_bound_experiment_writes_bound_rules_and_penalty_check(tmp_pat
     spec.loader.exec_module(mod)
     assert mod.main(["--seeds", "1", "--out", str(tmp_path)]) == 2
     assert mod.main(["--variant", "nope", "--out", str(tmp_path)]) == 2
+    # every other bad argument: one line, exit 2, before any training (they raised a traceback, some after minutes)
+    for bad in (["--fit-iters", "0"], ["--max-pauses", "0"], ["--instances", "0"], ["--slot-s", "nan"],
+                ["--sessions", "0"], ["--time-limit-s", "0"], ["--base-seed", "-1"], ["--gpu", "nope"], ["--tp", "3"]):
+        assert mod.main([*bad, "--out", str(tmp_path / "bad")]) == 2, bad
+    assert not (tmp_path / "bad").exists()
     rc = mod.main(["--sessions", "4", "--seeds", "2", "--rule-train-reps", "1", "--bound-train-reps", "1",
                    "--fit-iters", "1", "--max-pauses", "12", "--tp", "2", "--out", str(tmp_path)])
     assert rc == 0

@@ -167,3 +167,19 @@ def test_pretty_printed_json_gets_a_json_lines_hint(tmp_path):
     f.write_text('{\n  "timestamp": 0,\n  "input_length": 600\n}\n')
     _raises(load_any, f, 1, "multi-line JSON document\\? traces are JSON Lines")
     _raises(load_mooncake, f, 1, "multi-line JSON document\\? traces are JSON Lines")
+
+
+@pytest.mark.parametrize(
+    "fn,text,line,expected",
+    [  # the csv module's own errors (csv.Error) came out as a traceback
+        (load_vidur_trace, "arrived_at,num_prefill_tokens,num_decode_tokens\r0.0,3,4\r", 1, "CSV.*new-line"),  # CR-only (old Mac)
+        (load_azure, ("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:17:03.9799600,10,5\n"
+                     "2023-11-16 18:17:04.0,1\r0,5\n"), 3, "CSV.*new-line"),
+        (load_vidur_trace, "arrived_at,num_prefill_tokens,num_decode_tokens\n0.0,3,4\n1.0," + "1" * 200_000 + ",4\n",
+         3, "CSV.*field limit"),
+    ],
+)
+def test_csv_module_errors_name_file_and_line(tmp_path, fn, text, line, expected):
+    f = tmp_path / "t.csv"
+    f.write_text(text, newline="")
+    _raises(fn, f, line, expected)

@@ -36,6 +36,9 @@ ODD = {  # the fast reader declines; the reference decides (rows or its error)
     "header_only": HDR,
     "text_cell": HDR + "0.0,abc,4\n",
     "nul": HDR + "0.0,3,4\x00\n",
+    # a repeated column: the csv reference keeps the last cell of that name (dict(zip(header, row)))
+    "duplicate_column": "num_prefill_tokens,num_decode_tokens,num_prefill_tokens\n5,6,7\n",
+    "duplicate_total": "num_prefill_tokens,num_decode_tokens,num_total_tokens,num_total_tokens\n5,6,11,99\n",
 }
 
 

@@ -1,0 +1,31 @@
+"""`SimResult` stays a dataclass for its users (it was one before its tables became lazy): ``fields``,
+``replace`` and ``asdict`` see calls / summary / timeseries / config, and ``replace`` of a result whose
+tables were never read carries the same tables."""
+
+from __future__ import annotations
+
+import dataclasses
+import pickle
+
+from optsched.policies.router_round_robin import RoundRobinRouter
+from optsched.sim import simulate
+from tests.sim.test_fast_paths import CASES
+
+
+def _run():
+    w, cl, kw = CASES[min(CASES)]()
+    kw = dict(kw)
+    return simulate(w, cl, router=kw.pop("router", RoundRobinRouter()), **kw)
+
+
+def test_simresult_is_a_dataclass_with_lazy_tables():
+    res = _run()
+    assert dataclasses.is_dataclass(res)
+    assert [f.name for f in dataclasses.fields(res)] == ["calls", "summary", "timeseries", "config"]
+    other = dataclasses.replace(res, summary={"x": 1})  # tables never read before: built for the copy
+    assert other.summary == {"x": 1} and other.config is res.config
+    assert other.calls.equals(res.calls) and other.timeseries.equals(res.timeseries)
+    assert list(dataclasses.asdict(res)) == ["calls", "summary", "timeseries", "config"]
+    assert res.calls is res.calls  # built once
+    back = pickle.loads(pickle.dumps(_run()))
+    assert back.calls.equals(res.calls) and "calls=" not in repr(back)  # repr stays the summary's, no table
