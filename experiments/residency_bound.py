@@ -67,6 +67,8 @@ class Config:
     model: str = "llama-3-70b"
     tp: int = 2
     time_limit_s: float = 300.0
+    lam: str = ""  # comma-separated penalty weights (FEATURES order): no fit, e.g. those of an earlier run
+    rules: int = 1  # 0: no rule training or replay (H and L only: more seeds for the bound)
     out: str = "runs/residency_bound"
 
 
@@ -91,21 +93,18 @@ def run(cfg: Config) -> dict:
     train_seeds = [int(s) for s in stream(cfg.base_seed, "train").integers(2**31, size=cfg.rule_train_reps
                                                                             + cfg.bound_train_reps)]
     rule_seeds, bound_seeds = train_seeds[:cfg.rule_train_reps], train_seeds[cfg.rule_train_reps:]
-    trains = [build_replication(source, s, 1.0, ctx)[0] for s in rule_seeds]
-    derived = solve_priced(trains[0], cm, opts, seed=rule_seeds[0], cost_model_id=f"{cfg.gpu}/{cfg.model}/tp{cfg.tp}",
-                           durations=tool_durations_from_calls(trains[0].calls()), **kw)
-    splan = ordered_plan(derived, trains, cm, opts, rule="load_priced_search", max_pauses=cfg.max_pauses,
-                         seeds=rule_seeds)
-    if splan is None:
-        raise RuntimeError("the training LP of the load-priced rule has no optimum")
-
-    def rules() -> dict:
-        return {"lru": LRUResidency(), "load_priced": LoadPricedResidency.from_parameters(derived.plan.parameters),
-                "load_priced_search": ImitationEvictionResidency.from_parameters(dict(splan.parameters))}
-
-    binst = [priced_instance(build_replication(source, s, 1.0, ctx)[0], cm, **kw)[0] for s in bound_seeds]
-    fit = fit_penalty(binst, cdf, opts, iters=cfg.fit_iters)
-    logger.info("penalty lam %s (%s), mean training bound %.4f s", fit.lam, FEATURES, fit.mean_bound_s)
+    rules = _train_rules(cfg, source, rule_seeds, cm, ctx, opts, kw) if cfg.rules else dict
+    if cfg.lam:
+        lam = tuple(float(x) for x in cfg.lam.split(","))
+        pen = {"features": list(FEATURES), "lam": list(lam), "fixed": True}
+        logger.info("penalty lam %s (%s), fixed by --lam", lam, FEATURES)
+    else:
+        binst = [priced_instance(build_replication(source, s, 1.0, ctx)[0], cm, **kw)[0] for s in bound_seeds]
+        fit = fit_penalty(binst, cdf, opts, iters=cfg.fit_iters)
+        lam = fit.lam
+        pen = {"features": list(FEATURES), "lam": list(fit.lam), "mean_training_bound_s": fit.mean_bound_s,
+               "history": [[list(x), m] for x, m in fit.history], "training_status": list(fit.training_status)}
+        logger.info("penalty lam %s (%s), mean training bound %.4f s", fit.lam, FEATURES, fit.mean_bound_s)
     rows = []
     for seed in range(cfg.base_seed, cfg.base_seed + cfg.seeds):
         wl, _ = build_replication(source, seed, 1.0, ctx)
@@ -113,13 +112,13 @@ def run(cfg: Config) -> dict:
         h = solve(build_priced_residency(inst), opts)
         if h.status != "optimal":
             raise RuntimeError(f"seed {seed}: hindsight MILP ended '{h.status}'; raise --time-limit-s")
-        b = relaxation_bound(inst, fit.lam, cdf, opts)
+        b = relaxation_bound(inst, lam, cdf, opts)
         row = {"seed": seed, "pauses": len(inst.pauses), "hindsight_s": float(h.objective), "bound_s": b.bound_s,
                "bound_status": b.status, "bound_gap": b.gap, "cost_s": {}, "penalty_s": {}}
         for name, rule in rules().items():
             paths, cost = replay_priced(inst, calls, rule, int(wl.block_size))
             row["cost_s"][name] = cost
-            row["penalty_s"][name] = penalty_of_paths(inst, paths, fit.lam, cdf)
+            row["penalty_s"][name] = penalty_of_paths(inst, paths, lam, cdf)
         logger.info("seed %d: H %.3f L %.3f %s", seed, row["hindsight_s"], row["bound_s"],
                     {k: round(v, 3) for k, v in row["cost_s"].items()})
         rows.append(row)
@@ -135,9 +134,26 @@ def run(cfg: Config) -> dict:
             "minus_bound": _diff(c, L), "minus_1.1_bound": _diff(c, [1.1 * x for x in L]),
             "penalty_mean_s": _est([r["penalty_s"][name] for r in rows])}
     return {"config": asdict(cfg), "source": source, "rule_train_seeds": rule_seeds, "bound_train_seeds": bound_seeds,
-            "penalty": {"features": list(FEATURES), "lam": list(fit.lam), "mean_training_bound_s": fit.mean_bound_s,
-                        "history": [[list(lam), m] for lam, m in fit.history], "training_status": list(fit.training_status)},
-            "search_weights": splan.parameters["eviction_weights"], "summary": summary, "per_seed": rows}
+            "penalty": pen, "search_weights": getattr(rules, "search_weights", None), "summary": summary, "per_seed": rows}
+
+
+def _train_rules(cfg: Config, source: str, rule_seeds: list[int], cm: CostModel, ctx: int, opts: SolverOptions,
+                 kw: dict):
+    """A factory of fresh rules (LRU, load_priced, load_priced_search) trained on ``rule_seeds``; its
+    ``search_weights`` attribute records the search's weights."""
+    trains = [build_replication(source, s, 1.0, ctx)[0] for s in rule_seeds]
+    derived = solve_priced(trains[0], cm, opts, seed=rule_seeds[0], cost_model_id=f"{cfg.gpu}/{cfg.model}/tp{cfg.tp}",
+                           durations=tool_durations_from_calls(trains[0].calls()), **kw)
+    splan = ordered_plan(derived, trains, cm, opts, rule="load_priced_search", max_pauses=cfg.max_pauses,
+                         seeds=rule_seeds)
+    if splan is None:
+        raise RuntimeError("the training LP of the load-priced rule has no optimum")
+
+    def rules() -> dict:
+        return {"lru": LRUResidency(), "load_priced": LoadPricedResidency.from_parameters(derived.plan.parameters),
+                "load_priced_search": ImitationEvictionResidency.from_parameters(dict(splan.parameters))}
+    rules.search_weights = splan.parameters["eviction_weights"]
+    return rules
 
 
 def _ratio(a: list[float], b: list[float]) -> float | None:
@@ -157,8 +173,9 @@ def render(res: dict) -> str:
     s = res["summary"]
     lines = [f"### {res['source']}: {len(res['per_seed'])} evaluated seeds", "",
              (f"penalty lam {[round(x, 4) for x in res['penalty']['lam']]} ({', '.join(res['penalty']['features'])}); "
-             f"mean training bound {res['penalty']['mean_training_bound_s']:.4g} s on {len(res['bound_train_seeds'])} "
-             "replications"), "",
+             + ("fixed by --lam" if res["penalty"].get("fixed") else
+                f"mean training bound {res['penalty']['mean_training_bound_s']:.4g} s on "
+                f"{len(res['bound_train_seeds'])} replications")), "",
              "| quantity | mean (s) [95% CI] | ratio of means to H | ratio to L |", "|---|---|---|---|",
              f"| hindsight optimum H | {_f(s['hindsight_s'])} | 1 | |",
              (f"| relaxation bound L (every online rule >= L in expectation) | {_f(s['bound_s'])} | "
@@ -190,6 +207,13 @@ def _problem(cfg: Config) -> str | None:
     for f in ("slot_s", "time_limit_s"):
         if not (math.isfinite(getattr(cfg, f)) and getattr(cfg, f) > 0):
             return f"--{f.replace('_', '-')} must be a finite number > 0 (s), got {getattr(cfg, f)!r}"
+    if cfg.lam:
+        try:
+            lam = [float(x) for x in cfg.lam.split(",")]
+        except ValueError:
+            lam = []
+        if len(lam) != len(FEATURES) or not all(math.isfinite(x) for x in lam):
+            return f"--lam must be {len(FEATURES)} finite numbers ({','.join(FEATURES)}), got {cfg.lam!r}"
     try:
         CostModel.from_names(cfg.gpu, cfg.model, tp=cfg.tp)
     except (ValueError, FileNotFoundError) as exc:

@@ -33,3 +33,19 @@ def test_residency_bound_experiment_writes_bound_rules_and_penalty_check(tmp_pat
     assert len(res["penalty"]["history"]) >= 1 and res["penalty"]["history"][0][0] == [0.0] * 5  # fit starts at H
     assert set(res["bound_train_seeds"]).isdisjoint(range(2))
     assert "L - 1.1 H" in (tmp_path / "results.md").read_text()
+
+
+def test_residency_bound_experiment_with_fixed_weights_and_no_rules(tmp_path):
+    spec = importlib.util.spec_from_file_location("residency_bound_fixed", ROOT / "experiments" / "residency_bound.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod
+    spec.loader.exec_module(mod)
+    assert mod.main(["--lam", "1,2", "--out", str(tmp_path)]) == 2
+    assert mod.main(["--lam", "1,2,x,4,5", "--out", str(tmp_path)]) == 2
+    rc = mod.main(["--sessions", "4", "--seeds", "2", "--base-seed", "3", "--lam", "0.1,0.2,-0.1,0.3,0.2", "--rules", "0",
+                   "--max-pauses", "12", "--tp", "2", "--out", str(tmp_path)])
+    assert rc == 0
+    res = json.loads((tmp_path / "summary.json").read_text())
+    assert res["penalty"] == {"features": list(mod.FEATURES), "lam": [0.1, 0.2, -0.1, 0.3, 0.2], "fixed": True}
+    assert [r["seed"] for r in res["per_seed"]] == [3, 4] and res["summary"]["rules"] == {}
+    assert all(r["cost_s"] == {} for r in res["per_seed"]) and res["search_weights"] is None
