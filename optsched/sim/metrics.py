@@ -167,25 +167,10 @@ def summarize(df: pd.DataFrame, instances: list, num_gpus: int, slo: Any, extra:
         s["goodput_calls_s"] = float(ok.sum() / makespan) if makespan > 0 else math.nan
         s["slo_ttft_s"] = float(slo.ttft_s)
         s["slo_tpot_s"] = float(slo.tpot_s)
-    inp = float(df["input_tokens"].sum())
-    for src in ("hbm", "dram", "ssd"):
-        s[f"hit_rate_{src}"] = float(df[f"hit_{src}_tokens"].sum()) / inp if inp else 0.0
-    s["hit_rate"] = s["hit_rate_hbm"] + s["hit_rate_dram"] + s["hit_rate_ssd"]
-    # own blocks reused after a preemption: not a hit by source (optsched.sim.kv)
-    s["hit_self_tokens"] = int(df["hit_self_tokens"].sum()) if "hit_self_tokens" in df else 0
-    s["recomputed_tokens"] = int(df["recomputed_tokens"].sum())
-    s["preempted_recompute_tokens"] = int(df["preempted_recompute_tokens"].sum())
-    s["prefilled_tokens"] = int(df["prefilled_tokens"].sum())
-    s["preemptions"] = int(df["preemptions"].sum())
-    hits = df["hit_hbm_tokens"] + df["hit_dram_tokens"] + df["hit_ssd_tokens"]
-    for b in BOUNDARIES:
-        m = df["boundary"] == b
-        tot = float(df.loc[m, "input_tokens"].sum())
-        s[f"hit_rate_{b}"] = float(hits[m].sum()) / tot if tot else math.nan
-        s[f"num_calls_{b}"] = int(m.sum())
-    _instance_metrics(s, instances, end)
-    if extra:
-        s.update(extra)
+    counts = {k: df[k].to_numpy() for k in _COUNT_COLUMNS if k in df}
+    # own blocks reused after a preemption: not a hit by source (optsched.sim.kv); 0 in a table without them
+    counts.setdefault("hit_self_tokens", np.zeros(len(df), dtype=np.int64))
+    _token_metrics(s, counts, df["boundary"].to_numpy(dtype=object), instances, end, extra)
     return s
 
 
@@ -245,6 +230,21 @@ def summarize_columns(cols: dict[str, np.ndarray], session_ids: list[str], bound
         s["goodput_calls_s"] = float(ok.sum() / makespan) if makespan > 0 else math.nan
         s["slo_ttft_s"] = float(slo.ttft_s)
         s["slo_tpot_s"] = float(slo.tpot_s)
+    _token_metrics(s, cols, np.array(boundaries, dtype=object), instances, end, extra)
+    return s
+
+
+# token-count columns `_token_metrics` sums (int64 in the per-call table)
+_COUNT_COLUMNS = ("input_tokens", "hit_hbm_tokens", "hit_dram_tokens", "hit_ssd_tokens", "hit_self_tokens",
+                  "recomputed_tokens", "preempted_recompute_tokens", "prefilled_tokens", "preemptions")
+
+
+def _token_metrics(s: dict, cols: dict[str, np.ndarray], boundaries: np.ndarray, instances: list, end_s: float,
+                   extra: dict | None) -> None:
+    """Hit rates by source and by boundary, token counters, per-instance metrics and ``extra``, from the
+    `_COUNT_COLUMNS` arrays (one entry per call) and the calls' boundary labels; shared by `summarize` and
+    `summarize_columns` (integer sums: no NaN to treat differently)."""
+    inp_col = cols["input_tokens"]
     inp = float(inp_col.sum())
     for src in ("hbm", "dram", "ssd"):
         s[f"hit_rate_{src}"] = float(cols[f"hit_{src}_tokens"].sum()) / inp if inp else 0.0
@@ -253,16 +253,14 @@ def summarize_columns(cols: dict[str, np.ndarray], session_ids: list[str], bound
     for k in ("recomputed_tokens", "preempted_recompute_tokens", "prefilled_tokens", "preemptions"):
         s[k] = int(cols[k].sum())
     hits = cols["hit_hbm_tokens"] + cols["hit_dram_tokens"] + cols["hit_ssd_tokens"]
-    bnd = np.array(boundaries, dtype=object)
     for b in BOUNDARIES:
-        m = bnd == b
+        m = boundaries == b
         tot = float(inp_col[m].sum())
         s[f"hit_rate_{b}"] = float(hits[m].sum()) / tot if tot else math.nan
         s[f"num_calls_{b}"] = int(m.sum())
-    _instance_metrics(s, instances, end)
+    _instance_metrics(s, instances, end_s)
     if extra:
         s.update(extra)
-    return s
 
 
 def _itl_metrics(s: dict, itl_max: np.ndarray, instances: list) -> None:
