@@ -121,10 +121,14 @@ def penalty_terms(inst: PricedResidencyInstance, lam: Sequence[float], cdf: Call
     Raises:
         ValueError: ``lam`` not of length ``len(FEATURES)``.
     """
+    return _terms(lam, penalty_features(inst), _outcome_terms(inst, _hazards_for(inst, cdf)))
+
+
+def _terms(lam: Sequence[float], feats: dict[tuple[int, int], np.ndarray], eh: dict[tuple[int, int], float]
+           ) -> dict[tuple[int, int], float]:
     lam = np.asarray(lam, dtype=float)
     if lam.shape != (len(FEATURES),):
         raise ValueError(f"lam must have {len(FEATURES)} entries ({', '.join(FEATURES)}), got {lam.shape}")
-    feats, eh = penalty_features(inst), _outcome_terms(inst, _hazards_for(inst, cdf))
     return {key: float(lam @ feats[key]) * eh[key] for key in feats}
 
 
@@ -155,13 +159,12 @@ def relaxation_bound(inst: PricedResidencyInstance, lam: Sequence[float], cdf: C
     Raises:
         RuntimeError: the solve proved no bound or found no incumbent (the message names the status).
     """
-    terms = penalty_terms(inst, lam, cdf)
-    m = build_penalized_residency(inst, terms)
+    feats, eh = penalty_features(inst), _outcome_terms(inst, _hazards_for(inst, cdf))
+    m = build_penalized_residency(inst, _terms(lam, feats, eh))
     r = solve(m, options)
     if r.bound is None or not r.has_solution:
         raise RuntimeError(f"penalized residency MILP ended '{r.status}' ({r.termination}) without a bound and an "
                            f"incumbent; raise time_limit_s")
-    feats, eh = penalty_features(inst), _outcome_terms(inst, _hazards_for(inst, cdf))
     g = np.zeros(len(FEATURES))
     for (j, t), f in feats.items():
         if (m.u[j, 0, t].value or 0.0) >= 0.5:
