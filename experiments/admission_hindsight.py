@@ -13,7 +13,6 @@ Usage: .venv/bin/python experiments/admission_hindsight.py --instances 50 --requ
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import math
@@ -33,6 +32,7 @@ from optsched.models.admission_online import (
     total_latency,
 )
 from optsched.pipelines.admission import compare_rules_to_optimum, jaillet_instance
+from optsched.reproduce.config_cli import arg, config_parser, parse_config
 from optsched.reproduce.provenance import collect_provenance, stream_seed
 from optsched.solvers import SolverOptions
 
@@ -41,14 +41,18 @@ logger = logging.getLogger("admission_hindsight")
 
 @dataclass(frozen=True, slots=True)
 class Config:
-    instances: int = 50
-    requests: int = 8
-    arrival_model: int = 2  # 2: Poisson arrivals; 1: all at round 0 (Jaillet et al.'s two synthetic models)
-    seed: int = 0
-    time_limit_s: float = 300.0
-    mip_gap: float = 1e-4
-    out: str = "runs/admission_hindsight"
-    rescore: bool = False  # recompute rule latencies of an existing results.csv (no MILP solves)
+    instances: int = arg(50, "random Jaillet-style instances to generate and solve (instance k: the k-th child "
+                             "of stream 'admission_instance' of --seed)")
+    requests: int = arg(8, "requests per instance (prompt 1-5 tokens, output 1..M - prompt tokens, KV memory M "
+                           "of 30-50 tokens)")
+    arrival_model: int = arg(2, "2: Poisson arrivals (rate 0.5-1.5 per round); 1: every request at round 0 "
+                                "(Jaillet et al.'s two synthetic arrival models)")
+    seed: int = arg(0, "root seed of the instance stream (>= 0)")
+    time_limit_s: float = arg(300.0, "HiGHS time limit per hindsight MILP (s)")
+    mip_gap: float = arg(1e-4, "relative MIP gap at which HiGHS stops (an instance counts only when proven optimal)")
+    out: str = arg("runs/admission_hindsight", "output folder (results.csv, summary.json, provenance.json)")
+    rescore: bool = arg(False, "recompute the rule latencies of the existing results.csv in --out on the "
+                               "regenerated instances (no MILP solves; --seed/--arrival-model must match the run)")
 
     def __post_init__(self) -> None:
         if self.instances < 1 or self.requests < 1:
@@ -171,15 +175,10 @@ def run(cfg: Config) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    for f, d in asdict(Config()).items():
-        if isinstance(d, bool):
-            p.add_argument(f"--{f.replace('_', '-')}", action="store_true")
-        else:
-            p.add_argument(f"--{f.replace('_', '-')}", type=type(d), default=d)
+    p = config_parser(Config, __doc__.splitlines()[0])
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     try:
-        summary = run(Config(**vars(p.parse_args(argv))))
+        summary = run(parse_config(p, Config, argv))
     except (ValueError, FileNotFoundError) as exc:  # bad input: one line, exit 2
         p.error(str(exc))
     print(json.dumps(summary, indent=2))

@@ -23,7 +23,6 @@ Usage: .venv/bin/python experiments/residency_bound.py --seeds 40 --out runs/res
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import sys
@@ -37,6 +36,7 @@ from optsched.models.residency_priced_slots import replay_priced
 from optsched.pipelines.residency_bound import FEATURES, fit_penalty, penalty_of_paths, relaxation_bound
 from optsched.pipelines.residency_imitation import ordered_plan
 from optsched.pipelines.residency_priced import priced_instance, solve_priced
+from optsched.reproduce.config_cli import arg, config_parser, parse_config
 from optsched.reproduce.provenance import collect_provenance
 from optsched.solvers import SolverOptions, solve
 
@@ -53,23 +53,27 @@ logger = logging.getLogger("residency_bound")
 
 @dataclass(frozen=True, slots=True)
 class Config:
-    sessions: int = 16
-    variant: str = "full"
-    seeds: int = 40
-    base_seed: int = 0
-    rule_train_reps: int = 6
-    bound_train_reps: int = 12
-    fit_iters: int = 8
-    instances: int = 1
-    slot_s: float = 10.0
-    max_pauses: int = 300
-    gpu: str = "h200-sxm"
-    model: str = "llama-3-70b"
-    tp: int = 2
-    time_limit_s: float = 300.0
-    lam: str = ""  # comma-separated penalty weights (FEATURES order): no fit, e.g. those of an earlier run
-    rules: int = 1  # 0: no rule training or replay (H and L only: more seeds for the bound)
-    out: str = "runs/residency_bound"
+    sessions: int = arg(16, "AgentX-like sessions per replication (source agentx:sessions=N,variant=V)")
+    variant: str = arg("full", "AgentX variant, whose pause law gap_cdf the bound uses: full or 256k")
+    seeds: int = arg(40, "evaluated seeds, --base-seed .. --base-seed + N - 1 (>= 2, for a CI)")
+    base_seed: int = arg(0, "first evaluated seed; its stream 'train' draws the training replications (>= 0)")
+    rule_train_reps: int = arg(6, "training replications of the load-priced rule and the load_priced_search order")
+    bound_train_reps: int = arg(12, "other training replications on which the penalty weights lam are fitted")
+    fit_iters: int = arg(8, "cutting-plane iterations of the penalty fit (each solves the bound on every "
+                            "bound training replication)")
+    instances: int = arg(1, "serving instances of the priced slot model (sessions homed round-robin)")
+    slot_s: float = arg(10.0, "slot length of the priced residency model (s)")
+    max_pauses: int = arg(300, "tool pauses kept per replication (the first N by start time)")
+    gpu: str = arg("h200-sxm", "catalog GPU of the cost model")
+    model: str = arg("llama-3-70b", "catalog model of the cost model (its context window cuts the sessions)")
+    tp: int = arg(2, "tensor-parallel degree of each instance")
+    time_limit_s: float = arg(300.0, "solver time limit per LP/MILP (s)")
+    lam: str = arg("", "information-relaxation penalty weights, comma-separated in FEATURES order (constant, "
+                       "over_subscribed, near_full, demand, first_slot; dimensionless, multiples of a pause's "
+                       "eviction cost), e.g. an earlier run's: no fit; empty: fit them on --bound-train-reps")
+    rules: int = arg(1, "1: also train and replay the rules (lru, load_priced, load_priced_search); 0: H and L "
+                        "only (more seeds for the bound)")
+    out: str = arg("runs/residency_bound", "output folder (summary.json, results.md, provenance.json)")
 
 
 def _est(xs: list[float]) -> dict:
@@ -222,10 +226,7 @@ def _problem(cfg: Config) -> str | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    for f, d in asdict(Config()).items():
-        p.add_argument(f"--{f.replace('_', '-')}", type=type(d), default=d)
-    cfg = Config(**vars(p.parse_args(argv)))
+    cfg = parse_config(config_parser(Config, __doc__.splitlines()[0]), Config, argv)
     problem = _problem(cfg)
     if problem:
         print(f"residency_bound: {problem}", file=sys.stderr)

@@ -23,7 +23,6 @@ Usage: .venv/bin/python experiments/residency_hindsight.py --sources agentx:sess
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import sys
@@ -34,6 +33,7 @@ from optsched.compare.replication import build_replication, stream
 from optsched.compare.stats import mean_ci, paired_difference, verdict
 from optsched.pipelines.residency import NoToolPauses
 from optsched.pipelines.residency_priced import solve_priced
+from optsched.reproduce.config_cli import arg, config_parser, parse_config
 from optsched.reproduce.provenance import collect_provenance
 from optsched.solvers import SolverOptions
 
@@ -49,21 +49,24 @@ logger = logging.getLogger("residency_hindsight")
 
 @dataclass(frozen=True, slots=True)
 class Config:
-    sources: str = "agentx:sessions=16"
-    seeds: int = 5
-    base_seed: int = 0
-    instances: int = 2
-    slot_s: float = 10.0
-    max_pauses: int = 150
-    pause_stat: str = "median"
-    router: str = "cache_aware"
-    gpu: str = "h200-sxm"
-    model: str = "llama-3-70b"
-    tp: int = 4
-    time_limit_s: float = 300.0
-    hindsight: int = 1
-    mean_variant: int = 1
-    out: str = "runs/residency"
+    sources: str = arg("agentx:sessions=16", "workload sources separated by ';': a generator spec "
+                                             "(agentx:sessions=N) or a trace path")
+    seeds: int = arg(5, "evaluated seeds, --base-seed .. --base-seed + N - 1 (>= 2, for a CI)")
+    base_seed: int = arg(0, "first evaluated seed; its stream 'train' draws the training replication (>= 0)")
+    instances: int = arg(2, "colocated serving instances, in the simulator and in the priced slot model")
+    slot_s: float = arg(10.0, "slot length of the priced residency model (s)")
+    max_pauses: int = arg(150, "tool pauses kept in the priced slot model (the first N by start time)")
+    pause_stat: str = arg("median", "pause forecast per tool class from the training think times: median or mean")
+    router: str = arg("cache_aware", "simulator router (a registry name, e.g. round_robin, cache_aware)")
+    gpu: str = arg("h200-sxm", "catalog GPU of the instances and the cost model")
+    model: str = arg("llama-3-70b", "catalog model (its context window cuts the sessions)")
+    tp: int = arg(4, "tensor-parallel degree of each instance")
+    time_limit_s: float = arg(300.0, "solver time limit per LP/MILP (s)")
+    hindsight: int = arg(1, "1: also solve each evaluated seed's hindsight MILP and replay the rules on it; "
+                            "0: simulator only")
+    mean_variant: int = arg(1, "1: also simulate the same solve's load-priced rule with mean pause forecasts; "
+                               "0: not")
+    out: str = arg("runs/residency", "output folder (summary.json, results.md, provenance.json)")
 
 
 def _cluster(cfg: Config) -> ClusterConfig:
@@ -168,10 +171,7 @@ def render(results: list[dict]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    for f, d in asdict(Config()).items():
-        p.add_argument(f"--{f.replace('_', '-')}", type=type(d), default=d)
-    cfg = Config(**vars(p.parse_args(argv)))
+    cfg = parse_config(config_parser(Config, __doc__.splitlines()[0]), Config, argv)
     if cfg.seeds < 2:
         print("residency_hindsight: --seeds must be >= 2 (a CI needs spread)", file=sys.stderr)
         return 2

@@ -26,7 +26,6 @@ Usage: .venv/bin/python experiments/residency_imitation.py --sources agentx:sess
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import sys
@@ -38,6 +37,7 @@ from optsched.compare.stats import mean_ci, paired_difference, verdict
 from optsched.pipelines.residency import NoToolPauses
 from optsched.pipelines.residency_imitation import SEARCH_GRID, ordered_plan
 from optsched.pipelines.residency_priced import solve_priced
+from optsched.reproduce.config_cli import arg, config_parser, parse_config
 from optsched.reproduce.provenance import collect_provenance
 from optsched.solvers import SolverOptions
 
@@ -58,22 +58,28 @@ logger = logging.getLogger("residency_imitation")
 
 @dataclass(frozen=True, slots=True)
 class Config:
-    sources: str = "agentx:sessions=16"
-    seeds: int = 5
-    base_seed: int = 0
-    train_reps: int = 6
-    lam: float = 1e-2
-    instances: int = 1
-    slot_s: float = 10.0
-    max_pauses: int = 300
-    router: str = "cache_aware"
-    gpu: str = "h200-sxm"
-    model: str = "llama-3-70b"
-    tp: int = 2
-    time_limit_s: float = 300.0
-    hindsight: int = 1
-    grid_diagnostic: int = 0
-    out: str = "runs/residency_imitation"
+    sources: str = arg("agentx:sessions=16", "workload sources separated by ';': a generator spec "
+                                             "(agentx:sessions=N) or a trace path")
+    seeds: int = arg(5, "evaluated seeds, --base-seed .. --base-seed + N - 1 (>= 2, for a CI)")
+    base_seed: int = arg(0, "first evaluated seed; its stream 'train' draws the training replications (>= 0)")
+    train_reps: int = arg(6, "training replications (hindsight MILPs whose evictions are imitated; the first "
+                             "also trains the load-priced rule)")
+    lam: float = arg(1e-2, "L2 regularization weight of the pairwise-ranking fit of the eviction score "
+                           "(dimensionless, x the number of pairs; > 0)")
+    instances: int = arg(1, "colocated serving instances, in the simulator and in the priced slot model")
+    slot_s: float = arg(10.0, "slot length of the priced residency model (s)")
+    max_pauses: int = arg(300, "tool pauses kept in the priced slot model (the first N by start time)")
+    router: str = arg("cache_aware", "simulator router (a registry name, e.g. round_robin, cache_aware)")
+    gpu: str = arg("h200-sxm", "catalog GPU of the instances and the cost model")
+    model: str = arg("llama-3-70b", "catalog model (its context window cuts the sessions)")
+    tp: int = arg(2, "tensor-parallel degree of each instance")
+    time_limit_s: float = arg(300.0, "solver time limit per LP/MILP (s)")
+    hindsight: int = arg(1, "1: also solve each evaluated seed's hindsight MILP and replay the rules and the "
+                            "oracle order on it; 0: simulator only")
+    grid_diagnostic: int = arg(0, "1: also replay every SEARCH_GRID weight vector on each evaluated seed and "
+                                  "record the best for that seed (a diagnostic, not a rule); 0: not")
+    out: str = arg("runs/residency_imitation", "output folder (summary.json, results.md, policy.json, "
+                                               "provenance.json)")
 
 
 class OracleOrder(LoadPricedResidency):
@@ -203,10 +209,7 @@ def render(results: list[dict]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    for f, d in asdict(Config()).items():
-        p.add_argument(f"--{f.replace('_', '-')}", type=type(d), default=d)
-    cfg = Config(**vars(p.parse_args(argv)))
+    cfg = parse_config(config_parser(Config, __doc__.splitlines()[0]), Config, argv)
     if cfg.seeds < 2 or cfg.train_reps < 1:
         print("residency_imitation: --seeds must be >= 2 (a CI needs spread) and --train-reps >= 1", file=sys.stderr)
         return 2

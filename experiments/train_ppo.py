@@ -23,7 +23,6 @@ admission rule (``DerivedAdmission``, ``mcsf_rollout``).
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import time
@@ -32,19 +31,23 @@ from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
+from optsched.reproduce.config_cli import arg, config_parser, parse_config
 
 logger = logging.getLogger("train_ppo")
 
 
 @dataclass(frozen=True, slots=True)
 class Config:
-    out: str = "runs/train_ppo"
-    seed: int = 1
-    routing_steps: int = 30_000
-    admission_steps: int = 30_000
-    eval_seeds: int = 10
-    env: str = "both"  # "routing", "admission" or "both" (two processes can split the work)
-    smoke: bool = False
+    out: str = arg("runs/train_ppo", "output folder (results.json, table.md, curves.png, policies/, "
+                                     "provenance.json, train_log.json)")
+    seed: int = arg(1, "training seed of PPO and of the derived policies' training workload")
+    routing_steps: int = arg(30_000, "PPO training budget on Routing-v0 (env steps = routing decisions)")
+    admission_steps: int = arg(30_000, "PPO training budget on Admission-v0 (env steps = admission decisions)")
+    eval_seeds: int = arg(10, "held-out evaluation seeds 10000 .. 10000 + N - 1")
+    env: str = arg("both", "which env to train and evaluate: routing, admission or both (two processes can "
+                           "split the work)")
+    smoke: bool = arg(False, "tiny run for tests: 1 session per episode, 2 envs x 64 steps per PPO batch, no "
+                             "real-trace evaluation")
 
     def __post_init__(self) -> None:
         if self.env not in ("routing", "admission", "both"):
@@ -117,14 +120,7 @@ def _json_round_trip(path: Path) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    for f, v in Config().__dataclass_fields__.items():
-        d = v.default
-        if isinstance(d, bool):
-            ap.add_argument(f"--{f.replace('_', '-')}", action="store_true")
-        else:
-            ap.add_argument(f"--{f.replace('_', '-')}", type=type(d), default=d)
-    cfg = Config(**vars(ap.parse_args(argv)))
+    cfg = parse_config(config_parser(Config, __doc__.splitlines()[0]), Config, argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     import matplotlib
 
