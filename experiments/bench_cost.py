@@ -11,7 +11,6 @@ Usage: .venv/bin/python experiments/bench_cost.py [--n 1000000] [--repeats 3]
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import platform
@@ -21,6 +20,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
+from optsched.reproduce.config_cli import arg, config_parser, parse_config
 from optsched.reproduce.provenance import collect_provenance
 
 from optsched.cost import CostModel
@@ -31,11 +31,11 @@ CASES = (("h200-sxm", "llama-3-70b", 4), ("a100-80gb", "opt-13b", 1), ("h200-sxm
 
 @dataclass(frozen=True, slots=True)
 class Config:
-    n: int = 1_000_000
-    repeats: int = 3
-    scalar_calls: int = 20_000
-    seed: int = 0
-    out: str = "runs/bench_cost"
+    n: int = arg(1_000_000, "random mixed steps per (gpu, model, tp) case, predicted in one vectorized call")
+    repeats: int = arg(3, "timed repeats of the vectorized call (the fastest is kept)")
+    scalar_calls: int = arg(20_000, "scalar step_time calls timed per case (at most --n)")
+    seed: int = arg(0, "seed of numpy.random.default_rng that draws the steps")
+    out: str = arg("runs/bench_cost", "output folder (results.json, provenance.json)")
 
     def __post_init__(self) -> None:
         if self.n < 1 or self.repeats < 1 or self.scalar_calls < 1:
@@ -87,15 +87,7 @@ def run(cfg: Config) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    d = Config()
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--n", type=int, default=d.n)
-    ap.add_argument("--repeats", type=int, default=d.repeats)
-    ap.add_argument("--scalar-calls", type=int, default=d.scalar_calls)
-    ap.add_argument("--seed", type=int, default=d.seed)
-    ap.add_argument("--out", default=d.out)
-    a = ap.parse_args(argv)
-    cfg = Config(a.n, a.repeats, a.scalar_calls, a.seed, a.out)
+    cfg = parse_config(config_parser(Config, __doc__.split("\n")[0]), Config, argv)
     pin_one_core()
     res = run(cfg)
     out = Path(cfg.out)

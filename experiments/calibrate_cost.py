@@ -16,7 +16,6 @@ Deterministic: subsampling uses numpy Generators with fixed seeds; same data ⇒
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import logging
@@ -25,6 +24,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
+from optsched.reproduce.config_cli import arg, config_parser, parse_config
 from optsched.reproduce.provenance import collect_provenance
 
 from optsched.cost.calibration import CALIBRATION_DIR
@@ -36,12 +36,13 @@ logger = logging.getLogger("calibrate_cost")
 
 @dataclass(frozen=True, slots=True)
 class Config:
-    data: str = str(default_data_dir())
-    calibration_dir: str = str(CALIBRATION_DIR)
-    out: str = "runs/calibrate_cost"
-    max_samples: int = 20000
-    held_out: bool = True
-    per_family: int = 0  # > 0: subsample each (source, family) to this many kernels (smoke runs)
+    data: str = arg(str(default_data_dir()), "folder of the measured tables (vidur/, aiconfigurator_h200_sxm/)")
+    calibration_dir: str = arg(str(CALIBRATION_DIR), "folder the fitted calibration JSONs (a100-80gb, h200-sxm, "
+                                                     "default) are written to; the default rewrites the shipped fits")
+    out: str = arg("runs/calibrate_cost", "output folder (accuracy.json, accuracy.txt, provenance.json)")
+    max_samples: int = arg(20000, "most samples per kernel family in each fit (>= 100)")
+    held_out: bool = arg(True, "also compute the held-out (out-of-fold) rows of the accuracy table")
+    per_family: int = arg(0, "> 0: subsample each (source, family) to this many kernels (smoke runs); 0: all")
 
     def __post_init__(self) -> None:
         if self.max_samples < 100:
@@ -80,17 +81,9 @@ def run(cfg: Config) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    d = Config()
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--data", default=d.data)
-    ap.add_argument("--calibration-dir", default=d.calibration_dir)
-    ap.add_argument("--out", default=d.out)
-    ap.add_argument("--max-samples", type=int, default=d.max_samples)
-    ap.add_argument("--per-family", type=int, default=d.per_family)
-    ap.add_argument("--no-held-out", action="store_true")
-    a = ap.parse_args(argv)
+    p = config_parser(Config, __doc__.split("\n")[0])
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    cfg = Config(a.data, a.calibration_dir, a.out, a.max_samples, not a.no_held_out, a.per_family)
+    cfg = parse_config(p, Config, argv)
     print(format_report(run(cfg)))
     return 0
 

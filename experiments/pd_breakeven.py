@@ -18,7 +18,6 @@ Usage: .venv/bin/python experiments/pd_breakeven.py --out runs/pd_breakeven
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import sys
@@ -29,6 +28,7 @@ import numpy as np
 import pandas as pd
 from optsched.models.pd_data import PDInstance
 from optsched.pipelines.pd_solve import config_from_cost_model, solve_pd
+from optsched.reproduce.config_cli import arg, config_parser, parse_config
 from optsched.reproduce.provenance import collect_provenance
 
 from optsched.cost import CostModel
@@ -39,17 +39,21 @@ logger = logging.getLogger("pd_breakeven")
 
 @dataclass(frozen=True, slots=True)
 class Config:
-    gpu: str = "h100-sxm"
-    model: str = "llama-3-8b"
-    tp: int = 1
-    output_tokens: int = 256
-    ratios: tuple[float, ...] = (0.25, 0.5, 1, 2, 4, 8, 12, 16, 24, 32, 64, 128)
-    cached: tuple[float, ...] = (0.0, 0.9)
-    ttft_scale: float = 4.0
-    tpot_scale: float = 2.0
-    budget: int = 16
-    interference: tuple[str, ...] = ("mean", "every_step")
-    out: str = "runs/pd_breakeven"
+    gpu: str = arg("h100-sxm", "catalog GPU of every instance")
+    model: str = arg("llama-3-8b", "catalog model")
+    tp: int = arg(1, "tensor-parallel degree of each instance (GPUs per instance)")
+    output_tokens: int = arg(256, "output tokens per request (fixed; input = ratio x this)")
+    ratios: tuple[float, ...] = arg((0.25, 0.5, 1, 2, 4, 8, 12, 16, 24, 32, 64, 128),
+                                    "input / output token ratios swept (> 0)")
+    cached: tuple[float, ...] = arg((0.0, 0.9), "prefix-hit fractions of the input, one curve each (0..1)")
+    ttft_scale: float = arg(4.0, "P90 TTFT SLO as a multiple of one request's prefill time alone (> 1)")
+    tpot_scale: float = arg(2.0, "TPOT SLO as a multiple of the batch-1 decode step time (> 1)")
+    budget: int = arg(16, "most GPUs of a configuration in the P/D MILP (>= 2)")
+    interference: tuple[str, ...] = arg(("mean", "every_step"), "colocated interference models, one curve each: "
+                                        "mean (optimistic) or every_step (pessimistic)",
+                                        choices=("mean", "every_step"))
+    out: str = arg("runs/pd_breakeven", "output folder (results.csv, breakeven.png, summary.json, "
+                                        "provenance.json)")
 
     def __post_init__(self) -> None:
         if self.output_tokens < 1 or self.budget < 2 or self.ttft_scale <= 1 or self.tpot_scale <= 1:
@@ -132,25 +136,15 @@ def plot(df: pd.DataFrame, cfg: Config, path: Path) -> None:
     plt.close(fig)
 
 
-def parse(argv: list[str]) -> Config:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    d = Config()
-    p.add_argument("--gpu", default=d.gpu)
-    p.add_argument("--model", default=d.model)
-    p.add_argument("--tp", type=int, default=d.tp)
-    p.add_argument("--output-tokens", type=int, default=d.output_tokens)
-    p.add_argument("--ratios", type=float, nargs="+", default=list(d.ratios))
-    p.add_argument("--cached", type=float, nargs="+", default=list(d.cached))
-    p.add_argument("--ttft-scale", type=float, default=d.ttft_scale)
-    p.add_argument("--tpot-scale", type=float, default=d.tpot_scale)
-    p.add_argument("--budget", type=int, default=d.budget)
-    p.add_argument("--interference", nargs="+", choices=["mean", "every_step"], default=list(d.interference))
-    p.add_argument("--out", default=d.out)
-    a = p.parse_args(argv)
-    return Config(a.gpu, a.model, a.tp, a.output_tokens, tuple(a.ratios), tuple(a.cached), a.ttft_scale,
-                  a.tpot_scale, a.budget, tuple(a.interference), a.out)
+def parse(argv: list[str] | None) -> Config:
+    return parse_config(config_parser(Config, __doc__.split("\n")[0]), Config, argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    print(json.dumps(run(parse(argv)), indent=2))
+    return 0
 
 
 if __name__ == "__main__":
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
-    print(json.dumps(run(parse(sys.argv[1:])), indent=2))
+    sys.exit(main())

@@ -21,7 +21,6 @@ Usage: .venv/bin/python experiments/routing_compare.py --out runs/routing_compar
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import logging
@@ -43,6 +42,7 @@ from optsched.pipelines.router_price import (
 )
 from optsched.pipelines.routing_rolling import RollingHorizonRouter
 from optsched.pipelines.routing_window import solve_routing, synthetic_routing_window
+from optsched.reproduce.config_cli import arg, config_parser, parse_config
 from optsched.reproduce.provenance import collect_provenance, stream_seed
 from optsched.solvers import SolverOptions
 
@@ -64,23 +64,25 @@ METRICS = {"goodput_calls_s": "goodput (calls/s)", "tpgs": "TPGS (tok/GPU-s)", "
 
 @dataclass(frozen=True, slots=True)
 class Config:
-    sessions: int = 16
-    instances: int = 4
-    gpu: str = "h200-sxm"
-    model: str = "llama-3-70b"  # 131,072 context (16 sessions seed 0: 737 of 1,172 calls kept); no AgentX
-    # session's first call fits llama-3-8b's 8,192 (cap_context raises)
-    tp: int = 4
-    ttft: float = 2.0
-    tpot: float = 0.05
-    windows: int = 10
-    window_calls: int = 40
-    window_instances: int = 4
-    big_seeds: int = 3
-    routers: tuple[str, ...] = ("round_robin", "least_outstanding", "cache_aware", "overlap_cost", "price",
-                                "price_fit", "rolling_milp")
-    workloads: tuple[str, ...] = ("agentx", "lmcache")
-    seed: int = 0
-    out: str = "runs/routing_compare"
+    sessions: int = arg(16, "AgentX-like sessions of part A (generate_agentx, variant 256k)")
+    instances: int = arg(4, "colocated serving instances of part A")
+    gpu: str = arg("h200-sxm", "catalog GPU of the instances and the cost model")
+    # llama-3-70b: 131,072 context (16 sessions seed 0: 737 of 1,172 calls kept); no AgentX session's first
+    # call fits llama-3-8b's 8,192 (cap_context raises)
+    model: str = arg("llama-3-70b", "catalog model (its context window cuts both workloads)")
+    tp: int = arg(4, "tensor-parallel degree of each instance")
+    ttft: float = arg(2.0, "SLO on time to first token (s): goodput counts calls within both SLOs")
+    tpot: float = arg(0.05, "SLO on time per output token (s)")
+    windows: int = arg(10, "synthetic routing windows of part B (their LP duals give rho of the price router)")
+    window_calls: int = arg(40, "calls per synthetic window")
+    window_instances: int = arg(4, "instances per synthetic window")
+    big_seeds: int = arg(3, "seeds of the 200 calls x 8 instances window MILP timing")
+    routers: tuple[str, ...] = arg(("round_robin", "least_outstanding", "cache_aware", "overlap_cost", "price",
+                                    "price_fit", "rolling_milp"), "routers simulated in part A")
+    workloads: tuple[str, ...] = arg(("agentx", "lmcache"), "workloads of part A: agentx and/or lmcache")
+    seed: int = arg(0, "root seed of the streams 'routing_windows' and 'agentx' (>= 0)")
+    out: str = arg("runs/routing_compare", "output folder (sim.csv, windows.csv, big.csv, summary.md, "
+                                           "provenance.json)")
 
 
 def windows_part(cfg: Config, cm: CostModel, cm_big: CostModel) -> tuple[pd.DataFrame, pd.DataFrame, float, float]:
@@ -174,22 +176,15 @@ def run(cfg: Config) -> str:
     return md
 
 
-def parse(argv: list[str]) -> Config:
-    d = Config()
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    for f in ("sessions", "instances", "tp", "windows", "window_calls", "window_instances", "big_seeds", "seed"):
-        p.add_argument("--" + f.replace("_", "-"), type=int, default=getattr(d, f))
-    for f in ("ttft", "tpot"):
-        p.add_argument("--" + f, type=float, default=getattr(d, f))
-    for f in ("gpu", "model", "out"):
-        p.add_argument("--" + f, default=getattr(d, f))
-    p.add_argument("--routers", nargs="+", default=list(d.routers))
-    p.add_argument("--workloads", nargs="+", default=list(d.workloads))
-    a = vars(p.parse_args(argv))
-    a["routers"], a["workloads"] = tuple(a["routers"]), tuple(a["workloads"])
-    return Config(**a)
+def parse(argv: list[str] | None) -> Config:
+    return parse_config(config_parser(Config, __doc__.split("\n")[0]), Config, argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    print(run(parse(argv)))
+    return 0
 
 
 if __name__ == "__main__":
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
-    print(run(parse(sys.argv[1:])))
+    sys.exit(main())
