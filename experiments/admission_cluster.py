@@ -30,13 +30,14 @@ from optsched.workload.context import cap_context
 from tests.sim.helpers import GPU, MODEL, SmallKV, cluster, random_workload
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--out", type=Path, required=True)
-    ap.add_argument("--seeds", type=int, default=5)
-    ap.add_argument("--hbm-blocks", type=int, default=400)
-    ap.add_argument("--sessions", type=int, default=12)
-    a = ap.parse_args()
+    ap.add_argument("--out", type=Path, required=True, help="output folder (results.json)")
+    ap.add_argument("--seeds", type=int, default=5, help="workload seeds 0 .. N-1 (>= 2 for a CI; default 5)")
+    ap.add_argument("--hbm-blocks", type=int, default=400,
+                    help="HBM KV capacity of the instance in 16-token blocks, small so KV memory binds (default 400)")
+    ap.add_argument("--sessions", type=int, default=12, help="random sessions per seed's workload (default 12)")
+    a = ap.parse_args(argv)
     rows: dict[str, dict[str, list[float]]] = {}
     plans = []
     for seed in range(a.seeds):

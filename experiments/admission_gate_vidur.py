@@ -23,7 +23,7 @@ def main(argv: list[str] | None = None) -> int:
     from optsched.sim import ClusterConfig, InstanceConfig, SchedulerConfig, simulate
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--trace", type=Path, default=bench_sim.TRACE, help="splitwise_conv.csv")
+    ap.add_argument("--trace", type=Path, default=bench_sim.TRACE, help="Vidur processed trace CSV (splitwise_conv.csv of ../shared/data/vidur)")
     ap.add_argument("--limit", type=int, default=None, help="first N requests only (smoke test)")
     args = ap.parse_args(argv)
     bench_sim.TRACE = args.trace

@@ -119,20 +119,22 @@ def batched_procs(env_id: str, procs: int, num_envs: int, n_steps: int, n_inst: 
     return {"procs": procs, "per_proc": rs, "aggregate_steps_per_cpu_s": sum(r["steps_per_cpu_s"] for r in rs)}
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--episodes", type=int, default=3)
-    ap.add_argument("--num-envs", type=int, default=2)
-    ap.add_argument("--vec-steps", type=int, default=500)
-    ap.add_argument("--instances", type=int, default=8)
-    ap.add_argument("--profile", action="store_true")
-    ap.add_argument("--procs", type=int, default=2, help="processes of the batched aggregate figure")
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--episodes", type=int, default=3, help="single-env episodes per env, seeds 0 .. N-1 (default 3)")
+    ap.add_argument("--num-envs", type=int, default=2,
+                    help="envs per vectorized env (Sync / Async / Batched; default 2)")
+    ap.add_argument("--vec-steps", type=int, default=500, help="steps of each vectorized env (default 500)")
+    ap.add_argument("--instances", type=int, default=8,
+                    help="llama-3-70b TP-4 H200 instances of Routing-v0 (default 8)")
+    ap.add_argument("--profile", action="store_true", help="also print the top cProfile entries of Routing-v0's single env")
+    ap.add_argument("--procs", type=int, default=2, help="processes of the batched aggregate figure (default 2)")
     ap.add_argument("--only-routing", action="store_true", help="skip the other envs' single-env figures")
     ap.add_argument("--routing-single", action="store_true",
                     help="only Routing-v0's single-env figure, with the cyclic GC's time (gc.callbacks)")
     ap.add_argument("--routing-procs", action="store_true", help="only Routing-v0's --procs batched aggregate")
     ap.add_argument("--one-batched", help=argparse.SUPPRESS)  # child process of batched_procs
-    a = ap.parse_args()
+    a = ap.parse_args(argv)
     import optsched.envs
 
     if a.one_batched:

@@ -145,9 +145,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tree", action="append", required=True, metavar="NAME=PYTHON:ROOT",
                     help="a source tree and the interpreter to run it with (PYTHONPATH=ROOT, cwd ROOT)")
-    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=3, help="rounds over the trees, alternated (default 3)")
     ap.add_argument("--imports", action="store_true", help="also the import-time table")
-    ap.add_argument("--out", default="runs/bench_process", help="output folder")
+    ap.add_argument("--out", default="runs/bench_process", help="output folder (default runs/bench_process)")
     args = ap.parse_args(argv)
     if not TRACE.is_file():
         print(f"trace not found: {TRACE}", file=sys.stderr)

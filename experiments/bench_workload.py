@@ -82,14 +82,16 @@ def _cpu_model() -> str:
     return next((ln.split(":", 1)[1].strip() for ln in lines if ln.startswith("model name")), "")
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--calls", type=int, default=1_000_000, help="calls of the generated chat workload")
-    ap.add_argument("--out", type=Path, default=REPO / "runs" / "bench_workload")
-    ap.add_argument("--phases", default="mooncake,mooncake_native,chat_generate,chat_native,agentx_generate,agentx_native")
+    ap.add_argument("--calls", type=int, default=1_000_000, help="calls of the generated chat workload (default 1,000,000)")
+    ap.add_argument("--out", type=Path, default=REPO / "runs" / "bench_workload",
+                    help="output folder (results.json, the generated native files; default runs/bench_workload)")
+    ap.add_argument("--phases", default="mooncake,mooncake_native,chat_generate,chat_native,agentx_generate,agentx_native",
+                    help="comma list of the phases to run, each in a fresh process (default: all six, in order)")
     ap.add_argument("--phase", help=argparse.SUPPRESS)
     ap.add_argument("--tmp", type=Path, help=argparse.SUPPRESS)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     if args.phase:
         print(json.dumps(_phase(args.phase, args.calls, args.tmp)))
         return 0

@@ -33,11 +33,13 @@ def _variants(df, ablate: bool):
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--data", default=str(default_data_dir()))
-    ap.add_argument("--profiles", nargs=2, action="append", default=[], metavar=("DIR", "GPU"))
-    ap.add_argument("--max-samples", type=int, default=20000)
+    ap.add_argument("--data", default=str(default_data_dir()),
+                    help="folder of the measured tables (vidur/, aiconfigurator_h200_sxm/; default ../shared/data)")
+    ap.add_argument("--profiles", nargs=2, action="append", default=[], metavar=("DIR", "GPU"),
+                    help="another GPU's Vidur-format compute profiles and its catalog GPU (repeatable)")
+    ap.add_argument("--max-samples", type=int, default=20000, help="most samples per kernel family in each fit (default 20000)")
     ap.add_argument("--ablate-shape", action="store_true", help="also the m-only efficiency (before the shape terms)")
-    ap.add_argument("--out", default="runs/cost_tp_check")
+    ap.add_argument("--out", default="runs/cost_tp_check", help="output folder (tp_accuracy.json; default runs/cost_tp_check)")
     a = ap.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     sets = [(str(Path(a.data, "vidur/profiling/compute/a100")), "a100-80gb"), *map(tuple, a.profiles)]

@@ -245,7 +245,7 @@ def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--device", default=None, help="cuda / cuda:N / cpu (default: cuda when available)")
     ap.add_argument("--size", choices=sorted(SIZES), default=None, help="full (default on CUDA) or tiny")
-    ap.add_argument("--out", default="runs/gpu_check")
+    ap.add_argument("--out", default="runs/gpu_check", help="output folder (default runs/gpu_check)")
     args = ap.parse_args(argv)
     import torch
     from optsched.reproduce.provenance import collect_provenance

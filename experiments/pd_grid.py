@@ -115,14 +115,18 @@ def model_pick(name: str, load: float, slo: SLO, max_calls: int, seeds: list[int
 
 def main(argv: list[str]) -> dict:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--out", default="runs/pd_grid")
-    p.add_argument("--seeds", type=int, default=5)
-    p.add_argument("--workloads", default="mooncake,lmcache")
-    p.add_argument("--max-calls", type=int, default=300)
-    p.add_argument("--candidates", default=",".join(GRID))
-    p.add_argument("--load-mooncake", type=float, default=1.0)
-    p.add_argument("--load-lmcache", type=float, default=8.0)
-    p.add_argument("--model-seeds", default="100,101,102", help="training replications for the model's pick")
+    p.add_argument("--out", default="runs/pd_grid", help="output folder (results.json; default runs/pd_grid)")
+    p.add_argument("--seeds", type=int, default=5, help="evaluation seeds 0 .. N-1 per candidate (default 5)")
+    p.add_argument("--workloads", default="mooncake,lmcache", help="comma list of mooncake, lmcache (default both)")
+    p.add_argument("--max-calls", type=int, default=300, help="mooncake: keep the first N calls of the sample (default 300)")
+    p.add_argument("--candidates", default=",".join(GRID),
+                   help="comma list of grid candidates to simulate, e.g. 4C@tp4,2P2D@tp4 (default: the whole grid)")
+    p.add_argument("--load-mooncake", type=float, default=1.0,
+                   help="mooncake load: arrival-rate multiplier of the sample (default 1.0)")
+    p.add_argument("--load-lmcache", type=float, default=8.0,
+                   help="lmcache load: round(2 x load) concurrent copies of the agent sessions (default 8.0)")
+    p.add_argument("--model-seeds", default="100,101,102", help="comma list of training seeds whose replications give the P/D model's coefficients "
+                        "(disjoint from the evaluation seeds; default 100,101,102)")
     a = p.parse_args(argv)
     slo = SLO(ttft_s=10.0, tpot_s=0.1)
     loads = {"mooncake": a.load_mooncake, "lmcache": a.load_lmcache}

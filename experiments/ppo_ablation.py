@@ -13,6 +13,7 @@ its 95% CI. The table in BENCHMARKS.md ("PPO ... issue 14", ablations) comes fro
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 import time
@@ -21,7 +22,20 @@ import gymnasium as gym
 import numpy as np
 
 
+def _parser() -> argparse.ArgumentParser:
+    """The command line, for ``--help`` (`main` reads its positional arguments itself)."""
+    ap = argparse.ArgumentParser(prog="ppo_ablation.py", description=__doc__.splitlines()[0])
+    ap.add_argument("env_id", metavar="ENV_ID", help="env to train on: optsched/Routing-v0 or optsched/Admission-v0")
+    ap.add_argument("steps", metavar="STEPS", type=int, help="PPO training budget (env steps)")
+    ap.add_argument("args_json", metavar="ARGS_JSON", nargs="?", default="{}",
+                    help="JSON object of optsched.agents.ppo.Args fields (env_kwargs: the training env's kwargs; "
+                         "lists become tuples); default {}")
+    return ap
+
+
 def main(argv: list[str]) -> int:
+    if "-h" in argv or "--help" in argv:
+        _parser().parse_args(argv)  # prints the help and exits 0
     if len(argv) not in (2, 3):
         print("usage: ppo_ablation.py ENV_ID STEPS [ARGS_JSON]", file=sys.stderr)
         return 2

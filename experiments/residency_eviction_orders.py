@@ -70,12 +70,17 @@ class OracleOrder(LoadPricedResidency):
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--summary", required=True)
-    p.add_argument("--source", default="agentx:sessions=16")
-    p.add_argument("--instances", type=int, default=1)
-    p.add_argument("--tp", type=int, default=2)
-    p.add_argument("--max-pauses", type=int, default=300)
-    p.add_argument("--slot-s", type=float, default=10.0)
+    p.add_argument("--summary", required=True, help="summary.json of an experiments/residency_hindsight.py run")
+    p.add_argument("--source", default="agentx:sessions=16",
+                   help="which source of that run to replay (its --sources entry; default agentx:sessions=16)")
+    same = "; the same as the hindsight run's"
+    p.add_argument("--instances", type=int, default=1, help=f"instances of the priced slot model (default 1{same})")
+    p.add_argument("--tp", type=int, default=2,
+                   help=f"tensor-parallel degree of the llama-3-70b H200 cost model (default 2{same})")
+    p.add_argument("--max-pauses", type=int, default=300,
+                   help=f"tool pauses kept per seed, the first N by start (default 300{same})")
+    p.add_argument("--slot-s", type=float, default=10.0,
+                   help=f"slot length of the priced residency model in s (default 10{same})")
     a = p.parse_args(argv)
     try:
         run = next(r for r in json.loads(Path(a.summary).read_text()) if r["source"] == a.source)

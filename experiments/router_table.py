@@ -64,16 +64,18 @@ COLUMNS = {
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--out", type=Path, default=Path("runs/router_table"))
-    p.add_argument("--instances", type=int, default=4)
-    p.add_argument("--gpu", default="h200-sxm")
-    p.add_argument("--model", default="llama-3-70b")
-    p.add_argument("--tp", type=int, default=4)
+    p.add_argument("--out", type=Path, default=Path("runs/router_table"),
+                   help="output folder (router_table.md, router_table.csv, provenance.json; default runs/router_table)")
+    p.add_argument("--instances", type=int, default=4, help="colocated serving instances (default 4)")
+    p.add_argument("--gpu", default="h200-sxm", help="catalog GPU of every instance (default h200-sxm)")
+    p.add_argument("--model", default="llama-3-70b",
+                   help="catalog model; its context window cuts the sessions (default llama-3-70b)")
+    p.add_argument("--tp", type=int, default=4, help="tensor-parallel degree of each instance (default 4)")
     p.add_argument("--dram-tier", action="store_true", help="add a host-DRAM tier (default: HBM only)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="root seed of the random routers' streams (default 0)")
     p.add_argument("--workloads", default="mooncake,lmcache,lmcache-full",
-                   help="comma list of mooncake, lmcache, lmcache-full")
-    p.add_argument("--stagger-s", type=float, default=1.0, help="LMCache session k starts at k * this (s)")
+                   help="comma list of mooncake, lmcache, lmcache-full (default all three)")
+    p.add_argument("--stagger-s", type=float, default=1.0, help="LMCache session k starts at k * this (s; default 1.0)")
     p.add_argument("--max-calls", type=int, default=0, help="Mooncake: keep the first N requests (0 = all)")
     p.add_argument("--routers", default=",".join(policy_names("router")),
                    help="comma list of registered router names (default: all, sorted)")

@@ -103,10 +103,12 @@ def summarize(df: pd.DataFrame, base: str = "cache_aware") -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True, help="output folder")
-    ap.add_argument("--seeds", type=int, default=5, help="seeds 0..N-1 (>= 2 for a CI)")
-    ap.add_argument("--workloads", default="agentx,hotprompt", help="comma list of agentx, hotprompt")
-    ap.add_argument("--policies", default="round_robin,least_outstanding,cache_aware,price,session")
-    ap.add_argument("--sessions", type=int, default=16, help="sessions per workload")
+    ap.add_argument("--seeds", type=int, default=5, help="seeds 0..N-1 (>= 2 for a CI; default 5)")
+    ap.add_argument("--workloads", default="agentx,hotprompt", help="comma list of agentx, hotprompt (default both)")
+    ap.add_argument("--policies", default="round_robin,least_outstanding,cache_aware,price,session",
+                    help="comma list of routers to compare (default: round_robin, least_outstanding, cache_aware, "
+                         "price, session)")
+    ap.add_argument("--sessions", type=int, default=16, help="sessions per workload (default 16)")
     a = ap.parse_args(argv)
     if a.seeds < 1 or a.sessions < 1:
         print("session_routing_eval: --seeds and --sessions must be >= 1", file=sys.stderr)
