@@ -1,0 +1,93 @@
+"""Every experiment script answers ``--help`` (exit 0) with a description on every option and argument, and the
+Config scripts parse no arguments to their ``Config()`` (`optsched.reproduce.config_cli`)."""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import importlib.util
+import re
+import sys
+from pathlib import Path
+
+import pytest
+from optsched.reproduce.config_cli import config_parser, parse_config
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPTS = sorted(p for p in (ROOT / "experiments").glob("*.py")
+                 if any(isinstance(n, ast.FunctionDef) and n.name == "main" for n in ast.parse(p.read_text()).body))
+SECTIONS = ("options:", "optional arguments:", "positional arguments:")
+
+
+def _load(path: Path):
+    spec = importlib.util.spec_from_file_location(f"help_{path.stem}", path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # dataclasses resolve their module through sys.modules
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def undescribed(text: str) -> list[str]:
+    """Entries of argparse's help ``text`` (options, positionals) with no description of their own.
+
+    An entry is a line indented by exactly two spaces inside an argument section; its description follows
+    after >= 2 spaces on the same line, or on the next line, indented deeper. A bare "(default: ...)" is no
+    description.
+    """
+    lines, bad, section = text.splitlines(), [], False
+    for i, ln in enumerate(lines):
+        if ln in SECTIONS:
+            section = True
+        elif not ln.strip():
+            section = False
+        elif section and re.match(r"^  \S", ln):
+            entry, desc = re.match(r"^  (\S.*?)(?:\s{2,}(\S.*))?$", ln).groups()
+            nxt = lines[i + 1] if i + 1 < len(lines) else ""
+            if desc is None and re.match(r"^ {3,}\S", nxt):
+                desc = nxt.strip()
+            if not desc or desc.startswith("(default"):
+                bad.append(entry)
+    return bad
+
+
+def test_undescribed_finds_options_without_help():
+    text = ("usage: x\n\npositional arguments:\n  ENV         the env\n  STEPS\n\noptions:\n"
+            "  -h, --help  show this help message and exit\n  --rounds ROUNDS\n  --very-long-option-name INT\n"
+            "                        what it means (default: 3)\n  --out OUT   (default: runs/x)\n  --flag\n")
+    assert undescribed(text) == ["STEPS", "--rounds ROUNDS", "--out OUT", "--flag"]
+
+
+def test_every_script_has_a_main():
+    """--help must not run an experiment: every script's work is inside ``main(argv)``."""
+    assert SCRIPTS == sorted((ROOT / "experiments").glob("*.py")) and len(SCRIPTS) >= 26
+
+
+@pytest.mark.parametrize("path", SCRIPTS, ids=lambda p: p.stem)
+def test_help_exits_0_and_describes_every_option(path, capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "100")
+    mod = _load(path)
+    with pytest.raises(SystemExit) as exc:
+        mod.main(["--help"])
+    assert exc.value.code == 0
+    out = capsys.readouterr().out
+    assert "options:" in out or "optional arguments:" in out
+    assert undescribed(out) == []
+
+
+CONFIG_SCRIPTS = ("admission_hindsight", "bench_cost", "calibrate_cost", "pd_breakeven", "residency_bound",
+                  "residency_hindsight", "residency_imitation", "routing_compare", "train_ppo")
+
+
+@pytest.mark.parametrize("name", CONFIG_SCRIPTS)
+def test_no_arguments_parse_to_the_default_config(name):
+    mod = _load(ROOT / "experiments" / f"{name}.py")
+    cfg = parse_config(config_parser(mod.Config), mod.Config, [])
+    assert cfg == mod.Config()
+    assert [type(v) for v in dataclasses.astuple(cfg)] == [type(v) for v in dataclasses.astuple(mod.Config())]
+
+
+def test_a_script_parses_its_own_command_line_to_its_config():
+    mod = _load(ROOT / "experiments" / "routing_compare.py")
+    assert mod.parse([]) == mod.Config()
+    cfg = mod.parse(["--routers", "price", "round_robin", "--ttft", "1", "--seed", "3"])
+    assert cfg == dataclasses.replace(mod.Config(), routers=("price", "round_robin"), ttft=1.0, seed=3)
