@@ -62,8 +62,8 @@ def test_help_gives_every_field_its_text_and_default(capsys):
     with pytest.raises(SystemExit):
         config_parser(Cfg, "test").parse_args(["--help"])
     out = " ".join(capsys.readouterr().out.split())
-    for text in ("--seeds INT evaluated seeds (default: 5)", "--slot-s FLOAT slot length (s), 100% of a pause at "
-                 "most (default: 10.0)", '--lam STR weights, comma-separated (default: "")',
+    for text in ("--seeds INT evaluated seeds (default: 5)",
+                 "--slot-s FLOAT slot length (s), 100% of a pause at most (default: 10.0)", '--lam STR weights, comma-separated (default: "")',
                  "--smoke tiny run (default: off)", "--no-held-out held-out rows (default: on; this flag turns it off)",
                  "--ratios FLOAT [FLOAT ...] ratios swept (default: 0.5 1 2)",
                  "--modes {mean,every_step} [{mean,every_step} ...] models (default: mean every_step)"):
