@@ -100,14 +100,16 @@ def priced_instance(wl: Workload, cm: CostModel, *, n_instances: int = 1, slot_s
         pauses, calls = [pauses[j] for j in sorted(keep)], [calls[j] for j in sorted(keep)]
     home = {s.session_id: k % n_instances for k, s in enumerate(wl.sessions)}
     times = uncontended_timeline(wl, cm)
-    horizon = max(p.start_s + p.duration_s for p in pauses)
+    # the last slot any kept pause covers; R is counted for every call running in a slot up to it, whatever
+    # the call's start within the slot (a cut at the last pause's end time made that slot's R depend on how
+    # long that pause lasted, which the bound's non-anticipative features must not see)
+    last_slot = max(math.floor(p.start_s / slot_s + 1e-9) + max(1, math.ceil(p.duration_s / slot_s - 1e-9)) - 1
+                    for p in pauses)
     running: dict[tuple[int, int], int] = defaultdict(int)
     for s in wl.sessions:
         for c in s.calls:
             start, finish = times[c.call_id]
-            if start > horizon:
-                continue
-            for t in range(math.floor(start / slot_s), math.floor(finish / slot_s) + 1):
+            for t in range(math.floor(start / slot_s), min(math.floor(finish / slot_s), last_slot) + 1):
                 if t not in paused_slots[s.session_id]:
                     running[(home[s.session_id], t)] += c.input_tokens + c.output_tokens
     bs = int(wl.block_size)

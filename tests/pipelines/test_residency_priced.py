@@ -106,3 +106,22 @@ def test_slot_length_is_checked_before_the_model_is_built(slot_s, msg):
 
     with pytest.raises(ValueError, match=msg):
         priced_instance(generate_agentx(2, np.random.default_rng(0)), CM, slot_s=slot_s)
+
+
+@pytest.mark.parametrize("think_s", [3.0, 4.0, 7.0])
+def test_last_slot_running_kv_does_not_depend_on_the_last_pause_length(think_s):
+    """R of the last slot counts every call running in it: session B's call starts at 5 s, inside slot 0 (10 s
+    slots) after A's only pause has ended when it lasts 3 or 4 s. Cutting R at the last pause's end counted B
+    only when that pause lasted past 5 s, so the slot's demand told the information-relaxation bound's features
+    how long the pause was (`pipelines/residency_bound._known_demand`)."""
+    from optsched.pipelines.residency_priced import priced_instance
+
+    from optsched.workload.types import Call, Session, Workload
+
+    a1 = Call("a1", "A", 1000, 10, think_time_s=think_s, tool="bash")
+    a2 = Call("a2", "A", 1200, 10, new_tokens=190, parents=("a1",))
+    b1 = Call("b1", "B", 3000, 20)
+    wl = Workload("hand", (Session("A", (a1, a2)), Session("B", (b1,), start_s=5.0)))
+    inst, calls = priced_instance(wl, CM, n_instances=1, slot_s=10.0)
+    assert [c.call_id for c in calls] == ["a1"] and list(inst.slots(0)) == [0]
+    assert inst.running_tokens == {(0, 0): 3020}  # B's call; A's own a2 runs in its paused slot 0: not counted
