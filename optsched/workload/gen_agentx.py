@@ -23,7 +23,8 @@ Construction (all lognormal parameters from ``calibrate.lognormal_from_median_p9
 3. Outputs: stratified lognormal, median 444, ``output_sigma`` = 0.9 (assumption: p95 not published).
 4. Gaps: every call with a child gets a ``think_time_s`` from the stratified lognormal(3.84 s, sigma =
    ln(184.8 / 3.84) / 1.6449 = 2.355), capped at ``gap_cap_s``; the gap is the tool/think wait before the
-   next call is released (closed loop). The subagent group time (max over lanes of the summed waits) is
+   next call is released (closed loop). With ``gap_draw="iid"`` (variant ``full-iid-gaps``) the gaps are
+   independent draws of that law instead. The subagent group time (max over lanes of the summed waits) is
    set by the lane lengths: with the defaults its median is close to 2.27 min (``workload_stats`` key
    ``subagent_group_wait_s``; service time excluded, so this approximates the published runtime).
 5. Prefix blocks (layered model, ``prefix_model``): global system prompt (``global_prompt_tokens``, shared
@@ -89,11 +90,16 @@ class AgentXParams:
     n_repos: int = 0  # 0 = max(1, n_sessions // 10)
     session_rate_per_s: float = 1 / 30
     block_size: int = 512
+    # "stratified" (default): one gap per stratum of the law, in random order (the published quantiles hold in
+    # every workload); "iid": independent draws of the same law, so each pause's length is independent of every
+    # other one (what the information-relaxation bound of `optsched.pipelines.residency_bound` assumes exactly)
+    gap_draw: str = "stratified"
 
     def gap_cdf(self, x_s: float) -> float:
         """P(gap <= x_s): the law of one tool/think gap (step 4 of the module docstring: lognormal from
         ``gap_median_s`` / ``gap_p95_s``, capped at ``gap_cap_s``). Each gap of a workload is a stratified draw,
-        so this is its marginal law; the gaps of one workload are not independent (one per stratum)."""
+        so this is its marginal law; the gaps of one workload are not independent (one per stratum) unless
+        ``gap_draw`` is "iid", where it is the law of each gap given all the others."""
         mu, sigma = lognormal_from_median_p95(self.gap_median_s, self.gap_p95_s)
         return capped_lognormal_cdf(x_s, mu, sigma, self.gap_cap_s)
 
@@ -111,6 +117,8 @@ class AgentXParams:
         for f in ("max_subagents", "min_calls", "block_size", "input_cap_tokens", "output_cap_tokens"):
             if not (isinstance(getattr(self, f), int) and getattr(self, f) >= 1):
                 raise ValueError(f"{f} must be an int >= 1, got {getattr(self, f)!r}")
+        if self.gap_draw not in ("stratified", "iid"):
+            raise ValueError(f"gap_draw must be 'stratified' or 'iid', got {self.gap_draw!r}")
 
 
 AGENTX_VARIANTS = {
@@ -118,6 +126,8 @@ AGENTX_VARIANTS = {
     # 256K-context variant: published median 88,768; p95 not published, same sigma assumed; cap 256K.
     "256k": AgentXParams(input_median_tokens=88_768, input_p95_tokens=88_768 * 682_880 / 142_016,
                          input_cap_tokens=262_144),
+    # the full variant with independent gaps (same law): the setting on which the residency bound is exact
+    "full-iid-gaps": AgentXParams(gap_draw="iid"),
 }
 
 
@@ -194,7 +204,10 @@ def generate_agentx(n_sessions: int, rng: np.random.Generator, variant: str = "f
         st["outputs"], n_calls, math.log(p.output_median_tokens), p.output_sigma, cap=p.output_cap_tokens
     ))).astype(np.int64).tolist()
     gmu, gsig = lognormal_from_median_p95(p.gap_median_s, p.gap_p95_s)
-    gaps = stratified_lognormal(st["gaps"], n_calls - n_sessions, gmu, gsig, cap=p.gap_cap_s).tolist()
+    if p.gap_draw == "iid":
+        gaps = np.minimum(np.exp(gmu + gsig * st["gaps"].standard_normal(n_calls - n_sessions)), p.gap_cap_s).tolist()
+    else:
+        gaps = stratified_lognormal(st["gaps"], n_calls - n_sessions, gmu, gsig, cap=p.gap_cap_s).tolist()
     tools = st["tools"].choice(len(TOOLS), size=n_calls, p=TOOL_P).tolist()
     starts = np.cumsum(st["arrivals"].exponential(1.0 / p.session_rate_per_s, size=n_sessions)).tolist()
     repos = st["prefix"].integers(0, p.n_repos, size=n_sessions).tolist()

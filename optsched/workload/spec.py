@@ -2,7 +2,7 @@
 
 Generator specs (defaults in brackets):
 
-- ``agentx:sessions=N[50],seed=S[0],variant=full|256k[full]``
+- ``agentx:sessions=N[50],seed=S[0],variant=full|256k|full-iid-gaps[full]``
 - ``copilot:sessions=N[50],seed=S[0],model_switch_prob=P[0.1],keep_fraction=F[1.0]``
 - ``chat:calls=N[1000],seed=S[0],rate=R[10.0]`` (requests/s)
 - ``hotprompt:sessions=N[32],seed=S[0],calls=K[8],stagger=S[2.0]`` (hot shared system prompt, session

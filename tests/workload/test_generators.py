@@ -170,3 +170,34 @@ def test_capped_lognormal_cdf_hits_median_p95_and_the_cap_atom():
         assert float(np.mean(x <= q)) == pytest.approx(p.gap_cdf(q), abs=1e-3)
     with pytest.raises(ValueError, match="sigma > 0"):
         capped_lognormal_cdf(1.0, 0.0, 0.0)
+
+
+def test_iid_gap_draw_is_the_same_law_without_strata():
+    """``gap_draw="iid"``: each gap an independent draw of ``gap_cdf``'s law. A stratified sample of n holds exactly
+    one draw per 1/n quantile band (Kolmogorov distance < 1/n); an iid sample does not, and passes a KS test of the
+    law; the sessions, sizes and tools are the same draws as the stratified variant's (own streams)."""
+    from scipy.stats import kstest
+
+    from optsched.workload.gen_agentx import AGENTX_VARIANTS
+
+    def gaps(variant):
+        wl = generate_agentx(40, np.random.default_rng(5), variant=variant)
+        return wl, np.array([c.think_time_s for s in wl.sessions for c in s.calls if s.children()[c.call_id]])
+
+    wl_s, g_s = gaps("full")
+    wl_i, g_i = gaps("full-iid-gaps")
+    law = np.vectorize(AGENTX_VARIANTS["full"].gap_cdf)
+
+    def distance(x):  # Kolmogorov distance below the cap (the capped law has an atom there)
+        x = np.sort(x)
+        n, f = len(x), law(x)
+        i = np.arange(1, n + 1)[x < AGENTX_VARIANTS["full"].gap_cap_s]
+        return float(np.max(np.maximum(i / n - f[i - 1], f[i - 1] - (i - 1) / n)))
+
+    assert len(g_s) == len(g_i) > 1000
+    assert distance(g_s) < 1.0 / len(g_s)
+    assert distance(g_i) > 1.0 / len(g_i) and kstest(g_i, law).pvalue > 0.01
+    assert [(c.input_tokens, c.output_tokens, c.tool) for c in wl_s.calls()] == \
+        [(c.input_tokens, c.output_tokens, c.tool) for c in wl_i.calls()]
+    with pytest.raises(ValueError, match="gap_draw must be"):
+        AgentXParams(gap_draw="sorted")
