@@ -54,7 +54,7 @@ logger = logging.getLogger("residency_bound")
 @dataclass(frozen=True, slots=True)
 class Config:
     sessions: int = arg(16, "AgentX-like sessions per replication (source agentx:sessions=N,variant=V)")
-    variant: str = arg("full", "AgentX variant, whose pause law gap_cdf the bound uses: full or 256k")
+    variant: str = arg("full", "AgentX variant, whose pause law gap_cdf the bound uses: full, 256k or full-iid-gaps (independent gaps, on which the bound is exact)")
     seeds: int = arg(40, "evaluated seeds, --base-seed .. --base-seed + N - 1 (>= 2, for a CI)")
     base_seed: int = arg(0, "first evaluated seed; its stream 'train' draws the training replications (>= 0)")
     rule_train_reps: int = arg(6, "training replications of the load-priced rule and the load_priced_search order")
