@@ -82,9 +82,9 @@ class Instance:
         self.pool_free = 0  # of which not drawn by any sequence
         self.granule = GROWTH_GRANULE_BLOCKS
         # step state
-        self.run = None  # the Batch of a fast-forward decode run in progress (optsched.sim.fastforward)
+        self.run: Any = None  # the Batch of a fast-forward decode run in progress (optsched.sim.fastforward)
         self.kv_in: list[float] = []  # heap: arrival times of KV transfers into this instance
-        self.clock = None  # the simulator's EventQueue (for views: now_s)
+        self.clock: Any = None  # the simulator's EventQueue (for views: now_s)
         self.preempted_in_step = False  # set while planning a step that preempted someone
         self.step_index = 0
         self.inflight = 0  # calls routed here, not yet finished / handed to a decode instance
