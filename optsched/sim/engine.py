@@ -136,7 +136,7 @@ class Simulator(PDMixin, SteppingMixin):
         self.kv_mover: Any = KVMover(self, router)  # session KV copies the router asks for (optsched.sim.kv_move)
         self.finished = 0
         self.progress = progress
-        self._bar = None
+        self._bar: Any = None  # tqdm progress bar while run(progress=True)
         self._start_load: Any = self._start_load_cb
         self.step_backend = step_backend
         # decode runs (optsched.sim.fastforward); False = one event per step (always with a step backend)

@@ -62,7 +62,7 @@ class Instance:
         self.waiting: deque[Seq] = deque()  # not started (FCFS order), preempted ones at the front
         self.prefilling: list[Seq] = []  # started, prompt not fully computed (running in vLLM terms)
         self.loading = 0  # sequences waiting for a DRAM/SSD promotion or a swap-in (hold blocks)
-        self.pending_kv: deque[Seq] = deque()  # P/D: decodes waiting for blocks to receive KV
+        self.pending_kv: deque[tuple[Seq, Instance]] = deque()  # P/D: (decode, its prefill source) waiting for blocks
         self.joining: list[Seq] = []  # KV arrived during a step: join the decode batch at its end
         # P/D: remaining output tokens of calls routed here whose KV has not joined the decode batch
         # yet (in transfer, waiting for blocks, or joining at the step end): call index -> (seq, tokens)

@@ -16,6 +16,7 @@ pause (``Decision.pauses_session``) and hands them to a `Residency` policy objec
 # mypy: disable-error-code="attr-defined,has-type,assignment"
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -33,7 +34,10 @@ __all__ = ["Decision", "SteppingMixin"]
 
 
 def _as_index(x: Any) -> Any:
-    """numpy integers (a Gymnasium action) as int; anything else unchanged (validated by ``_admit``)."""
+    """numpy integers (a Gymnasium action) as int; anything else unchanged (validated by ``_admit``).
+
+    The public methods taking an index accept ``int | np.integer`` and convert here: a compiled build
+    (`optsched._native`) checks an ``int`` annotation at the call and would reject a numpy integer."""
     return int(x) if isinstance(x, np.integer) else x
 
 
@@ -109,17 +113,17 @@ class SteppingMixin:
         """True once the stepping API ran every event (every call finished)."""
         return self._done
 
-    def ttft_s(self, call_index: int) -> float | None:
+    def ttft_s(self, call_index: int | np.integer) -> float | None:
         """TTFT (s, first token - release) of a call, None while it is unreleased or has no first token."""
-        s = self._seqs[call_index]
+        s = self._seqs[operator.index(call_index)]
         if s is None or s.first_token_s < 0:
             return None
         return s.first_token_s - s.release_s
 
-    def call_timing(self, call_index: int) -> tuple[float, float, float]:
+    def call_timing(self, call_index: int | np.integer) -> tuple[float, float, float]:
         """``(ttft_s, tpot_s, finish_s)`` of a call; -1.0 for what has not happened yet, ``tpot_s`` 0.0 for
         a single-token output (otherwise the `optsched.sim.result` definitions)."""
-        s = self._seqs[call_index]
+        s = self._seqs[operator.index(call_index)]
         if s is None or s.first_token_s < 0:
             return -1.0, -1.0, -1.0
         ttft = s.first_token_s - s.release_s
@@ -158,7 +162,7 @@ class SteppingMixin:
         self.check_all_finished()
         return None
 
-    def apply(self, instance: int) -> None:
+    def apply(self, instance: int | np.integer) -> None:
         """Route the pending call to ``instance`` (index into `instances`, a colocated or prefill one).
 
         Raises:
