@@ -5,9 +5,11 @@
 library ``optsched/native__mypyc*.so``), which Python imports instead of the source. Needs mypy (which
 ships mypyc: ``pip install -e '.[compiled]'``), a C compiler and the Python headers.
 
-It never breaks set-up: when mypyc is missing, the compile fails, or the built modules do not import,
-it removes whatever it built, logs one line saying that optsched runs as pure Python, and exits 0.
-The compiler's output goes to ``build/compiled.log``.
+It never leaves a half build: when mypyc is missing, the compile fails, or the built modules do not
+import, it removes whatever it built, logs one line saying that optsched runs as pure Python, and exits 1.
+A successful build also writes ``optsched/native_build.json`` (`optsched._native.MANIFEST`: the SHA-256 of
+every compiled source), so that an edited source later makes optsched ignore the stale build. The
+compiler's output goes to ``build/compiled.log``.
 
 Usage: python tools/build_compiled.py [--clean]
 """
@@ -15,11 +17,14 @@ Usage: python tools/build_compiled.py [--clean]
 from __future__ import annotations
 
 import argparse
+import importlib.util
+import json
 import logging
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 LOG = ROOT / "build" / "compiled.log"
@@ -47,11 +52,17 @@ assert got == COMPILED_MODULES, sorted(set(COMPILED_MODULES) - set(got))
 """
 
 
-def module_paths() -> list[str]:
-    sys.path.insert(0, str(ROOT))
-    from optsched._native import COMPILED_MODULES
+def _native() -> Any:
+    """``optsched/_native.py`` loaded on its own: importing the ``optsched`` package here would check (and
+    warn about) the very build this script replaces."""
+    spec = importlib.util.spec_from_file_location("_optsched_native", ROOT / "optsched" / "_native.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
 
-    return [m.replace(".", "/") + ".py" for m in COMPILED_MODULES]
+
+def module_paths() -> list[str]:
+    return [m.replace(".", "/") + ".py" for m in _native().COMPILED_MODULES]
 
 
 def built_files() -> list[Path]:
@@ -61,7 +72,15 @@ def built_files() -> list[Path]:
         out += sorted((ROOT / p).parent.glob(Path(p).stem + ".cpython-*.so"))
         out += sorted((ROOT / p).parent.glob(Path(p).stem + ".*.pyd"))
     out += sorted((ROOT / "optsched").glob("native__mypyc.*"))
+    out += sorted((ROOT / "optsched").glob("native_build.json"))
     return out
+
+
+def write_manifest(sources: dict[str, str]) -> None:
+    """Record what was compiled (`optsched._native.stale_reason` compares it with the sources at import):
+    ``sources`` are the digests taken before the compile started."""
+    rec = {"cache_tag": sys.implementation.cache_tag, "sources": sources}
+    (ROOT / "optsched" / _native().MANIFEST).write_text(json.dumps(rec, indent=1, sort_keys=True) + "\n")
 
 
 def clean() -> int:
@@ -80,12 +99,14 @@ def build() -> bool:
                     "optsched runs as pure Python")
         return False
     clean()
+    sources = _native().source_digests(str(ROOT / "optsched"))
     LOG.parent.mkdir(exist_ok=True)
     t0 = time.perf_counter()
     with LOG.open("w") as fh:
         rc = subprocess.run([sys.executable, "-c", _SETUP, *module_paths()], cwd=ROOT, stdout=fh,
                             stderr=subprocess.STDOUT, check=False).returncode
         if rc == 0:
+            write_manifest(sources)
             chk = subprocess.run([sys.executable, "-c", _CHECK], cwd=ROOT, stdout=fh, stderr=subprocess.STDOUT,
                                  check=False)
             rc = 100 + chk.returncode if chk.returncode else 0
@@ -106,9 +127,8 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
     if args.clean:
         log.warning("removed %d compiled files; optsched runs as pure Python", clean())
-    else:
-        build()
-    return 0
+        return 0
+    return 0 if build() else 1
 
 
 if __name__ == "__main__":
