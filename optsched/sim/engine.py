@@ -96,8 +96,8 @@ class Simulator(PDMixin, SteppingMixin):
 
     def __init__(
         self, workload: Workload, cluster: ClusterConfig, *, router: Any = None, admission: Any = None,
-        residency: Any = None, slo: SLO | None = None, cost_models: Any = None, progress: bool = False,
-        concurrency: int = 0, step_backend: StepBackend | None = None,
+        residency: Any = None, slo: SLO | None = None, cost_models: Any = None, progress: Any = False,
+        concurrency: Any = 0, step_backend: StepBackend | None = None,
     ) -> None:
         bs = cluster.scheduler.block_size
         if bs is None:
@@ -135,7 +135,8 @@ class Simulator(PDMixin, SteppingMixin):
         self.residency: Any = ResidencyExecutor(self, residency)
         self.kv_mover: Any = KVMover(self, router)  # session KV copies the router asks for (optsched.sim.kv_move)
         self.finished = 0
-        self.progress = progress
+        self.progress = bool(progress)  # progress, concurrency: Any, so that a compiled build (optsched._native)
+        # accepts what pure Python does and SessionDriver's ValueError names a bad concurrency in both
         self._bar: Any = None  # tqdm progress bar while run(progress=True)
         self._start_load: Any = self._start_load_cb
         self.step_backend = step_backend

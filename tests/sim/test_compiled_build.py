@@ -78,3 +78,26 @@ def test_a_build_is_used_only_while_it_matches_its_sources(tmp_path):
     assert _native.stale_reason(pkg) == "optsched/sim/engine.py changed since it was compiled (1 module(s))"
     (tmp_path / _native.MANIFEST).write_text(json.dumps({**rec, "cache_tag": "cpython-0"}))
     assert _native.stale_reason(pkg) == f"built for cpython-0, this is {sys.implementation.cache_tag}"
+
+
+def test_numpy_scalars_at_the_public_boundaries_act_as_in_pure_python():
+    # a compiled signature typed int would raise TypeError on a numpy integer: the stepping API converts,
+    # and a bad concurrency gets the same ValueError in both builds
+    import numpy as np
+
+    from optsched.sim.engine import Simulator
+    from tests.sim.helpers import cluster, random_workload
+
+    w = random_workload(np.random.default_rng(1), n_sessions=3, max_calls=2)
+    with pytest.raises(ValueError, match="concurrency"):
+        Simulator(w, cluster(2), concurrency=np.int64(2))
+    sim = Simulator(w, cluster(2), progress=np.bool_(False))
+    d = sim.run_until_decision()
+    i = np.int64(d.call_index)
+    sim.apply(np.int64(1))
+    while sim.run_until_decision() is not None:
+        sim.apply(np.int64(0))
+    assert sim.ttft_s(i) == sim.ttft_s(int(i)) > 0
+    assert sim.call_timing(i) == sim.call_timing(int(i))
+    with pytest.raises(TypeError):
+        sim.ttft_s(1.0)  # not an index, as a list index would say
