@@ -32,5 +32,6 @@ compiled: $(STAMP)
 pure:
 	$(BIN)/python tools/build_compiled.py --clean
 
-clean: pure
+clean:
 	rm -rf $(VENV) runs
+	find optsched -name '*.cpython-*.so' -delete; rm -f optsched/native_build.json  # a compiled build, if any
