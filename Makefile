@@ -1,11 +1,13 @@
 # The README's two commands: `make demo` (the main job) and `make test` (the suite).
 # Both create .venv on first use and are fast when it is already set up.
+# Opt-in: `make compiled` compiles the simulator's hot modules with mypyc (optsched/_native.py; needs a C
+# compiler and the Python headers), `make pure` removes them. Results are identical either way.
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test clean
+.PHONY: setup demo test clean compiled pure
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -23,5 +25,13 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest
 
+compiled: $(STAMP)
+	$(BIN)/pip install -e '.[dev,compiled]'
+	$(BIN)/python tools/build_compiled.py
+
+pure:
+	$(BIN)/python tools/build_compiled.py --clean
+
 clean:
 	rm -rf $(VENV) runs
+	find optsched -name '*.cpython-*.so' -delete; rm -f optsched/native_build.json  # a compiled build, if any

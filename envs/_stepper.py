@@ -8,9 +8,9 @@ The envs drive `optsched.sim.Simulator` through its public stepping API (``route
 from __future__ import annotations
 
 import functools
+import gc
 
 from optsched.sim import Simulator
-from optsched.sim.engine import gc_paused as engine_gc_paused
 from optsched.workload.gen_agentx import generate_agentx
 from optsched.workload.types import Workload
 
@@ -50,8 +50,13 @@ def gc_paused(method):
 
     @functools.wraps(method)
     def paused(self, *args, **kwargs):
-        with engine_gc_paused():
+        if not gc.isenabled():  # nested, or paused by the caller: nothing to restore
             return method(self, *args, **kwargs)
+        gc.disable()  # `optsched.sim.engine.gc_paused` inlined: no generator context manager per step
+        try:
+            return method(self, *args, **kwargs)
+        finally:
+            gc.enable()
 
     return paused
 

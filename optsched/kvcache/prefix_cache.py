@@ -20,7 +20,9 @@ DRAM run, then an SSD run, and ``PrefixMatch`` counts each run.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
+from optsched._native import mypyc_attr
 from optsched.kvcache.block import Block, kids
 from optsched.kvcache.eviction import make_eviction
 from optsched.kvcache.hits import HitAccount
@@ -32,6 +34,7 @@ __all__ = ["PrefixCache"]
 _INF = float("inf")
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class PrefixCache(ResidencyStore):
     """Block-hash prefix cache of one instance with HBM/DRAM/SSD tiers (see module docstring).
 
@@ -238,7 +241,7 @@ class PrefixCache(ResidencyStore):
         return pin
 
     def acquire(
-        self, seq_id: object, block_hashes: Sequence[int], now_s: float, max_blocks: int | None = None
+        self, seq_id: object, block_hashes: Sequence[int], now_s: Any, max_blocks: int | None = None
     ) -> PrefixMatch:
         """Pin the longest resident prefix (at most ``max_blocks``) for ``seq_id``; promote to HBM.
 
@@ -274,7 +277,7 @@ class PrefixCache(ResidencyStore):
         self._pins[seq_id] = pin
         return PrefixMatch(*moved)
 
-    def allocate(self, seq_id: object, n_blocks: int, now_s: float) -> bool:
+    def allocate(self, seq_id: object, n_blocks: Any, now_s: Any) -> bool:
         """Give ``seq_id`` ``n_blocks`` more HBM blocks for KV it computes (prefill chunks, decode).
 
         Evicts/demotes unpinned cached blocks as needed. Returns False when HBM cannot free enough
@@ -305,7 +308,7 @@ class PrefixCache(ResidencyStore):
         self._seq_hbm += n_blocks
         return True
 
-    def free_allocated(self, seq_id: object, n_blocks: int) -> None:
+    def free_allocated(self, seq_id: object, n_blocks: Any) -> None:
         """Give back ``n_blocks`` of the HBM blocks allocated to ``seq_id`` (a growth pool that shrinks),
         keeping the rest: the state ``release(seq_id, (), now)`` + ``allocate(seq_id, held - n_blocks, now)``
         leaves for a ``seq_id`` that pins no prefix, in one step.
@@ -328,7 +331,7 @@ class PrefixCache(ResidencyStore):
         admission gates that need free blocks without allocating them."""
         return self.free(HBM) >= n_blocks or self._make_room(HBM, n_blocks)
 
-    def release(self, seq_id: object, block_hashes: Sequence[int], now_s: float) -> int:
+    def release(self, seq_id: object, block_hashes: Sequence[int], now_s: Any) -> int:
         """End ``seq_id``: free its allocated blocks, insert ``block_hashes`` into HBM, unpin.
 
         ``block_hashes`` is the sequence's full prefix (pass only hashes of COMPLETE blocks, ``()`` to
@@ -439,7 +442,7 @@ class PrefixCache(ResidencyStore):
         if added > flushed:
             self._used[HBM] += added - flushed
             self._seq_hbm -= added - flushed
-        if pin is not old_pin:
+        if pin is not old_pin and pin is not None:  # (a moved pin is a block: for the type checker)
             self._alloc[seq_id] = alloc
             self._pins[seq_id] = pin
             self._touch(pin, now_s)

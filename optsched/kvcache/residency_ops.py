@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
+from optsched._native import mypyc_attr
 from optsched.kvcache.block import Block, kids
 from optsched.kvcache.eviction import EvictionOrder
 from optsched.kvcache.tier_store import TieredBlockStore
@@ -26,11 +28,12 @@ THEN_ACTIONS = ("offload_dram", "offload_ssd", "drop")  # = policies.base.RESIDE
 _THEN_CODE = {"offload_dram": 1, "offload_ssd": 2, "drop": 3}  # 1, 2 = target tier index (DRAM, SSD)
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class ResidencyStore(TieredBlockStore):
     """``TieredBlockStore`` plus residency actions (see module docstring)."""
 
-    def __init__(self, *args, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
+    def __init__(self, capacity_blocks: Mapping[str, Any], eviction: EvictionOrder) -> None:
+        super().__init__(capacity_blocks, eviction)
         self._ttl_heap: list[tuple] = []
         self._ttl_seq = 0
 
@@ -78,7 +81,7 @@ class ResidencyStore(TieredBlockStore):
                 skipped += 1
             else:
                 moved[src] += 1
-        return BlockMoves(*moved, skipped_blocks=skipped)
+        return BlockMoves(moved[0], moved[1], moved[2], skipped_blocks=skipped)
 
     def drop(self, block_hashes: Sequence[int]) -> BlockMoves:
         """Remove the cached blocks of ``block_hashes`` now (deepest first; pinned or with children: kept)."""
@@ -93,9 +96,9 @@ class ResidencyStore(TieredBlockStore):
                 continue
             moved[b.tier] += 1
             self._remove(b)
-        return BlockMoves(*moved, skipped_blocks=skipped)
+        return BlockMoves(moved[0], moved[1], moved[2], skipped_blocks=skipped)
 
-    def set_ttl(self, block_hashes: Sequence[int], ttl_s: float, then: str, now_s: float) -> int:
+    def set_ttl(self, block_hashes: Sequence[int], ttl_s: Any, then: str, now_s: Any) -> int:
         """Keep the blocks for ``ttl_s`` more seconds, then apply ``then`` at the next ``expire`` pass.
 
         A later use of the block (an ``acquire``/``release`` whose path covers it, seen through
@@ -139,7 +142,7 @@ class ResidencyStore(TieredBlockStore):
         for t in range(len(self._heaps)):
             self._rebuild_heap(t)
 
-    def mark(self, block_hashes: Sequence[int], key: float, now_s: float) -> int:
+    def mark(self, block_hashes: Sequence[int], key: Any, now_s: Any) -> int:
         """Set the ``"priced"`` eviction key of the cached blocks of ``block_hashes`` (smaller = evicted
         first) until their next use (``Block.marked_key``); returns the number of blocks marked.
 
@@ -179,7 +182,7 @@ class ResidencyStore(TieredBlockStore):
         e = self._live_ttl_top()
         return _INF if e is None else e[0]
 
-    def expire(self, now_s: float) -> BlockMoves:
+    def expire(self, now_s: Any) -> BlockMoves:
         """Apply the ``then`` action of every block whose TTL deadline is <= ``now_s``.
 
         Deepest blocks first (heap order: deadline, then depth descending). A block that must stay
@@ -212,7 +215,7 @@ class ResidencyStore(TieredBlockStore):
                     moved[src] += 1
             if self._order.name == "ttl" and b.alive:
                 self._push(b)
-        return BlockMoves(*moved, skipped_blocks=skipped)
+        return BlockMoves(moved[0], moved[1], moved[2], skipped_blocks=skipped)
 
     def apply_residency(
         self, block_hashes: Sequence[int], action: str, now_s: float, ttl_s: float = _INF, then: str = "drop"

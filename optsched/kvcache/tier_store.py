@@ -22,7 +22,9 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Mapping
+from typing import Any
 
+from optsched._native import mypyc_attr
 from optsched.kvcache.block import Block, add_kids, kids
 from optsched.kvcache.eviction import EvictionOrder
 from optsched.kvcache.types import HBM, TIERS
@@ -30,6 +32,7 @@ from optsched.kvcache.types import HBM, TIERS
 __all__ = ["TieredBlockStore"]
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class TieredBlockStore:
     """Blocks by hash with tier occupancy and per-tier eviction heaps (see module docstring).
 
@@ -41,7 +44,7 @@ class TieredBlockStore:
         ValueError: unknown tier name or a capacity that is not a non-negative int.
     """
 
-    def __init__(self, capacity_blocks: Mapping[str, int], eviction: EvictionOrder) -> None:
+    def __init__(self, capacity_blocks: Mapping[str, Any], eviction: EvictionOrder) -> None:
         for name, cap in capacity_blocks.items():
             if name not in TIERS:
                 raise ValueError(f"capacity_blocks: unknown tier {name!r}, expected one of {TIERS}")

@@ -7,6 +7,7 @@ A tier is one of ``TIERS`` = ("hbm", "dram", "ssd"), hottest first; internally a
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 __all__ = ["DRAM", "HBM", "SSD", "TIERS", "BlockMoves", "PrefixMatch", "check_time", "tier_index"]
 
@@ -14,7 +15,7 @@ TIERS = ("hbm", "dram", "ssd")
 HBM, DRAM, SSD = 0, 1, 2
 
 
-def check_time(now_s: float, allow_inf: bool = False) -> None:
+def check_time(now_s: Any, allow_inf: bool = False) -> None:
     """Raise ValueError unless ``now_s`` is a finite simulated time in seconds (or +inf if ``allow_inf``);
     a NaN would silently corrupt LRU/TTL orders."""
     try:

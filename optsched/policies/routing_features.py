@@ -25,12 +25,10 @@ def routing_observation(call: Call, view: ClusterView, token_scale: float, seq_s
     ``token_scale`` = ``max_num_batched_tokens`` (tokens), ``seq_scale`` = ``max_num_seqs``.
     """
     hashes = call.block_hashes
-    nb = len(hashes)
     T = token_scale
-    bulk = getattr(view, "routing_rows", None)  # the simulator's view: one pass, same ints
+    bulk = getattr(view, "routing_features", None)  # the simulator's view: one pass, the same floats
     if bulk is not None:
-        table[:] = [(hit / nb if nb else 0.0, q / T, nd / seq_scale, used / cap, max(0, out) / T)
-                    for hit, q, nd, used, cap, out in bulk(hashes)]
+        table[:] = bulk(hashes, float(T), float(seq_scale))
     else:
         _fill_generic(view, hashes, T, seq_scale, table)
     feats[0] = call.input_tokens / T

@@ -54,10 +54,9 @@ class AdmissionSimulator(Simulator):
             plan several instances at once; not a single decision).
     """
 
-    _inline_steps = False  # stops before steps / at a time: one event per step end (engine docstring)
-
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        self._inline_steps = False  # stops before steps: one event per step end (engine docstring)
         if self.router is None:
             raise ValueError("AdmissionSimulator needs a router (it routes releases itself)")
         if any(u.lockstep for u in self.units):

@@ -32,6 +32,7 @@ import logging
 from contextlib import contextmanager
 from typing import Any
 
+from optsched._native import mypyc_attr
 from optsched.sim import kv
 from optsched.sim.admission_obs import admission_observation
 from optsched.sim.admission_view import record_arrival
@@ -77,6 +78,7 @@ def gc_paused():
             gc.enable()
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class Simulator(PDMixin, SteppingMixin):
     """One simulation run. Use `optsched.sim.simulate`; this class is the engine behind it.
 
@@ -92,14 +94,10 @@ class Simulator(PDMixin, SteppingMixin):
     else a `optsched.sim.step_backend.StepBackend` asked for every step's duration, no fast-forward).
     """
 
-    # inline continuation of a unit's steps (`_on_step_end`); subclasses that stop the event loop at other
-    # points than events (a time, a step start) set it False
-    _inline_steps = True
-
     def __init__(
         self, workload: Workload, cluster: ClusterConfig, *, router: Any = None, admission: Any = None,
-        residency: Any = None, slo: SLO | None = None, cost_models: Any = None, progress: bool = False,
-        concurrency: int = 0, step_backend: StepBackend | None = None,
+        residency: Any = None, slo: SLO | None = None, cost_models: Any = None, progress: Any = False,
+        concurrency: Any = 0, step_backend: StepBackend | None = None,
     ) -> None:
         bs = cluster.scheduler.block_size
         if bs is None:
@@ -112,7 +110,7 @@ class Simulator(PDMixin, SteppingMixin):
         self.block_size = bs
         self.workload = workload
         self.cluster = cluster
-        self.router = router
+        self.router: Any = router
         self.admission = admission
         self.slo = slo
         self.ttft_slo_s = slo.ttft_s if slo is not None else float("inf")
@@ -124,17 +122,23 @@ class Simulator(PDMixin, SteppingMixin):
             inst.clock = self._q
         self._release_times: list[float] = []  # heap of pending RELEASE times (fast-forward horizon)
         self._driver = SessionDriver(workload, concurrency)
-        self.view = ClusterViewImpl(self, self.instances, bs)
+        self._closed = False
+        # inline continuation of a unit's steps (`_on_step_end`); subclasses that stop the event loop at other
+        # points than events (a time, a step start) set it False after this constructor (an instance
+        # attribute, not a class one: a compiled build reads it from the instance, optsched._native)
+        self._inline_steps = True
+        self.view: Any = ClusterViewImpl(self, self.instances, bs)
         self.session_home: dict[str, int] = {}
         self._seqs: list[Seq | None] = [None] * len(self._driver.calls)
         self.decode_ids = [i.iid for i in self.instances if i.role == "decode"]
-        self.route_decode = getattr(router, "route_decode", None) if self.decode_ids else None
-        self.residency = ResidencyExecutor(self, residency)
-        self.kv_mover = KVMover(self, router)  # session KV copies the router asks for (optsched.sim.kv_move)
+        self.route_decode: Any = getattr(router, "route_decode", None) if self.decode_ids else None
+        self.residency: Any = ResidencyExecutor(self, residency)
+        self.kv_mover: Any = KVMover(self, router)  # session KV copies the router asks for (optsched.sim.kv_move)
         self.finished = 0
-        self.progress = progress
-        self._bar = None
-        self._start_load = self._start_load_cb
+        self.progress = bool(progress)  # progress, concurrency: Any, so that a compiled build (optsched._native)
+        # accepts what pure Python does and SessionDriver's ValueError names a bad concurrency in both
+        self._bar: Any = None  # tqdm progress bar while run(progress=True)
+        self._start_load: Any = self._start_load_cb
         self.step_backend = step_backend
         # decode runs (optsched.sim.fastforward); False = one event per step (always with a step backend)
         self.fast_forward = step_backend is None

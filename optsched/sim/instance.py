@@ -62,7 +62,7 @@ class Instance:
         self.waiting: deque[Seq] = deque()  # not started (FCFS order), preempted ones at the front
         self.prefilling: list[Seq] = []  # started, prompt not fully computed (running in vLLM terms)
         self.loading = 0  # sequences waiting for a DRAM/SSD promotion or a swap-in (hold blocks)
-        self.pending_kv: deque[Seq] = deque()  # P/D: decodes waiting for blocks to receive KV
+        self.pending_kv: deque[tuple[Seq, Instance]] = deque()  # P/D: (decode, its prefill source) waiting for blocks
         self.joining: list[Seq] = []  # KV arrived during a step: join the decode batch at its end
         # P/D: remaining output tokens of calls routed here whose KV has not joined the decode batch
         # yet (in transfer, waiting for blocks, or joining at the step end): call index -> (seq, tokens)
@@ -82,9 +82,9 @@ class Instance:
         self.pool_free = 0  # of which not drawn by any sequence
         self.granule = GROWTH_GRANULE_BLOCKS
         # step state
-        self.run = None  # the Batch of a fast-forward decode run in progress (optsched.sim.fastforward)
+        self.run: Any = None  # the Batch of a fast-forward decode run in progress (optsched.sim.fastforward)
         self.kv_in: list[float] = []  # heap: arrival times of KV transfers into this instance
-        self.clock = None  # the simulator's EventQueue (for views: now_s)
+        self.clock: Any = None  # the simulator's EventQueue (for views: now_s)
         self.preempted_in_step = False  # set while planning a step that preempted someone
         self.step_index = 0
         self.inflight = 0  # calls routed here, not yet finished / handed to a decode instance

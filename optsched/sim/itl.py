@@ -33,6 +33,8 @@ from bisect import bisect_left
 
 import numpy as np
 
+from optsched._native import mypyc_attr
+
 __all__ = ["BINS_PER_DECADE", "HI_S", "LO_S", "NUM_BINS", "STACK_PRUNE", "ItlHistogram", "bin_centers_s", "hist_percentiles"]
 
 LO_S = 1e-6
@@ -58,6 +60,7 @@ def _bin(dt: float) -> int:
     return min(_LAST, b)
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class ItlHistogram:
     """Token-weighted ITL histogram of one instance plus its step-duration stack (see module doc)."""
 

@@ -47,13 +47,12 @@ class PDControlSimulator(Simulator):
             hardware/model (a flip must not change capacity), or a bad ``warmup_s``.
     """
 
-    _inline_steps = False  # stops before steps / at a time: one event per step end (engine docstring)
-
     def __init__(self, *args: Any, warmup_s: float = 30.0, **kwargs: Any) -> None:
         if kwargs.get("router") is not None:
             raise ValueError("PDControlSimulator routes by itself: do not pass a router")
         kwargs["router"] = self
         super().__init__(*args, **kwargs)
+        self._inline_steps = False  # stops at a time: one event per step end (engine docstring)
         if not (isinstance(warmup_s, (int, float)) and warmup_s >= 0):
             raise ValueError(f"warmup_s must be a number >= 0, got {warmup_s!r}")
         roles = [i.role for i in self.instances]

@@ -14,10 +14,12 @@ KV that arrives while the destination is in the middle of a step (a transfer or 
 its decode batch at the end of that step (``inst.joining``), never mid-step.
 """
 
+# mypy: disable-error-code="attr-defined,has-type,index,misc,arg-type"
 from __future__ import annotations
 
 import heapq
 
+from optsched._native import mypyc_attr, trait
 from optsched.sim import kv
 from optsched.sim.events import KV_READY
 from optsched.sim.instance import Instance
@@ -26,6 +28,8 @@ from optsched.sim.seq import PREFILL, TRANSFER, Seq
 __all__ = ["PDMixin"]
 
 
+@trait
+@mypyc_attr(allow_interpreted_subclasses=True)
 class PDMixin:
     """Mixed into `optsched.sim.engine.Simulator` (uses its queue, router, views and units)."""
 

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
 __all__ = ["CALL_COLUMNS", "FLOAT_FORMAT", "TIMESERIES_COLUMNS", "RawCalls", "SimResult", "calls_frame",
-           "timeseries_frame"]
+           "same_summary", "timeseries_frame"]
 
 FLOAT_FORMAT = "%.9g"  # fixed float formatting: same run -> same bytes
 
@@ -183,6 +183,22 @@ def _clean(v: Any) -> Any:
     if isinstance(v, np.integer):
         return int(v)
     return v
+
+
+def same_summary(a: Any, b: Any) -> bool:
+    """True when two summaries (`SimResult.summary`, or any nest of dicts / lists / tuples / scalars) are
+    equal value for value, a NaN equal to a NaN and to nothing else; otherwise exactly ``==``.
+
+    ``a == b`` on two dicts holding NaN is True only when both hold the same NaN object (Python compares
+    by identity before value), which an implementation detail decides: the compiled build
+    (`optsched._native`) boxes a new NaN each time. Comparing two runs' summaries needs this function."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(same_summary(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return type(a) is type(b) and len(a) == len(b) and all(same_summary(x, y) for x, y in zip(a, b))
+    if isinstance(a, (float, np.floating)) and isinstance(b, (float, np.floating)) and math.isnan(a) and math.isnan(b):
+        return True
+    return bool(a == b)
 
 
 @dataclasses.dataclass(repr=False, eq=False)

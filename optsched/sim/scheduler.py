@@ -73,8 +73,8 @@ class Batch:
         self.time_s = 0.0
         self.t0 = 0.0  # start time of the step (s)
         self.steps = 1  # > 1: a fast-forwarded decode run (optsched.sim.fastforward)
-        self.ends = None  # run: float64 array of each step's end time (s) (a view of ends_np[1:])
-        self.ends_np = None  # run: float64 array [t0, *ends] (ITL durations by np.diff, fastforward)
+        self.ends: Any = None  # run: float64 array of each step's end time (s) (a view of ends_np[1:])
+        self.ends_np: Any = None  # run: float64 array [t0, *ends] (ITL durations by np.diff, fastforward)
         self.run_d = 0  # run: decode counter at its first step
 
     @property

@@ -16,6 +16,8 @@ step costs O(1) for the whole batch (see ``optsched.sim.instance``).
 
 from __future__ import annotations
 
+from typing import Any
+
 from optsched.workload.types import Call
 
 __all__ = ["DECODE", "DONE", "LOADING", "PREFILL", "TRANSFER", "WAITING", "Seq"]
@@ -96,7 +98,7 @@ class Seq:
         self.load_s = 0.0
         self.transfer_s = 0.0
         self.swapped_tokens = 0
-        self.wp = None
+        self.wp: Any = None  # the WaitingPrefill last shown to an admission policy (optsched.sim.scheduler)
         self.blocks = 0  # HBM blocks held for the prompt part (prefill phase)
         self.grow = 0  # decode-growth blocks drawn from the instance's growth pool
         self.last_tok_s = 0.0  # time of the latest output token (s; optsched.sim.itl)

@@ -13,13 +13,16 @@ pause (``Decision.pauses_session``) and hands them to a `Residency` policy objec
 (``optsched.envs.kv_residency``).
 """
 
+# mypy: disable-error-code="attr-defined,has-type,assignment"
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from optsched._native import mypyc_attr, trait
 from optsched.sim.events import RELEASE
 from optsched.sim.result import calls_frame
 from optsched.workload.types import Call
@@ -31,7 +34,10 @@ __all__ = ["Decision", "SteppingMixin"]
 
 
 def _as_index(x: Any) -> Any:
-    """numpy integers (a Gymnasium action) as int; anything else unchanged (validated by ``_admit``)."""
+    """numpy integers (a Gymnasium action) as int; anything else unchanged (validated by ``_admit``).
+
+    The public methods taking an index accept ``int | np.integer`` and convert here: a compiled build
+    (`optsched._native`) checks an ``int`` annotation at the call and would reject a numpy integer."""
     return int(x) if isinstance(x, np.integer) else x
 
 
@@ -53,25 +59,49 @@ class Decision:
     pauses_session: bool
 
 
+class _ClosedSimulator:
+    """Stands for a closed simulator in the views read from it: every attribute names the cause."""
+
+    __slots__ = ()
+
+    def __getattr__(self, name: str) -> Any:
+        raise AttributeError(f"this Simulator is closed (Simulator.close: an env reset, or the end of simulate()), "
+                             f"so {name!r} and every view read from it are gone; read the view again from the "
+                             "live env / simulator")
+
+
+_CLOSED = _ClosedSimulator()
+
+
+@trait
+@mypyc_attr(allow_interpreted_subclasses=True)
 class SteppingMixin:
     """Public read accessors and the stepping API of `Simulator` (see the module docstring)."""
 
-    def close(self) -> None:
-        """Drop every attribute of the simulator, so that the reference cycles it holds (its view, bound
-        callbacks, residency executor and KV mover, which point back at it; a `PDControlSimulator` is its
-        own router) are gone and dropping the last reference frees it at once by reference counting, with
-        no cyclic-GC pass over its blocks and calls (what an env does at reset). Afterwards the simulator
-        and any view read from it are unusable: reading them raises an AttributeError that says so."""
-        self.__dict__.clear()
-        self.__dict__["_closed"] = True
+    # set by Simulator.__init__; declared here for a compiled build (optsched._native)
+    _pending: Decision | None
+    _closed: bool
+    view: Any
+    residency: Any
+    kv_mover: Any
+    _start_load: Any
+    router: Any
+    route_decode: Any
 
-    def __getattr__(self, name: str):
-        # only reached for a missing attribute: after `close`, name the cause instead of the attribute
-        if self.__dict__.get("_closed"):
-            raise AttributeError(f"this Simulator is closed (Simulator.close: an env reset, or the end of simulate()), "
-                                 f"so {name!r} and every view read from it are gone; read the view again from the "
-                                 "live env / simulator")
-        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+    def close(self) -> None:
+        """Break the reference cycles the simulator holds (its view, bound callbacks, residency executor and
+        KV mover, which point back at it; a `PDControlSimulator` is its own router), so that dropping the last
+        reference frees it at once by reference counting, with no cyclic-GC pass over its blocks and calls
+        (what an env does at reset). Afterwards the simulator is unusable, and any view read from it raises an
+        AttributeError that says it is closed. (It sets attributes rather than clearing ``__dict__``: a
+        compiled build has none, optsched._native.)"""
+        if self._closed:
+            return
+        self._closed = True
+        view = self.view
+        if view is not None:
+            view._sim = _CLOSED
+        self.view = self.residency = self.kv_mover = self._start_load = self.router = self.route_decode = None
 
     @property
     def calls(self) -> list[Call]:
@@ -83,17 +113,17 @@ class SteppingMixin:
         """True once the stepping API ran every event (every call finished)."""
         return self._done
 
-    def ttft_s(self, call_index: int) -> float | None:
+    def ttft_s(self, call_index: int | np.integer) -> float | None:
         """TTFT (s, first token - release) of a call, None while it is unreleased or has no first token."""
-        s = self._seqs[call_index]
+        s = self._seqs[operator.index(call_index)]
         if s is None or s.first_token_s < 0:
             return None
         return s.first_token_s - s.release_s
 
-    def call_timing(self, call_index: int) -> tuple[float, float, float]:
+    def call_timing(self, call_index: int | np.integer) -> tuple[float, float, float]:
         """``(ttft_s, tpot_s, finish_s)`` of a call; -1.0 for what has not happened yet, ``tpot_s`` 0.0 for
         a single-token output (otherwise the `optsched.sim.result` definitions)."""
-        s = self._seqs[call_index]
+        s = self._seqs[operator.index(call_index)]
         if s is None or s.first_token_s < 0:
             return -1.0, -1.0, -1.0
         ttft = s.first_token_s - s.release_s
@@ -132,7 +162,7 @@ class SteppingMixin:
         self.check_all_finished()
         return None
 
-    def apply(self, instance: int) -> None:
+    def apply(self, instance: int | np.integer) -> None:
         """Route the pending call to ``instance`` (index into `instances`, a colocated or prefill one).
 
         Raises:

@@ -148,3 +148,16 @@ class ClusterViewImpl:
             rows.append((hit, q, nd, int(cache.hbm_used_blocks), inst.kv_capacity_blocks,
                          q + inst.dec_rem - nd * (inst.dstep + done) + inst.incoming_tokens))
         return rows
+
+    def routing_features(self, block_hashes: Sequence[int], token_scale: float,
+                         seq_scale: float) -> list[tuple[float, float, float, float, float]]:
+        """`routing_rows` as Routing-v0's observation rows (`optsched.policies.routing_features`, the table of
+        `optsched.envs.routing.RoutingEnv`): per instance ``(hit / len(block_hashes) (0.0 without hashes),
+        queued / token_scale, decodes / seq_scale, used / capacity, max(0, outstanding) / token_scale)``, the
+        same float operations in the same order as the interpreted reference (tested)."""
+        nb = len(block_hashes)
+        out = []
+        for hit, q, nd, used, cap, rem in self.routing_rows(block_hashes):
+            out.append((hit / nb if nb else 0.0, q / token_scale, nd / seq_scale, used / cap,
+                        max(0, rem) / token_scale))
+        return out

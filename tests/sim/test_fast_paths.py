@@ -81,17 +81,16 @@ def _run(case: str, fast: bool, ff: bool = True) -> tuple[Simulator, dict]:
     w, cl, kw = CASES[case]()
     kw = dict(kw)
     router = kw.pop("router", RoundRobinRouter())
-    sim = Simulator(w, cl, router=router, **kw)
+    pops = [0]
+
+    class Counting(Simulator):  # a subclass, not an instance attribute: a compiled Simulator has no __dict__
+        def dispatch(self, t, p, payload):
+            pops[0] += p == STEP_END
+            super().dispatch(t, p, payload)
+
+    sim = Counting(w, cl, router=router, **kw)
     sim.fast_paths = fast
     sim.fast_forward = ff
-    pops = [0]
-    dispatch = sim.dispatch
-
-    def counting(t, p, payload):
-        pops[0] += p == STEP_END
-        dispatch(t, p, payload)
-
-    sim.dispatch = counting
     sim.run()
     df = sim.calls_frame()
     out = {
