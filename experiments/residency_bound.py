@@ -202,8 +202,15 @@ def _problem(cfg: Config) -> str | None:
     """What is wrong with ``cfg`` (one line), checked before any training; None when it can run."""
     import math
 
-    if cfg.seeds < 2 or cfg.bound_train_reps < 1 or cfg.rule_train_reps < 1 or cfg.variant not in AGENTX_VARIANTS:
-        return f"need --seeds >= 2, train reps >= 1, --variant in {sorted(AGENTX_VARIANTS)}"
+    if cfg.variant not in AGENTX_VARIANTS:
+        return f"--variant must be one of {', '.join(sorted(AGENTX_VARIANTS))}, got {cfg.variant!r}"
+    if cfg.seeds < 2:
+        return f"--seeds must be >= 2 (a CI needs spread), got {cfg.seeds}"
+    for f in ("rule_train_reps", "bound_train_reps"):
+        if getattr(cfg, f) < 1:
+            return f"--{f.replace('_', '-')} must be >= 1, got {getattr(cfg, f)}"
+    if cfg.rules not in (0, 1):
+        return f"--rules must be 0 (H and L only) or 1 (also the rules), got {cfg.rules}"
     small = [f"--{f.replace('_', '-')}" for f in ("sessions", "fit_iters", "instances", "max_pauses")
              if getattr(cfg, f) < 1]
     if small or cfg.base_seed < 0:
@@ -235,7 +242,11 @@ def main(argv: list[str] | None = None) -> int:
     for name in ("pyomo", "optsched.solvers", "optsched.pipelines.residency_priced"):
         logging.getLogger(name).setLevel(logging.WARNING)
     out = Path(cfg.out)
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        print(f"residency_bound: --out {cfg.out!r} cannot be created: {exc.strerror or exc}", file=sys.stderr)
+        return 2
     res = run(cfg)
     (out / "summary.json").write_text(json.dumps(res, indent=2, default=str))
     (out / "results.md").write_text(render(res))

@@ -130,7 +130,8 @@ def stale_reason(pkg_dir: str) -> str | None:
     """Why the compiled build in ``pkg_dir`` must not be used, or None (no build, or it matches the sources).
 
     Reasons: the `MANIFEST` the build writes is missing or unreadable, it was built for another Python
-    (``sys.implementation.cache_tag``), or a compiled module's ``.py`` differs from the one compiled."""
+    (``sys.implementation.cache_tag``), it compiled a module that `COMPILED_MODULES` no longer lists (its
+    extension would shadow the source unchecked), or a compiled module's ``.py`` differs from the one compiled."""
     if not build_present(pkg_dir):
         return None
     try:
@@ -142,6 +143,9 @@ def stale_reason(pkg_dir: str) -> str | None:
         return f"{MANIFEST} is missing or unreadable"
     if tag != sys.implementation.cache_tag:
         return f"built for {tag}, this is {sys.implementation.cache_tag}"
+    dropped = sorted(set(sources) - set(COMPILED_MODULES))
+    if dropped:  # its extension would still shadow its source, unchecked
+        return f"{dropped[0].replace('.', '/')}.py is compiled but no longer in COMPILED_MODULES ({len(dropped)} module(s))"
     now = source_digests(pkg_dir)
     changed = [n for n in COMPILED_MODULES if sources.get(n) != now[n]]
     if changed:

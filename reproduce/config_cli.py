@@ -11,7 +11,7 @@ with `arg`). The option's type follows the default:
 
 This is the same syntax the scripts' hand-written loops accepted, so every documented command still
 works. Bad values are argparse's (one ``error:`` line, exit 2); the dataclass's own ``__post_init__``
-checks still run in ``cls(**values)``.
+checks still run in ``cls(**values)``, and their ValueError becomes the same one ``error:`` line and exit 2.
 """
 
 from __future__ import annotations
@@ -80,8 +80,12 @@ def config_parser(cls: type, description: str | None = None, **parser_kw: Any) -
 def parse_config(parser: argparse.ArgumentParser, cls: type[T], argv: Sequence[str] | None) -> T:
     """``cls`` built from ``parser.parse_args(argv)`` (tuple fields back to tuples).
 
-    Exits 2 (argparse) on a bad option; the dataclass's ValueError propagates.
+    Exits 2 (argparse: usage and one ``error:`` line) on a bad option and on a ValueError of the dataclass's
+    own checks (``__post_init__``), whose message is that line.
     """
     ns = vars(parser.parse_args(argv))
-    return cls(**{f.name: tuple(ns[f.name]) if isinstance(f.default, tuple) else ns[f.name]
-                  for f in dataclasses.fields(cls)})
+    try:
+        return cls(**{f.name: tuple(ns[f.name]) if isinstance(f.default, tuple) else ns[f.name]
+                      for f in dataclasses.fields(cls)})
+    except ValueError as exc:
+        parser.error(str(exc))  # exits 2

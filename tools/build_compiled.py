@@ -20,6 +20,7 @@ import argparse
 import importlib.util
 import json
 import logging
+import os
 import subprocess
 import sys
 import time
@@ -65,15 +66,21 @@ def module_paths() -> list[str]:
     return [m.replace(".", "/") + ".py" for m in _native().COMPILED_MODULES]
 
 
-def built_files() -> list[Path]:
-    """Extensions this script builds (the modules' and the shared library)."""
-    out = []
-    for p in module_paths():
-        out += sorted((ROOT / p).parent.glob(Path(p).stem + ".cpython-*.so"))
-        out += sorted((ROOT / p).parent.glob(Path(p).stem + ".*.pyd"))
-    out += sorted((ROOT / "optsched").glob("native__mypyc.*"))
-    out += sorted((ROOT / "optsched").glob("native_build.json"))
+def built_files(pkg: Path | None = None) -> list[Path]:
+    """Extensions a build leaves in the package folder ``pkg`` (default ``optsched/``): every module's
+    extension anywhere below it (also of a module that a later ``COMPILED_MODULES`` no longer lists, which
+    Python would otherwise keep importing over its edited source), the shared library and the manifest."""
+    pkg = ROOT / "optsched" if pkg is None else pkg
+    out = sorted(pkg.rglob("*.cpython-*.so")) + sorted(pkg.rglob("*.pyd"))
+    out += sorted(f for f in pkg.glob("native__mypyc.*") if f not in out)
+    out += sorted(pkg.glob("native_build.json"))
     return out
+
+
+def _child_env() -> dict[str, str]:
+    """This process's environment without the pure-Python switch: with ``OPTSCHED_PURE_PYTHON=1`` exported the
+    import check would load every module from its source and throw a good build away."""
+    return {k: v for k, v in os.environ.items() if k != _native().PURE_ENV}
 
 
 def write_manifest(sources: dict[str, str]) -> None:
@@ -104,11 +111,11 @@ def build() -> bool:
     t0 = time.perf_counter()
     with LOG.open("w") as fh:
         rc = subprocess.run([sys.executable, "-c", _SETUP, *module_paths()], cwd=ROOT, stdout=fh,
-                            stderr=subprocess.STDOUT, check=False).returncode
+                            stderr=subprocess.STDOUT, check=False, env=_child_env()).returncode
         if rc == 0:
             write_manifest(sources)
             chk = subprocess.run([sys.executable, "-c", _CHECK], cwd=ROOT, stdout=fh, stderr=subprocess.STDOUT,
-                                 check=False)
+                                 check=False, env=_child_env())
             rc = 100 + chk.returncode if chk.returncode else 0
     if rc:
         clean()

@@ -49,3 +49,21 @@ def test_residency_bound_experiment_with_fixed_weights_and_no_rules(tmp_path):
     assert res["penalty"] == {"features": list(mod.FEATURES), "lam": [0.1, 0.2, -0.1, 0.3, 0.2], "fixed": True}
     assert [r["seed"] for r in res["per_seed"]] == [3, 4] and res["summary"]["rules"] == {}
     assert all(r["cost_s"] == {} for r in res["per_seed"]) and res["search_weights"] is None
+
+
+def test_residency_bound_bad_arguments_name_the_option(tmp_path, capsys):
+    spec = importlib.util.spec_from_file_location("residency_bound_args", ROOT / "experiments" / "residency_bound.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod
+    spec.loader.exec_module(mod)
+    # each bad value: one line naming its own option, exit 2, before any training (--rules 5 and -1 ran the
+    # whole experiment; an --out under a file raised a traceback; one shared message named four options)
+    for bad, named in ((["--rules", "5"], "--rules"), (["--rules", "-1"], "--rules"), (["--seeds", "1"], "--seeds"),
+                       (["--variant", "nope"], "--variant"), (["--bound-train-reps", "0"], "--bound-train-reps"),
+                       (["--rule-train-reps", "0"], "--rule-train-reps"),
+                       (["--out", str(tmp_path / "f" / "x")], "--out")):
+        (tmp_path / "f").write_text("a file, not a folder")
+        assert mod.main([*bad, "--lam", "0,0,0,0,0", "--seeds", bad[1] if bad[0] == "--seeds" else "2",
+                         *(["--out", str(tmp_path / "o")] if bad[0] != "--out" else [])]) == 2, bad
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith(f"residency_bound: {named} "), (bad, err)

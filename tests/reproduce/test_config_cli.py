@@ -53,9 +53,13 @@ def test_a_bad_value_exits_2_with_one_error_line(argv, msg, capsys):
     assert len(err) == 1 and msg in err[0]
 
 
-def test_the_config_check_still_runs():
-    with pytest.raises(ValueError, match="seeds must be >= 1, got 0"):
+def test_the_config_check_still_runs_and_exits_2_with_one_line(capsys):
+    # the dataclass's ValueError was a traceback with exit 1 (e.g. pd_breakeven.py --budget 0)
+    with pytest.raises(SystemExit) as exc:
         parse(["--seeds", "0"])
+    assert exc.value.code == 2
+    err = [ln for ln in capsys.readouterr().err.splitlines() if "error:" in ln]
+    assert len(err) == 1 and err[0].endswith("error: seeds must be >= 1, got 0")
 
 
 def test_help_gives_every_field_its_text_and_default(capsys):

@@ -101,3 +101,13 @@ def test_numpy_scalars_at_the_public_boundaries_act_as_in_pure_python():
     assert sim.call_timing(i) == sim.call_timing(int(i))
     with pytest.raises(TypeError):
         sim.ttft_s(1.0)  # not an index, as a list index would say
+
+
+def test_a_build_of_a_module_no_longer_listed_is_stale(tmp_path):
+    # a later COMPILED_MODULES that drops a module (and edits it) must not keep importing its old extension
+    pkg = str(_fake_package(tmp_path))
+    (tmp_path / "native__mypyc.cpython-311-x86_64-linux-gnu.so").write_bytes(b"")
+    sources = {**_native.source_digests(pkg), "optsched.sim.retired": "0" * 64}
+    (tmp_path / _native.MANIFEST).write_text(json.dumps({"cache_tag": sys.implementation.cache_tag, "sources": sources}))
+    assert _native.stale_reason(pkg) == ("optsched/sim/retired.py is compiled but no longer in COMPILED_MODULES "
+                                         "(1 module(s))")
