@@ -31,7 +31,9 @@ compiled: $(STAMP)
 
 pure:
 	$(BIN)/python tools/build_compiled.py --clean
+	rm -rf build .mypy_cache  # mypyc's intermediate C and objects, mypy's cache
 
 clean:
 	rm -rf $(VENV) runs
 	find optsched -name '*.cpython-*.so' -delete; rm -f optsched/native_build.json  # a compiled build, if any
+	rm -rf build .mypy_cache
