@@ -56,8 +56,9 @@ class Config:
                                         "provenance.json)")
 
     def __post_init__(self) -> None:
-        if self.output_tokens < 1 or self.budget < 2 or self.ttft_scale <= 1 or self.tpot_scale <= 1:
-            raise ValueError("need output_tokens >= 1, budget >= 2, ttft_scale > 1, tpot_scale > 1")
+        if not (self.output_tokens >= 1 and self.budget >= 2 and self.ttft_scale > 1 and self.tpot_scale > 1):
+            raise ValueError("need output_tokens >= 1, budget >= 2, ttft_scale > 1, tpot_scale > 1 (NaN refused)")
+        CostModel.from_names(self.gpu, self.model, tp=self.tp)  # ValueError names a bad catalog name or tp
         if not self.ratios or min(self.ratios) <= 0:
             raise ValueError(f"ratios must be positive, got {self.ratios}")
 

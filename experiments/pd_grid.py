@@ -128,6 +128,16 @@ def main(argv: list[str]) -> dict:
     p.add_argument("--model-seeds", default="100,101,102", help="comma list of training seeds whose replications give the P/D model's coefficients "
                         "(disjoint from the evaluation seeds; default 100,101,102)")
     a = p.parse_args(argv)
+    if a.seeds < 2 or a.max_calls < 1 or not (a.load_mooncake > 0 and a.load_lmcache > 0):
+        p.error("need --seeds >= 2 (for a CI), --max-calls >= 1, --load-mooncake and --load-lmcache > 0")
+    bad = [w for w in a.workloads.split(",") if w not in ("mooncake", "lmcache")] + \
+        [c for c in a.candidates.split(",") if c not in GRID]
+    if bad:
+        p.error(f"unknown workload or candidate {bad[0]!r}: workloads mooncake, lmcache; candidates {', '.join(GRID)}")
+    try:
+        [int(x) for x in a.model_seeds.split(",")]
+    except ValueError:
+        p.error(f"--model-seeds must be a comma list of integers, got {a.model_seeds!r}")
     slo = SLO(ttft_s=10.0, tpot_s=0.1)
     loads = {"mooncake": a.load_mooncake, "lmcache": a.load_lmcache}
     res: dict = {}

@@ -52,6 +52,7 @@ from optsched.policies.residency_ttl import tool_durations_from_calls
 from optsched.sim import ClusterConfig, InstanceConfig, SchedulerConfig, simulate
 from optsched.sim.config import SLO
 from optsched.sim.registry import build_policy
+from optsched.workload.spec import is_generator_spec
 
 logger = logging.getLogger("residency_imitation")
 
@@ -60,26 +61,35 @@ logger = logging.getLogger("residency_imitation")
 class Config:
     sources: str = arg("agentx:sessions=16", "workload sources separated by ';': a generator spec "
                                              "(agentx:sessions=N) or a trace path")
-    seeds: int = arg(5, "evaluated seeds, --base-seed .. --base-seed + N - 1 (>= 2, for a CI)")
-    base_seed: int = arg(0, "first evaluated seed; its stream 'train' draws the training replications (>= 0)")
+    seeds: int = arg(5, "evaluated seeds, --base-seed .. --base-seed + N - 1 (>= 2, for a CI)", at_least=2)
+    base_seed: int = arg(0, "first evaluated seed; its stream 'train' draws the training replications (>= 0)",
+                         at_least=0)
     train_reps: int = arg(6, "training replications (hindsight MILPs whose evictions are imitated; the first "
-                             "also trains the load-priced rule)")
+                             "also trains the load-priced rule)", at_least=1)
     lam: float = arg(1e-2, "L2 regularization weight of the pairwise-ranking fit of the eviction score "
-                           "(dimensionless, x the number of pairs; > 0)")
-    instances: int = arg(1, "colocated serving instances, in the simulator and in the priced slot model")
-    slot_s: float = arg(10.0, "slot length of the priced residency model (s)")
-    max_pauses: int = arg(300, "tool pauses kept in the priced slot model (the first N by start time)")
+                           "(dimensionless, x the number of pairs; > 0)", above=0)
+    instances: int = arg(1, "colocated serving instances, in the simulator and in the priced slot model",
+                         at_least=1)
+    slot_s: float = arg(10.0, "slot length of the priced residency model (s)", above=0)
+    max_pauses: int = arg(300, "tool pauses kept in the priced slot model (the first N by start time)",
+                          at_least=1)
     router: str = arg("cache_aware", "simulator router (a registry name, e.g. round_robin, cache_aware)")
     gpu: str = arg("h200-sxm", "catalog GPU of the instances and the cost model")
     model: str = arg("llama-3-70b", "catalog model (its context window cuts the sessions)")
-    tp: int = arg(2, "tensor-parallel degree of each instance")
-    time_limit_s: float = arg(300.0, "solver time limit per LP/MILP (s)")
+    tp: int = arg(2, "tensor-parallel degree of each instance", at_least=1)
+    time_limit_s: float = arg(300.0, "solver time limit per LP/MILP (s)", above=0)
     hindsight: int = arg(1, "1: also solve each evaluated seed's hindsight MILP and replay the rules and the "
-                            "oracle order on it; 0: simulator only")
+                            "oracle order on it; 0: simulator only", choices=(0, 1))
     grid_diagnostic: int = arg(0, "1: also replay every SEARCH_GRID weight vector on each evaluated seed and "
-                                  "record the best for that seed (a diagnostic, not a rule); 0: not")
+                                  "record the best for that seed (a diagnostic, not a rule); 0: not", choices=(0, 1))
     out: str = arg("runs/residency_imitation", "output folder (summary.json, results.md, policy.json, "
                                                "provenance.json)")
+
+    def __post_init__(self) -> None:  # the catalog names and every source, before any training
+        CostModel.from_names(self.gpu, self.model, tp=self.tp)  # ValueError names the bad one
+        for src in filter(None, (x.strip() for x in self.sources.split(";"))):
+            if not (is_generator_spec(src) or Path(src).exists()):
+                raise ValueError(f"source {src!r} is neither a generator spec (agentx:sessions=N) nor an existing path")
 
 
 class OracleOrder(LoadPricedResidency):

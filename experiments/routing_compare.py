@@ -64,25 +64,29 @@ METRICS = {"goodput_calls_s": "goodput (calls/s)", "tpgs": "TPGS (tok/GPU-s)", "
 
 @dataclass(frozen=True, slots=True)
 class Config:
-    sessions: int = arg(16, "AgentX-like sessions of part A (generate_agentx, variant 256k)")
-    instances: int = arg(4, "colocated serving instances of part A")
+    sessions: int = arg(16, "AgentX-like sessions of part A (generate_agentx, variant 256k)", at_least=1)
+    instances: int = arg(4, "colocated serving instances of part A", at_least=1)
     gpu: str = arg("h200-sxm", "catalog GPU of the instances and the cost model")
     # llama-3-70b: 131,072 context (16 sessions seed 0: 737 of 1,172 calls kept); no AgentX session's first
     # call fits llama-3-8b's 8,192 (cap_context raises)
     model: str = arg("llama-3-70b", "catalog model (its context window cuts both workloads)")
-    tp: int = arg(4, "tensor-parallel degree of each instance")
-    ttft: float = arg(2.0, "SLO on time to first token (s): goodput counts calls within both SLOs")
-    tpot: float = arg(0.05, "SLO on time per output token (s)")
-    windows: int = arg(10, "synthetic routing windows of part B (their LP duals give rho of the price router)")
-    window_calls: int = arg(40, "calls per synthetic window")
-    window_instances: int = arg(4, "instances per synthetic window")
-    big_seeds: int = arg(3, "seeds of the 200 calls x 8 instances window MILP timing")
+    tp: int = arg(4, "tensor-parallel degree of each instance", at_least=1)
+    ttft: float = arg(2.0, "SLO on time to first token (s): goodput counts calls within both SLOs", above=0)
+    tpot: float = arg(0.05, "SLO on time per output token (s)", above=0)
+    windows: int = arg(10, "synthetic routing windows of part B (their LP duals give rho of the price router)",
+                       at_least=1)
+    window_calls: int = arg(40, "calls per synthetic window", at_least=1)
+    window_instances: int = arg(4, "instances per synthetic window", at_least=1)
+    big_seeds: int = arg(3, "seeds of the 200 calls x 8 instances window MILP timing", at_least=0)
     routers: tuple[str, ...] = arg(("round_robin", "least_outstanding", "cache_aware", "overlap_cost", "price",
                                     "price_fit", "rolling_milp"), "routers simulated in part A")
     workloads: tuple[str, ...] = arg(("agentx", "lmcache"), "workloads of part A: agentx and/or lmcache")
-    seed: int = arg(0, "root seed of the streams 'routing_windows' and 'agentx' (>= 0)")
+    seed: int = arg(0, "root seed of the streams 'routing_windows' and 'agentx' (>= 0)", at_least=0)
     out: str = arg("runs/routing_compare", "output folder (sim.csv, windows.csv, big.csv, summary.md, "
                                            "provenance.json)")
+
+    def __post_init__(self) -> None:
+        CostModel.from_names(self.gpu, self.model, tp=self.tp)  # ValueError names a bad catalog name or tp
 
 
 def windows_part(cfg: Config, cm: CostModel, cm_big: CostModel) -> tuple[pd.DataFrame, pd.DataFrame, float, float]:

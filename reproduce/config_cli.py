@@ -7,7 +7,11 @@ with `arg`). The option's type follows the default:
 - ``bool`` False: a flag ``--x`` (store_true); ``bool`` True: a flag ``--no-x`` that turns it off;
 - ``tuple``: one or more values (``nargs="+"``) of the first element's type (``str`` for ``()``), turned
   back into a tuple; ``metadata["choices"]`` restricts them;
-- anything else (int, float, str): one value parsed with ``type(default)``.
+- anything else (int, float, str): one value parsed with ``type(default)``; ``metadata["choices"]``
+  restricts it.
+
+``at_least`` / ``above`` (`arg`) bound an int or float field's values (each element of a tuple): a value
+outside, or NaN, is argparse's one ``error:`` line naming the option, exit 2.
 
 This is the same syntax the scripts' hand-written loops accepted, so every documented command still
 works. Bad values are argparse's (one ``error:`` line, exit 2); the dataclass's own ``__post_init__``
@@ -27,15 +31,39 @@ T = TypeVar("T")
 _METAVAR = {int: "INT", float: "FLOAT", str: "STR"}
 
 
-def arg(default: Any, help: str, *, choices: Sequence[Any] | None = None) -> Any:
+def arg(default: Any, help: str, *, choices: Sequence[Any] | None = None, at_least: float | None = None,
+        above: float | None = None) -> Any:
     """A dataclass field with ``default`` and a command-line help text (units and meaning).
 
-    ``choices`` (optional) restricts a tuple field's values. Raises ValueError on an empty help text.
+    ``choices`` (optional) restricts the field's values; ``at_least`` (value >= it) and ``above`` (value > it)
+    bound a numeric field (NaN is refused by either). Raises ValueError on an empty help text.
     """
     if not help.strip():
         raise ValueError("a Config field needs a help text")
-    meta = {"help": help} if choices is None else {"help": help, "choices": tuple(choices)}
+    meta: dict[str, Any] = {"help": help}
+    if choices is not None:
+        meta["choices"] = tuple(choices)
+    if at_least is not None or above is not None:
+        meta["bounds"] = (at_least, above)
     return dataclasses.field(default=default, metadata=meta)
+
+
+def _bounded(kind: type, bounds: tuple[float | None, float | None] | None) -> Any:
+    """``kind`` as an argparse type that also refuses a value outside ``bounds`` = (at_least, above)."""
+    if bounds is None:
+        return kind
+    at_least, above = bounds
+
+    def convert(text: str) -> Any:
+        v = kind(text)  # a ValueError here is argparse's "invalid int value"
+        if at_least is not None and not v >= at_least:
+            raise argparse.ArgumentTypeError(f"must be >= {at_least}, got {text!r}")
+        if above is not None and not v > above:
+            raise argparse.ArgumentTypeError(f"must be > {above}, got {text!r}")
+        return v
+
+    convert.__name__ = kind.__name__
+    return convert
 
 
 def _shown(default: Any) -> str:
@@ -70,10 +98,12 @@ def config_parser(cls: type, description: str | None = None, **parser_kw: Any) -
         if isinstance(d, tuple):
             kind = type(d[0]) if d else str
             choices = f.metadata.get("choices")
-            p.add_argument(flag, nargs="+", type=kind, default=d, choices=choices,
+            p.add_argument(flag, nargs="+", type=_bounded(kind, f.metadata.get("bounds")), default=d, choices=choices,
                            metavar=None if choices else _METAVAR.get(kind), help=text + shown)
         else:
-            p.add_argument(flag, type=type(d), default=d, metavar=_METAVAR.get(type(d)), help=text + shown)
+            choices = f.metadata.get("choices")
+            p.add_argument(flag, type=_bounded(type(d), f.metadata.get("bounds")), default=d, choices=choices,
+                           metavar=None if choices else _METAVAR.get(type(d)), help=text + shown)
     return p
 
 

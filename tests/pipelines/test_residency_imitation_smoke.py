@@ -7,6 +7,8 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
+
 from optsched.export import plan_from_json
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -17,7 +19,9 @@ def test_residency_imitation_experiment_writes_stats_ratios_and_plans(tmp_path):
     mod = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = mod  # its dataclasses resolve their module through sys.modules
     spec.loader.exec_module(mod)
-    assert mod.main(["--seeds", "1", "--out", str(tmp_path)]) == 2
+    with pytest.raises(SystemExit) as exc:  # argparse's one error line (config_cli bound), before any work
+        mod.main(["--seeds", "1", "--out", str(tmp_path)])
+    assert exc.value.code == 2
     rc = mod.main(["--sources", "agentx:sessions=3", "--seeds", "2", "--train-reps", "2", "--max-pauses", "8",
                    "--instances", "2", "--tp", "4", "--out", str(tmp_path)])
     assert rc == 0

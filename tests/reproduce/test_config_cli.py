@@ -90,3 +90,26 @@ def test_a_field_without_help_or_default_is_refused():
         config_parser(int)
     with pytest.raises(ValueError, match="needs a help text"):
         arg(1, " ")
+
+
+@dataclass(frozen=True, slots=True)
+class Bounded:
+    instances: int = arg(1, "instances", at_least=1)
+    slot_s: float = arg(10.0, "slot length (s)", above=0)
+    ratios: tuple[float, ...] = arg((1.0,), "ratios", above=0)
+    hindsight: int = arg(1, "1: solve, 0: not", choices=(0, 1))
+
+
+@pytest.mark.parametrize(("argv", "msg"), [(["--instances", "0"], "argument --instances: must be >= 1, got '0'"),
+                                           (["--slot-s", "nan"], "argument --slot-s: must be > 0, got 'nan'"),
+                                           (["--slot-s", "-1"], "argument --slot-s: must be > 0, got '-1'"),
+                                           (["--ratios", "2", "0"], "argument --ratios: must be > 0, got '0'"),
+                                           (["--hindsight", "5"], "argument --hindsight: invalid choice: 5")])
+def test_bounds_and_choices_refuse_a_value_with_one_line_naming_the_option(argv, msg, capsys):
+    p = config_parser(Bounded, "test")
+    with pytest.raises(SystemExit) as exc:
+        parse_config(p, Bounded, argv)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exc.value.code == 2 and msg in err[-1]
+    assert parse_config(p, Bounded, ["--instances", "1", "--slot-s", "0.5", "--ratios", "3", "--hindsight", "0"]) \
+        == Bounded(1, 0.5, (3.0,), 0)
