@@ -4,13 +4,9 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.experiments.loader import load_experiment
 
 CASES = [
     ("residency_imitation", ["--instances", "0"], "--instances: must be >= 1"),
@@ -30,18 +26,10 @@ CASES = [
 ]
 
 
-def _load(name: str):
-    spec = importlib.util.spec_from_file_location(f"bad_{name}", ROOT / "experiments" / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
-
 @pytest.mark.parametrize(("script", "argv", "msg"), CASES, ids=[f"{s}{' '.join(a)}" for s, a, _ in CASES])
 def test_a_bad_value_is_one_error_line_and_exit_2(script, argv, msg, capsys, tmp_path):
     with pytest.raises(SystemExit) as exc:
-        _load(script).main([*argv, "--out", str(tmp_path / "out")])
+        load_experiment(script, f"bad_{script}").main([*argv, "--out", str(tmp_path / "out")])
     err = capsys.readouterr().err.strip().splitlines()
     assert exc.value.code == 2 and "error:" in err[-1] and msg in err[-1]
     assert not (tmp_path / "out").exists()  # refused before any work

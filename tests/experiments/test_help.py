@@ -5,26 +5,18 @@ from __future__ import annotations
 
 import ast
 import dataclasses
-import importlib.util
 import re
-import sys
-from pathlib import Path
 
 import pytest
 from optsched.reproduce.config_cli import config_parser, parse_config
 
-ROOT = Path(__file__).resolve().parents[2]
-SCRIPTS = sorted(p for p in (ROOT / "experiments").glob("*.py")
+from tests.experiments.loader import EXPERIMENTS, load_experiment
+
+SCRIPTS = sorted(p for p in EXPERIMENTS.glob("*.py")
                  if any(isinstance(n, ast.FunctionDef) and n.name == "main" for n in ast.parse(p.read_text()).body))
 SECTIONS = ("options:", "optional arguments:", "positional arguments:")
 
 
-def _load(path: Path):
-    spec = importlib.util.spec_from_file_location(f"help_{path.stem}", path)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod  # dataclasses resolve their module through sys.modules
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def undescribed(text: str) -> list[str]:
@@ -59,13 +51,13 @@ def test_undescribed_finds_options_without_help():
 
 def test_every_script_has_a_main():
     """--help must not run an experiment: every script's work is inside ``main(argv)``."""
-    assert SCRIPTS == sorted((ROOT / "experiments").glob("*.py")) and len(SCRIPTS) >= 26
+    assert SCRIPTS == sorted(EXPERIMENTS.glob("*.py")) and len(SCRIPTS) >= 26
 
 
 @pytest.mark.parametrize("path", SCRIPTS, ids=lambda p: p.stem)
 def test_help_exits_0_and_describes_every_option(path, capsys, monkeypatch):
     monkeypatch.setenv("COLUMNS", "100")
-    mod = _load(path)
+    mod = load_experiment(path, f"help_{path.stem}")
     with pytest.raises(SystemExit) as exc:
         mod.main(["--help"])
     assert exc.value.code == 0
@@ -80,14 +72,14 @@ CONFIG_SCRIPTS = ("admission_hindsight", "bench_cost", "calibrate_cost", "pd_bre
 
 @pytest.mark.parametrize("name", CONFIG_SCRIPTS)
 def test_no_arguments_parse_to_the_default_config(name):
-    mod = _load(ROOT / "experiments" / f"{name}.py")
+    mod = load_experiment(name, f"help_{name}")
     cfg = parse_config(config_parser(mod.Config), mod.Config, [])
     assert cfg == mod.Config()
     assert [type(v) for v in dataclasses.astuple(cfg)] == [type(v) for v in dataclasses.astuple(mod.Config())]
 
 
 def test_a_script_parses_its_own_command_line_to_its_config():
-    mod = _load(ROOT / "experiments" / "routing_compare.py")
+    mod = load_experiment("routing_compare", "help_routing_compare")
     assert mod.parse([]) == mod.Config()
     cfg = mod.parse(["--routers", "price", "round_robin", "--ttft", "1", "--seed", "3"])
     assert cfg == dataclasses.replace(mod.Config(), routers=("price", "round_robin"), ttft=1.0, seed=3)

@@ -3,19 +3,13 @@ of every evaluated seed is a proven MILP bound, the penalty check is recorded pe
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.experiments.loader import load_experiment
 
 
 def test_residency_bound_experiment_writes_bound_rules_and_penalty_check(tmp_path):
-    spec = importlib.util.spec_from_file_location("residency_bound", ROOT / "experiments" / "residency_bound.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod  # its dataclasses resolve their module through sys.modules
-    spec.loader.exec_module(mod)
+    mod = load_experiment("residency_bound")
     assert mod.main(["--seeds", "1", "--out", str(tmp_path)]) == 2
     assert mod.main(["--variant", "nope", "--out", str(tmp_path)]) == 2
     # every other bad argument: one line, exit 2, before any training (they raised a traceback, some after minutes)
@@ -36,10 +30,7 @@ def test_residency_bound_experiment_writes_bound_rules_and_penalty_check(tmp_pat
 
 
 def test_residency_bound_experiment_with_fixed_weights_and_no_rules(tmp_path):
-    spec = importlib.util.spec_from_file_location("residency_bound_fixed", ROOT / "experiments" / "residency_bound.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
+    mod = load_experiment("residency_bound", "residency_bound_fixed")
     assert mod.main(["--lam", "1,2", "--out", str(tmp_path)]) == 2
     assert mod.main(["--lam", "1,2,x,4,5", "--out", str(tmp_path)]) == 2
     rc = mod.main(["--sessions", "4", "--seeds", "2", "--base-seed", "3", "--lam", "0.1,0.2,-0.1,0.3,0.2", "--rules", "0",
@@ -52,10 +43,7 @@ def test_residency_bound_experiment_with_fixed_weights_and_no_rules(tmp_path):
 
 
 def test_residency_bound_bad_arguments_name_the_option(tmp_path, capsys):
-    spec = importlib.util.spec_from_file_location("residency_bound_args", ROOT / "experiments" / "residency_bound.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
+    mod = load_experiment("residency_bound", "residency_bound_args")
     # each bad value: one line naming its own option, exit 2, before any training (--rules 5 and -1 ran the
     # whole experiment; an --out under a file raised a traceback; one shared message named four options)
     for bad, named in ((["--rules", "5"], "--rules"), (["--rules", "-1"], "--rules"), (["--seeds", "1"], "--seeds"),

@@ -2,19 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.experiments.loader import load_experiment
 
 
 def test_residency_experiment_writes_paired_stats_and_ratios(tmp_path):
-    spec = importlib.util.spec_from_file_location("residency_hindsight", ROOT / "experiments" / "residency_hindsight.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod  # its dataclasses resolve their module through sys.modules
-    spec.loader.exec_module(mod)
+    mod = load_experiment("residency_hindsight")
     rc = mod.main(["--sources", "agentx:sessions=3", "--seeds", "2", "--max-pauses", "8", "--instances", "2",
                    "--out", str(tmp_path)])
     assert rc == 0

@@ -2,23 +2,16 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
-from pathlib import Path
 
 import pytest
 
 from optsched.export import plan_from_json
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.experiments.loader import load_experiment
 
 
 def test_residency_imitation_experiment_writes_stats_ratios_and_plans(tmp_path):
-    spec = importlib.util.spec_from_file_location("residency_imitation", ROOT / "experiments" / "residency_imitation.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod  # its dataclasses resolve their module through sys.modules
-    spec.loader.exec_module(mod)
+    mod = load_experiment("residency_imitation")
     with pytest.raises(SystemExit) as exc:  # argparse's one error line (config_cli bound), before any work
         mod.main(["--seeds", "1", "--out", str(tmp_path)])
     assert exc.value.code == 2
