@@ -23,7 +23,6 @@ Usage: .venv/bin/python experiments/residency_bound.py --seeds 40 --out runs/res
 
 from __future__ import annotations
 
-import json
 import logging
 import sys
 from dataclasses import asdict, dataclass
@@ -37,7 +36,7 @@ from optsched.pipelines.residency_bound import FEATURES, fit_penalty, penalty_of
 from optsched.pipelines.residency_imitation import ordered_plan
 from optsched.pipelines.residency_priced import priced_instance, solve_priced
 from optsched.reproduce.config_cli import arg, config_parser, parse_config
-from optsched.reproduce.provenance import collect_provenance
+from optsched.reproduce.provenance import write_run
 from optsched.solvers import SolverOptions, solve
 
 from optsched.cost import CostModel
@@ -248,11 +247,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"residency_bound: --out {cfg.out!r} cannot be created: {exc.strerror or exc}", file=sys.stderr)
         return 2
     res = run(cfg)
-    (out / "summary.json").write_text(json.dumps(res, indent=2, default=str))
-    (out / "results.md").write_text(render(res))
-    prov = collect_provenance(asdict(cfg), sys.argv, cfg.base_seed, ["train", "arrivals"])
-    (out / "provenance.json").write_text(json.dumps(prov, indent=2))
-    print(render(res))
+    text = render(res)
+    write_run(out, res, text, asdict(cfg), sys.argv, cfg.base_seed, ["train", "arrivals"])
+    print(text)
     return 0
 
 

@@ -23,7 +23,6 @@ Usage: .venv/bin/python experiments/residency_hindsight.py --sources agentx:sess
 
 from __future__ import annotations
 
-import json
 import logging
 import sys
 from dataclasses import asdict, dataclass
@@ -34,7 +33,7 @@ from optsched.compare.stats import mean_ci, paired_difference, verdict
 from optsched.pipelines.residency import NoToolPauses
 from optsched.pipelines.residency_priced import solve_priced
 from optsched.reproduce.config_cli import arg, config_parser, parse_config
-from optsched.reproduce.provenance import collect_provenance
+from optsched.reproduce.provenance import write_run
 from optsched.solvers import SolverOptions
 
 from optsched.cost import CostModel
@@ -179,15 +178,13 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger("pyomo").setLevel(logging.WARNING)
     logging.getLogger("optsched.solvers").setLevel(logging.WARNING)
     out = Path(cfg.out)
-    out.mkdir(parents=True, exist_ok=True)
+    out.mkdir(parents=True, exist_ok=True)  # before the run: an --out that cannot be made fails first
     cm = CostModel.from_names(cfg.gpu, cfg.model, tp=cfg.tp)
     opts = SolverOptions(time_limit_s=cfg.time_limit_s, mip_gap=1e-4, threads=1)
     results = [run_source(s, cfg, cm, opts) for s in cfg.sources.split(";")]
-    (out / "summary.json").write_text(json.dumps(results, indent=2, default=str))
-    (out / "results.md").write_text(render(results))
-    prov = collect_provenance(asdict(cfg), sys.argv, cfg.base_seed, ["train", "arrivals"])
-    (out / "provenance.json").write_text(json.dumps(prov, indent=2))
-    print(render(results))
+    text = render(results)
+    write_run(out, results, text, asdict(cfg), sys.argv, cfg.base_seed, ["train", "arrivals"])
+    print(text)
     return 0
 
 

@@ -38,7 +38,7 @@ from optsched.pipelines.residency import NoToolPauses
 from optsched.pipelines.residency_imitation import SEARCH_GRID, ordered_plan
 from optsched.pipelines.residency_priced import solve_priced
 from optsched.reproduce.config_cli import arg, config_parser, parse_config
-from optsched.reproduce.provenance import collect_provenance
+from optsched.reproduce.provenance import write_run
 from optsched.solvers import SolverOptions
 
 from optsched.cost import CostModel
@@ -232,12 +232,10 @@ def main(argv: list[str] | None = None) -> int:
     opts = SolverOptions(time_limit_s=cfg.time_limit_s, mip_gap=1e-4, threads=1)
     done = [run_source(s, cfg, cm, opts) for s in cfg.sources.split(";")]
     results = [r for r, _ in done]
-    (out / "summary.json").write_text(json.dumps(results, indent=2, default=str))
-    (out / "results.md").write_text(render(results))
+    text = render(results)
+    write_run(out, results, text, asdict(cfg), sys.argv, cfg.base_seed, ["train", "arrivals"])
     (out / "policy.json").write_text(json.dumps([[plan_to_json(p) for p in pl] for _, pl in done], indent=2))
-    prov = collect_provenance(asdict(cfg), sys.argv, cfg.base_seed, ["train", "arrivals"])
-    (out / "provenance.json").write_text(json.dumps(prov, indent=2))
-    print(render(results))
+    print(text)
     return 0
 
 

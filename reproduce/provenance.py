@@ -8,16 +8,19 @@ or the environment changed (which is what provenance is for).
 from __future__ import annotations
 
 import importlib.metadata
+import json
 import platform
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from optsched.revision import git_revision
 
-__all__ = ["collect_provenance", "git_revision", "package_versions", "seed_streams", "stream_seed"]
+__all__ = ["collect_provenance", "git_revision", "package_versions", "seed_streams", "stream_seed",
+           "write_run"]
 
 PACKAGES = (
     "optsched", "numpy", "scipy", "pandas", "matplotlib", "pyomo", "highspy", "cvxpy", "pyyaml", "tqdm",
@@ -71,3 +74,17 @@ def collect_provenance(
         "seed": seed,
         "seed_streams": seed_streams(seed, streams),
     }
+
+
+def write_run(out: Path, results: Any, text: str, config: dict[str, Any], argv: Sequence[str], seed: int,
+              streams: Sequence[str]) -> None:
+    """An experiment run's files in ``out`` (created): ``summary.json`` (``results``, non-JSON values as ``str``),
+    ``results.md`` (``text``) and ``provenance.json`` (`collect_provenance` of the other arguments).
+
+    Raises:
+        OSError: ``out`` cannot be created or written.
+    """
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "summary.json").write_text(json.dumps(results, indent=2, default=str))
+    (out / "results.md").write_text(text)
+    (out / "provenance.json").write_text(json.dumps(collect_provenance(config, argv, seed, streams), indent=2))
