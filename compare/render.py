@@ -100,7 +100,9 @@ def plot_fronts(res: dict[str, Any], path: Path) -> tuple[float, float]:
         ax.axhline(b["mean"], color="r", ls="-.", lw=1, label=f"routing upper bound {b['mean']:.3g} calls/s")
     ax.set_xlabel("P90 interactivity (output tokens/s per user)")
     ax.set_ylabel("goodput (calls/s within SLO)")
-    ax.set_title(f"{res['workload']}: fronts over loads {res['config']['loads']} ({len(res['seeds'])} seeds, 95% CI)",
+    name = res["workload"]  # a trace path: its last two parts (the whole absolute path ran off the figure)
+    name = ".../" + "/".join(Path(name).parts[-2:]) if "/" in name else name
+    ax.set_title(f"{name}: fronts over loads {res['config']['loads']} ({len(res['seeds'])} seeds, 95% CI)",
                  fontsize=9)
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
