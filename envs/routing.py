@@ -155,6 +155,23 @@ class RoutingEnv(gym.Env):
 
     @gc_paused
     def step(self, action):
+        reward, terminated, ttft_s = self._advance(action)
+        return self._obs(), reward, terminated, False, {**self._info(), "ttft_s": ttft_s}
+
+    def step_into(self, action, out: dict[str, np.ndarray]) -> tuple[float, bool]:
+        """`step` without its allocations, for `optsched.envs.vector`: the next observation is written into
+        ``out["instances"]`` (float32 ``(n, 5)``) and ``out["call"]`` (float32 ``(2,)``), typically rows of
+        a batch buffer; returns ``(reward, terminated)`` and builds no info dict. The same episode as
+        `step` (tested); the caller pauses the cyclic collector around a batch of these (`gc_paused`).
+
+        Raises the same errors as `step`."""
+        reward, terminated, _ = self._advance(action)
+        self._obs_into(out["instances"], out["call"])
+        return reward, terminated
+
+    def _advance(self, action) -> tuple[float, bool, float]:
+        """Apply ``action`` to the pending decision and run to the next one: (reward, terminated, TTFT s
+        summed over the calls that got their first token in this step)."""
         if self._dec is None:
             raise RuntimeError("episode is over (or not started): call reset()")
         # plain and numpy int64 actions checked inline (same acceptance as Discrete.contains)
@@ -172,8 +189,7 @@ class RoutingEnv(gym.Env):
         ttft_s, self._unstarted = collect_ttft(self._sim, self._unstarted)
         if self.reward_mode == "ttft":
             reward = -ttft_s
-        terminated = self._dec is None
-        return self._obs(), float(reward), terminated, False, {**self._info(), "ttft_s": ttft_s}
+        return float(reward), self._dec is None, ttft_s
 
     # ---- baseline policies as experts --------------------------------------------------------
     @property
@@ -209,10 +225,17 @@ class RoutingEnv(gym.Env):
     def _obs(self) -> dict[str, np.ndarray]:
         table = np.zeros((self.n_instances, len(INSTANCE_FEATURES)), np.float32)
         feats = np.zeros(2, np.float32)
-        if self._dec is None:
-            return {"instances": table, "call": feats}
-        routing_observation(self._dec.call, self._sim.view, self._token_scale, self._seq_scale, table, feats)
+        if self._dec is not None:
+            routing_observation(self._dec.call, self._sim.view, self._token_scale, self._seq_scale, table, feats)
         return {"instances": table, "call": feats}
+
+    def _obs_into(self, table: np.ndarray, feats: np.ndarray) -> None:
+        """`_obs` written into given arrays (zeros after the episode ended, as `_obs` gives)."""
+        if self._dec is None:
+            table[:] = 0.0
+            feats[:] = 0.0
+        else:
+            routing_observation(self._dec.call, self._sim.view, self._token_scale, self._seq_scale, table, feats)
 
     def _info(self) -> dict[str, Any]:
         sim = self._sim

@@ -11,11 +11,15 @@ otherwise idle machine). ``BatchedVectorEnv`` (`optsched.envs.vector`) in this p
 
 Routing-v0 runs 8 llama-3-70b TP-4 H200 instances (AgentX calls exceed llama-3-8b's 8K context).
 
+``ShardedVectorEnv`` (`optsched.envs.vector_procs`): ``--num-envs`` sub-envs over ``--procs`` processes (this one
+included), steps of all envs per wall second (an idle machine's figure).
+
 ``--routing-single`` prints only Routing-v0's single-env figure with the collector's CPU time;
-``--routing-procs`` only the ``--procs`` aggregate (BENCHMARKS.md, "Env speed, third pass").
+``--routing-procs`` only the ``--procs`` aggregate (BENCHMARKS.md, "Env speed, third pass");
+``--routing-sharded`` only the ``ShardedVectorEnv`` figure (BENCHMARKS.md, "Sharded vector env").
 
 Usage: .venv/bin/python experiments/bench_envs.py [--episodes 3] [--num-envs 2] [--procs 2] [--only-routing] [--profile]
-       [--routing-single | --routing-procs]
+       [--routing-single | --routing-procs | --routing-sharded [--warm-steps N]]
 """
 
 from __future__ import annotations
@@ -119,6 +123,31 @@ def batched_procs(env_id: str, procs: int, num_envs: int, n_steps: int, n_inst: 
     return {"procs": procs, "per_proc": rs, "aggregate_steps_per_cpu_s": sum(r["steps_per_cpu_s"] for r in rs)}
 
 
+def sharded(env_id: str, num_envs: int, num_workers: int, n_steps: int, n_inst: int, warm_steps: int = 0) -> dict:
+    """`optsched.envs.vector_procs.ShardedVectorEnv` (``num_workers`` processes, this one included): steps of
+    all envs per **wall** second over ``n_steps`` batch steps after ``warm_steps`` untimed ones (the
+    processes' lazy imports and step-time tables), and this process's CPU share of that wall time.
+    Meaningful on an otherwise idle machine only (wall time)."""
+    from optsched.envs.vector_procs import ShardedVectorEnv
+
+    venv = ShardedVectorEnv(env_id, num_envs, num_workers, **_kwargs(env_id, n_inst))
+    try:
+        venv.reset(seed=list(range(num_envs)))
+        acts = np.zeros(num_envs, dtype=np.int64)
+        for k in range(warm_steps):
+            acts[:] = k % venv.single_action_space.n
+            venv.step(acts)
+        c0, w0 = time.process_time(), time.perf_counter()
+        for k in range(n_steps):
+            acts[:] = k % venv.single_action_space.n
+            venv.step(acts)
+        cpu, wall = time.process_time() - c0, time.perf_counter() - w0
+    finally:
+        venv.close()
+    return {"num_envs": num_envs, "num_workers": num_workers, "steps": n_steps * num_envs, "wall_s": wall,
+            "steps_per_wall_s": n_steps * num_envs / wall, "caller_cpu_share": cpu / wall}
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--episodes", type=int, default=3, help="single-env episodes per env, seeds 0 .. N-1 (default 3)")
@@ -133,6 +162,10 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--routing-single", action="store_true",
                     help="only Routing-v0's single-env figure, with the cyclic GC's time (gc.callbacks)")
     ap.add_argument("--routing-procs", action="store_true", help="only Routing-v0's --procs batched aggregate")
+    ap.add_argument("--routing-sharded", action="store_true",
+                    help="only Routing-v0's ShardedVectorEnv figure: --num-envs sub-envs over --procs processes, "
+                         "--vec-steps timed batch steps after --warm-steps, steps per wall second")
+    ap.add_argument("--warm-steps", type=int, default=0, help="untimed batch steps before --routing-sharded's timing")
     ap.add_argument("--one-batched", help=argparse.SUPPRESS)  # child process of batched_procs
     a = ap.parse_args(argv)
     import optsched.envs
@@ -142,6 +175,9 @@ def main(argv: list[str] | None = None) -> None:
         return
     if a.routing_single:
         print(json.dumps(single_gc("optsched/Routing-v0", a.episodes, a.instances)))
+        return
+    if a.routing_sharded:
+        print(json.dumps(sharded("optsched/Routing-v0", a.num_envs, a.procs, a.vec_steps, a.instances, a.warm_steps)))
         return
     if a.routing_procs:
         print(json.dumps(batched_procs("optsched/Routing-v0", a.procs, a.num_envs, a.vec_steps, a.instances)))
@@ -155,6 +191,7 @@ def main(argv: list[str] | None = None) -> None:
     out[rid]["async"] = vector(rid, a.num_envs, a.vec_steps, a.instances, "async")
     out[rid]["batched"] = batched(rid, a.num_envs, a.vec_steps, a.instances)
     out[rid]["batched_procs"] = batched_procs(rid, a.procs, a.num_envs, a.vec_steps, a.instances)
+    out[rid]["sharded"] = sharded(rid, a.num_envs, min(a.procs, a.num_envs), a.vec_steps, a.instances, a.warm_steps)
     print(json.dumps(out, indent=2))
     if a.profile:
         pr = cProfile.Profile()

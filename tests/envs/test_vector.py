@@ -82,3 +82,55 @@ def test_a_bad_batch_moves_no_sub_env():
             v.step(bad)
     good = np.array([0, 1, 2])
     _same(v.step(good), ref.step(good))
+
+
+def test_batched_steps_routing_in_place_through_step_into():
+    """Routing-v0 sub-envs are stepped by `RoutingEnv.step_into` (no per-step observation/info allocation);
+    the equality with SyncVectorEnv above then covers it. Here: each step_into equals a twin env's step."""
+    bat = BatchedVectorEnv(RID, 1, **KW)
+    assert bat._into[0] is not None
+    twin = gym.make(RID, **KW).unwrapped
+    env = bat.envs[0]
+    o1, _ = env.reset(seed=5)
+    o2, _ = twin.reset(seed=5)
+    out = {"instances": np.full_like(o1["instances"], -1.0), "call": np.full_like(o1["call"], -1.0)}
+    done, k = False, 0
+    while not done:
+        r, done = env.step_into(k % 4, out)
+        o2, r2, te2, _, _ = twin.step(k % 4)
+        _same(out, o2)
+        assert (r, done) == (r2, te2)
+        k += 1
+    assert not out["instances"].any() and not out["call"].any()  # zeros after the end, as step gives
+    with pytest.raises(RuntimeError, match="episode is over"):
+        env.step_into(0, out)
+
+
+def test_prefetched_resets_change_nothing():
+    """Resets done ahead (`prefetch_resets`, what a sharded worker does after each step) give the same
+    episodes as SyncVectorEnv's, also when a vector reset follows a prefetch: seed None takes the prefetched
+    reset; a seed, or options, replays from the sub-env's saved generator state."""
+    ref = gym.make_vec(RID, num_envs=2, vectorization_mode="sync", **KW)
+    bat = BatchedVectorEnv(RID, 2, **KW)
+    n = bat.single_action_space.n
+    for seed, opts in ((3, None), (None, None), (None, {"x": 1}), (11, None), (None, None)):
+        _same(ref.reset(seed=seed, options=opts)[0], bat.reset(seed=seed, options=opts)[0])
+        for k in range(400):  # until an episode ends on this step, so its reset is prefetched
+            acts = np.array([(k + i) % n for i in range(2)], dtype=np.int64)
+            a, b = ref.step(acts), bat.step(acts)
+            _same(a[:4], b[:4])
+            bat.prefetch_resets()
+            if b[2].any() and k > 20:
+                break
+        assert bat._prefetched  # the next vector reset meets a prefetched one
+        for k in range(3):  # and the autoresets continue identically
+            acts = np.array([1, 2], dtype=np.int64)
+            _same(ref.step(acts)[:4], bat.step(acts)[:4])
+            bat.prefetch_resets()
+        for k in range(200):
+            acts = np.array([k % n, (k + 1) % n], dtype=np.int64)
+            a, b = ref.step(acts), bat.step(acts)
+            _same(a[:4], b[:4])
+            if b[2].any():
+                bat.prefetch_resets()
+                break

@@ -1,0 +1,274 @@
+"""`ShardedVectorEnv`: ``num_envs`` copies of one optsched env split over worker processes, one shard each.
+
+The batched vector env for several cores. Sub-envs ``0 .. num_envs-1`` are cut into ``num_workers``
+contiguous shards; each worker process steps its shard as a `optsched.envs.vector.BatchedVectorEnv`
+whose batch buffers (observations, rewards, terminated, truncated, and the actions) live in shared
+memory, so a step moves no arrays through pipes: the parent writes the actions, sends one short
+message per worker and waits for one reply each. Against ``gymnasium.vector.AsyncVectorEnv`` (one env
+per process, a pipe round trip per env per step) the messages per step fall from ``num_envs`` to
+``num_workers``, and every worker steps several simulators per message.
+
+The same episodes as `BatchedVectorEnv` and ``SyncVectorEnv`` (sub-env ``i`` gets seed ``seed + i``
+whatever its shard; NEXT_STEP autoreset; tested in ``tests/envs/test_vector.py``). ``infos`` is ``{}``.
+
+Arguments: ``env_id`` (an ``optsched/...`` id), ``num_envs`` (>= 1), ``num_workers`` (1 ..
+``num_envs``; default ``min(num_envs, os.cpu_count())``), ``context`` (a ``multiprocessing`` start
+method; default the platform's), ``**kwargs`` for every sub-env (must pickle under ``spawn``).
+Errors: ValueError for bad counts, seeds or actions (actions are checked before any worker moves);
+RuntimeError naming the worker and carrying its traceback when a sub-env raises inside a worker (the
+vector env is closed then: its batch is half-stepped); RuntimeError after `close`.
+"""
+
+from __future__ import annotations
+
+import gc
+import itertools
+import multiprocessing as mp
+import os
+import time
+import traceback
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.vector import AutoresetMode, VectorEnv
+from gymnasium.vector.utils import batch_space
+from optsched.envs.vector import BatchedVectorEnv, alloc_buffers, buffer_layout, check_actions, sub_env_seeds
+
+__all__ = ["ShardedVectorEnv"]
+
+_STEP, _RESET, _CLOSE = 1, 2, 3  # command codes, in the shared ``cmd`` array
+SPIN_S = 0.002  # seconds a process polls a semaphore before it blocks on it (only when it has a core)
+
+
+def _wait(sem, spin_s: float, alive=None) -> None:
+    """Acquire ``sem``: poll it (``acquire(False)``, no system call when uncontended) for ``spin_s``, then
+    block. Polling avoids a sleeping process's wake-up (~50-100 us on a VM, and a cold cache) per step when
+    every process has its own core. ``alive()`` False while blocked raises EOFError (a dead peer)."""
+    if spin_s > 0.0:
+        t0 = time.perf_counter()
+        while time.perf_counter() - t0 < spin_s:
+            if sem.acquire(False):
+                return
+    if alive is None:
+        sem.acquire()
+        return
+    while not sem.acquire(timeout=0.2):
+        if not alive():
+            raise EOFError
+
+
+def _shared(ctx, layout: dict[str, tuple[tuple[int, ...], np.dtype]]) -> dict[str, Any]:
+    """One ``RawArray`` of bytes per buffer of ``layout`` (picklable to a worker at start)."""
+    return {name: ctx.RawArray("b", max(1, int(np.prod(shape)) * dtype.itemsize))
+            for name, (shape, dtype) in layout.items()}
+
+
+def _views(raw: dict[str, Any], space: gym.Space, num_envs: int, lo: int, hi: int) -> dict[str, Any]:
+    """`alloc_buffers`' structure over the shared buffers ``raw``: numpy views of rows ``lo:hi``."""
+    def view(name, shape, dtype):
+        return np.frombuffer(raw[name], dtype=dtype, count=int(np.prod(shape))).reshape(shape)[lo:hi]
+    return alloc_buffers(space, num_envs, view)
+
+
+def _worker(w: int, env_id: str, kwargs: dict[str, Any], lo: int, hi: int, raw: dict[str, Any], space: gym.Space,
+            num_envs: int, raw_actions, raw_ctl, go, done, conn, spin_s: float) -> None:
+    """Worker ``w``: build the shard of sub-envs ``lo:hi`` on the shared buffers, then serve the commands
+    in ``cmd[w]`` (signalled on ``go``; a reset's seeds and options come through ``conn``) until closed.
+    Each command ends with ``status[w]`` (0 ok, 1 failed: the traceback follows on ``conn``) and ``done``."""
+    import optsched.envs  # noqa: F401  (registers the ids under spawn / forkserver)
+
+    ctl = np.frombuffer(raw_ctl, dtype=np.int64)  # [cmd of every worker, status of every worker]
+    n_w = len(ctl) // 2
+
+    def reply(ok: bool, tb: str = "") -> None:
+        ctl[n_w + w] = 0 if ok else 1
+        if not ok:
+            conn.send(tb)
+        done.release()
+
+    try:
+        shard = BatchedVectorEnv(env_id, hi - lo, **kwargs)
+        shard.attach_buffers(_views(raw, space, num_envs, lo, hi))
+        actions = np.frombuffer(raw_actions, dtype=np.int64)[lo:hi]
+    except Exception:  # noqa: BLE001  (reported to the parent, which raises)
+        reply(False, traceback.format_exc())
+        return
+    reply(True)
+    failed = None  # a traceback from prefetch_resets, reported as the answer to the next command
+    while True:
+        _wait(go, spin_s)
+        code = int(ctl[w])
+        payload = conn.recv() if code == _RESET else None
+        if failed is not None:
+            reply(False, failed)
+            if code == _CLOSE:
+                return
+            continue
+        try:
+            if code == _STEP:
+                shard.step_buffers(actions.tolist())
+            elif code == _RESET:
+                shard.reset_buffers(*payload)
+            else:
+                shard.close()
+                reply(True)
+                return
+        except Exception:  # noqa: BLE001
+            reply(False, traceback.format_exc())
+            continue
+        reply(True)
+        if code == _STEP:
+            try:
+                shard.prefetch_resets()  # while the parent and the other workers are busy
+            except Exception:  # noqa: BLE001
+                failed = traceback.format_exc()
+
+
+class ShardedVectorEnv(VectorEnv):
+    """``num_envs`` sub-envs of ``env_id`` over ``num_workers`` processes, this one included (module
+    docstring).
+
+    Spaces: the batched single-env spaces (``batch_space``), as `BatchedVectorEnv`. Discrete action
+    spaces only (the shared action buffer is int64); ValueError otherwise.
+    """
+
+    metadata: dict[str, Any] = {"autoreset_mode": AutoresetMode.NEXT_STEP}  # noqa: RUF012
+
+    def __init__(self, env_id: str, num_envs: int, num_workers: int | None = None, *, context: str | None = None,
+                 **kwargs: Any) -> None:
+        if not isinstance(num_envs, int) or isinstance(num_envs, bool) or num_envs < 1:
+            raise ValueError(f"num_envs must be an int >= 1, got {num_envs!r}")
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        if num_workers is None:
+            num_workers = min(num_envs, cores)
+        if not isinstance(num_workers, int) or isinstance(num_workers, bool) or not 1 <= num_workers <= num_envs:
+            raise ValueError(f"num_workers must be an int in [1, num_envs={num_envs}], got {num_workers!r}")
+        self.num_envs, self.num_workers = num_envs, num_workers
+        self.max_episode_steps = gym.spec(env_id).max_episode_steps
+        self._spin_s = SPIN_S if num_workers <= cores else 0.0  # poll only with a core per process
+        ctx = mp.get_context(context)
+        cuts = np.linspace(0, num_envs, num_workers + 1).round().astype(int).tolist()
+        self._shards = list(itertools.pairwise(cuts))
+        self._closed = False
+        self._conns, self._procs, self._go, self._done = [], [], [], []
+        # shard 0 is stepped here, between signalling the workers and waiting for them
+        self._local = BatchedVectorEnv(env_id, cuts[1], **kwargs)
+        space = self._local.single_observation_space
+        self.single_observation_space = space
+        self.single_action_space = self._local.single_action_space
+        if not isinstance(self.single_action_space, gym.spaces.Discrete):
+            raise ValueError(f"ShardedVectorEnv needs a Discrete action space, {env_id} has {self.single_action_space}")
+        self.observation_space = batch_space(space, num_envs)
+        self.action_space = batch_space(self.single_action_space, num_envs)
+        raw = _shared(ctx, buffer_layout(space, num_envs))
+        raw_actions = ctx.RawArray("b", num_envs * 8)
+        raw_ctl = ctx.RawArray("b", 2 * num_workers * 8)
+        self._bufs = _views(raw, space, num_envs, 0, num_envs)
+        self._local.attach_buffers(_views(raw, space, num_envs, 0, cuts[1]))
+        self._actions = np.frombuffer(raw_actions, dtype=np.int64)
+        self._ctl = np.frombuffer(raw_ctl, dtype=np.int64)
+        self._autoreset = [False] * num_envs
+        for w, (lo, hi) in enumerate(self._shards[1:], start=1):
+            parent, child = ctx.Pipe()
+            go, done = ctx.Semaphore(0), ctx.Semaphore(0)
+            p = ctx.Process(target=_worker, args=(w, env_id, kwargs, lo, hi, raw, space, num_envs, raw_actions,
+                                                  raw_ctl, go, done, child, self._spin_s),
+                            name=f"optsched-vector-{w}", daemon=True)
+            p.start()
+            child.close()
+            self._conns.append(parent)
+            self._procs.append(p)
+            self._go.append(go)
+            self._done.append(done)
+        self._gather("start")
+
+    def _fail(self, w: int, what: str, why: str):
+        self.close()
+        lo, hi = self._shards[w]
+        return RuntimeError(f"ShardedVectorEnv worker {w} (sub-envs {lo}..{hi - 1}) failed at {what}; the vector "
+                            f"env is closed:\n{why}")
+
+    def _gather(self, what: str) -> None:
+        """Wait for every worker's end of the current command; raise the first failure (after closing)."""
+        failures = []
+        for w, (c, p, done) in enumerate(zip(self._conns, self._procs, self._done, strict=True), start=1):
+            try:
+                _wait(done, self._spin_s, p.is_alive)
+            except EOFError:
+                p.join(timeout=1)
+                failures.append((w, f"the worker process exited (exit code {p.exitcode})"))
+                continue
+            if self._ctl[self.num_workers + w]:
+                failures.append((w, c.recv()))
+        if failures:
+            raise self._fail(*failures[0][:1], what, failures[0][1])
+
+    def _run(self, code: int, payloads: list | None, local, what: str) -> None:
+        """Give every worker command ``code`` (with ``payloads[w - 1]`` through its pipe), run ``local()`` on
+        shard 0 meanwhile, then wait for every worker (also when ``local`` raises, so that they stay in
+        step with this process)."""
+        if self._closed:
+            raise RuntimeError("ShardedVectorEnv is closed")
+        for w, (c, go) in enumerate(zip(self._conns, self._go, strict=True), start=1):
+            self._ctl[w] = code
+            if payloads is not None:
+                try:
+                    c.send(payloads[w - 1])
+                except OSError as e:  # a dead worker: its pipe is broken
+                    raise self._fail(w, what, f"the worker process exited ({e})") from e
+            go.release()
+        try:
+            local()
+        finally:
+            self._gather(what)
+
+    def _copy(self):
+        obs = self._bufs["obs"]
+        obs = {k: v.copy() for k, v in obs.items()} if isinstance(obs, dict) else obs.copy()
+        return obs, self._bufs["reward"].copy(), self._bufs["terminated"].copy(), self._bufs["truncated"].copy()
+
+    def reset(self, *, seed: int | list[int | None] | None = None, options: dict[str, Any] | None = None):
+        """Reset every sub-env; ``seed`` an int (sub-env ``i`` gets ``seed + i``), a list, or None."""
+        seeds = sub_env_seeds(seed, self.num_envs)
+        hi0 = self._shards[0][1]
+        self._run(_RESET, [(seeds[lo:hi], options) for lo, hi in self._shards[1:]],
+                  lambda: self._local.reset_buffers(seeds[:hi0], options), "reset")
+        self._autoreset = [False] * self.num_envs
+        return self._copy()[0], {}
+
+    def step(self, actions):
+        """Step every sub-env with ``actions[i]`` (NEXT_STEP autoreset); ValueError for a bad batch, before
+        any worker moves. The cyclic collector is paused meanwhile, as in every env's ``step``."""
+        acts = check_actions(actions, self.num_envs, self.single_action_space, self._autoreset)
+        self._actions[:] = [a if not r else 0 for a, r in zip(acts, self._autoreset, strict=True)]
+        hi0 = self._shards[0][1]
+        enabled = gc.isenabled()
+        gc.disable()
+        try:
+            self._run(_STEP, None, lambda: self._local.step_buffers(acts[:hi0]), "step")
+            obs, rew, term, trunc = self._copy()
+        finally:
+            if enabled:
+                gc.enable()
+        self._autoreset = (term | trunc).tolist()
+        return obs, rew, term, trunc, {}
+
+    def close_extras(self, **kwargs: Any) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        for w, (p, go, done) in enumerate(zip(self._procs, self._go, self._done, strict=True), start=1):
+            self._ctl[w] = _CLOSE
+            go.release()
+            try:
+                _wait(done, 0.0, p.is_alive)
+            except EOFError:
+                pass
+        for c in self._conns:
+            c.close()
+        self._local.close()
+        for p in self._procs:
+            p.join(timeout=5)
+            if p.is_alive():
+                p.terminate()
