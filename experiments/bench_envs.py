@@ -14,12 +14,13 @@ Routing-v0 runs 8 llama-3-70b TP-4 H200 instances (AgentX calls exceed llama-3-8
 ``ShardedVectorEnv`` (`optsched.envs.vector_procs`): ``--num-envs`` sub-envs over ``--procs`` processes (this one
 included), steps of all envs per wall second (an idle machine's figure).
 
-``--routing-single`` prints only Routing-v0's single-env figure with the collector's CPU time;
+``--routing-steady`` prints only Routing-v0's steady-state single-env figure (warm-up episodes, then unseen
+seeds); ``--routing-single`` prints only Routing-v0's single-env figure with the collector's CPU time;
 ``--routing-procs`` only the ``--procs`` aggregate (BENCHMARKS.md, "Env speed, third pass");
 ``--routing-sharded`` only the ``ShardedVectorEnv`` figure (BENCHMARKS.md, "Sharded vector env").
 
 Usage: .venv/bin/python experiments/bench_envs.py [--episodes 3] [--num-envs 2] [--procs 2] [--only-routing] [--profile]
-       [--routing-single | --routing-procs | --routing-sharded [--warm-steps N]]
+       [--routing-single | --routing-steady [--warm-episodes N] | --routing-procs | --routing-sharded [--warm-steps N]]
 """
 
 from __future__ import annotations
@@ -58,6 +59,32 @@ def single(env_id: str, episodes: int, n_inst: int) -> dict:
     return {"steps": steps, "cpu_s": cpu, "steps_per_cpu_s": steps / cpu, "cpu_s_per_episode": cpu / episodes}
 
 
+def steady(env_id: str, warm_episodes: int, episodes: int, n_inst: int) -> dict:
+    """Steady-state single-env rate: ``warm_episodes`` untimed episodes (seeds 0..; the process's lazy
+    imports and the cost model's step-time memo and tables), then ``episodes`` timed episodes on seeds
+    ``10_000 + k`` that no earlier episode used. Repeating the warm-up's seeds instead would find every
+    step time already memoized and overstate the rate (BENCHMARKS.md, "Env speed, steady state")."""
+    env = gym.make(env_id, **_kwargs(env_id, n_inst)).unwrapped
+    n_act = env.action_space.n
+    steps = 0
+    for seed in range(warm_episodes):
+        env.reset(seed=seed)
+        done = False
+        while not done:
+            done = env.step(steps % n_act)[2]
+            steps += 1
+    steps = 0
+    t0 = time.process_time()
+    for k in range(episodes):
+        env.reset(seed=10_000 + k)
+        done = False
+        while not done:
+            done = env.step(steps % n_act)[2]
+            steps += 1
+    cpu = time.process_time() - t0
+    return {"steps": steps, "cpu_s": cpu, "steps_per_cpu_s": steps / cpu, "cpu_s_per_episode": cpu / episodes}
+
+
 def single_gc(env_id: str, episodes: int, n_inst: int) -> dict:
     """`single` plus the CPU time the cyclic garbage collector took during it (``gc.callbacks``) and its
     number of passes per generation."""
@@ -80,10 +107,15 @@ def single_gc(env_id: str, episodes: int, n_inst: int) -> dict:
     return {**out, "gc_cpu_s": acc["s"], "gc_passes": acc["passes"]}
 
 
-def vector(env_id: str, num_envs: int, n_steps: int, n_inst: int, mode: str) -> dict:
+def vector(env_id: str, num_envs: int, n_steps: int, n_inst: int, mode: str, warm_steps: int = 0) -> dict:
+    """gymnasium's ``SyncVectorEnv`` / ``AsyncVectorEnv`` (``mode``): ``n_steps`` timed batch steps after
+    ``warm_steps`` untimed ones."""
     venv = gym.make_vec(env_id, num_envs=num_envs, vectorization_mode=mode, **_kwargs(env_id, n_inst))
     venv.reset(seed=list(range(num_envs)))
     acts = np.zeros(num_envs, dtype=np.int64)
+    for k in range(warm_steps):
+        acts[:] = k % venv.single_action_space.n
+        venv.step(acts)
     c0, w0 = time.process_time(), time.perf_counter()
     for k in range(n_steps):
         acts[:] = k % venv.single_action_space.n
@@ -165,7 +197,15 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--routing-sharded", action="store_true",
                     help="only Routing-v0's ShardedVectorEnv figure: --num-envs sub-envs over --procs processes, "
                          "--vec-steps timed batch steps after --warm-steps, steps per wall second")
-    ap.add_argument("--warm-steps", type=int, default=0, help="untimed batch steps before --routing-sharded's timing")
+    ap.add_argument("--routing-steady", action="store_true",
+                    help="only Routing-v0's steady-state single-env figure: --warm-episodes untimed, then --episodes "
+                         "timed on unseen seeds")
+    ap.add_argument("--warm-episodes", type=int, default=20, help="untimed episodes of --routing-steady (default 20)")
+    ap.add_argument("--routing-async", action="store_true",
+                    help="only Routing-v0's gymnasium AsyncVectorEnv figure: --num-envs worker processes, --vec-steps "
+                         "timed batch steps after --warm-steps, steps per wall second")
+    ap.add_argument("--warm-steps", type=int, default=0,
+                    help="untimed batch steps before --routing-sharded's / --routing-async's timing")
     ap.add_argument("--one-batched", help=argparse.SUPPRESS)  # child process of batched_procs
     a = ap.parse_args(argv)
     import optsched.envs
@@ -175,6 +215,12 @@ def main(argv: list[str] | None = None) -> None:
         return
     if a.routing_single:
         print(json.dumps(single_gc("optsched/Routing-v0", a.episodes, a.instances)))
+        return
+    if a.routing_steady:
+        print(json.dumps(steady("optsched/Routing-v0", a.warm_episodes, a.episodes, a.instances)))
+        return
+    if a.routing_async:
+        print(json.dumps(vector("optsched/Routing-v0", a.num_envs, a.vec_steps, a.instances, "async", a.warm_steps)))
         return
     if a.routing_sharded:
         print(json.dumps(sharded("optsched/Routing-v0", a.num_envs, a.procs, a.vec_steps, a.instances, a.warm_steps)))
