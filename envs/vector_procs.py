@@ -1,22 +1,30 @@
-"""`ShardedVectorEnv`: ``num_envs`` copies of one optsched env split over worker processes, one shard each.
+"""`ShardedVectorEnv`: ``num_envs`` copies of one optsched env split over processes, one shard each.
 
 The batched vector env for several cores. Sub-envs ``0 .. num_envs-1`` are cut into ``num_workers``
-contiguous shards; each worker process steps its shard as a `optsched.envs.vector.BatchedVectorEnv`
-whose batch buffers (observations, rewards, terminated, truncated, and the actions) live in shared
-memory, so a step moves no arrays through pipes: the parent writes the actions, sends one short
-message per worker and waits for one reply each. Against ``gymnasium.vector.AsyncVectorEnv`` (one env
-per process, a pipe round trip per env per step) the messages per step fall from ``num_envs`` to
-``num_workers``, and every worker steps several simulators per message.
+contiguous shards, each stepped as a `optsched.envs.vector.BatchedVectorEnv`: shard 0 by this process,
+the others by worker processes. The batch buffers (observations, rewards, terminated, truncated) and
+the actions live in shared memory, so a step moves no arrays between processes: this process writes
+the actions, posts one semaphore per worker, steps shard 0, and waits on one semaphore per worker.
+Every process polls a semaphore for up to `SPIN_S` before it blocks on it, when there are no more
+processes than cores (a blocked process's wake-up costs 50-100 us per step on a VM; BENCHMARKS.md). A
+worker runs the resets of the episodes that just ended right after it signals the step's end
+(`BatchedVectorEnv.prefetch_resets`). Against ``gymnasium.vector.AsyncVectorEnv`` (one env per process,
+a pickled pipe round trip per env per step) every process steps several simulators per signal.
 
 The same episodes as `BatchedVectorEnv` and ``SyncVectorEnv`` (sub-env ``i`` gets seed ``seed + i``
-whatever its shard; NEXT_STEP autoreset; tested in ``tests/envs/test_vector.py``). ``infos`` is ``{}``.
+whatever its shard; NEXT_STEP autoreset; tested in ``tests/envs/test_vector_procs.py``). ``infos`` is
+``{}``. Throughput is at most the single-env rate times the processes, less the lockstep wait (a batch
+ends with its slowest shard).
 
-Arguments: ``env_id`` (an ``optsched/...`` id), ``num_envs`` (>= 1), ``num_workers`` (1 ..
-``num_envs``; default ``min(num_envs, os.cpu_count())``), ``context`` (a ``multiprocessing`` start
-method; default the platform's), ``**kwargs`` for every sub-env (must pickle under ``spawn``).
-Errors: ValueError for bad counts, seeds or actions (actions are checked before any worker moves);
-RuntimeError naming the worker and carrying its traceback when a sub-env raises inside a worker (the
-vector env is closed then: its batch is half-stepped); RuntimeError after `close`.
+Arguments: ``env_id`` (an ``optsched/...`` id with a ``Discrete`` action space), ``num_envs`` (>= 1),
+``num_workers`` (processes including this one, 1 .. ``num_envs``; default ``min(num_envs, usable
+cores)``), ``context`` (a ``multiprocessing`` start method; default the platform's; under ``spawn`` or
+``forkserver`` the calling script needs the ``if __name__ == "__main__":`` guard), ``**kwargs`` for
+every sub-env (must pickle under ``spawn``).
+Errors: ValueError for bad counts, seeds or actions (actions are checked before any process moves) and
+for a non-Discrete action space; RuntimeError naming the worker, its sub-envs and its traceback (or
+exit code) when a worker fails; after any failure during a step or reset, in a worker or in this
+process, the vector env is closed (its batch is half-stepped) and further calls raise RuntimeError.
 """
 
 from __future__ import annotations
@@ -206,8 +214,8 @@ class ShardedVectorEnv(VectorEnv):
 
     def _run(self, code: int, payloads: list | None, local, what: str) -> None:
         """Give every worker command ``code`` (with ``payloads[w - 1]`` through its pipe), run ``local()`` on
-        shard 0 meanwhile, then wait for every worker (also when ``local`` raises, so that they stay in
-        step with this process)."""
+        shard 0 meanwhile, then wait for every worker; when ``local`` raises, the workers are waited for
+        and the vector env closed before the exception propagates."""
         if self._closed:
             raise RuntimeError("ShardedVectorEnv is closed")
         for w, (c, go) in enumerate(zip(self._conns, self._go, strict=True), start=1):
@@ -220,8 +228,13 @@ class ShardedVectorEnv(VectorEnv):
             go.release()
         try:
             local()
-        finally:
-            self._gather(what)
+        except BaseException:
+            try:
+                self._gather(what)
+            finally:
+                self.close()
+            raise
+        self._gather(what)
 
     def _copy(self):
         obs = self._bufs["obs"]

@@ -77,3 +77,19 @@ def test_close_stops_the_workers():
     assert all(not p.is_alive() and p.exitcode == 0 for p in procs)
     with pytest.raises(RuntimeError, match="closed"):
         sh.reset(seed=0)
+
+
+def test_a_failure_in_this_process_shard_closes_the_env_after_the_workers_finish():
+    sh = ShardedVectorEnv(RID, 2, 2, **KW)
+    sh.reset(seed=0)
+
+    def boom(action, out):
+        raise OSError("disk full")
+
+    sh._local._into[0] = boom
+    with pytest.raises(OSError, match="disk full"):
+        sh.step(np.array([0, 1]))
+    procs = list(sh._procs)
+    assert sh._closed and all(not p.is_alive() and p.exitcode == 0 for p in procs)
+    with pytest.raises(RuntimeError, match="closed"):
+        sh.step(np.array([0, 1]))
