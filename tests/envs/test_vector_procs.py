@@ -90,6 +90,6 @@ def test_a_failure_in_this_process_shard_closes_the_env_after_the_workers_finish
     with pytest.raises(OSError, match="disk full"):
         sh.step(np.array([0, 1]))
     procs = list(sh._procs)
-    assert sh._closed and all(not p.is_alive() and p.exitcode == 0 for p in procs)
+    assert sh.closed and all(not p.is_alive() and p.exitcode == 0 for p in procs)
     with pytest.raises(RuntimeError, match="closed"):
         sh.step(np.array([0, 1]))
