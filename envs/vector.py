@@ -58,13 +58,29 @@ def alloc_buffers(single_observation_space: gym.Space, num_envs: int, make=None)
     return {"obs": obs, **arrays}
 
 
-def sub_env_seeds(seed: int | list[int | None] | None, num_envs: int) -> list[int | None]:
-    """Per sub-env seeds of a vector ``reset``: an int gives sub-env ``i`` ``seed + i``; a list is taken as
-    is; None gives None to every sub-env. Raises ValueError for a list of the wrong length."""
-    seeds = seed if isinstance(seed, list) else [None if seed is None else seed + i for i in range(num_envs)]
-    if len(seeds) != num_envs:
-        raise ValueError(f"seed list must have num_envs={num_envs} entries, got {len(seeds)}")
-    return seeds
+def sub_env_seeds(seed, num_envs: int) -> list[int | None]:
+    """Per sub-env seeds of a vector ``reset``: an int (Python or numpy) gives sub-env ``i`` ``seed + i``; a
+    list or tuple gives one seed (a non-negative int, or None) per sub-env; None gives None to every sub-env.
+
+    Raises ValueError for anything else (a float, a string, a negative seed, a list of the wrong length),
+    before any sub-env is reset."""
+    def is_int(x) -> bool:
+        return isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_))
+
+    if seed is None:
+        return [None] * num_envs
+    if is_int(seed):
+        seeds = [int(seed) + i for i in range(num_envs)]
+    elif isinstance(seed, (list, tuple)):
+        seeds = list(seed)
+        if len(seeds) != num_envs:
+            raise ValueError(f"seed list must have num_envs={num_envs} entries, got {len(seeds)}")
+    else:
+        raise ValueError(f"seed must be None, an int or a list of num_envs={num_envs} ints or None, got {seed!r}")
+    bad = [i for i, x in enumerate(seeds) if x is not None and not (is_int(x) and x >= 0)]
+    if bad:
+        raise ValueError(f"seed[{bad[0]}] = {seeds[bad[0]]!r}: each seed must be a non-negative int or None")
+    return [None if x is None else int(x) for x in seeds]
 
 
 def check_actions(actions, num_envs: int, space: gym.Space, autoreset: list[bool]) -> list:
@@ -77,10 +93,12 @@ def check_actions(actions, num_envs: int, space: gym.Space, autoreset: list[bool
     if arr.ndim == 0 or arr.shape[0] != num_envs:
         raise ValueError(f"actions must hold one action per sub-env ({num_envs}), got shape {arr.shape}")
     if isinstance(space, gym.spaces.Discrete):
+        if arr.ndim != 1 or not np.issubdtype(arr.dtype, np.integer):
+            raise ValueError(f"actions must be a 1-D batch of integers for {space}, got dtype {arr.dtype} and shape "
+                             f"{arr.shape}; no sub-env was stepped")
         acts = arr.tolist()
         lo, hi = int(space.start), int(space.start + space.n)
-        ok_kind = arr.ndim == 1 and np.issubdtype(arr.dtype, np.integer)
-        bad = [i for i in range(num_envs) if not autoreset[i] and not (ok_kind and lo <= acts[i] < hi)]
+        bad = [i for i in range(num_envs) if not autoreset[i] and not lo <= acts[i] < hi]
     else:
         acts = list(arr)
         bad = [i for i in range(num_envs) if not autoreset[i] and not space.contains(arr[i])]
@@ -202,6 +220,19 @@ class BatchedVectorEnv(VectorEnv):
                 tr = True
             rew[i], term[i], trunc[i] = r, te, tr
             autoreset[i] = te or tr
+
+    def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
+        """``getattr(env, name)(*args, **kwargs)`` on every sub-env (the attribute itself when it is not
+        callable), in sub-env order, as ``SyncVectorEnv.call``."""
+        out = []
+        for env in self.envs:
+            attr = getattr(env, name)
+            out.append(attr(*args, **kwargs) if callable(attr) else attr)
+        return tuple(out)
+
+    def get_attr(self, name: str) -> tuple[Any, ...]:
+        """The attribute ``name`` of every sub-env (`call`)."""
+        return self.call(name)
 
     def prefetch_resets(self) -> None:
         """Run now the resets that the next `step` would do (sub-envs whose episode just ended), keeping

@@ -45,19 +45,29 @@ from optsched.envs.vector import BatchedVectorEnv, alloc_buffers, buffer_layout,
 
 __all__ = ["ShardedVectorEnv"]
 
-_STEP, _RESET, _CLOSE = 1, 2, 3  # command codes, in the shared ``cmd`` array
+_STEP, _RESET, _CLOSE, _CALL = 1, 2, 3, 4  # command codes, in the shared ``cmd`` array
+_OK, _FAILED, _CALL_FAILED = 0, 1, 2  # a worker's status after a command (a failed `call` leaves the env usable)
 SPIN_S = 0.002  # seconds a process polls a semaphore before it blocks on it (only when it has a core)
+SPIN_BARE_S = 1e-4  # of which the first seconds without giving the core away between polls
 
 
 def _wait(sem, spin_s: float, alive=None) -> None:
-    """Acquire ``sem``: poll it (``acquire(False)``, no system call when uncontended) for ``spin_s``, then
-    block. Polling avoids a sleeping process's wake-up (~50-100 us on a VM, and a cold cache) per step when
-    every process has its own core. ``alive()`` False while blocked raises EOFError (a dead peer)."""
+    """Acquire ``sem``: poll it (``acquire(False)``, no system call when uncontended) for ``spin_s``, after
+    the first `SPIN_BARE_S` giving the core away between polls (``os.sched_yield``, itself a system call:
+    on a core that another runnable process needs, as under a CPU quota or on a busy machine, the poll
+    then costs that process little), then block. Polling avoids a
+    sleeping process's wake-up (50-100 us per step on a VM, and a cold cache) when every process has a
+    core. ``alive()`` False while blocked raises EOFError (a dead peer)."""
     if spin_s > 0.0:
         t0 = time.perf_counter()
-        while time.perf_counter() - t0 < spin_s:
+        while True:
             if sem.acquire(False):
                 return
+            waited = time.perf_counter() - t0
+            if waited >= spin_s:
+                break
+            if waited >= SPIN_BARE_S:
+                os.sched_yield()
     if alive is None:
         sem.acquire()
         return
@@ -82,16 +92,18 @@ def _views(raw: dict[str, Any], space: gym.Space, num_envs: int, lo: int, hi: in
 def _worker(w: int, env_id: str, kwargs: dict[str, Any], lo: int, hi: int, raw: dict[str, Any], space: gym.Space,
             num_envs: int, raw_actions, raw_ctl, go, done, conn, spin_s: float) -> None:
     """Worker ``w``: build the shard of sub-envs ``lo:hi`` on the shared buffers, then serve the commands
-    in ``cmd[w]`` (signalled on ``go``; a reset's seeds and options come through ``conn``) until closed.
-    Each command ends with ``status[w]`` (0 ok, 1 failed: the traceback follows on ``conn``) and ``done``."""
+    in ``cmd[w]`` (signalled on ``go``; the payloads of a reset and a call come through ``conn``) until
+    closed, or until this process's parent is gone. Each command ends with ``status[w]`` (`_OK`; `_FAILED`
+    or `_CALL_FAILED`: the traceback follows on ``conn``; a call's results follow on ``conn``) and ``done``."""
     import optsched.envs  # noqa: F401  (registers the ids under spawn / forkserver)
 
     ctl = np.frombuffer(raw_ctl, dtype=np.int64)  # [cmd of every worker, status of every worker]
     n_w = len(ctl) // 2
+    parent = os.getppid()
 
-    def reply(ok: bool, tb: str = "") -> None:
-        ctl[n_w + w] = 0 if ok else 1
-        if not ok:
+    def reply(status: int, tb: str = "") -> None:
+        ctl[n_w + w] = status
+        if status != _OK:
             conn.send(tb)
         done.release()
 
@@ -100,18 +112,30 @@ def _worker(w: int, env_id: str, kwargs: dict[str, Any], lo: int, hi: int, raw: 
         shard.attach_buffers(_views(raw, space, num_envs, lo, hi))
         actions = np.frombuffer(raw_actions, dtype=np.int64)[lo:hi]
     except Exception:  # noqa: BLE001  (reported to the parent, which raises)
-        reply(False, traceback.format_exc())
+        reply(_FAILED, traceback.format_exc())
         return
-    reply(True)
+    reply(_OK)
     failed = None  # a traceback from prefetch_resets, reported as the answer to the next command
     while True:
-        _wait(go, spin_s)
+        try:
+            _wait(go, spin_s, lambda: os.getppid() == parent)
+        except EOFError:  # the parent died without closing: nobody will read this shard again
+            shard.close()
+            return
         code = int(ctl[w])
-        payload = conn.recv() if code == _RESET else None
+        payload = conn.recv() if code in (_RESET, _CALL) else None
         if failed is not None:
-            reply(False, failed)
+            reply(_FAILED, failed)
             if code == _CLOSE:
                 return
+            continue
+        if code == _CALL:
+            try:
+                conn.send(shard.call(payload[0], *payload[1], **payload[2]))
+            except Exception:  # noqa: BLE001  (the call's own error, or results that do not pickle)
+                reply(_CALL_FAILED, traceback.format_exc())
+            else:
+                reply(_OK)
             continue
         try:
             if code == _STEP:
@@ -120,12 +144,12 @@ def _worker(w: int, env_id: str, kwargs: dict[str, Any], lo: int, hi: int, raw: 
                 shard.reset_buffers(*payload)
             else:
                 shard.close()
-                reply(True)
+                reply(_OK)
                 return
         except Exception:  # noqa: BLE001
-            reply(False, traceback.format_exc())
+            reply(_FAILED, traceback.format_exc())
             continue
-        reply(True)
+        reply(_OK)
         if code == _STEP:
             try:
                 shard.prefetch_resets()  # while the parent and the other workers are busy
@@ -158,10 +182,11 @@ class ShardedVectorEnv(VectorEnv):
         ctx = mp.get_context(context)
         cuts = np.linspace(0, num_envs, num_workers + 1).round().astype(int).tolist()
         self._shards = list(itertools.pairwise(cuts))
-        self._closed = False
+        self._closed = True  # nothing to close until shard 0 exists
         self._conns, self._procs, self._go, self._done = [], [], [], []
         # shard 0 is stepped here, between signalling the workers and waiting for them
         self._local = BatchedVectorEnv(env_id, cuts[1], **kwargs)
+        self._closed = False
         space = self._local.single_observation_space
         self.single_observation_space = space
         self.single_action_space = self._local.single_action_space
@@ -194,12 +219,18 @@ class ShardedVectorEnv(VectorEnv):
     def _fail(self, w: int, what: str, why: str):
         self.close()
         lo, hi = self._shards[w]
+        hint = ""
+        if what == "start" and "exited" in why:
+            hint = ("\n(under the 'spawn' or 'forkserver' start method, the script that creates the env needs an "
+                    "`if __name__ == \"__main__\":` guard: a worker imports it again)")
         return RuntimeError(f"ShardedVectorEnv worker {w} (sub-envs {lo}..{hi - 1}) failed at {what}; the vector "
-                            f"env is closed:\n{why}")
+                            f"env is closed:\n{why}{hint}")
 
-    def _gather(self, what: str) -> None:
-        """Wait for every worker's end of the current command; raise the first failure (after closing)."""
-        failures = []
+    def _gather(self, what: str, results: list | None = None) -> None:
+        """Wait for every worker's end of the current command; a failure closes the env and raises
+        RuntimeError (a failed `call` raises without closing). ``results``: append each worker's call
+        results."""
+        failures, call_failures = [], []
         for w, (c, p, done) in enumerate(zip(self._conns, self._procs, self._done, strict=True), start=1):
             try:
                 _wait(done, self._spin_s, p.is_alive)
@@ -207,15 +238,24 @@ class ShardedVectorEnv(VectorEnv):
                 p.join(timeout=1)
                 failures.append((w, f"the worker process exited (exit code {p.exitcode})"))
                 continue
-            if self._ctl[self.num_workers + w]:
+            status = self._ctl[self.num_workers + w]
+            if status == _FAILED:
                 failures.append((w, c.recv()))
+            elif status == _CALL_FAILED:
+                call_failures.append((w, c.recv()))
+            elif results is not None:
+                results.append(c.recv())
         if failures:
-            raise self._fail(*failures[0][:1], what, failures[0][1])
+            raise self._fail(failures[0][0], what, failures[0][1])
+        if call_failures:
+            w, tb = call_failures[0]
+            raise RuntimeError(f"ShardedVectorEnv worker {w}: {what} failed (the vector env is unchanged):\n{tb}")
 
-    def _run(self, code: int, payloads: list | None, local, what: str) -> None:
+    def _run(self, code: int, payloads: list | None, local, what: str, results: list | None = None) -> None:
         """Give every worker command ``code`` (with ``payloads[w - 1]`` through its pipe), run ``local()`` on
-        shard 0 meanwhile, then wait for every worker; when ``local`` raises, the workers are waited for
-        and the vector env closed before the exception propagates."""
+        shard 0 meanwhile, then wait for every worker. When ``local`` raises, or anything interrupts the
+        wait (KeyboardInterrupt), the workers are waited for and the vector env is closed before the
+        exception propagates: a half-finished batch is never read."""
         if self._closed:
             raise RuntimeError("ShardedVectorEnv is closed")
         for w, (c, go) in enumerate(zip(self._conns, self._go, strict=True), start=1):
@@ -234,7 +274,39 @@ class ShardedVectorEnv(VectorEnv):
             finally:
                 self.close()
             raise
-        self._gather(what)
+        try:
+            self._gather(what, results)
+        except RuntimeError:
+            raise
+        except BaseException:
+            self.close()
+            raise
+
+    def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
+        """``getattr(env, name)(*args, **kwargs)`` on every sub-env (the attribute itself when it is not
+        callable), in sub-env order, as ``SyncVectorEnv.call``. Results from workers must pickle. A
+        sub-env whose episode just ended already holds its next episode in a worker (prefetched reset).
+        Raises RuntimeError when a sub-env raises or a result does not pickle (the env stays usable)."""
+        results: list = []
+        local_out: list = []
+        local_err: list[str] = []
+        what = f"call({name!r})"
+
+        def local() -> None:
+            try:
+                local_out.extend(self._local.call(name, *args, **kwargs))
+            except Exception:  # noqa: BLE001  (a failed call leaves the env usable, as in a worker)
+                local_err.append(traceback.format_exc())
+
+        self._run(_CALL, [(name, args, kwargs)] * len(self._conns), local, what, results)
+        if local_err:
+            raise RuntimeError(f"ShardedVectorEnv shard 0 (this process): {what} failed (the vector env is "
+                               f"unchanged):\n{local_err[0]}")
+        return tuple(local_out) + tuple(x for r in results for x in r)
+
+    def get_attr(self, name: str) -> tuple[Any, ...]:
+        """The attribute ``name`` of every sub-env (`call`)."""
+        return self.call(name)
 
     def _copy(self):
         obs = self._bufs["obs"]
@@ -267,8 +339,13 @@ class ShardedVectorEnv(VectorEnv):
         self._autoreset = (term | trunc).tolist()
         return obs, rew, term, trunc, {}
 
+    def __del__(self) -> None:
+        # gymnasium's VectorEnv has no finalizer: without this, an env dropped unclosed leaves its workers alive
+        if not getattr(self, "_closed", True):
+            self.close()
+
     def close_extras(self, **kwargs: Any) -> None:
-        if self._closed:
+        if getattr(self, "_closed", True):
             return
         self._closed = True
         for w, (p, go, done) in enumerate(zip(self._procs, self._go, self._done, strict=True), start=1):

@@ -93,3 +93,119 @@ def test_a_failure_in_this_process_shard_closes_the_env_after_the_workers_finish
     assert sh.closed and all(not p.is_alive() and p.exitcode == 0 for p in procs)
     with pytest.raises(RuntimeError, match="closed"):
         sh.step(np.array([0, 1]))
+
+
+def test_seeds_and_actions_are_checked_before_anything_moves():
+    sh = ShardedVectorEnv(RID, 3, 2, **KW)
+    try:
+        obs0, _ = sh.reset(seed=4)
+        for bad in ([0, 1, -1], [-1, 1, 2], 1.5, "a", [1.0, 2, 3], np.array([1, 2, 3]), True):
+            with pytest.raises(ValueError, match="seed"):
+                sh.reset(seed=bad)
+        assert not sh.closed
+        _same(sh.reset(seed=(4, np.int64(5), 6))[0], obs0)  # a tuple and numpy ints are seeds too
+        with pytest.raises(ValueError, match="1-D batch of integers.*dtype object"):
+            sh.step([0, None, 1])
+    finally:
+        sh.close()
+
+
+def test_call_and_get_attr_reach_every_sub_env_in_order():
+    ref = gym.make_vec(RID, num_envs=3, vectorization_mode="sync", **KW)
+    sh = ShardedVectorEnv(RID, 3, 2, **KW)
+    try:
+        ref.reset(seed=2)
+        sh.reset(seed=2)
+        assert sh.get_attr("n_instances") == ref.get_attr("n_instances")
+        ids = sh.call("_info")
+        assert ids == tuple(e.unwrapped._info() for e in ref.envs)
+        with pytest.raises(RuntimeError, match="(?s)call\\('no_such'\\) failed.*unchanged"):
+            sh.call("no_such")
+        with pytest.raises(RuntimeError, match="(?s)call\\('cluster_view'\\) failed"):  # a live view does not pickle
+            sh.get_attr("cluster_view")
+        _same(sh.step(np.array([0, 1, 2]))[:4], ref.step(np.array([0, 1, 2]))[:4])  # still usable, in step
+    finally:
+        sh.close()
+        ref.close()
+
+
+def test_an_interrupted_wait_closes_the_env(monkeypatch):
+    """A KeyboardInterrupt (or a signal handler's exception) while waiting for the workers must not leave a
+    half-read batch behind: the env is closed and its workers stopped."""
+    import optsched.envs.vector_procs as vp
+
+    sh = ShardedVectorEnv(RID, 2, 2, **KW)
+    sh.reset(seed=0)
+    real = vp._wait
+
+    def interrupted(sem, spin_s, alive=None):
+        monkeypatch.setattr(vp, "_wait", real)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(vp, "_wait", interrupted)  # workers were forked before: only this process sees it
+    with pytest.raises(KeyboardInterrupt):
+        sh.step(np.array([0, 1]))
+    procs = list(sh._procs)
+    assert sh.closed and all(not p.is_alive() for p in procs)
+    with pytest.raises(RuntimeError, match="closed"):
+        sh.step(np.array([0, 1]))
+
+
+def test_an_env_dropped_without_close_stops_its_workers():
+    import gc
+
+    sh = ShardedVectorEnv(RID, 2, 2, **KW)
+    sh.reset(seed=0)
+    procs = list(sh._procs)
+    del sh
+    gc.collect()
+    for p in procs:
+        p.join(timeout=10)
+    assert all(not p.is_alive() for p in procs)
+
+
+def test_workers_exit_when_their_parent_dies(tmp_path):
+    """A parent killed without closing (an OOM kill, a scheduler's SIGKILL) leaves no worker behind."""
+    import subprocess
+    import sys
+    import time
+
+    script = tmp_path / "parent.py"
+    script.write_text(
+        "import os, signal, sys\n"
+        "import numpy as np\n"
+        "import optsched.envs\n"
+        "from optsched.envs.vector_procs import ShardedVectorEnv\n"
+        "sh = ShardedVectorEnv('optsched/Routing-v0', 2, 2, n_sessions=1)\n"
+        "sh.reset(seed=0)\n"
+        "print(' '.join(str(p.pid) for p in sh._procs), flush=True)\n"
+        "os.kill(os.getpid(), signal.SIGKILL)\n")
+    out = subprocess.run([sys.executable, str(script)], check=False, capture_output=True, text=True, timeout=120)
+    pids = [int(x) for x in out.stdout.split()]
+    assert pids, out.stderr
+
+    def running(pid: int) -> bool:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+        except FileNotFoundError:
+            return False
+
+    deadline = time.monotonic() + 20
+    while any(running(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(running(p) for p in pids)
+
+
+def test_spawn_start_failure_names_the_main_guard(tmp_path):
+    import subprocess
+    import sys
+
+    script = tmp_path / "noguard.py"
+    script.write_text(
+        "import optsched.envs\n"
+        "from optsched.envs.vector_procs import ShardedVectorEnv\n"
+        "ShardedVectorEnv('optsched/Routing-v0', 2, 2, context='spawn', n_sessions=1)\n")
+    out = subprocess.run([sys.executable, str(script)], check=False, capture_output=True, text=True, timeout=300)
+    assert out.returncode != 0
+    assert "failed at start" in out.stderr and "__main__" in out.stderr
