@@ -6,7 +6,11 @@ the others by worker processes. The batch buffers (observations, rewards, termin
 the actions live in shared memory, so a step moves no arrays between processes: this process writes
 the actions, posts one semaphore per worker, steps shard 0, and waits on one semaphore per worker.
 Every process polls a semaphore for up to `SPIN_S` before it blocks on it, when there are no more
-processes than cores (a blocked process's wake-up costs 50-100 us per step on a VM; BENCHMARKS.md). A
+processes than usable cores (a blocked process's wake-up costs 50-100 us per step on a VM;
+BENCHMARKS.md), giving its core away between polls after the first `SPIN_BARE_S` (so that a busy
+machine or a CPU quota smaller than the affinity mask does not turn the polls into a slowdown).
+Workers stop when their parent process is gone; an env dropped without `close` stops its workers.
+``call`` / ``get_attr`` reach the sub-envs (results from workers must pickle). A
 worker runs the resets of the episodes that just ended right after it signals the step's end
 (`BatchedVectorEnv.prefetch_resets`). Against ``gymnasium.vector.AsyncVectorEnv`` (one env per process,
 a pickled pipe round trip per env per step) every process steps several simulators per signal.
@@ -48,7 +52,7 @@ __all__ = ["ShardedVectorEnv"]
 _STEP, _RESET, _CLOSE, _CALL = 1, 2, 3, 4  # command codes, in the shared ``cmd`` array
 _OK, _FAILED, _CALL_FAILED = 0, 1, 2  # a worker's status after a command (a failed `call` leaves the env usable)
 SPIN_S = 0.002  # seconds a process polls a semaphore before it blocks on it (only when it has a core)
-SPIN_BARE_S = 1e-4  # of which the first seconds without giving the core away between polls
+SPIN_BARE_S = 2e-5  # of which the first seconds without giving the core away between polls
 
 
 def _wait(sem, spin_s: float, alive=None) -> None:
