@@ -44,17 +44,39 @@ def _kwargs(env_id: str, n_inst: int) -> dict:
     return {}
 
 
-def single(env_id: str, episodes: int, n_inst: int) -> dict:
-    env = gym.make(env_id, **_kwargs(env_id, n_inst)).unwrapped
+def _drive(venv, num_envs: int, n_steps: int, warm_steps: int = 0) -> tuple[float, float]:
+    """Reset ``venv`` (seeds 0..num_envs-1), step it ``warm_steps`` times untimed, then ``n_steps`` times with
+    cyclic actions: (CPU seconds of this process, wall seconds) of the timed steps."""
+    venv.reset(seed=list(range(num_envs)))
+    acts = np.zeros(num_envs, dtype=np.int64)
+    n_act = venv.single_action_space.n
+    for k in range(warm_steps):
+        acts[:] = k % n_act
+        venv.step(acts)
+    c0, w0 = time.process_time(), time.perf_counter()
+    for k in range(n_steps):
+        acts[:] = k % n_act
+        venv.step(acts)
+    return time.process_time() - c0, time.perf_counter() - w0
+
+
+def _episodes(env, seeds) -> int:
+    """Run one episode per seed with cyclic actions; the number of steps."""
     n_act = env.action_space.n
     steps = 0
-    t0 = time.process_time()
-    for seed in range(episodes):
+    for seed in seeds:
         env.reset(seed=seed)
         done = False
         while not done:
             done = env.step(steps % n_act)[2]
             steps += 1
+    return steps
+
+
+def single(env_id: str, episodes: int, n_inst: int) -> dict:
+    env = gym.make(env_id, **_kwargs(env_id, n_inst)).unwrapped
+    t0 = time.process_time()
+    steps = _episodes(env, range(episodes))
     cpu = time.process_time() - t0
     return {"steps": steps, "cpu_s": cpu, "steps_per_cpu_s": steps / cpu, "cpu_s_per_episode": cpu / episodes}
 
@@ -65,22 +87,9 @@ def steady(env_id: str, warm_episodes: int, episodes: int, n_inst: int) -> dict:
     ``10_000 + k`` that no earlier episode used. Repeating the warm-up's seeds instead would find every
     step time already memoized and overstate the rate (BENCHMARKS.md, "Env speed, steady state")."""
     env = gym.make(env_id, **_kwargs(env_id, n_inst)).unwrapped
-    n_act = env.action_space.n
-    steps = 0
-    for seed in range(warm_episodes):
-        env.reset(seed=seed)
-        done = False
-        while not done:
-            done = env.step(steps % n_act)[2]
-            steps += 1
-    steps = 0
+    _episodes(env, range(warm_episodes))
     t0 = time.process_time()
-    for k in range(episodes):
-        env.reset(seed=10_000 + k)
-        done = False
-        while not done:
-            done = env.step(steps % n_act)[2]
-            steps += 1
+    steps = _episodes(env, range(10_000, 10_000 + episodes))
     cpu = time.process_time() - t0
     return {"steps": steps, "cpu_s": cpu, "steps_per_cpu_s": steps / cpu, "cpu_s_per_episode": cpu / episodes}
 
@@ -111,16 +120,7 @@ def vector(env_id: str, num_envs: int, n_steps: int, n_inst: int, mode: str, war
     """gymnasium's ``SyncVectorEnv`` / ``AsyncVectorEnv`` (``mode``): ``n_steps`` timed batch steps after
     ``warm_steps`` untimed ones."""
     venv = gym.make_vec(env_id, num_envs=num_envs, vectorization_mode=mode, **_kwargs(env_id, n_inst))
-    venv.reset(seed=list(range(num_envs)))
-    acts = np.zeros(num_envs, dtype=np.int64)
-    for k in range(warm_steps):
-        acts[:] = k % venv.single_action_space.n
-        venv.step(acts)
-    c0, w0 = time.process_time(), time.perf_counter()
-    for k in range(n_steps):
-        acts[:] = k % venv.single_action_space.n
-        venv.step(acts)
-    cpu, wall = time.process_time() - c0, time.perf_counter() - w0
+    cpu, wall = _drive(venv, num_envs, n_steps, warm_steps)
     venv.close()
     total = n_steps * num_envs
     return {"steps": total, "cpu_s_parent": cpu, "wall_s": wall, "steps_per_cpu_s": total / cpu if mode == "sync" else None,
@@ -132,13 +132,7 @@ def batched(env_id: str, num_envs: int, n_steps: int, n_inst: int) -> dict:
     from optsched.envs.vector import BatchedVectorEnv
 
     venv = BatchedVectorEnv(env_id, num_envs, **_kwargs(env_id, n_inst))
-    venv.reset(seed=list(range(num_envs)))
-    acts = np.zeros(num_envs, dtype=np.int64)
-    c0 = time.process_time()
-    for k in range(n_steps):
-        acts[:] = k % venv.single_action_space.n
-        venv.step(acts)
-    cpu = time.process_time() - c0
+    cpu, _ = _drive(venv, num_envs, n_steps)
     return {"steps": n_steps * num_envs, "cpu_s": cpu, "steps_per_cpu_s": n_steps * num_envs / cpu}
 
 
@@ -164,16 +158,7 @@ def sharded(env_id: str, num_envs: int, num_workers: int, n_steps: int, n_inst: 
 
     venv = ShardedVectorEnv(env_id, num_envs, num_workers, **_kwargs(env_id, n_inst))
     try:
-        venv.reset(seed=list(range(num_envs)))
-        acts = np.zeros(num_envs, dtype=np.int64)
-        for k in range(warm_steps):
-            acts[:] = k % venv.single_action_space.n
-            venv.step(acts)
-        c0, w0 = time.process_time(), time.perf_counter()
-        for k in range(n_steps):
-            acts[:] = k % venv.single_action_space.n
-            venv.step(acts)
-        cpu, wall = time.process_time() - c0, time.perf_counter() - w0
+        cpu, wall = _drive(venv, num_envs, n_steps, warm_steps)
     finally:
         venv.close()
     return {"num_envs": num_envs, "num_workers": num_workers, "steps": n_steps * num_envs, "wall_s": wall,
