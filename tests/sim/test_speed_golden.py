@@ -7,8 +7,11 @@ changes the hash. Cases cover the Vidur splitwise_conv trace (1 and 4 replicas),
 sample, AgentX with the DRAM tier, residency policies, P/D, several routers, admission policies,
 small chunk budgets, ``fast_forward=False``, and a Routing-v0 episode (observations and rewards).
 
-To re-record after an INTENDED schedule change: ``.venv/bin/python -m tests.sim.test_speed_golden``
-(on another platform, re-record from the commit before a speed change, then apply it).
+The references are kept per platform (numpy version, machine, SIMD level: numpy's transcendental
+functions may round differently elsewhere); a platform without references skips with the reason. To
+record the current platform (after an INTENDED schedule change, or for a new platform from the code
+before a speed change): ``.venv/bin/python -m tests.sim.test_speed_golden`` (other platforms' entries are
+kept; after an intended change, drop the entries that could not be re-recorded).
 """
 
 from __future__ import annotations
@@ -151,14 +154,23 @@ def _platform() -> str:
 def test_schedule_hash_unchanged(name):
     if name.startswith("vidur") and not TRACE.is_file():
         pytest.skip("Vidur trace not available")
-    ref = json.loads(REF_FILE.read_text())
-    if ref["_platform"] != _platform():
-        pytest.skip(f"hashes recorded on {ref['_platform']!r}, this is {_platform()!r}")
+    ref = recorded()
+    if ref is None:
+        pytest.skip(f"no hashes recorded for {_platform()!r} (recorded: {sorted(_all_recorded())})")
     assert CASES[name]() == ref[name]
 
 
+def _all_recorded() -> dict[str, dict[str, str]]:
+    return json.loads(REF_FILE.read_text())["platforms"]
+
+
+def recorded() -> dict[str, str] | None:
+    """The hashes recorded for this platform (`_platform`), or None."""
+    return _all_recorded().get(_platform())
+
+
 if __name__ == "__main__":
-    out = {k: f() for k, f in sorted(CASES.items())}
-    out["_platform"] = _platform()
-    REF_FILE.write_text(json.dumps(out, indent=1, sort_keys=True) + "\n")
-    print(REF_FILE.read_text())
+    data = json.loads(REF_FILE.read_text())
+    data["platforms"][_platform()] = {k: f() for k, f in sorted(CASES.items())}
+    REF_FILE.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+    print(json.dumps(data["platforms"][_platform()], indent=1))
