@@ -7,10 +7,16 @@ the actions live in shared memory, so a step moves no arrays between processes: 
 the actions, posts one semaphore per worker, steps shard 0, and waits on one semaphore per worker.
 Every process polls a semaphore for up to `SPIN_S` before it blocks on it, when there are no more
 processes than usable cores (a blocked process's wake-up costs 50-100 us per step on a VM;
-BENCHMARKS.md), giving its core away between polls after the first `SPIN_BARE_S` (so that a busy
-machine or a CPU quota smaller than the affinity mask does not turn the polls into a slowdown).
-Workers stop when their parent process is gone; an env dropped without `close` stops its workers.
-``call`` / ``get_attr`` reach the sub-envs (results from workers must pickle). A
+BENCHMARKS.md), giving its core away between polls after the first `SPIN_BARE_S`; a poll that runs out
+cuts the next polls' budget by 4 down to none (`_Poller`), so on a busy machine the waits soon block.
+Workers stop when their parent process is gone (under fork, spawn and forkserver); an env dropped
+without `close` stops its workers. Payloads (reset options, call arguments, results, tracebacks) go
+through the pipes only after the receiver was signalled, so no size can deadlock.
+``call`` / ``get_attr`` reach the sub-envs (results from workers must pickle). Because workers prefetch
+resets, a worker's sub-env whose episode ended at the last step already holds its next episode (its
+first observation is what the next step returns), while shard 0's still holds the ended one until the
+next step, as in ``SyncVectorEnv``: read an ended episode's state (``calls_frame``) in the step's
+infos of a single env, not through ``call`` here. A
 worker runs the resets of the episodes that just ended right after it signals the step's end
 (`BatchedVectorEnv.prefetch_resets`). Against ``gymnasium.vector.AsyncVectorEnv`` (one env per process,
 a pickled pipe round trip per env per step) every process steps several simulators per signal.
@@ -39,6 +45,7 @@ import multiprocessing as mp
 import os
 import time
 import traceback
+from multiprocessing.reduction import ForkingPickler
 from typing import Any
 
 import gymnasium as gym
@@ -51,33 +58,60 @@ __all__ = ["ShardedVectorEnv"]
 
 _STEP, _RESET, _CLOSE, _CALL = 1, 2, 3, 4  # command codes, in the shared ``cmd`` array
 _OK, _FAILED, _CALL_FAILED = 0, 1, 2  # a worker's status after a command (a failed `call` leaves the env usable)
-SPIN_S = 0.002  # seconds a process polls a semaphore before it blocks on it (only when it has a core)
+SPIN_S = 0.002  # the longest a process polls a semaphore before it blocks on it
 SPIN_BARE_S = 2e-5  # of which the first seconds without giving the core away between polls
+PROBE_EVERY = 16  # with polling switched off, every this many waits polls for SPIN_BARE_S again
+CLOSE_WAIT_S = 10.0  # how long `ShardedVectorEnv.close` waits for its workers before terminating them
 
 
-def _wait(sem, spin_s: float, alive=None) -> None:
-    """Acquire ``sem``: poll it (``acquire(False)``, no system call when uncontended) for ``spin_s``, after
-    the first `SPIN_BARE_S` giving the core away between polls (``os.sched_yield``, itself a system call:
-    on a core that another runnable process needs, as under a CPU quota or on a busy machine, the poll
-    then costs that process little), then block. Polling avoids a
-    sleeping process's wake-up (50-100 us per step on a VM, and a cold cache) when every process has a
-    core. ``alive()`` False while blocked raises EOFError (a dead peer)."""
-    if spin_s > 0.0:
-        t0 = time.perf_counter()
+class _Poller:
+    """Acquires semaphores for one process: polls first, then blocks, with an adaptive polling budget.
+
+    Polling avoids a sleeping process's wake-up (50-100 us per step on a VM, and a cold cache) when every
+    process has a core and the peer answers within the budget. When a poll runs out (the peer is slow:
+    cores busy with other work, or a long policy step between env steps), the budget is cut by 4 down
+    to none, so a busy machine soon sees plain blocking waits; one short probe every `PROBE_EVERY`
+    waits, and a poll that succeeds, restore it. ``budget_s`` 0 at the start switches polling off
+    (more processes than usable cores)."""
+
+    def __init__(self, budget_s: float) -> None:
+        self.max_s = budget_s
+        self.budget_s = budget_s
+        self._since_probe = 0
+
+    def wait(self, sem, alive=None, timeout_s: float | None = None) -> bool:
+        """Acquire ``sem`` (True), or give up after ``timeout_s`` (False). ``alive()`` False while blocked
+        raises EOFError (a dead peer)."""
+        budget = self.budget_s
+        if budget <= 0.0 and self.max_s > 0.0:
+            self._since_probe += 1
+            if self._since_probe >= PROBE_EVERY:
+                self._since_probe = 0
+                budget = SPIN_BARE_S
+        if sem.acquire(False):
+            return True
+        if budget > 0.0:
+            t0 = time.perf_counter()
+            while True:
+                if sem.acquire(False):
+                    self.budget_s = self.max_s
+                    return True
+                waited = time.perf_counter() - t0
+                if waited >= budget:
+                    break
+                if waited >= SPIN_BARE_S:
+                    os.sched_yield()
+            cut = self.budget_s / 4.0
+            self.budget_s = cut if cut >= SPIN_BARE_S else 0.0
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
         while True:
-            if sem.acquire(False):
-                return
-            waited = time.perf_counter() - t0
-            if waited >= spin_s:
-                break
-            if waited >= SPIN_BARE_S:
-                os.sched_yield()
-    if alive is None:
-        sem.acquire()
-        return
-    while not sem.acquire(timeout=0.2):
-        if not alive():
-            raise EOFError
+            step = 0.2 if deadline is None else max(0.0, min(0.2, deadline - time.monotonic()))
+            if sem.acquire(timeout=step):
+                return True
+            if alive is not None and not alive():
+                raise EOFError
+            if deadline is not None and time.monotonic() >= deadline:
+                return False
 
 
 def _shared(ctx, layout: dict[str, tuple[tuple[int, ...], np.dtype]]) -> dict[str, Any]:
@@ -104,12 +138,21 @@ def _worker(w: int, env_id: str, kwargs: dict[str, Any], lo: int, hi: int, raw: 
     ctl = np.frombuffer(raw_ctl, dtype=np.int64)  # [cmd of every worker, status of every worker]
     n_w = len(ctl) // 2
     parent = os.getppid()
+    poller = _Poller(spin_s)
 
-    def reply(status: int, tb: str = "") -> None:
+    def parent_alive() -> bool:
+        # reparented (fork, spawn), or the parent's end of the pipe closed (forkserver, whose workers are the
+        # fork server's children); nothing is in the pipe while this worker waits for ``go``
+        return os.getppid() == parent and not conn.poll(0)
+
+    def reply(status: int, payload: Any = None) -> None:
+        # the payload (a traceback, a call's results) goes through the pipe AFTER ``done``: sent before, one
+        # larger than the pipe's buffer would block here while the parent waits on ``done``
+        buf = None if payload is None else ForkingPickler.dumps(payload)
         ctl[n_w + w] = status
-        if status != _OK:
-            conn.send(tb)
         done.release()
+        if buf is not None:
+            conn.send_bytes(buf)
 
     try:
         shard = BatchedVectorEnv(env_id, hi - lo, **kwargs)
@@ -122,7 +165,7 @@ def _worker(w: int, env_id: str, kwargs: dict[str, Any], lo: int, hi: int, raw: 
     failed = None  # a traceback from prefetch_resets, reported as the answer to the next command
     while True:
         try:
-            _wait(go, spin_s, lambda: os.getppid() == parent)
+            poller.wait(go, parent_alive)
         except EOFError:  # the parent died without closing: nobody will read this shard again
             shard.close()
             return
@@ -135,11 +178,12 @@ def _worker(w: int, env_id: str, kwargs: dict[str, Any], lo: int, hi: int, raw: 
             continue
         if code == _CALL:
             try:
-                conn.send(shard.call(payload[0], *payload[1], **payload[2]))
-            except Exception:  # noqa: BLE001  (the call's own error, or results that do not pickle)
+                results = shard.call(payload[0], *payload[1], **payload[2])
+                ForkingPickler.dumps(results)  # results that do not pickle fail here, as the call's own error
+            except Exception:  # noqa: BLE001
                 reply(_CALL_FAILED, traceback.format_exc())
             else:
-                reply(_OK)
+                reply(_OK, results)
             continue
         try:
             if code == _STEP:
@@ -159,6 +203,10 @@ def _worker(w: int, env_id: str, kwargs: dict[str, Any], lo: int, hi: int, raw: 
                 shard.prefetch_resets()  # while the parent and the other workers are busy
             except Exception:  # noqa: BLE001
                 failed = traceback.format_exc()
+
+
+class _CallFailed(Exception):
+    """A `ShardedVectorEnv.call` that raised in a worker: reported as RuntimeError, the env stays open."""
 
 
 class ShardedVectorEnv(VectorEnv):
@@ -183,6 +231,7 @@ class ShardedVectorEnv(VectorEnv):
         self.num_envs, self.num_workers = num_envs, num_workers
         self.max_episode_steps = gym.spec(env_id).max_episode_steps
         self._spin_s = SPIN_S if num_workers <= cores else 0.0  # poll only with a core per process
+        self._poller = _Poller(self._spin_s)
         ctx = mp.get_context(context)
         cuts = np.linspace(0, num_envs, num_workers + 1).round().astype(int).tolist()
         self._shards = list(itertools.pairwise(cuts))
@@ -237,51 +286,52 @@ class ShardedVectorEnv(VectorEnv):
         failures, call_failures = [], []
         for w, (c, p, done) in enumerate(zip(self._conns, self._procs, self._done, strict=True), start=1):
             try:
-                _wait(done, self._spin_s, p.is_alive)
+                self._poller.wait(done, p.is_alive)
             except EOFError:
                 p.join(timeout=1)
                 failures.append((w, f"the worker process exited (exit code {p.exitcode})"))
                 continue
             status = self._ctl[self.num_workers + w]
+            if status == _OK and results is None:
+                continue
+            try:
+                payload = c.recv()
+            except (EOFError, OSError):
+                p.join(timeout=1)
+                failures.append((w, f"the worker process exited (exit code {p.exitcode}) before its reply"))
+                continue
             if status == _FAILED:
-                failures.append((w, c.recv()))
+                failures.append((w, payload))
             elif status == _CALL_FAILED:
-                call_failures.append((w, c.recv()))
-            elif results is not None:
-                results.append(c.recv())
+                call_failures.append((w, payload))
+            else:
+                results.append(payload)
         if failures:
             raise self._fail(failures[0][0], what, failures[0][1])
         if call_failures:
             w, tb = call_failures[0]
-            raise RuntimeError(f"ShardedVectorEnv worker {w}: {what} failed (the vector env is unchanged):\n{tb}")
+            raise _CallFailed(f"ShardedVectorEnv worker {w}: {what} failed (the vector env is unchanged):\n{tb}")
 
     def _run(self, code: int, payloads: list | None, local, what: str, results: list | None = None) -> None:
         """Give every worker command ``code`` (with ``payloads[w - 1]`` through its pipe), run ``local()`` on
-        shard 0 meanwhile, then wait for every worker. When ``local`` raises, or anything interrupts the
-        wait (KeyboardInterrupt), the workers are waited for and the vector env is closed before the
-        exception propagates: a half-finished batch is never read."""
+        shard 0 meanwhile, then wait for every worker. Anything that interrupts this (an exception in
+        ``local``, a KeyboardInterrupt or a signal handler's exception at any point) closes the vector env
+        before it propagates: a half-finished batch is never read."""
         if self._closed:
             raise RuntimeError("ShardedVectorEnv is closed")
-        for w, (c, go) in enumerate(zip(self._conns, self._go, strict=True), start=1):
-            self._ctl[w] = code
-            if payloads is not None:
-                try:
-                    c.send(payloads[w - 1])
-                except OSError as e:  # a dead worker: its pipe is broken
-                    raise self._fail(w, what, f"the worker process exited ({e})") from e
-            go.release()
         try:
+            for w, (c, go) in enumerate(zip(self._conns, self._go, strict=True), start=1):
+                self._ctl[w] = code
+                go.release()  # before the payload: the worker reads it after ``go`` (a large one fills the pipe)
+                if payloads is not None:
+                    try:
+                        c.send(payloads[w - 1])
+                    except OSError as e:  # a dead worker: its pipe is broken
+                        raise self._fail(w, what, f"the worker process exited ({e})") from e
             local()
-        except BaseException:
-            try:
-                self._gather(what)
-            finally:
-                self.close()
-            raise
-        try:
             self._gather(what, results)
-        except RuntimeError:
-            raise
+        except _CallFailed as e:
+            raise RuntimeError(str(e)) from None
         except BaseException:
             self.close()
             raise
@@ -289,8 +339,9 @@ class ShardedVectorEnv(VectorEnv):
     def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
         """``getattr(env, name)(*args, **kwargs)`` on every sub-env (the attribute itself when it is not
         callable), in sub-env order, as ``SyncVectorEnv.call``. Results from workers must pickle. A
-        sub-env whose episode just ended already holds its next episode in a worker (prefetched reset).
-        Raises RuntimeError when a sub-env raises or a result does not pickle (the env stays usable)."""
+        worker's sub-env whose episode ended at the last step already holds its next episode (prefetched
+        reset; module docstring). Raises RuntimeError when a sub-env raises or a result does not pickle
+        (the env stays usable)."""
         results: list = []
         local_out: list = []
         local_err: list[str] = []
@@ -309,7 +360,8 @@ class ShardedVectorEnv(VectorEnv):
         return tuple(local_out) + tuple(x for r in results for x in r)
 
     def get_attr(self, name: str) -> tuple[Any, ...]:
-        """The attribute ``name`` of every sub-env (`call`)."""
+        """The attribute ``name`` of every sub-env (`call`; after an episode ended, a worker's sub-env
+        already holds the next episode)."""
         return self.call(name)
 
     def _copy(self):
@@ -323,8 +375,13 @@ class ShardedVectorEnv(VectorEnv):
         hi0 = self._shards[0][1]
         self._run(_RESET, [(seeds[lo:hi], options) for lo, hi in self._shards[1:]],
                   lambda: self._local.reset_buffers(seeds[:hi0], options), "reset")
-        self._autoreset = [False] * self.num_envs
-        return self._copy()[0], {}
+        try:
+            self._autoreset = [False] * self.num_envs
+            obs = self._copy()[0]
+        except BaseException:
+            self.close()
+            raise
+        return obs, {}
 
     def step(self, actions):
         """Step every sub-env with ``actions[i]`` (NEXT_STEP autoreset); ValueError for a bad batch, before
@@ -336,11 +393,15 @@ class ShardedVectorEnv(VectorEnv):
         gc.disable()
         try:
             self._run(_STEP, None, lambda: self._local.step_buffers(acts[:hi0]), "step")
-            obs, rew, term, trunc = self._copy()
+            try:
+                obs, rew, term, trunc = self._copy()
+                self._autoreset = (term | trunc).tolist()
+            except BaseException:  # interrupted between the batch and its copy: this batch would be lost
+                self.close()
+                raise
         finally:
             if enabled:
                 gc.enable()
-        self._autoreset = (term | trunc).tolist()
         return obs, rew, term, trunc, {}
 
     def __del__(self) -> None:
@@ -349,20 +410,30 @@ class ShardedVectorEnv(VectorEnv):
             self.close()
 
     def close_extras(self, **kwargs: Any) -> None:
+        """Stop the workers: each gets the close command (after finishing what it was doing) and up to
+        `CLOSE_WAIT_S` in all to answer; one that does not (stuck reading a payload that an interrupt
+        never let this process send) is terminated."""
         if getattr(self, "_closed", True):
             return
         self._closed = True
-        for w, (p, go, done) in enumerate(zip(self._procs, self._go, self._done, strict=True), start=1):
+        for w, go in enumerate(self._go, start=1):
             self._ctl[w] = _CLOSE
             go.release()
+        deadline = time.monotonic() + CLOSE_WAIT_S
+        for p, done in zip(self._procs, self._done, strict=True):
             try:
-                _wait(done, 0.0, p.is_alive)
+                # a worker that was mid-command answers it first, then reads the close command
+                while p.is_alive() and time.monotonic() < deadline:
+                    if not self._poller.wait(done, p.is_alive, timeout_s=max(0.0, deadline - time.monotonic())):
+                        break
+                    p.join(timeout=0.05)
             except EOFError:
                 pass
         for c in self._conns:
             c.close()
         self._local.close()
         for p in self._procs:
-            p.join(timeout=5)
+            p.join(timeout=max(0.0, deadline - time.monotonic()))
             if p.is_alive():
                 p.terminate()
+                p.join(timeout=5)

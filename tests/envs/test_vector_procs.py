@@ -7,6 +7,7 @@ import gymnasium as gym
 import numpy as np
 import optsched.envs  # noqa: F401  (registers the ids)
 import pytest
+from optsched.envs.vector import BatchedVectorEnv
 from optsched.envs.vector_procs import ShardedVectorEnv
 
 from tests.envs.test_vector import KW, RID, _rollout, _same
@@ -129,26 +130,96 @@ def test_call_and_get_attr_reach_every_sub_env_in_order():
         ref.close()
 
 
-def test_an_interrupted_wait_closes_the_env(monkeypatch):
+def test_an_interrupted_wait_closes_the_env():
     """A KeyboardInterrupt (or a signal handler's exception) while waiting for the workers must not leave a
     half-read batch behind: the env is closed and its workers stopped."""
-    import optsched.envs.vector_procs as vp
-
     sh = ShardedVectorEnv(RID, 2, 2, **KW)
     sh.reset(seed=0)
-    real = vp._wait
+    real = sh._poller.wait
 
-    def interrupted(sem, spin_s, alive=None):
-        monkeypatch.setattr(vp, "_wait", real)
+    def interrupted(sem, alive=None, timeout_s=None):
+        sh._poller.wait = real
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(vp, "_wait", interrupted)  # workers were forked before: only this process sees it
+    sh._poller.wait = interrupted  # this process's waits only
     with pytest.raises(KeyboardInterrupt):
         sh.step(np.array([0, 1]))
     procs = list(sh._procs)
     assert sh.closed and all(not p.is_alive() for p in procs)
     with pytest.raises(RuntimeError, match="closed"):
         sh.step(np.array([0, 1]))
+
+
+def test_an_interrupt_right_after_a_worker_was_signalled_closes_the_env():
+    """The window between signalling a worker and waiting for it: the worker steps, so the env must close."""
+    sh = ShardedVectorEnv(RID, 2, 2, **KW)
+    sh.reset(seed=0)
+    real = sh._go[0]
+
+    class InterruptAfterRelease:
+        def release(self):
+            real.release()
+            sh._go[0] = real
+            raise KeyboardInterrupt
+
+    sh._go[0] = InterruptAfterRelease()
+    with pytest.raises(KeyboardInterrupt):
+        sh.step(np.array([0, 1]))
+    assert sh.closed and not any(p.is_alive() for p in sh._procs)
+
+
+def test_an_interrupt_anywhere_in_a_step_leaves_the_env_closed_or_exact():
+    """SIGALRM at random points of many steps: each step either returns exactly what an undisturbed twin
+    returns, or raises and leaves the env closed, or raises before anything moved (the following steps
+    still match the twin): never an open env reading a half-finished batch."""
+    import signal
+
+    class Alarm(Exception):
+        pass
+
+    armed = [False]
+
+    def handler(signum, frame):
+        if armed[0]:
+            armed[0] = False
+            raise Alarm
+
+    old = signal.signal(signal.SIGALRM, handler)
+    rng = np.random.default_rng(0)
+    outcomes = {"exact": 0, "closed": 0, "untouched": 0}
+    try:
+        for trial in range(10):
+            sh = ShardedVectorEnv(RID, 2, 2, **KW)
+            twin = BatchedVectorEnv(RID, 2, **KW)
+            sh.reset(seed=trial)
+            twin.reset(seed=trial)
+            for k in range(200):
+                acts = np.array([k % 4, (k + 1) % 4], dtype=np.int64)
+                got = None
+                try:
+                    if rng.random() < 0.1:  # a tenth of the steps get an alarm, 10-600 us in (a step: ~100-300 us)
+                        armed[0] = True
+                        signal.setitimer(signal.ITIMER_REAL, float(rng.uniform(1e-5, 6e-4)))
+                    got = sh.step(acts)
+                    armed[0] = False
+                except Alarm:
+                    if got is None and sh.closed:
+                        outcomes["closed"] += 1
+                        break
+                    if got is None:  # interrupted before anything moved: the next steps must still match
+                        outcomes["untouched"] += 1
+                        continue
+                finally:
+                    armed[0] = False
+                    signal.setitimer(signal.ITIMER_REAL, 0.0)
+                _same(got[:4], twin.step(acts)[:4])
+                outcomes["exact"] += 1
+            sh.close()
+    finally:
+        armed[0] = False
+        signal.setitimer(signal.ITIMER_REAL, 0.0)
+        signal.signal(signal.SIGALRM, old)
+    assert outcomes["closed"] >= 2 and outcomes["exact"] >= 40, outcomes  # both branches were exercised
 
 
 def test_an_env_dropped_without_close_stops_its_workers():
@@ -164,8 +235,10 @@ def test_an_env_dropped_without_close_stops_its_workers():
     assert all(not p.is_alive() for p in procs)
 
 
-def test_workers_exit_when_their_parent_dies(tmp_path):
-    """A parent killed without closing (an OOM kill, a scheduler's SIGKILL) leaves no worker behind."""
+@pytest.mark.parametrize("context", ["fork", "forkserver", "spawn"])
+def test_workers_exit_when_their_parent_dies(tmp_path, context):
+    """A parent killed without closing (an OOM kill, a scheduler's SIGKILL) leaves no worker behind, under
+    every start method (a forkserver's children keep their parent: they watch the pipe instead)."""
     import subprocess
     import sys
     import time
@@ -176,10 +249,11 @@ def test_workers_exit_when_their_parent_dies(tmp_path):
         "import numpy as np\n"
         "import optsched.envs\n"
         "from optsched.envs.vector_procs import ShardedVectorEnv\n"
-        "sh = ShardedVectorEnv('optsched/Routing-v0', 2, 2, n_sessions=1)\n"
-        "sh.reset(seed=0)\n"
-        "print(' '.join(str(p.pid) for p in sh._procs), flush=True)\n"
-        "os.kill(os.getpid(), signal.SIGKILL)\n")
+        "if __name__ == '__main__':\n"
+        f"    sh = ShardedVectorEnv('optsched/Routing-v0', 3, 3, context={context!r}, n_sessions=1)\n"
+        "    sh.reset(seed=0)\n"
+        "    print(' '.join(str(p.pid) for p in sh._procs), flush=True)\n"
+        "    os.kill(os.getpid(), signal.SIGKILL)\n")
     out = subprocess.run([sys.executable, str(script)], check=False, capture_output=True, text=True, timeout=120)
     pids = [int(x) for x in out.stdout.split()]
     assert pids, out.stderr
@@ -209,3 +283,20 @@ def test_spawn_start_failure_names_the_main_guard(tmp_path):
     out = subprocess.run([sys.executable, str(script)], check=False, capture_output=True, text=True, timeout=300)
     assert out.returncode != 0
     assert "failed at start" in out.stderr and "__main__" in out.stderr
+
+
+@pytest.mark.timeout(300)  # the failure this guards against is a hang
+def test_payloads_larger_than_a_pipe_buffer_do_not_hang():
+    """Reset options, call arguments, call results and tracebacks pass through the pipes; each side sends only
+    after signalling the other, so one over the pipe's 64 KiB buffer cannot block against a semaphore wait."""
+    sh = ShardedVectorEnv(RID, 2, 2, **KW)
+    try:
+        sh.reset(seed=0, options={"pad": "x" * 3_000_000})
+        models = sh.get_attr("_cost_models")  # ~0.4 MB pickled per sub-env
+        assert len(models) == 2 and all(len(m) == 1 for m in models)
+        assert sh.call("__eq__", np.zeros(100_000)) == (NotImplemented, NotImplemented)
+        with pytest.raises(RuntimeError, match="unchanged"):
+            sh.call("__getattribute__", "x" * 3_000_000)
+        assert sh.step(np.array([0, 1]))[1].shape == (2,)
+    finally:
+        sh.close()
