@@ -15,8 +15,8 @@ through the pipes only after the receiver was signalled, so no size can deadlock
 ``call`` / ``get_attr`` reach the sub-envs (results from workers must pickle). Because workers prefetch
 resets, a worker's sub-env whose episode ended at the last step already holds its next episode (its
 first observation is what the next step returns), while shard 0's still holds the ended one until the
-next step, as in ``SyncVectorEnv``: read an ended episode's state (``calls_frame``) in the step's
-infos of a single env, not through ``call`` here. A
+next step, as in ``SyncVectorEnv``: read an ended episode's state (``calls_frame``) from a single env,
+not through ``call`` here. A
 worker runs the resets of the episodes that just ended right after it signals the step's end
 (`BatchedVectorEnv.prefetch_resets`). Against ``gymnasium.vector.AsyncVectorEnv`` (one env per process,
 a pickled pipe round trip per env per step) every process steps several simulators per signal.
