@@ -225,8 +225,7 @@ class RoutingEnv(gym.Env):
     def _obs(self) -> dict[str, np.ndarray]:
         table = np.zeros((self.n_instances, len(INSTANCE_FEATURES)), np.float32)
         feats = np.zeros(2, np.float32)
-        if self._dec is not None:
-            routing_observation(self._dec.call, self._sim.view, self._token_scale, self._seq_scale, table, feats)
+        self._obs_into(table, feats)
         return {"instances": table, "call": feats}
 
     def _obs_into(self, table: np.ndarray, feats: np.ndarray) -> None:

@@ -17,13 +17,14 @@ merged, for speed). The helpers below (buffer layout, seeds, action check) are s
 
 from __future__ import annotations
 
-import gc
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
+
+from optsched.sim.engine import gc_paused
 
 __all__ = ["BatchedVectorEnv", "alloc_buffers", "buffer_layout", "check_actions", "sub_env_seeds"]
 
@@ -188,13 +189,8 @@ class BatchedVectorEnv(VectorEnv):
     def step_buffers(self, acts: list) -> None:
         """Step sub-env ``i`` with the checked ``acts[i]`` (`check_actions`), results into the batch buffers
         (no copies). The cyclic collector is paused for the whole batch (as each env's `step` does)."""
-        enabled = gc.isenabled()
-        gc.disable()
-        try:
+        with gc_paused():
             self._step_all(acts)
-        finally:
-            if enabled:
-                gc.enable()
 
     def _step_all(self, acts: list) -> None:
         rew, term, trunc, limit = self._rew, self._term, self._trunc, self.max_episode_steps
@@ -241,16 +237,11 @@ class BatchedVectorEnv(VectorEnv):
         the other workers are busy. Results are unchanged: such a reset takes no action and draws from the
         sub-env's own generator, whose state is saved so that a vector `reset` with a seed or options
         replays from it (`reset_buffers`)."""
-        enabled = gc.isenabled()
-        gc.disable()
-        try:
+        with gc_paused():
             for i, env in enumerate(self.envs):
                 if self._autoreset[i] and i not in self._prefetched:
                     state = env.np_random.bit_generator.state
                     self._prefetched[i] = (env.reset()[0], state)
-        finally:
-            if enabled:
-                gc.enable()
 
     def close_extras(self, **kwargs: Any) -> None:
         for env in self.envs:

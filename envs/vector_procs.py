@@ -39,7 +39,6 @@ process, the vector env is closed (its batch is half-stepped) and further calls 
 
 from __future__ import annotations
 
-import gc
 import itertools
 import multiprocessing as mp
 import os
@@ -53,6 +52,8 @@ import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 from optsched.envs.vector import BatchedVectorEnv, alloc_buffers, buffer_layout, check_actions, sub_env_seeds
+
+from optsched.sim.engine import gc_paused
 
 __all__ = ["ShardedVectorEnv"]
 
@@ -145,10 +146,10 @@ def _worker(w: int, env_id: str, kwargs: dict[str, Any], lo: int, hi: int, raw: 
         # fork server's children); nothing is in the pipe while this worker waits for ``go``
         return os.getppid() == parent and not conn.poll(0)
 
-    def reply(status: int, payload: Any = None) -> None:
+    def reply(status: int, payload: Any = None, pickled: bytes | None = None) -> None:
         # the payload (a traceback, a call's results) goes through the pipe AFTER ``done``: sent before, one
         # larger than the pipe's buffer would block here while the parent waits on ``done``
-        buf = None if payload is None else ForkingPickler.dumps(payload)
+        buf = pickled if payload is None else ForkingPickler.dumps(payload)
         ctl[n_w + w] = status
         done.release()
         if buf is not None:
@@ -178,12 +179,12 @@ def _worker(w: int, env_id: str, kwargs: dict[str, Any], lo: int, hi: int, raw: 
             continue
         if code == _CALL:
             try:
-                results = shard.call(payload[0], *payload[1], **payload[2])
-                ForkingPickler.dumps(results)  # results that do not pickle fail here, as the call's own error
+                # results that do not pickle fail here, as the call's own error would
+                pickled = ForkingPickler.dumps(shard.call(payload[0], *payload[1], **payload[2]))
             except Exception:  # noqa: BLE001
                 reply(_CALL_FAILED, traceback.format_exc())
             else:
-                reply(_OK, results)
+                reply(_OK, pickled=pickled)
             continue
         try:
             if code == _STEP:
@@ -389,9 +390,7 @@ class ShardedVectorEnv(VectorEnv):
         acts = check_actions(actions, self.num_envs, self.single_action_space, self._autoreset)
         self._actions[:] = [a if not r else 0 for a, r in zip(acts, self._autoreset, strict=True)]
         hi0 = self._shards[0][1]
-        enabled = gc.isenabled()
-        gc.disable()
-        try:
+        with gc_paused():
             self._run(_STEP, None, lambda: self._local.step_buffers(acts[:hi0]), "step")
             try:
                 obs, rew, term, trunc = self._copy()
@@ -399,9 +398,6 @@ class ShardedVectorEnv(VectorEnv):
             except BaseException:  # interrupted between the batch and its copy: this batch would be lost
                 self.close()
                 raise
-        finally:
-            if enabled:
-                gc.enable()
         return obs, rew, term, trunc, {}
 
     def __del__(self) -> None:
