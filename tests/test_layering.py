@@ -3,7 +3,7 @@
 1. Importing any core module (every module under ``optsched/`` except the non-core folders in
    `NOT_CORE`) loads none of pyomo, cvxpy, highspy, gymnasium, torch (fresh subprocess).
 2. No import cycle among the module-level imports of optsched and its mapped packages (``models/``,
-   ``solvers/``, ``envs/``, and ``pipelines/`` / ``reproduce/`` when present), folders mapped to their
+   ``solvers/``, ``envs/``), folders mapped to their
    ``optsched.*`` names through pyproject's ``[tool.setuptools.package-dir]``. Imports inside functions
    are lazy and allowed; ``if TYPE_CHECKING:`` blocks do not count.
 3. No module outside ``optsched/sim/`` touches a private member of `optsched.sim.Simulator`.
@@ -15,14 +15,13 @@ import ast
 import re
 import subprocess
 import sys
-import warnings
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 FORBIDDEN = ("pyomo", "cvxpy", "gymnasium", "highspy", "torch")
-# folders of optsched/ that are not numpy-only core: the torch executor, and (until it moves out) the
-# per-problem solve glue and the reproduce application that import models / solvers
-NOT_CORE = ("optsched/executor", "optsched/pipelines", "optsched/reproduce")
+# folders of optsched/ that are not numpy-only core: the torch executor, the per-problem doors that import
+# models / solvers, the two applications built on them (compare, reproduce) and the RL agents (torch)
+NOT_CORE = ("optsched/executor", "optsched/pipelines", "optsched/reproduce", "optsched/compare", "optsched/agents")
 
 
 # ---- helpers ---------------------------------------------------------------------------------
@@ -226,19 +225,7 @@ def test_graph_walks_every_mapped_folder():
 
 def test_no_import_cycle():
     cycles = find_cycles(import_graph())
-    files = module_files()
-    legacy = ROOT / "optsched" / "pipelines"
-
-    def in_legacy(cycle: list[str]) -> bool:
-        return all(files[m].is_relative_to(legacy) for m in cycle)
-
-    # The old in-core optsched/pipelines/ folder (trampolines) is being split out (issue 10); its
-    # internal cycles are reported but tolerated only while that folder exists. Every other cycle fails.
-    tolerated = [c for c in cycles if legacy.is_dir() and in_legacy(c)]
-    for c in tolerated:
-        warnings.warn(f"import cycle inside the legacy optsched/pipelines/: {' -> '.join(c)}", stacklevel=1)
-    bad = [c for c in cycles if c not in tolerated]
-    assert not bad, "import cycles:\n" + "\n".join(" -> ".join(c) for c in bad)
+    assert not cycles, "import cycles:\n" + "\n".join(" -> ".join(c) for c in cycles)
 
 
 # ---- 3. no private Simulator member outside optsched/sim/ ------------------------------------
@@ -246,7 +233,7 @@ SIM_FILES = ("optsched/sim/engine.py", "optsched/sim/pd_transfer.py", "optsched/
 SIM_CLASSES = ("Simulator", "PDMixin", "SteppingMixin")
 # tests/sim are the engine's white-box tests (same package as the engine); everything else must use
 # the public surface, envs and experiments included.
-SCAN = ("optsched", "models", "solvers", "envs", "pipelines", "reproduce", "experiments", "tests")
+SCAN = ("optsched", "models", "solvers", "envs", "experiments", "tests")
 EXEMPT = ("optsched/sim/", "tests/sim/")
 
 

@@ -21,7 +21,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--quick", action="store_true",
-                      help="quick budget (reproduce/configs/quick.yaml; < 10 min on 2 cores)")
+                      help="quick budget (optsched/reproduce/configs/quick.yaml; < 10 min on 2 cores)")
     mode.add_argument("--config", type=Path, default=None, help="a reproduce config YAML (default: the full budget)")
     p.add_argument("--name", default=None, help="run name: output goes to OUT/NAME (default: the config's name)")
     p.add_argument("--seed", type=int, default=None, help="root seed (default: the config's)")
