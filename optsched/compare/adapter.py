@@ -17,7 +17,6 @@ __all__ = [
     "price_plan_from_workload",
     "rolling_router",
     "router_from_plan",
-    "scale_load",
     "session_plan_from_workload",
     "session_router",
 ]
@@ -35,13 +34,6 @@ def build_baseline(kind: str, name: str, params: dict[str, Any], seed: int) -> A
     from optsched.sim.registry import build_policy
 
     return build_policy(kind, {"name": name, **params}, seed=seed)
-
-
-def scale_load(wl: Any, factor: float) -> Any:
-    """``wl`` at ``factor`` x its arrival rate (see `optsched.reproduce.stages.simrun.scale_load`)."""
-    from optsched.reproduce.stages.simrun import scale_load as impl
-
-    return impl(wl, factor)
 
 
 def _record(res: Any) -> dict[str, Any]:
@@ -97,9 +89,8 @@ def router_from_plan(doc: dict[str, Any]) -> Any:
 
 def rolling_router(doc: dict[str, Any], gpu: str, model: str, tp: int) -> Any:
     """The rolling-horizon MILP router on the price Plan's parameters (its fallback and load estimates)."""
-    from optsched.pipelines.routing_rolling import RollingHorizonRouter
-
     from optsched.cost import CostModel
+    from optsched.pipelines.routing_rolling import RollingHorizonRouter
     from optsched.policies.router_price import PriceRouterConfig
 
     p = doc["parameters"]

@@ -10,7 +10,11 @@ A job is ``{"source", "max_calls", "max_calls_per_session", "seed", "load", "pol
   vLLM-v1 scheduler defaults otherwise, host-DRAM tier on as ``ClusterConfig``'s default).
 - ``slo``: ``{"ttft_s", "tpot_s"}`` (goodput).
 
-`run_job` returns the simulator's summary (``SimResult.summary``) plus ``context_cut`` (what the
+Optional keys: ``train_fraction`` (the trace split, `optsched.compare.replication`) and ``window``
+([q_lo, q_hi] of `optsched.compare.window.WindowSpec`).
+
+`run_job` returns the simulator's summary (``SimResult.summary``), ``steady`` (the steady-state window
+metrics the comparison reads, `optsched.compare.window.steady_state`) and ``context_cut`` (what the
 context rule removed), passed through canonical JSON so that a fresh result and a cached one are
 identical objects. Everything a result depends on is in the job, so its hash is its cache key.
 """
@@ -70,16 +74,22 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
     """Simulate one job; the summary dict (module docstring). Raises what the simulator raises."""
     from optsched.compare.adapter import canonical_json
     from optsched.compare.replication import build_replication
-
+    from optsched.compare.window import WindowSpec, steady_state
     from optsched.cost.catalog import load_model
     from optsched.sim import SLO, simulate
 
     c = job["cluster"]
     wl, cut = build_replication(job["source"], int(job["seed"]), float(job["load"]),
                                 load_model(c["model"]).max_context_tokens, int(job.get("max_calls", 0)),
-                                int(job.get("max_calls_per_session", 0)))
+                                int(job.get("max_calls_per_session", 0)), float(job.get("train_fraction", 0.0)))
     res = simulate(wl, cluster_config(c), router=make_router(job["policy"], c, int(job["seed"])),
                    slo=SLO(ttft_s=float(job["slo"]["ttft_s"]), tpot_s=float(job["slo"]["tpot_s"])),
                    seed=int(job["seed"]))
-    out = {**res.summary, "context_cut": cut}
+    q = job.get("window", (0.1, 0.9))
+    steady = steady_state(res.calls, int(res.summary["num_gpus"]), float(job["slo"]["ttft_s"]),
+                          float(job["slo"]["tpot_s"]), WindowSpec(float(q[0]), float(q[1])))
+    from optsched.compare.target_bound import target_bound
+
+    steady["bound"] = target_bound(wl, c, job["slo"], steady["window"])
+    out = {**res.summary, "steady": steady, "context_cut": cut}
     return json.loads(canonical_json(out))

@@ -14,8 +14,9 @@ Optimized today (routing):
   routing decision (~75 s per run on a 2-core VM, 20x a heuristic), so it is NOT in the default set
   (`DEFAULT_OPTIMIZED`); name it in ``--policies`` to run it.
 
-They are derived ONCE from a training replication (seed stream "train" of the comparison's base seed,
-load 1), never from an evaluated seed, so no evaluated run sees its own trace in the solve.
+They are derived ONCE from the training workload (`optsched.compare.replication.training_workload`: on a
+trace the training split of its sessions, disjoint from every evaluated call; on a generator a draw no
+replication evaluates), so no derivation sees an evaluated call.
 
 Determinism: every solve runs with 1 thread and a HiGHS branch-and-bound node limit, under a wall-clock
 limit that is only a safety net; a solve the wall clock stopped raises (its result would depend on the
@@ -61,18 +62,19 @@ def baseline_specs() -> list[dict[str, Any]]:
 
 
 def derive_optimized(source: str, cluster: dict[str, Any], base_seed: int, sizes: tuple[int, int], window_calls: int,
-                     node_limit: int, time_limit_s: float) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+                     node_limit: int, time_limit_s: float, train_fraction: float = 0.3
+                     ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """(optimized policy specs, solve record) for the workload: the routing Plan and the session router
     config solved on the training replication. The record holds each solve's status, objective, bound,
     termination and the limits it ran under, and the session router's derived grid and move margin. Raises what the doors raise, and `SolveTimedOut` when the wall
     clock stopped a solve (module docstring)."""
     from optsched.compare.adapter import price_plan_from_workload, session_plan_from_workload
-    from optsched.compare.replication import build_replication, stream
-
+    from optsched.compare.replication import stream, training_workload
     from optsched.cost.catalog import load_model
 
     train_seed = int(stream(base_seed, "train").integers(2**31))
-    wl, _ = build_replication(source, train_seed, 1.0, load_model(cluster["model"]).max_context_tokens, *sizes)
+    wl, split = training_workload(source, base_seed, load_model(cluster["model"]).max_context_tokens, *sizes,
+                                  train_fraction=train_fraction)
     opts = solver_options(node_limit, time_limit_s)
     limits = {"node_limit": node_limit, "time_limit_s": time_limit_s, "threads": 1, "mip_gap": 1e-3}
     args = (wl, cluster["gpu"], cluster["model"], int(cluster["tp"]), int(cluster["instances"]))
@@ -82,7 +84,7 @@ def derive_optimized(source: str, cluster: dict[str, Any], base_seed: int, sizes
     _check_not_timed("session router LP", srec, time_limit_s)
     sp = sdoc["parameters"]
     srec = {**srec, **{k: sp.get(k) for k in ("bucket_s", "n_buckets", "reprice_s", "move_margin_s")}}
-    rec = {**rec, "train_seed": train_seed, "rho_s_per_token": doc["parameters"].get("recompute_s_per_token"),
+    rec = {**rec, "train_seed": train_seed, "split": split, "rho_s_per_token": doc["parameters"].get("recompute_s_per_token"),
            "limits": limits, "session": srec}
     specs = [{"name": "price", "kind": "optimized", "router": "plan", "plan": doc},
              {"name": "session", "kind": "optimized", "router": "session", "session": sdoc},
