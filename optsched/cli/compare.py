@@ -33,7 +33,7 @@ headroom_closed = (policy - best heuristic) / (bound - best heuristic).
 --json keys (schema optsched.compare/v2):
   verdict_line (the one-line result), workload, seeds[], n, config{...}, load_knob, window_rule, ci_method,
   precision{target_pp, max_seeds, widest_half_width_pp, reached}, best_heuristic (name or null),
-  policies[].name, .kind (heuristic | optimized | learned), .n,
+  policies[].name, policies[].kind (heuristic | optimized | learned), policies[].n,
   policies[].verdict (better | tie | worse | reference | not_measured),
   policies[].crossing_bracketed (true only when every replication's crossing was bracketed),
   policies[].crossing_load {mean, ci95 [lo, hi], std, n, per_seed[]} (null when not bracketed),

@@ -153,10 +153,17 @@ def _check_replications_differ(cfg: CompareConfig, seeds: list[int], ctx: int) -
     from optsched.compare.replication import build_replication
     from optsched.workload.digest import workload_digest
 
+    from optsched.compare.window import MIN_WINDOW_CALLS, WindowSpec
+
     digests = set()
     for s in seeds:
         wl, _ = build_replication(cfg.source, s, float(cfg.loads[0]), ctx, cfg.max_calls, cfg.max_calls_per_session,
                                   cfg.train_fraction)
+        lo, hi = WindowSpec(*cfg.window).ranks(wl.num_calls)
+        if hi - lo < MIN_WINDOW_CALLS:
+            raise ValueError(f"{cfg.source}: {wl.num_calls} evaluated calls leave {hi - lo} in the steady-state window "
+                             f"(< {MIN_WINDOW_CALLS}); keep more calls (--max-calls, --max-calls-per-session, "
+                             "sessions=) or lower --train-fraction")
         digests.add(workload_digest(wl))
         if len(digests) > 1:
             return
@@ -224,8 +231,11 @@ class _Search:
             if isinstance(r, RunFailed):
                 self.failed.setdefault(sp["name"], f"seed {s} load {ld:g}: {r.reason}")
                 continue
-            self.runs[(sp["name"], s, float(ld))] = r
             st = r["steady"]
+            if "error" in st:
+                self.failed.setdefault(sp["name"], f"seed {s} load {ld:g}: {st['error']}")
+                continue
+            self.runs[(sp["name"], s, float(ld))] = r
             self.cross[(sp["name"], s)].measured(ld, st["p90_interactivity_tok_s"], st["goodput_calls_s"])
 
     def add_seeds(self, seeds: list[int]) -> None:

@@ -14,7 +14,8 @@ Optional keys: ``train_fraction`` (the trace split, `optsched.compare.replicatio
 ([q_lo, q_hi] of `optsched.compare.window.WindowSpec`).
 
 `run_job` returns the simulator's summary (``SimResult.summary``), ``steady`` (the steady-state window
-metrics the comparison reads, `optsched.compare.window.steady_state`) and ``context_cut`` (what the
+metrics the comparison reads, `optsched.compare.window.steady_state`, with the run's bound at the target,
+`optsched.compare.target_bound`; ``{"error": why}`` when the run has too few calls for a window) and ``context_cut`` (what the
 context rule removed), passed through canonical JSON so that a fresh result and a cached one are
 identical objects. Everything a result depends on is in the job, so its hash is its cache key.
 """
@@ -86,10 +87,14 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
                    slo=SLO(ttft_s=float(job["slo"]["ttft_s"]), tpot_s=float(job["slo"]["tpot_s"])),
                    seed=int(job["seed"]))
     q = job.get("window", (0.1, 0.9))
-    steady = steady_state(res.calls, int(res.summary["num_gpus"]), float(job["slo"]["ttft_s"]),
-                          float(job["slo"]["tpot_s"]), WindowSpec(float(q[0]), float(q[1])))
-    from optsched.compare.target_bound import target_bound
+    try:
+        steady = steady_state(res.calls, int(res.summary["num_gpus"]), float(job["slo"]["ttft_s"]),
+                              float(job["slo"]["tpot_s"]), WindowSpec(float(q[0]), float(q[1])))
+    except ValueError as exc:  # too few calls for a window: the makespan summary stays usable
+        steady = {"error": str(exc)}
+    else:
+        from optsched.compare.target_bound import target_bound
 
-    steady["bound"] = target_bound(wl, c, job["slo"], steady["window"])
+        steady["bound"] = target_bound(wl, c, job["slo"], steady["window"])
     out = {**res.summary, "steady": steady, "context_cut": cut}
     return json.loads(canonical_json(out))
