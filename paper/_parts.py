@@ -335,10 +335,10 @@ PARTS: tuple[Part, ...] = (
     Part("E3.lockstep", "prefill_interval", ("E3-stretched-before", "E3-stretched-after"), _lockstep),
     Part("E4.distserve", "distserve_sim", ("E4-requests", "E4-coloc", "E4-coloc-err", "E4-disagg", "E4-gain",
                                            "E4-status"), _distserve,
-         {"tab-E4": "DistServe's example (OPT-13B, one A100 per instance, 512 in / 64 out, P90 TTFT <= 0.4 s, P90 "
-                    "TPOT <= 0.04 s) in the simulator: goodput, the paper's against two calibrations."}),
+         {"tab-E4": "DistServe's example (OPT-13B, one A100 per instance, the paper's request lengths and P90 "
+                    "TTFT / TPOT SLOs) in the simulator: goodput, the paper's against two calibrations."}),
     Part("E4.pd", "{demo}", tuple(f"E4-pd-{s}" for s in WORKLOADS.values()), _pd_choice,
-         {"tab-E4-pd": "The P/D model's plan per workload of the demo run (16 GPUs)."}),
+         {"tab-E4-pd": "The P/D model's plan per workload of the demo run (its GPU budget: the demo cluster's GPUs)."}),
     Part("E5.breakeven", "pd_breakeven", ("E5-step-0", "E5-step-90", "E5-mean-0", "E5-mean-90", "E5-status"),
          _breakeven, figures={"fig-E5": "Goodput per GPU of the best P/D plan over the best colocated plan against "
                                         "the input/output ratio (log scale); above 1 disaggregation pays."}),

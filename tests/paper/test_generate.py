@@ -87,6 +87,10 @@ def test_text_cites_only_declared_macros_and_types_no_number():
     body = re.sub(r"\$[^$]*\$|\\\[.*?\\\]", " ", body, flags=re.DOTALL)
     typed = re.findall(r"(?<![\w.-])\d+(?:[.,]\d+)*(?:\\?%)?(?![\w-])", body)
     assert not typed, f"numbers typed in the paper's text (cite them as \\R{{key}} from a run): {typed}"
+    for p in PARTS:  # captions: conventions only (95% CIs, "ratio 1 = optimal")
+        for name, cap in {**p.tables, **p.figures}.items():
+            nums = set(re.findall(r"(?<![\w.-])\d+(?:[.,]\d+)*%?(?![\w-])", cap)) - {"95%", "1"}
+            assert not nums, f"{p.id} {name}: caption types {sorted(nums)}"
 
 
 def test_no_runs_gives_na_everywhere_and_markdown_builds(gen, tmp_path):
