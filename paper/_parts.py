@@ -166,8 +166,12 @@ def _compare(src: Sources) -> Produced:
         if not rs:
             raise Missing(src.demo, f"comparison of {wl}")
         ok = [r for r in rs if isinstance(r["goodput at target (calls/s)"], (int, float))]
-        heur = max((r for r in ok if r["kind"] == "heuristic"), key=lambda r: r["goodput at target (calls/s)"])
-        opt = max((r for r in ok if r["kind"] == "optimized"), key=lambda r: r["goodput at target (calls/s)"])
+        heur = max((r for r in ok if r["kind"] == "heuristic"), key=lambda r: r["goodput at target (calls/s)"],
+                   default=None)
+        opt = max((r for r in ok if r["kind"] == "optimized"), key=lambda r: r["goodput at target (calls/s)"],
+                  default=None)
+        if heur is None or opt is None:
+            raise Missing(src.demo, f"no heuristic or no optimized router with a value at the target on {wl}")
         lb = sum("lower bound" in str(r["95% CI"]) for r in rs)
         macros.update({
             f"E6-{short}-heur": heur["policy"], f"E6-{short}-heur-val": fmt(heur["goodput at target (calls/s)"]),
@@ -235,7 +239,9 @@ def _residency(src: Sources) -> Produced:
     if not ax:
         raise Missing(src.demo, "residency rules on agentx")
     best = min(ax, key=lambda r: r["ratio"])
-    lru = next(r for r in ax if r["rule"] == "lru")
+    lru = next((r for r in ax if r["rule"] == "lru"), None)
+    if lru is None:
+        raise Missing(src.demo, "no LRU row in the residency rules")
     return Produced(macros={"E7-agentx-opt": fmt(ax[0]["optimum (s)"]) + " s", "E7-agentx-lru": ratio(lru["ratio"]),
                             "E7-agentx-best": best["rule"], "E7-agentx-best-ratio": ratio(best["ratio"])},
                     tables={"tab-E7": t})

@@ -76,6 +76,10 @@ def _collect(runs: Path, demo: str) -> tuple[dict[str, tuple[str, bool]], dict, 
         except Missing as m:
             got, ok, detail = Produced(), False, na_text(m.run)
             log.info("%s: %s", part.id, m)
+        except (KeyError, IndexError, TypeError, ValueError) as exc:  # a run whose layout this part does not know
+            got, ok, detail = Produced(), False, na_text(run)
+            log.warning("%s: runs/%s has an unexpected layout (%s: %s); its values show as n/a", part.id, run,
+                        type(exc).__name__, exc)
         for k in part.macros:
             macros[k] = (got.macros[k], False) if ok else (na_text(run), True)
         for name, cap in part.tables.items():

@@ -186,3 +186,13 @@ def test_pdf_builds_and_its_text_follows_the_run(gen, tmp_path):
     flat = [re.sub(r"\s+", " ", t) for t in texts]
     assert "is 2.25 without" in flat[0] and "is 7.50 without" in flat[1]
     assert "n/a (run quick missing)" in flat[0]
+
+
+def test_a_run_of_unknown_layout_shows_na_and_the_rest_still_generates(gen, tmp_path):
+    runs = tmp_path / "runs"
+    _small_runs(runs, 2.25)
+    (runs / "validate" / "validate.json").write_text(json.dumps({"device": "cpu"}))  # keys of another version
+    res = gen.generate(runs, tmp_path / "out")
+    assert [p["ok"] for p in res["experiments"]["E10"]] == [False]
+    assert [p["ok"] for p in res["experiments"]["E5"]] == [True]
+    assert _macros(tmp_path / "out")["E10-median"] == "n/a (run validate missing)"
