@@ -74,19 +74,18 @@ def _collect(runs: Path, demo: str) -> tuple[dict[str, tuple[str, bool]], dict, 
             _check(part, got)
             detail, ok = f"runs/{run}", True
         except Missing as m:
-            got, ok, detail = Produced(), False, na_text(m.run)
+            got, ok, detail = Produced(), False, na_text(run)
             log.info("%s: %s", part.id, m)
         except (KeyError, IndexError, TypeError, ValueError) as exc:  # a run whose layout this part does not know
-            got, ok, detail = Produced(), False, na_text(run)
+            got, ok, detail = Produced(), False, f"n/a (run {run} unreadable)"
             log.warning("%s: runs/%s has an unexpected layout (%s: %s); its values show as n/a", part.id, run,
                         type(exc).__name__, exc)
         for k in part.macros:
-            macros[k] = (got.macros[k], False) if ok else (na_text(run), True)
+            macros[k] = (got.macros[k], False) if ok else (detail, True)
         for name, cap in part.tables.items():
-            tables[name] = (cap, got.tables[name], False) if ok else (
-                cap, Table(("status",), ((na_text(run),),)), True)
+            tables[name] = (cap, got.tables[name], False) if ok else (cap, Table(("status",), ((detail,),)), True)
         for name, cap in part.figures.items():
-            figures[name] = (cap, got.figures[name] if ok else None, na_text(run))
+            figures[name] = (cap, got.figures[name] if ok else None, detail)
         status.setdefault(part.experiment, []).append({"part": part.id, "run": run, "ok": ok, "detail": detail})
     return macros, tables, figures, status
 

@@ -195,4 +195,4 @@ def test_a_run_of_unknown_layout_shows_na_and_the_rest_still_generates(gen, tmp_
     res = gen.generate(runs, tmp_path / "out")
     assert [p["ok"] for p in res["experiments"]["E10"]] == [False]
     assert [p["ok"] for p in res["experiments"]["E5"]] == [True]
-    assert _macros(tmp_path / "out")["E10-median"] == "n/a (run validate missing)"
+    assert _macros(tmp_path / "out")["E10-median"] == "n/a (run validate unreadable)"
