@@ -232,7 +232,8 @@ def _ppo(src: Sources) -> Produced:
     p = r["policies"]
     best = max((k for k in p if k not in ("ppo", r["baseline"])), key=lambda k: p[k]["mean"])
     return Produced(macros={"E6-ppo": fmt(p["ppo"]["mean"]), "E6-ppo-best": best, "E6-ppo-best-val": fmt(p[best]["mean"]),
-                            "E6-ppo-steps": fmt(r["train_steps"])})
+                            "E6-ppo-steps": fmt(r["train_steps"])},
+                    figures={"fig-E6-ppo": src.figure("train_ppo_routing/curves.png")})
 
 
 def _residency(src: Sources) -> Produced:
@@ -365,7 +366,9 @@ PARTS: tuple[Part, ...] = (
     Part("E6.hits", "{demo}", ("E6-agentx-hit-cacheaware", "E6-agentx-hit-roundrobin"), _hits,
          {"tab-E6-hits": "Where input tokens come from, per router, at each workload's own load (share of input "
                          "tokens served from HBM and DRAM; the rest is recomputed)."}),
-    Part("E6.ppo", "train_ppo_routing", ("E6-ppo", "E6-ppo-best", "E6-ppo-best-val", "E6-ppo-steps"), _ppo),
+    Part("E6.ppo", "train_ppo_routing", ("E6-ppo", "E6-ppo-best", "E6-ppo-best-val", "E6-ppo-steps"), _ppo,
+         figures={"fig-E6-ppo": "PPO on Routing-v0: training episodes' return (minus the summed TTFT, s) against env "
+                                "steps, with the held-out means of PPO, round-robin and the best heuristic."}),
     Part("E7.rules", "{demo}", ("E7-agentx-opt", "E7-agentx-lru", "E7-agentx-best", "E7-agentx-best-ratio"),
          _residency, {"tab-E7": "Residency rules against the hindsight optimum on the same tool pauses (slot model; "
                                 "ratio 1 = optimal)."}),
