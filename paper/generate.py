@@ -105,7 +105,8 @@ def _table_tex(caption: str, t: Table, label: str) -> str:
     inner = "\n".join([rf"\begin{{tabular}}{{{cols}}}", r"\toprule", *body, r"\bottomrule", r"\end{tabular}"])
     # shrink to the text width only when wider than it
     inner = r"\resizebox{\ifdim\width>\linewidth\linewidth\else\width\fi}{!}{%" + "\n" + inner + "}"
-    return "\n".join([r"\begin{table}[htbp]", r"\centering\small", rf"\caption{{{tex_escape(caption)}}}",
+    size = r"\small" if len(t.columns) <= 6 else r"\footnotesize\setlength{\tabcolsep}{3pt}"
+    return "\n".join([r"\begin{table}[htbp]", r"\centering" + size, rf"\caption{{{tex_escape(caption)}}}",
                       rf"\label{{{label}}}", r"\smallskip", inner, r"\end{table}", ""])
 
 
