@@ -40,6 +40,9 @@ headroom_closed = (policy - best heuristic) / (bound - best heuristic).
   policies[].goodput_at_target {mean, ci95, std, n, per_seed[], status[] (bracketed | above_range |
       below_range)}, policies[].vs_best_heuristic {mean, ci95 (relative: 0.05 = +5%), std, n,
       half_width_pp} (null for the reference and unmeasured policies), policies[].headroom_closed,
+  policies[].explain {queue_s, prefill_s, reload_s, transfer_s, tpot_mean_s, hit_hbm, hit_dram, hit_ssd,
+      recomputed_frac, prefill_tokens_max_over_mean, calls_max_over_mean, preemptions: each {mean, ci95}}
+      (window calls at the crossing; null when not measured),
   policies[].non_monotone_seeds[], policies[].crossings[] (per replication: seed, status, crossing_load,
       bracket, goodput_at_target, interactivity_at_crossing, points [[load, P90 interactivity]],
       bound_calls_s, ttft_p90_s, hit_rate), policies[].front[] (per grid load: steady-state metrics
@@ -99,6 +102,10 @@ def register(subparsers) -> None:
                    help="wall-clock safety net of every derivation solve, s (default 3600); a solve it stops is an "
                    "error, since its result would depend on machine load")
     p.add_argument("--json", action="store_true", help="print the result JSON (keys below)")
+    p.add_argument("--explain", action="store_true",
+                   help="also print (and write to compare.md) where each policy's time goes at its crossing: TTFT "
+                   "split into queueing / prefill / reload / transfer, mean TPOT, hits by tier, balance across "
+                   "instances, preemptions (JSON: policies[].explain, always written)")
     p.add_argument("--out", help="write compare.json, compare.md, fronts.png and the run cache here "
                    "(default runs/compare-<workload>)")
     p.add_argument("--backend", choices=("local", "ray"), default="local", help="local processes or Ray")
@@ -173,7 +180,7 @@ def _run(args: argparse.Namespace) -> int:
     import re
 
     from optsched.compare.core import run_compare
-    from optsched.compare.render import markdown_table, plot_fronts
+    from optsched.compare.render import explain_table, markdown_table, plot_fronts
 
     if args.seeds < 5:
         raise ValueError(f"--seeds must be >= 5 (comparisons report 95% CIs over >= 5 replications), got {args.seeds}")
@@ -214,6 +221,8 @@ def _run(args: argparse.Namespace) -> int:
     out.mkdir(parents=True, exist_ok=True)
     (out / "compare.json").write_text(text + "\n")
     md = markdown_table(res)
+    if args.explain:
+        md += "\n**Where the time goes at each crossing** (means over replications):\n\n" + explain_table(res)
     (out / "compare.md").write_text(md)
     plot_fronts(res, out / "fronts.png")
     print(text if args.json else md + f"\nwrote {out}/compare.json, compare.md, fronts.png")

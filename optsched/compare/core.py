@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from optsched.compare.search import Crossing
+from optsched.compare.window import EXPLAIN_KEYS
 from optsched.compare.stats import Estimate, mean_ci, paired_difference, verdict
 
 __all__ = ["DEFAULT_TARGET", "LOAD_KNOB", "SCHEMA", "TARGET_SOURCE", "CompareConfig", "headroom_closed", "run_compare"]
@@ -282,9 +283,13 @@ def _policy_block(spec: dict, seeds: list[int], search: _Search, grid: tuple[flo
         crossings.append({"seed": s, **r, "points": [[ld, x] for ld, x in pts],
                           "bound_calls_s": run["steady"]["bound"]["value"] if run else None,
                           "ttft_p90_s": run["steady"]["ttft_p90_s"] if run else None,
+                          "explain": run["steady"].get("explain") if run else None,
                           "hit_rate": run["steady"]["hit_rate"] if run else None})
+    ex = [cr["explain"] for cr in crossings if cr["explain"]]
+    explain = ({k: _est([e[k] for e in ex]) if all(e.get(k) is not None and math.isfinite(e[k]) for e in ex)
+                else None for k in EXPLAIN_KEYS} if bracketed and ex else None)
     return {
-        "name": name, "kind": spec["kind"], "n": len(seeds),
+        "name": name, "kind": spec["kind"], "n": len(seeds), "explain": explain,
         "crossing_bracketed": bracketed,
         "crossing_load": {**_est(loads), "per_seed": loads} if bracketed else None,
         "goodput_at_target": ({**_est(g), "per_seed": g, "status": status} if bracketed

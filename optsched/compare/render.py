@@ -6,7 +6,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-__all__ = ["markdown_table", "plot_fronts"]
+__all__ = ["explain_table", "markdown_table", "plot_fronts"]
 
 
 def _pct(e: dict | None) -> str:
@@ -73,6 +73,30 @@ def markdown_table(res: dict[str, Any]) -> str:
               f"{'reached' if res['precision']['reached'] else 'not reached'}); {res['runs']} simulation runs."]
     for name, why in sorted((res.get("failed") or {}).items()):
         lines.append(f"Failed: {name} (no row; {why}).")
+    return "\n".join(lines) + "\n"
+
+
+EXPLAIN_HEAD = (("queue_s", "queue (s)", 1.0), ("prefill_s", "prefill (s)", 1.0), ("reload_s", "reload (s)", 1.0),
+                ("transfer_s", "transfer (s)", 1.0), ("tpot_mean_s", "TPOT (ms)", 1000.0),
+                ("hit_hbm", "hit HBM (%)", 100.0), ("hit_dram", "hit DRAM (%)", 100.0),
+                ("recomputed_frac", "recomputed (%)", 100.0),
+                ("prefill_tokens_max_over_mean", "prefill tokens max/mean", 1.0),
+                ("calls_max_over_mean", "calls max/mean", 1.0), ("preemptions", "preemptions", 1.0))
+
+
+def explain_table(res: dict[str, Any]) -> str:
+    """Where each measured policy's time goes at its crossing (mean over replications of the window calls'
+    means, `optsched.compare.window.EXPLAIN_KEYS`): TTFT split into queueing, prefill service, reload and
+    transfer; decode interference (mean TPOT); hits by tier; balance across instances; preemptions."""
+    lines = ["| policy | " + " | ".join(h for _, h, _ in EXPLAIN_HEAD) + " |",
+             "|---|" + "---|" * len(EXPLAIN_HEAD)]
+    for p in res["policies"]:
+        ex = p.get("explain")
+        if not ex:
+            lines.append(f"| {p['name']} | " + " | ".join("n/a" for _ in EXPLAIN_HEAD) + " |")
+            continue
+        cells = [("n/a" if ex.get(k) is None else f"{s * ex[k]['mean']:.3g}") for k, _, s in EXPLAIN_HEAD]
+        lines.append(f"| {p['name']} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 

@@ -33,7 +33,11 @@ import numpy as np
 
 from optsched.sim.metrics import meet_or_beat
 
-__all__ = ["MIN_WINDOW_CALLS", "WINDOW_RULE", "WindowSpec", "steady_state"]
+__all__ = ["EXPLAIN_KEYS", "MIN_WINDOW_CALLS", "WINDOW_RULE", "WindowSpec", "steady_state"]
+
+# the decomposition of a run's window (`_explain`), in the order `optsched compare --explain` prints it
+EXPLAIN_KEYS = ("queue_s", "prefill_s", "reload_s", "transfer_s", "tpot_mean_s", "hit_hbm", "hit_dram", "hit_ssd",
+                "recomputed_frac", "prefill_tokens_max_over_mean", "calls_max_over_mean", "preemptions")
 
 MIN_WINDOW_CALLS = 10
 WINDOW_RULE = ("release-rank window: calls ranked by release time, ranks floor(q_lo N)+1 .. ceil(q_hi N); "
@@ -91,6 +95,7 @@ def steady_state(calls: Any, num_gpus: int, ttft_slo_s: float, tpot_slo_s: float
     hits = float(sum(col[k].sum() for k in ("hit_hbm_tokens", "hit_dram_tokens", "hit_ssd_tokens", "hit_self_tokens")))
     ttft = col["ttft_s"].astype(float)
     return {
+        "explain": _explain(calls, w),
         "throughput_calls_s": (hi - lo) / span,
         "goodput_calls_s": float(ok.sum()) / span,
         "tpgs": (inp + float(col["output_tokens"].sum())) / (num_gpus * span),
@@ -100,4 +105,40 @@ def steady_state(calls: Any, num_gpus: int, ttft_slo_s: float, tpot_slo_s: float
         "window": {"t_lo_s": t_lo, "t_hi_s": t_hi, "calls": int(hi - lo), "rule": WINDOW_RULE,
                    "q_lo": spec.q_lo, "q_hi": spec.q_hi,
                    "max_output_tokens": int(np.asarray(calls["output_tokens"])[w].max())},
+    }
+
+
+def _explain(calls: Any, w: np.ndarray) -> dict[str, float]:
+    """Where the window calls' latency went and how the work was spread (`EXPLAIN_KEYS`): mean queueing (first
+    scheduled - release, s), mean prefill service (first token - first scheduled, s: prefill compute plus the
+    decode steps it shares), mean DRAM/SSD reload and KV transfer time (s), mean TPOT (s: decode interference),
+    reused tokens per tier / input tokens, the recomputed share of the input (prefilled / input), balance as
+    max / mean over instances of prefilled tokens and of calls served, and preemptions (count)."""
+    def col(k: str) -> np.ndarray:
+        return np.asarray(calls[k])[w]
+
+    inp = float(col("input_tokens").sum())
+    pre = col("prefilled_tokens").astype(float)
+    inst = col("instance")
+    by_tok: dict[Any, float] = {}
+    by_n: dict[Any, int] = {}
+    for i, p in zip(inst.tolist(), pre.tolist()):
+        by_tok[i] = by_tok.get(i, 0.0) + p
+        by_n[i] = by_n.get(i, 0) + 1
+    tok = np.array(list(by_tok.values()), dtype=float)
+    cnt = np.array(list(by_n.values()), dtype=float)
+    tpot = col("tpot_s").astype(float)
+    return {
+        "queue_s": float(np.mean(col("queue_s").astype(float))),
+        "prefill_s": float(np.mean(col("first_token_s").astype(float) - col("first_sched_s").astype(float))),
+        "reload_s": float(np.mean(col("load_s").astype(float))),
+        "transfer_s": float(np.mean(col("transfer_s").astype(float))),
+        "tpot_mean_s": float(np.nanmean(tpot)) if np.isfinite(tpot).any() else math.nan,
+        "hit_hbm": float(col("hit_hbm_tokens").sum()) / inp if inp else math.nan,
+        "hit_dram": float(col("hit_dram_tokens").sum()) / inp if inp else math.nan,
+        "hit_ssd": float(col("hit_ssd_tokens").sum()) / inp if inp else math.nan,
+        "recomputed_frac": float(pre.sum()) / inp if inp else math.nan,
+        "prefill_tokens_max_over_mean": float(tok.max() / tok.mean()) if tok.size and tok.mean() > 0 else math.nan,
+        "calls_max_over_mean": float(cnt.max() / cnt.mean()) if cnt.size else math.nan,
+        "preemptions": float(col("preemptions").sum()),
     }

@@ -23,12 +23,20 @@ def test_window_ranks_are_exact():
              "ttft_s": np.where(np.arange(n) % 2 == 0, 1.0, 20.0), "tpot_s": np.full(n, 0.05),
              "interactivity_tok_s": np.arange(n, dtype=float) + 1.0, "input_tokens": np.full(n, 100),
              "output_tokens": np.full(n, 10), **{k: np.zeros(n, dtype=int) for k in (
-                 "hit_hbm_tokens", "hit_dram_tokens", "hit_ssd_tokens", "hit_self_tokens")}}
+                 "hit_hbm_tokens", "hit_dram_tokens", "hit_ssd_tokens", "hit_self_tokens", "preemptions")},
+             "queue_s": np.full(n, 2.0), "first_sched_s": np.arange(n, dtype=float) + 2.0,
+             "first_token_s": np.arange(n, dtype=float) + 3.5, "load_s": np.zeros(n), "transfer_s": np.zeros(n),
+             "prefilled_tokens": np.where(np.arange(n) < 25, 100, 50), "instance": np.arange(n) % 2}
     s = steady_state(calls, 4, 10.0, 0.1)
     # ranks 6..45 (floor(5), ceil(45)): releases 5..44 over (4, 44]: 40 calls in 40 s, half meet the TTFT SLO
     assert s["window"]["calls"] == 40 and (s["window"]["t_lo_s"], s["window"]["t_hi_s"]) == (4.0, 44.0)
     assert s["throughput_calls_s"] == 1.0 and s["goodput_calls_s"] == 0.5
     assert s["p90_interactivity_tok_s"] == 10.0  # window interactivities 6..45: the 36th largest is 10
+    ex = s["explain"]
+    assert (ex["queue_s"], ex["prefill_s"], ex["tpot_mean_s"]) == (2.0, 1.5, 0.05)
+    # window ranks 6..45: 20 calls prefill 100 tokens (ranks 6..25), 20 prefill 50; both instances alike
+    assert ex["recomputed_frac"] == 0.75 and ex["prefill_tokens_max_over_mean"] == 1.0
+    assert ex["calls_max_over_mean"] == 1.0
     with pytest.raises(ValueError, match="q_lo < q_hi"):
         WindowSpec(0.5, 0.5)
     with pytest.raises(ValueError, match="use a larger workload"):
