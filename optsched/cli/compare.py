@@ -68,6 +68,11 @@ def register(subparsers) -> None:
     p.add_argument("--policies", help="comma list (default: every baseline router of the registry + the optimized "
                    "price and session routers; rolling_milp — a MILP per routing decision, ~20x slower than a "
                    "heuristic — runs only when named)")
+    p.add_argument("--combos", help="compare policy COMBINATIONS instead of routers: comma list of "
+                   "ROUTER+ADMISSION+RESIDENCY (registry names; an optimized router; 'derived' = the admission / "
+                   "residency door's policy solved on the training split), or 'default' ("
+                   "cache_aware+fcfs+lru, cache_aware+vllm_threshold+lru, least_outstanding+vllm_threshold+lru, "
+                   "session+derived+derived, session+vllm_threshold+derived)")
     p.add_argument("--seeds", type=int, default=5, help="initial replications, >= 5 (default 5)")
     p.add_argument("--precision", type=float, default=5.0,
                    help="add replications until every paired CI vs the best heuristic is within +- this many "
@@ -158,7 +163,7 @@ def _loads(text: str) -> tuple[float, ...]:
     return tuple(loads)
 
 
-def _config(args: argparse.Namespace, policies: tuple[str, ...] | None):
+def _config(args: argparse.Namespace, policies: tuple[str, ...] | None, combos: tuple | None = None):
     from optsched.compare.core import CompareConfig
 
     return CompareConfig(
@@ -169,7 +174,7 @@ def _config(args: argparse.Namespace, policies: tuple[str, ...] | None):
         max_calls_per_session=args.max_calls_per_session, window_calls=args.window_calls,
         solver_node_limit=args.solver_node_limit, solver_time_limit_s=args.solver_time_limit,
         precision_pp=args.precision, max_seeds=args.max_seeds,
-        load_tol=args.load_tol, max_widen=args.max_widen, train_fraction=args.train_fraction,
+        load_tol=args.load_tol, max_widen=args.max_widen, train_fraction=args.train_fraction, combos=combos,
         cluster={"gpu": args.gpu, "model": args.model, "tp": args.tp, "instances": args.instances,
                  "max_num_batched_tokens": args.max_num_batched_tokens},
         slo={"ttft_s": args.slo_ttft, "tpot_s": args.slo_tpot})
@@ -197,8 +202,15 @@ def _run(args: argparse.Namespace) -> int:
         dup = sorted({x for x in policies if policies.count(x) > 1})
         if dup:
             raise ValueError(f"--policies: named twice: {', '.join(dup)}")
+    combos = None
+    if args.combos is not None:
+        if policies is not None:
+            raise ValueError("--combos and --policies are exclusive: a comparison ranks routers or combinations")
+        from optsched.compare.policies import parse_combos
+
+        combos = parse_combos(args.combos)
     try:
-        cfg = _config(args, policies)
+        cfg = _config(args, policies, combos)
     except ValueError as exc:
         raise _flag_error(exc) from None
     slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", Path(args.workload).stem if Path(args.workload).exists() else args.workload)

@@ -12,6 +12,7 @@ from typing import Any
 __all__ = [
     "RunCache",
     "canonical_json",
+    "component_plan_from_workload",
     "digest",
     "policy_names",
     "price_plan_from_workload",
@@ -66,6 +67,25 @@ def session_plan_from_workload(wl: Any, gpu: str, model: str, tp: int, n_instanc
                                    cluster=None if cluster is None else cluster_config(cluster))
     doc = {"kind": plan.kind, "type": plan.type, "parameters": dict(plan.parameters)}
     return json_roundtrip(doc), _record(res)
+
+
+def component_plan_from_workload(kind: str, wl: Any, gpu: str, model: str, tp: int, options: Any, seed: int,
+                                 n_instances: int) -> tuple[dict[str, Any] | None, dict[str, Any]]:
+    """The admission or residency door (``kind``) on ``wl``: (its Plan document {kind, type, parameters}, or None
+    when the solve found no policy; solve record as above). Residency exports the ``load_priced`` rule (an engine
+    without an eviction-order hook can run it) sized to ``n_instances``; admission the hindsight-derived rule.
+    Raises what the door raises (e.g. a workload without tool pauses for residency)."""
+    if kind == "admission":
+        from optsched.pipelines.admission import plan_from_workload
+        plan, res = plan_from_workload(wl, gpu, model, tp, options, seed)
+    elif kind == "residency":
+        from optsched.pipelines.residency import plan_from_workload
+        plan, res = plan_from_workload(wl, gpu, model, tp, options, seed, rule="load_priced", n_instances=n_instances)
+    else:
+        raise ValueError(f"component kind must be admission or residency, got {kind!r}")
+    doc = None if plan is None else json_roundtrip({"kind": plan.kind, "type": plan.type,
+                                                    "parameters": dict(plan.parameters)})
+    return doc, _record(res)
 
 
 def json_roundtrip(obj: Any) -> Any:

@@ -63,7 +63,9 @@ class CompareConfig:
     paired CI half-width vs the best heuristic is <= this many percentage points, up to ``max_seeds``.
     ``load_tol``: relative bracket width of the crossing search; ``max_widen``: doublings / halvings of the
     load range allowed each way. ``train_fraction``: share of a trace's sessions kept for deriving the
-    optimized policies (never evaluated). ``window``: (q_lo, q_hi) of the steady-state window. ``window_calls``: the routing window MILP of
+    optimized policies (never evaluated). ``window``: (q_lo, q_hi) of the steady-state window. ``combos``:
+    compare policy COMBINATIONS (router, admission, residency) instead of routers
+    (`optsched.compare.policies.parse_combos`); ``policies`` must then be None. ``window_calls``: the routing window MILP of
     the optimized policies. ``solver_node_limit`` / ``solver_time_limit_s``: every derivation solve runs
     with 1 thread and this HiGHS node limit; the wall-clock limit is a safety net, and a solve it stops
     raises (`optsched.compare.policies`), so results never depend on machine load. Raises ValueError
@@ -89,6 +91,7 @@ class CompareConfig:
     max_widen: int = 4
     train_fraction: float = 0.3
     window: tuple[float, float] = (0.1, 0.9)
+    combos: tuple[tuple[str, str, str], ...] | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.seeds, int) or self.seeds < 2:
@@ -106,6 +109,8 @@ class CompareConfig:
         from optsched.compare.window import WindowSpec
 
         WindowSpec(*self.window)
+        if self.combos is not None and self.policies is not None:
+            raise ValueError("combos and policies are exclusive: a comparison ranks routers or combinations")
         if not isinstance(self.base_seed, int) or self.base_seed < 0:
             raise ValueError(f"base_seed must be an int >= 0, got {self.base_seed!r}")
         if not self.loads or any(not (isinstance(x, (int, float)) and x > 0 and math.isfinite(x)) for x in self.loads) \
@@ -378,9 +383,11 @@ def run_compare(cfg: CompareConfig, cache_dir: Path, backend: str = "local", wor
     _check_replications_differ(cfg, seeds, ctx)  # bad input fails here, once, with the loader's message
     salt = code_digest()
     names = list(cfg.policies) if cfg.policies is not None else None
+    if cfg.combos is not None:
+        names = sorted({r for r, _, _ in cfg.combos if r in P.OPTIMIZED})
     baselines = P.baseline_specs()
     optimized, derivation = [], None
-    if names is None or any(n in P.OPTIMIZED for n in names):
+    if (cfg.combos is None and (names is None or any(n in P.OPTIMIZED for n in names))) or (cfg.combos and names):
         cache = RunCache(Path(cache_dir))
         dkey = digest({"derive": [cfg.source, c, cfg.base_seed, cfg.max_calls, cfg.max_calls_per_session,
                                   cfg.window_calls, cfg.solver_node_limit, cfg.train_fraction], "salt": salt})
@@ -397,8 +404,28 @@ def run_compare(cfg: CompareConfig, cache_dir: Path, backend: str = "local", wor
                 hit = {"specs": [], "record": {"error": f"{type(exc).__name__}: {exc}"[:300]}}
             cache.put("derive", dkey, hit)
         optimized, derivation = hit["specs"], hit["record"]
-    specs = P.select(names, baselines, optimized)
+    missing: dict[str, str] = {}
+    if cfg.combos is not None:
+        kinds = {k for combo in cfg.combos for k, x in zip(("admission", "residency"), combo[1:]) if x == "derived"}
+        docs: dict[str, Any] = {}
+        if kinds:
+            cache = RunCache(Path(cache_dir))
+            ckey = digest({"derive_components": [cfg.source, c, cfg.base_seed, cfg.max_calls, cfg.max_calls_per_session,
+                                                 sorted(kinds), cfg.solver_node_limit, cfg.train_fraction], "salt": salt})
+            hit = cache.get("derive", ckey)
+            if hit is None:
+                d, rec = P.derive_components(cfg.source, c, cfg.base_seed, (cfg.max_calls, cfg.max_calls_per_session),
+                                             kinds, cfg.solver_node_limit, cfg.solver_time_limit_s, cfg.train_fraction)
+                hit = {"docs": d, "record": rec}
+                cache.put("derive", ckey, hit)
+            docs = hit["docs"]
+            derivation = {**(derivation or {}), "components": hit["record"]}
+        routers = {sp["name"]: sp for sp in baselines + optimized}
+        specs, missing = P.combo_specs(cfg.combos, routers, docs)
+    else:
+        specs = P.select(names, baselines, optimized)
     search = _Search(cfg, specs, Path(cache_dir), salt, backend, workers, address, progress)
+    search.failed.update(missing)
     search.add_seeds(seeds)
     grid = tuple(float(x) for x in cfg.loads)
     while True:

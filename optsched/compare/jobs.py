@@ -6,6 +6,9 @@ A job is ``{"source", "max_calls", "max_calls_per_session", "seed", "load", "pol
   ``{"router": "plan", "plan": {kind, type, parameters}}`` for a solved Plan, or ``{"router": "rolling",
   "plan": ...}`` for the rolling-horizon MILP router on a price Plan's parameters, or ``{"router": "session",
   "session": {SessionRouterConfig fields}}`` for the session-level router.
+- ``policy`` may also carry ``"admission"`` and ``"residency"``: ``{"name": registry name, "params": {...}}`` or
+  ``{"plan": {kind, type, parameters}}`` (a solved Plan), making the run a policy COMBINATION (router x
+  admission x residency, `optsched.compare.policies.combo_specs`); absent = the simulator's defaults.
 - ``cluster``: ``{"gpu", "model", "tp", "instances", "max_num_batched_tokens"}`` (colocated instances,
   vLLM-v1 scheduler defaults otherwise, host-DRAM tier on as ``ClusterConfig``'s default).
 - ``slo``: ``{"ttft_s", "tpot_s"}`` (goodput).
@@ -25,7 +28,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-__all__ = ["cluster_config", "job_key", "make_router", "run_job"]
+__all__ = ["cluster_config", "job_key", "make_component", "make_router", "run_job"]
 
 PRESENTATION_KEYS = ("name", "kind")  # in policy specs: labels only, not part of a run's identity
 
@@ -59,6 +62,20 @@ def make_router(policy: dict[str, Any], cluster: dict[str, Any], seed: int) -> A
     return adapter.build_baseline("router", name, params, pseed)
 
 
+def make_component(kind: str, comp: dict[str, Any] | None, seed: int) -> Any:
+    """A fresh admission / residency policy (``kind``) for a combination's component (module docstring), or
+    None for the simulator's default."""
+    if comp is None:
+        return None
+    from optsched.compare import adapter
+    from optsched.compare.replication import stream
+
+    if "plan" in comp:
+        return adapter.router_from_plan(comp["plan"])
+    return adapter.build_baseline(kind, comp["name"], dict(comp.get("params", {})),
+                                  int(stream(seed, f"policy-{kind}").integers(2**31)))
+
+
 def _identity(job: dict[str, Any]) -> dict[str, Any]:
     pol = {k: v for k, v in job["policy"].items() if k not in PRESENTATION_KEYS}
     return {**job, "policy": pol}
@@ -83,7 +100,10 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
     wl, cut = build_replication(job["source"], int(job["seed"]), float(job["load"]),
                                 load_model(c["model"]).max_context_tokens, int(job.get("max_calls", 0)),
                                 int(job.get("max_calls_per_session", 0)), float(job.get("train_fraction", 0.0)))
-    res = simulate(wl, cluster_config(c), router=make_router(job["policy"], c, int(job["seed"])),
+    pol, seed = job["policy"], int(job["seed"])
+    res = simulate(wl, cluster_config(c), router=make_router(pol, c, seed),
+                   admission=make_component("admission", pol.get("admission"), seed),
+                   residency=make_component("residency", pol.get("residency"), seed),
                    slo=SLO(ttft_s=float(job["slo"]["ttft_s"]), tpot_s=float(job["slo"]["tpot_s"])),
                    seed=int(job["seed"]))
     q = job.get("window", (0.1, 0.9))

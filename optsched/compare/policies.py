@@ -28,7 +28,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-__all__ = ["DEFAULT_OPTIMIZED", "OPTIMIZED", "SolveTimedOut", "baseline_specs", "derive_optimized", "select", "solver_options"]
+__all__ = ["DEFAULT_COMBOS", "DEFAULT_OPTIMIZED", "OPTIMIZED", "SolveTimedOut", "baseline_specs", "combo_specs",
+           "derive_components", "derive_optimized", "parse_combos", "select", "solver_options"]
 
 log = logging.getLogger(__name__)
 
@@ -104,3 +105,92 @@ def select(names: list[str] | None, baselines: list[dict[str, Any]], optimized: 
         known = list(every) + [n for n in OPTIMIZED if n not in every]
         raise ValueError(f"--policies: unknown {', '.join(bad)}; known: {', '.join(known)}")
     return [every[n] for n in names]
+
+
+# Policy combinations (router x admission x residency). A combination is "ROUTER+ADMISSION+RESIDENCY"; each part
+# is a registry name, an optimized router (price, session, rolling_milp) or, for admission / residency,
+# "derived": the door's policy solved on the training workload (admission: the hindsight-MILP-derived rule;
+# residency: the load-priced keep / offload / drop rule). "default" stands for `DEFAULT_COMBOS`: the engines'
+# usual heuristic stacks against the optimized one.
+DEFAULT_COMBOS = ("cache_aware+fcfs+lru", "cache_aware+vllm_threshold+lru", "least_outstanding+vllm_threshold+lru",
+                  "session+derived+derived", "session+vllm_threshold+derived")
+
+
+def parse_combos(text: str) -> tuple[tuple[str, str, str], ...]:
+    """``--combos`` text -> ((router, admission, residency), ...). Raises ValueError naming a bad item."""
+    from optsched.compare.adapter import policy_names
+
+    items = [x.strip() for x in text.split(",") if x.strip()]
+    if items == ["default"]:
+        items = list(DEFAULT_COMBOS)
+    if not items:
+        raise ValueError("--combos: empty list")
+    out = []
+    for it in items:
+        parts = it.split("+")
+        if len(parts) != 3:
+            raise ValueError(f"--combos: {it!r} is not ROUTER+ADMISSION+RESIDENCY")
+        r, a, s = parts
+        if r not in policy_names("router") and r not in OPTIMIZED:
+            raise ValueError(f"--combos {it}: unknown router {r!r}; known: {', '.join(policy_names('router') + list(OPTIMIZED))}")
+        for kind, x in (("admission", a), ("residency", s)):
+            if x != "derived" and x not in policy_names(kind):
+                raise ValueError(f"--combos {it}: unknown {kind} {x!r}; known: derived, {', '.join(policy_names(kind))}")
+        out.append((r, a, s))
+    if len(set(out)) != len(out):
+        raise ValueError("--combos: a combination is named twice")
+    return tuple(out)
+
+
+def derive_components(source: str, cluster: dict[str, Any], base_seed: int, sizes: tuple[int, int], kinds: set[str],
+                      node_limit: int, time_limit_s: float, train_fraction: float) -> tuple[dict[str, Any], dict[str, Any]]:
+    """({kind: Plan document or None}, {kind: solve record or {"error"}}) for the "derived" admission / residency
+    components, solved on the same training workload as `derive_optimized` (never an evaluated call)."""
+    from optsched.compare.adapter import component_plan_from_workload
+    from optsched.compare.replication import stream, training_workload
+
+    from optsched.cost.catalog import load_model
+
+    train_seed = int(stream(base_seed, "train").integers(2**31))
+    wl, split = training_workload(source, base_seed, load_model(cluster["model"]).max_context_tokens, *sizes,
+                                  train_fraction=train_fraction)
+    docs, recs = {}, {"split": split}
+    for kind in sorted(kinds):
+        try:
+            doc, rec = component_plan_from_workload(kind, wl, cluster["gpu"], cluster["model"], int(cluster["tp"]),
+                                                    solver_options(node_limit, time_limit_s), train_seed,
+                                                    int(cluster["instances"]))
+            _check_not_timed(f"{kind} derivation", rec, time_limit_s)
+        except SolveTimedOut:
+            raise
+        except Exception as exc:  # noqa: BLE001 - recorded; combinations that need it are reported failed
+            doc, rec = None, {"error": f"{type(exc).__name__}: {exc}"[:300]}
+        docs[kind], recs[kind] = doc, rec
+    return docs, recs
+
+
+def combo_specs(combos: tuple[tuple[str, str, str], ...], routers: dict[str, dict[str, Any]],
+                derived: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, str]]:
+    """(policy specs of the combinations, {name: why it cannot run}) from the router specs by name and the
+    derived component documents. Kind "optimized" when any part is optimized or derived."""
+    specs, missing = [], {}
+    for r, a, s in combos:
+        name = f"{r}+{a}+{s}"
+        if r not in routers:
+            missing[name] = f"router {r} was not derived"
+            continue
+        spec = {**routers[r], "name": name}
+        opt = spec["kind"] == "optimized"
+        for kind, x in (("admission", a), ("residency", s)):
+            if x == "derived":
+                opt = True
+                if derived.get(kind) is None:
+                    missing[name] = f"no derived {kind} policy (its derivation failed: see optimized_derivation)"
+                    break
+                spec[kind] = {"plan": derived[kind]}
+            else:
+                spec[kind] = {"name": x}
+        else:
+            spec["kind"] = "optimized" if opt else "heuristic"
+            specs.append(spec)
+    return specs, missing
