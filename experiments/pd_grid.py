@@ -36,11 +36,11 @@ import sys
 from pathlib import Path
 
 import numpy as np
-from optsched.compare.replication import build_replication, stream
-from optsched.compare.stats import mean_ci, paired_difference
 
+from optsched.compare.replication import build_replication
 from optsched.cost.catalog import load_model
 from optsched.policies.router_round_robin import RoundRobinRouter
+from optsched.replicate import mean_ci, paired_difference, stream
 from optsched.sim import SLO, ClusterConfig, InstanceConfig, SchedulerConfig, simulate
 
 logger = logging.getLogger("pd_grid")
@@ -65,9 +65,8 @@ def workload(name: str, seed: int, load: float, max_calls: int):
     if name == "mooncake":
         src = str(Path(__file__).resolve().parents[1] / MOONCAKE)
         return build_replication(src, seed, load, load_model(MODEL).max_context_tokens, max_calls)[0]
-    from optsched.reproduce.stages.simrun import scale_load
+    from optsched.replicate import scale_load
     from optsched.reproduce.stages.workloads import align_session_starts
-
     from optsched.workload import Session, samples
 
     wl = scale_load(align_session_starts(samples.lmcache_sample(load=True)), load)

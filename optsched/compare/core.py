@@ -3,7 +3,7 @@
 Result (``optsched.compare/v1`` JSON; keys documented in `optsched.cli.compare`): per policy the goodput
 at the target P90 interactivity (mean and 95% t CI over seeds, each seed read off the policy's own front,
 `optsched.compare.fronts`), its paired relative difference to the best heuristic (per seed x/y - 1, t
-CI; "tie" when it crosses 0, `optsched.compare.stats`), the equal-load front (every policy at the same
+CI; "tie" when it crosses 0, `optsched.replicate`), the equal-load front (every policy at the same
 loads), the routing upper bound (`optsched.compare.bounds`) and the share of headroom closed
 (policy - best heuristic) / (bound - best heuristic). No wall clock: reruns are byte-identical.
 """
@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from optsched.compare.fronts import at_target
-from optsched.compare.stats import Estimate, mean_ci, paired_difference, verdict
+from optsched.replicate import Estimate, mean_ci, paired_difference, verdict
 
 __all__ = ["DEFAULT_TARGET", "LOAD_KNOB", "TARGET_SOURCE", "CompareConfig", "headroom_closed", "run_compare"]
 
@@ -110,7 +110,6 @@ def _check_replications_differ(cfg: CompareConfig, seeds: list[int], ctx: int) -
         ValueError: identical replications (naming the source and what to change); as `build_replication`.
     """
     from optsched.compare.replication import build_replication
-
     from optsched.workload.digest import workload_digest
 
     digests = set()
@@ -152,7 +151,6 @@ def _jsonable(x: Any) -> Any:
 def _bounds(cfg: CompareConfig, seeds: list[int]) -> dict[str, Any] | None:
     from optsched.compare.bounds import providers
     from optsched.compare.replication import build_replication
-
     from optsched.cost.catalog import load_model
 
     ctx = load_model(cfg.cluster["model"]).max_context_tokens
@@ -206,7 +204,6 @@ def run_compare(cfg: CompareConfig, cache_dir: Path, backend: str = "local", wor
     from optsched.compare.adapter import RunCache, code_digest, digest
     from optsched.compare.backends import RunFailed, run_jobs
     from optsched.compare.bounds import BOUND_NOTES
-
     from optsched.cost import CostModel
 
     c = cfg.cluster

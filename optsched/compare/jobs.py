@@ -36,7 +36,7 @@ def cluster_config(c: dict[str, Any]) -> Any:
 def make_router(policy: dict[str, Any], cluster: dict[str, Any], seed: int) -> Any:
     """A fresh router object for ``policy`` (routers keep state: one per run)."""
     from optsched.compare import adapter
-    from optsched.compare.replication import stream
+    from optsched.replicate import stream
 
     name = policy["router"]
     if name == "plan":
@@ -70,7 +70,6 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
     """Simulate one job; the summary dict (module docstring). Raises what the simulator raises."""
     from optsched.compare.adapter import canonical_json
     from optsched.compare.replication import build_replication
-
     from optsched.cost.catalog import load_model
     from optsched.sim import SLO, simulate
 

@@ -1,7 +1,7 @@
 """One replication of a workload: the seed's workload stream, its arrival stream, the context rule, the load.
 
 Seeds. Replication seed ``s`` owns named streams ``SeedSequence(s, spawn_key=(key(name),))`` (key =
-first 4 bytes of sha256(name), as `optsched.reproduce.provenance.stream_seed`):
+first 4 bytes of sha256(name): `optsched.replicate.stream`):
 
 - ``workload``: a generator spec (``agentx:...``) is run with ``seed`` = an integer drawn from this
   stream (the spec's own ``seed`` key is replaced). A trace keeps its content (it is the data).
@@ -18,7 +18,7 @@ Load (the one knob): the arrival-rate multiplier ``load``.
   often over the same window (closed-loop sessions last long: compressing the starts of K sessions alone
   cannot load a cluster past K concurrent sessions).
 - Traces (and other generators): arrival and session start times divided by ``load``
-  (`adapter.scale_load`; closed-loop sessions that all start together get ``round(K x load)`` concurrent
+  (`optsched.replicate.scale_load`; closed-loop sessions that all start together get ``round(K x load)`` concurrent
   session copies instead).
 
 ``max_calls_per_session`` > 0 keeps each session's first calls (a prefix of a session is a valid DAG);
@@ -35,22 +35,14 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import hashlib
 from typing import Any
 
 import numpy as np
 
+from optsched.replicate import stream
 from optsched.workload.context import cap_context
 
 __all__ = ["build_replication", "cap_context", "per_session", "permute_arrivals", "stream", "trim_calls"]
-
-
-def stream(seed: int, name: str) -> np.random.Generator:
-    """The named generator of replication ``seed`` (module docstring)."""
-    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
-        raise ValueError(f"seed must be an int >= 0, got {seed!r}")
-    key = int.from_bytes(hashlib.sha256(name.encode()).digest()[:4], "big")
-    return np.random.default_rng(np.random.SeedSequence(entropy=seed, spawn_key=(key,)))
 
 
 def _population_spec(source: str, load: float) -> tuple[str, dict] | None:
@@ -163,7 +155,7 @@ def build_replication(source: str, seed: int, load: float, max_context_tokens: i
     Raises:
         ValueError / FileNotFoundError: a bad source (as ``workload_from_spec``), load <= 0.
     """
-    from optsched.compare.adapter import scale_load
+    from optsched.replicate import scale_load
 
     if not load > 0:
         raise ValueError(f"load must be > 0, got {load!r}")

@@ -3,7 +3,8 @@
 import math
 
 import pytest
-from optsched.compare.stats import mean_ci, paired_difference, verdict
+
+from optsched.replicate import mean_ci, paired_difference, verdict
 
 T4 = 2.7764451051977987  # t_{0.975, 4} (tables: 2.776)
 
