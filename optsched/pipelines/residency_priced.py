@@ -1,6 +1,6 @@
 """Load-priced residency: workload -> priced slot model -> LP duals (HBM price) + hindsight MILP -> rules -> `Plan`.
 
-Instance (`optsched.models.residency_priced`): the tool pauses of `optsched.pipelines.residency.
+Instance (`optsched.models.residency_priced`): the tool pauses of `optsched.pipelines.residency_pauses.
 pauses_from_workload` (uncontended timeline), sessions placed round-robin on ``n_instances`` instances in
 session order (a sticky router keeps a session on one instance; which one is an assumption here), running
 KV R[i,t] = input + output tokens of every call of instance i running in slot t on the same timeline
@@ -36,6 +36,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+
+from optsched.cost import CostModel
 from optsched.models.residency_priced import (
     PricedResidencyInstance,
     build_priced_residency,
@@ -43,10 +45,7 @@ from optsched.models.residency_priced import (
     extract_priced_paths,
 )
 from optsched.models.residency_priced_slots import replay_priced
-from optsched.pipelines.residency import NoToolPauses, cost_coefficients, pauses_from_workload
-from optsched.solvers import SolveResult, SolverOptions, solve
-
-from optsched.cost import CostModel
+from optsched.pipelines.residency_pauses import NoToolPauses, cost_coefficients, pauses_from_workload
 from optsched.plan import Plan, Provenance
 from optsched.policies.residency_infercept import InferceptResidency
 from optsched.policies.residency_lru import LRUResidency
@@ -55,6 +54,7 @@ from optsched.policies.residency_priced_evict import PricedEvictionResidency
 from optsched.policies.residency_ttl import TTLResidency, tool_durations_from_calls
 from optsched.policies.residency_ttl_opt import OptimizedTTLResidency
 from optsched.revision import git_revision
+from optsched.solvers import SolveResult, SolverOptions, solve
 from optsched.workload.digest import workload_digest
 from optsched.workload.timeline import uncontended_timeline
 from optsched.workload.types import Call, Workload
