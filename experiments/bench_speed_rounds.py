@@ -1,4 +1,4 @@
-"""Issue 14's speed figures in one run: alternated rounds of the simulator and env benchmarks, pure vs compiled.
+"""The simulator and env speed figures in one run: alternated rounds of the simulator and env benchmarks, pure vs compiled.
 
 Every job is a fresh process running a committed command of this tree (BENCHMARKS.md, "Env speed on an idle
 machine"); the job order is reversed every other round, so slow drifts of a shared machine fall on both
@@ -22,7 +22,7 @@ a note when absent):
 Writes one JSON line per job to ``--out`` (appending, so an interrupted run keeps its rounds) and prints the
 summary: mean ± 95% Student-t half-width per job over the rounds, and paired ratios by round.
 
-Usage: .venv/bin/python experiments/bench_speed_rounds.py [--rounds 6] [--old-tree /tmp/old14]
+Usage: .venv/bin/python experiments/bench_speed_rounds.py [--rounds 6] [--old-tree OLD_CHECKOUT]
        [--out runs/bench_speed_rounds.jsonl] [--summary-only]
 """
 

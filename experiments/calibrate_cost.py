@@ -1,7 +1,7 @@
 """Refit the cost model's calibration from the measured tables and rewrite the shipped fits.
 
 Reads Vidur A100 (mlp.csv, NCCL all_reduce) and AIConfigurator H200 (GEMM, attention, all-reduce) samples
-from ``--data`` (default ../shared/data), fits per GPU (``optsched.cost.validate.fit_shipped``), computes the
+from ``--data`` (default `optsched.cost.validate.default_data_dir`), fits per GPU (``optsched.cost.validate.fit_shipped``), computes the
 accuracy table (in-sample, held-out, unseen GPU, uncalibrated; ``optsched.cost.validate.accuracy_rows``)
 and writes:
 

@@ -1,4 +1,4 @@
-"""One-command device check of the torch executor (issue 13 item 8): parity, kernel efficiency against
+"""One-command device check of the torch executor: parity, kernel efficiency against
 measured ceilings, calibration and sim-to-real, as JSON plus a short table.
 
 Stages (each timed; the whole run is sized to finish in < 8 minutes on one CUDA device at

@@ -203,7 +203,7 @@ def test_core_import_pulls_no_heavy_packages():
     assert out.stdout.strip() == "", out.stdout.strip()
 
 
-def test_the_issue_one_liner_loads_no_heavy_package():
+def test_the_core_one_liner_loads_no_heavy_package():
     code = ("import sys, optsched.cli, optsched.export, optsched.plan, optsched.sim, optsched.policies\n"
             f"print(','.join(m for m in {FORBIDDEN!r} if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)

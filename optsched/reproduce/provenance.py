@@ -1,4 +1,4 @@
-"""Provenance of a run: config, argv, git revision, package versions, seeds (STYLE.md habit 12).
+"""Provenance of a run: config, argv, git revision, package versions, seeds (CONTRIBUTING.md).
 
 Written next to the results as ``runs/<name>/provenance.json`` and rendered into the report.
 Nothing here reads the wall clock: the same run repeated gives the same provenance unless the code

@@ -1,4 +1,4 @@
-"""``optsched reproduce``: the main job end to end (issue 6).
+"""``optsched reproduce``: the main job end to end.
 
 Runs the stages of `STAGES` in order — workloads, cost-model calibration, baseline policies,
 formulations (solve + derived online policies), ``optsched compare`` on each workload (the headline:

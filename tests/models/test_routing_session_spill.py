@@ -1,4 +1,4 @@
-"""Elastic HBM rows of the session routing model (issue 12: the online pricer's LP was infeasible whenever
+"""Elastic HBM rows of the session routing model (regression: the online pricer's LP was infeasible whenever
 running requests left less free HBM than the paused sessions hold, and the router then ran unpriced)."""
 
 import numpy as np

@@ -1,4 +1,4 @@
-"""The simulator confirms a solved routing window's prediction (issue 5 "Must show").
+"""The simulator confirms a solved routing window's prediction.
 
 Setup: windows of the shipped Mooncake sample (real prompts and chained block hashes). The first N
 sessions are released 8 s apart (each finishes before the next arrives), the next W all at T0, after

@@ -1,4 +1,4 @@
-"""The session router's derived grid (bucket_s, n_buckets, reprice_s) and move margin (issue 12 item 5):
+"""The session router's derived grid (bucket_s, n_buckets, reprice_s) and move margin:
 known answers on hand-built workloads and views, and the direction each moves when the workload changes."""
 
 import dataclasses
