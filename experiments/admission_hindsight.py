@@ -33,9 +33,9 @@ from optsched.models.admission_online import (
 from optsched.models.admission_rounds import RoundState
 from optsched.solvers import SolverOptions
 
+from optsched.config_cli import arg, config_parser, parse_config
 from optsched.pipelines.admission import compare_rules_to_optimum, jaillet_instance
 from optsched.replicate import stream_seed
-from optsched.reproduce.config_cli import arg, config_parser, parse_config
 from optsched.reproduce.provenance import collect_provenance
 
 logger = logging.getLogger("admission_hindsight")

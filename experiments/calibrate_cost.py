@@ -24,12 +24,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
-from optsched.reproduce.config_cli import arg, config_parser, parse_config
-from optsched.reproduce.provenance import collect_provenance
 
+from optsched.config_cli import arg, config_parser, parse_config
 from optsched.cost.calibration import CALIBRATION_DIR
 from optsched.cost.measured import all_samples, subsample, vidur_layer_times
 from optsched.cost.validate import accuracy_rows, default_data_dir, fit_shipped, format_report
+from optsched.reproduce.provenance import collect_provenance
 
 logger = logging.getLogger("calibrate_cost")
 

@@ -33,17 +33,17 @@ from optsched.models.residency_priced_slots import replay_priced
 from optsched.solvers import SolverOptions, solve
 
 from optsched.compare.replication import build_replication
+from optsched.config_cli import arg, config_parser, parse_config
 from optsched.cost import CostModel
 from optsched.cost.catalog import load_model
 from optsched.pipelines.residency_bound import FEATURES, fit_penalty, penalty_of_paths, relaxation_bound
-from optsched.pipelines.residency_imitation import ordered_plan
-from optsched.pipelines.residency_priced import priced_instance, solve_priced
+from optsched.pipelines.residency_imitation_fit import ordered_plan
+from optsched.pipelines.residency_priced_solve import priced_instance, solve_priced
 from optsched.policies.residency_imitation import ImitationEvictionResidency
+from optsched.policies.residency_load_priced import LoadPricedResidency
 from optsched.policies.residency_lru import LRUResidency
-from optsched.policies.residency_priced import LoadPricedResidency
 from optsched.policies.residency_ttl import tool_durations_from_calls
 from optsched.replicate import mean_ci, paired_difference, stream
-from optsched.reproduce.config_cli import arg, config_parser, parse_config
 from optsched.reproduce.provenance import write_run
 from optsched.workload.gen_agentx import AGENTX_VARIANTS
 
@@ -238,7 +238,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"residency_bound: {problem}", file=sys.stderr)
         return 2
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    for name in ("pyomo", "optsched.solvers", "optsched.pipelines.residency_priced"):
+    for name in ("pyomo", "optsched.solvers", "optsched.pipelines.residency_priced_solve"):
         logging.getLogger(name).setLevel(logging.WARNING)
     out = Path(cfg.out)
     try:

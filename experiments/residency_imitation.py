@@ -2,10 +2,10 @@
 cluster simulator (seeds, 95% CIs, paired by seed) and against the hindsight optimum (ratio per seed).
 
 Training (never an evaluated seed): ``--train-reps`` replications of stream "train" of ``--base-seed``. The
-first one is the load-priced rule's training replication (`optsched.pipelines.residency_priced.solve_priced`,
+first one is the load-priced rule's training replication (`optsched.pipelines.residency_priced_solve.solve_priced`,
 as in ``experiments/residency_hindsight.py``: price table, pause forecasts); on all of them the priced
 hindsight MILP is solved and its primal evictions are imitated by a pairwise-ranking fit of the online
-eviction score (`optsched.pipelines.residency_imitation.ordered_plan`, the door's export). The exported Plan
+eviction score (`optsched.pipelines.residency_imitation_fit.ordered_plan`, the door's export). The exported Plan
 (``residency/load_priced_imitate``, ``policy.json``) records the load-priced solve and, under
 ``parameters.solve.imitation``, every training MILP's status / objective / gap and the fit.
 
@@ -35,19 +35,19 @@ from pathlib import Path
 from optsched.solvers import SolverOptions
 
 from optsched.compare.replication import build_replication
+from optsched.config_cli import arg, config_parser, parse_config
 from optsched.cost import CostModel
 from optsched.cost.catalog import load_model
 from optsched.export import plan_to_json
 from optsched.pipelines.residency import NoToolPauses
-from optsched.pipelines.residency_imitation import SEARCH_GRID, ordered_plan
-from optsched.pipelines.residency_priced import solve_priced
+from optsched.pipelines.residency_imitation_fit import SEARCH_GRID, ordered_plan
+from optsched.pipelines.residency_priced_solve import solve_priced
 from optsched.plan import Plan
 from optsched.policies.residency_imitation import ImitationEvictionResidency
+from optsched.policies.residency_load_priced import LoadPricedResidency
 from optsched.policies.residency_lru import LRUResidency
-from optsched.policies.residency_priced import LoadPricedResidency
 from optsched.policies.residency_ttl import tool_durations_from_calls
 from optsched.replicate import mean_ci, paired_difference, stream, verdict
-from optsched.reproduce.config_cli import arg, config_parser, parse_config
 from optsched.reproduce.provenance import write_run
 from optsched.sim import ClusterConfig, InstanceConfig, SchedulerConfig, simulate
 from optsched.sim.config import SLO

@@ -28,8 +28,9 @@ import numpy as np
 import pandas as pd
 from optsched.solvers import SolverOptions
 
+from optsched.config_cli import arg, config_parser, parse_config
 from optsched.cost import CostModel
-from optsched.pipelines.router_price import (
+from optsched.pipelines.routing_price import (
     WINDOW_RULES,
     derive_price_weights,
     fit_price_weight,
@@ -38,7 +39,6 @@ from optsched.pipelines.router_price import (
 )
 from optsched.pipelines.routing_window import solve_routing, synthetic_routing_window
 from optsched.replicate import stream_seed
-from optsched.reproduce.config_cli import arg, config_parser, parse_config
 from optsched.reproduce.provenance import collect_provenance
 
 

@@ -8,6 +8,9 @@
    imports inside functions are counted too (a lazy import defers a circle, it does not remove it).
    ``if TYPE_CHECKING:`` blocks do not count.
 3. No module outside ``optsched/sim/`` touches a private member of `optsched.sim.Simulator`.
+4. One home per decision: no module name appears in two of ``models/``, ``optsched/pipelines/``,
+   ``optsched/policies/``, ``envs/`` except a decision's own name (``routing.py`` is the routing model,
+   door and env); every decision has its door, models and online policies by name.
 """
 
 from __future__ import annotations
@@ -372,3 +375,34 @@ def test_upper_layer_plan_policies_arrive_by_entry_point():
     assert t[("routing", "session")] == "optsched.pipelines.session_routing:router_from_parameters"
     assert t[("admission", "scenario_lookahead")] == "optsched.pipelines.admission_cluster:LookaheadAdmission"
     assert all(not v.startswith(UPPER) for v in POLICY_CLASSES.values())
+
+
+# ---- 4. one home per decision ----------------------------------------------------------------
+# where a reader looks for a decision's model, door, online policies and env
+DECISION_HOMES = ("models", "optsched/pipelines", "optsched/policies", "envs")
+DECISIONS = ("routing", "pd", "admission", "residency")
+
+
+def shared_names(folders: dict[str, list[str]]) -> dict[str, list[str]]:
+    """Module names found in more than one folder, except ``__init__`` and a decision's own name
+    (``<decision>.py``: the decision's model, door or env in each folder)."""
+    seen: dict[str, list[str]] = {}
+    for folder, names in folders.items():
+        for n in names:
+            seen.setdefault(n, []).append(folder)
+    return {n: f for n, f in sorted(seen.items()) if len(f) > 1 and n != "__init__" and n not in DECISIONS}
+
+
+def test_shared_name_scan_sees_a_repeat():
+    assert shared_names({"models": ["routing", "residency_priced"], "optsched/policies": ["residency_priced"],
+                         "envs": ["routing"]}) == {"residency_priced": ["models", "optsched/policies"]}
+
+
+def test_no_module_name_repeats_across_the_decision_homes():
+    folders = {d: [p.stem for p in sorted((ROOT / d).glob("*.py"))] for d in DECISION_HOMES}
+    assert shared_names(folders) == {}
+    for d in DECISIONS:  # every decision has its door, and its model(s) and online policies by name
+        assert (ROOT / "optsched" / "pipelines" / f"{d}.py").is_file()
+        assert list((ROOT / "models").glob(f"{d}*.py"))
+    for prefix in ("router_", "admission_", "residency_"):
+        assert list((ROOT / "optsched" / "policies").glob(f"{prefix}*.py"))

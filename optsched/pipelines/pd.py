@@ -59,7 +59,7 @@ def plan_from_workload(wl: Workload, gpu: str, model: str, tp: int, options: Sol
 
     ``formulation``: "md1" (default, the named baseline: per-instance M/D/1 capacities of the mean request,
     `optsched.models.pd`) or "pool" (pool-level MILP with trace-driven goodput per pool,
-    `optsched.pipelines.pd_pool.pool_plan_from_workload`; goodput objective, ``objective`` ignored).
+    `optsched.pipelines.pd_pool_plan.pool_plan_from_workload`; goodput objective, ``objective`` ignored).
 
     Plan parameters: ``counts`` (list of {gpu, model, tp, role, instances}), ``prefill_instances``,
     ``decode_instances``, ``colocated_instances`` (totals), ``prefill_tp`` / ``decode_tp`` /
@@ -71,7 +71,7 @@ def plan_from_workload(wl: Workload, gpu: str, model: str, tp: int, options: Sol
             fastest prefill and decode step it would need), or an infeasible MILP (with the diagnosis).
     """
     if formulation == "pool":
-        from optsched.pipelines.pd_pool import pool_plan_from_workload
+        from optsched.pipelines.pd_pool_plan import pool_plan_from_workload
 
         return pool_plan_from_workload(wl, gpu, model, tp, options, seed, gpu_budget, ttft_p90_s, tpot_s, tps)
     if formulation != "md1":

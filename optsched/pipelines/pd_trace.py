@@ -1,5 +1,5 @@
 """The per-call trace the P/D models read (`call_trace`): release times, tokens and cached tokens of every
-call, shared by the P/D door (`optsched.pipelines.pd`) and its pool model (`optsched.pipelines.pd_pool`)."""
+call, shared by the P/D door (`optsched.pipelines.pd`) and its pool model (`optsched.pipelines.pd_pool_plan`)."""
 
 from __future__ import annotations
 

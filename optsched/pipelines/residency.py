@@ -23,11 +23,14 @@ from dataclasses import dataclass
 from optsched.cost import CostModel
 from optsched.models.residency import Pause, ResidencyInstance, build_residency, extract_residency
 from optsched.models.residency_slots import simulate_residency_policy
-from optsched.pipelines.residency_pauses import NoToolPauses, cost_coefficients, pauses_from_workload
+from optsched.pipelines.residency_pauses import (
+    NoToolPauses,
+    cost_coefficients,
+    pauses_from_workload,
+    residency_rules,
+)
 from optsched.plan import Plan, Provenance
-from optsched.policies.residency_infercept import InferceptResidency
-from optsched.policies.residency_lru import LRUResidency
-from optsched.policies.residency_ttl import TTLResidency, tool_durations_from_calls
+from optsched.policies.residency_ttl import tool_durations_from_calls
 from optsched.policies.residency_ttl_opt import OptimizedTTLResidency
 from optsched.revision import git_revision
 from optsched.solvers import SolveResult, SolverOptions, solve
@@ -119,19 +122,6 @@ def residency_plan(policy: OptimizedTTLResidency, comparison: ResidencyCompariso
 TTL_OPT = "ttl_opt (optimized)"  # the comparison's name for the exported rule
 
 
-def residency_rules(cm: CostModel, durations: Mapping[str, Sequence[float]], block_size: int) -> dict[str, object]:
-    """The online baselines compared with the optimum, priced per ``block_size``-token block: LRU keep,
-    Continuum-style TTL (same HBM price as the slot model, a hit saves the DRAM round trip, then offload to
-    DRAM) and InferCept min-waste (cost-model fit). The optimized TTL rule is added by `solve_workload`."""
-    bs = int(block_size)
-    return {
-        "lru": LRUResidency(),
-        "ttl (Continuum-style)": TTLResidency(durations, reload_s_per_block=2.0 * float(cm.kv_transfer_time(bs, "pcie")),
-                                              price_s_per_block_s=bs / cm.kv_capacity_tokens(), then="offload_dram"),
-        "infercept": InferceptResidency.from_cost_model(cm, bs),
-    }
-
-
 @dataclass(frozen=True, slots=True)
 class ResidencySolve:
     """Everything `solve_workload` built: the exported ``plan`` (None without an incumbent), the
@@ -193,8 +183,8 @@ def plan_from_workload(wl: Workload, gpu: str, model: str, tp: int, options: Sol
                        seed: int | None = None, rule: str | None = None, **kwargs) -> tuple[Plan | None, SolveResult]:
     """Door (`optsched solve residency`): (Plan kind "residency" of ``rule`` carrying its solve record, or None
     when the LP found no optimum; the hindsight MILP's `SolveResult`), from the priced slot model
-    (`optsched.pipelines.residency_priced.solve_priced`; ``kwargs`` go there: n_instances, slot_s, hbm_share,
-    max_pauses, durations) and `optsched.pipelines.residency_imitation.rule_plan` (``rule`` one of its ``RULES``,
+    (`optsched.pipelines.residency_priced_solve.solve_priced`; ``kwargs`` go there: n_instances, slot_s, hbm_share,
+    max_pauses, durations) and `optsched.pipelines.residency_imitation_fit.rule_plan` (``rule`` one of its ``RULES``,
     default "load_priced_search", the rule of record: an eviction order searched against the hindsight MILP of
     ``wl`` itself, sized as the priced instance). The constant-price formulation stays
     available as `solve_workload` (baseline).
@@ -202,8 +192,8 @@ def plan_from_workload(wl: Workload, gpu: str, model: str, tp: int, options: Sol
     Raises:
         ValueError: unknown gpu / model, a workload without tool pauses, an unknown ``rule``.
     """
-    from optsched.pipelines.residency_imitation import ORDER_METHODS, RULES, rule_plan
-    from optsched.pipelines.residency_priced import solve_priced
+    from optsched.pipelines.residency_imitation_fit import ORDER_METHODS, RULES, rule_plan
+    from optsched.pipelines.residency_priced_solve import solve_priced
 
     rule = RULES[0] if rule is None else rule
     if rule not in RULES:  # before the solve

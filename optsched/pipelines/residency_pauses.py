@@ -1,5 +1,6 @@
-"""Tool pauses of a workload and the cost fits every residency solve starts from (the constant-price
-door `optsched.pipelines.residency` and the load-priced solve `optsched.pipelines.residency_priced`).
+"""Tool pauses of a workload, the cost fits and the online baseline rules every residency solve starts from
+(the constant-price door `optsched.pipelines.residency` and the load-priced solve
+`optsched.pipelines.residency_priced_solve`).
 
 Pauses: a call with children and ``think_time_s > 0`` leaves its session's KV (input + output tokens)
 paused for the think time; pause start times come from the uncontended closed-loop timeline
@@ -9,14 +10,19 @@ model's (``CostModel.kv_transfer_time(n, "pcie"/"ssd")``, ``CostModel.recompute_
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+
 import numpy as np
 
 from optsched.cost import CostModel
 from optsched.models.residency import Pause
+from optsched.policies.residency_infercept import InferceptResidency
+from optsched.policies.residency_lru import LRUResidency
+from optsched.policies.residency_ttl import TTLResidency
 from optsched.workload.timeline import uncontended_timeline
 from optsched.workload.types import Call, Workload
 
-__all__ = ["NoToolPauses", "cost_coefficients", "pauses_from_workload"]
+__all__ = ["NoToolPauses", "cost_coefficients", "pauses_from_workload", "residency_rules"]
 
 
 class NoToolPauses(ValueError):
@@ -51,3 +57,17 @@ def cost_coefficients(cm: CostModel, max_tokens: int = 1_000_000) -> dict[str, t
 
     return {"pcie_coef_s": fit(lin, cm.kv_transfer_time(n, "pcie")), "ssd_coef_s": fit(lin, cm.kv_transfer_time(n, "ssd")),
             "recompute_coef_s": fit(quad, cm.recompute_time(n))}
+
+
+def residency_rules(cm: CostModel, durations: Mapping[str, Sequence[float]], block_size: int) -> dict[str, object]:
+    """The online baselines compared with the optimum, priced per ``block_size``-token block: LRU keep,
+    Continuum-style TTL (same HBM price as the slot model, a hit saves the DRAM round trip, then offload to
+    DRAM) and InferCept min-waste (cost-model fit). The optimized TTL rule is added by the solve
+    (`optsched.pipelines.residency.solve_workload`, `optsched.pipelines.residency_priced_solve`)."""
+    bs = int(block_size)
+    return {
+        "lru": LRUResidency(),
+        "ttl (Continuum-style)": TTLResidency(durations, reload_s_per_block=2.0 * float(cm.kv_transfer_time(bs, "pcie")),
+                                              price_s_per_block_s=bs / cm.kv_capacity_tokens(), then="offload_dram"),
+        "infercept": InferceptResidency.from_cost_model(cm, bs),
+    }

@@ -1,6 +1,6 @@
 """Bad option values of the experiment scripts: one ``error:`` line naming what is wrong, exit 2, before any work
 (each case below was a traceback, or was accepted and started the run, before the bounds of
-`optsched.reproduce.config_cli.arg` and the scripts' own checks)."""
+`optsched.config_cli.arg` and the scripts' own checks)."""
 
 from __future__ import annotations
 

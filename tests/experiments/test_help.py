@@ -1,5 +1,5 @@
 """Every experiment script answers ``--help`` (exit 0) with a description on every option and argument, and the
-Config scripts parse no arguments to their ``Config()`` (`optsched.reproduce.config_cli`)."""
+Config scripts parse no arguments to their ``Config()`` (`optsched.config_cli`)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import dataclasses
 import re
 
 import pytest
-from optsched.reproduce.config_cli import config_parser, parse_config
 
+from optsched.config_cli import config_parser, parse_config
 from tests.experiments.loader import EXPERIMENTS, load_experiment
 
 SCRIPTS = sorted(p for p in EXPERIMENTS.glob("*.py")
