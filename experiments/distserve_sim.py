@@ -66,7 +66,6 @@ import sys
 from pathlib import Path
 
 import numpy as np
-from optsched.reproduce.provenance import collect_provenance
 
 from optsched.cost import CostModel
 from optsched.cost.distserve import (
@@ -77,6 +76,7 @@ from optsched.cost.distserve import (
     fit_prefill_scale,
 )
 from optsched.policies import LeastOutstandingRouter
+from optsched.reproduce.provenance import collect_provenance
 from optsched.sim import SLO, ClusterConfig, InstanceConfig, SchedulerConfig, simulate
 from optsched.workload.types import Call, Session, Workload
 

@@ -39,9 +39,10 @@ def main(argv: list[str]) -> int:
     if len(argv) not in (2, 3):
         print("usage: ppo_ablation.py ENV_ID STEPS [ARGS_JSON]", file=sys.stderr)
         return 2
+    from optsched.envs.evaluate import evaluate, paired_difference
+
     from optsched.agents.export import learned_plan
     from optsched.agents.ppo import Args, train
-    from optsched.envs.evaluate import evaluate, paired_difference
 
     env_id, steps = argv[0], int(argv[1])
     extra = {k: tuple(v) if isinstance(v, list) else v for k, v in json.loads(argv[2] if len(argv) == 3 else "{}").items()}

@@ -25,11 +25,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from optsched.pipelines.routing import replay_window, window_decode_batch
-from optsched.pipelines.routing_window import routing_instance_from_calls, solve_routing
 from optsched.solvers import SolverOptions
 
 from optsched.cost import CostModel
+from optsched.pipelines.routing import replay_window, window_decode_batch
+from optsched.pipelines.routing_window import routing_instance_from_calls, solve_routing
 from optsched.policies.router_plan import PlanRouter, RoutingPlan
 from optsched.policies.router_round_robin import RoundRobinRouter
 from optsched.sim import ClusterConfig, InstanceConfig, SchedulerConfig, simulate

@@ -5,6 +5,8 @@ import dataclasses
 
 import numpy as np
 import pytest
+
+from optsched.cost import CostModel
 from optsched.pipelines.session_calibrate import (
     _LoggingRouter,
     calibrate_move_margin,
@@ -12,8 +14,6 @@ from optsched.pipelines.session_calibrate import (
     time_grid,
 )
 from optsched.pipelines.session_routing import make_pricer
-
-from optsched.cost import CostModel
 from optsched.policies.router_session import SessionPrices, SessionRouterConfig
 from optsched.sim import ClusterConfig, InstanceConfig
 from optsched.workload import Call
