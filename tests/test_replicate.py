@@ -49,3 +49,49 @@ def test_bad_inputs():
     with pytest.raises(ValueError, match="seed index 0"):
         paired_difference([1.0], [0.0], relative=True)
     assert mean_ci([4.0]).ci95 == (-math.inf, math.inf)
+
+
+# ---- seeds and load ----------------------------------------------------------------------------
+def test_stream_seed_key_is_the_first_four_bytes_of_sha256():
+    import hashlib
+
+    from optsched.replicate import stream, stream_key, stream_seed
+
+    assert stream_key("arrivals") == int(hashlib.sha256(b"arrivals").hexdigest()[:8], 16)
+    ss = stream_seed(7, "arrivals")
+    assert (ss.entropy, ss.spawn_key) == (7, (stream_key("arrivals"),))
+    a, b = stream(7, "arrivals").integers(2**31, size=4), stream(7, "workload").integers(2**31, size=4)
+    assert list(a) == list(stream(7, "arrivals").integers(2**31, size=4)) and list(a) != list(b)
+    for bad in (-1, 1.5, True):
+        with pytest.raises(ValueError, match="seed must be an int >= 0"):
+            stream_seed(bad, "x")
+
+
+def _wl(closed_loop: bool, starts: tuple[float, ...]):
+    from optsched.workload import Call, Session, Workload
+
+    sessions = tuple(Session(f"s{k}", (Call(f"s{k}c0", f"s{k}", 32, 4, block_hashes=(10 + k, 20 + k),
+                                            block_size=16, arrival_s=None if closed_loop else 8.0 + k),), start_s=t)
+                     for k, t in enumerate(starts))
+    return Workload("w", sessions, block_size=16, closed_loop=closed_loop)
+
+
+def test_scale_load_divides_open_loop_times():
+    from optsched.replicate import scale_load
+
+    w = scale_load(_wl(False, (4.0, 6.0)), 2.0)
+    assert [c.arrival_s for s in w.sessions for c in s.calls] == [4.0, 4.5]
+    assert [s.start_s for s in w.sessions] == [2.0, 3.0]
+    assert scale_load(w, 1.0) is w
+
+
+def test_scale_load_copies_closed_loop_sessions_that_start_together():
+    from optsched.replicate import scale_load
+
+    w = scale_load(_wl(True, (0.0, 0.0)), 2.0)
+    assert [s.session_id for s in w.sessions] == ["s0", "s1", "s0#r1", "s1#r1"]
+    copy = w.sessions[2].calls[0]
+    assert copy.call_id == "s0c0#r1" and copy.block_hashes == ((10 * 1_000_003 + 1), (20 * 1_000_003 + 1))
+    assert [s.session_id for s in scale_load(_wl(True, (0.0, 0.0)), 0.5).sessions] == ["s0"]
+    with pytest.raises(ValueError, match="load scale must be > 0"):
+        scale_load(w, 0.0)
