@@ -84,7 +84,7 @@ class SteppingMixin:
     view: Any
     residency: Any
     kv_mover: Any
-    _start_load: Any
+    start_load: Any
     router: Any
     route_decode: Any
 
