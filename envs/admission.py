@@ -24,7 +24,7 @@ __all__ = ["ADMISSION_REWARD_MODES", "DEFAULT_ADMISSION_SLO", "INSTANCE_FEATURES
            "AdmissionEnv", "admission_cluster"]
 
 ADMISSION_REWARD_MODES = ("ttft", "goodput", "waiting")
-DEFAULT_ADMISSION_SLO = SLO(ttft_s=2.0, tpot_s=0.05)  # experiments/routing_compare.py defaults
+DEFAULT_ADMISSION_SLO = SLO(ttft_s=2.0, tpot_s=0.05)  # 2 s TTFT, 50 ms TPOT
 
 
 def admission_cluster() -> ClusterConfig:

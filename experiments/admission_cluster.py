@@ -1,5 +1,5 @@
 """In-cluster admission: the derived scenario_lookahead (plan from hindsight solves) vs fcfs and
-vllm_threshold at equal load, seeds, 95% t CIs and paired differences (`optsched.compare.stats`).
+vllm_threshold at equal load, seeds, 95% t CIs and paired differences (`optsched.replicate`).
 
 Workload: ``tests.sim.helpers.random_workload`` sessions (seed = workload draw; each session cut before its first
 call longer than the model's 4,096-token context, `optsched.workload.context.cap_context`), Llama-2-7B on one A100
@@ -19,11 +19,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from optsched.compare.stats import mean_ci, paired_difference
-from optsched.pipelines.admission_derive import lookahead_plan
-
 from optsched.cost import CostModel
 from optsched.cost.catalog import load_model
+from optsched.pipelines.admission_derive import lookahead_plan
+from optsched.replicate import mean_ci, paired_difference
 from optsched.sim import simulate
 from optsched.sim.registry import build_policy
 from optsched.workload.context import cap_context

@@ -27,14 +27,16 @@ from optsched.models.admission_online import (
     DIAGNOSTICS,
     RULES,
     RuleConfig,
-    _State,
     simulate_rounds,
     total_latency,
 )
-from optsched.pipelines.admission import compare_rules_to_optimum, jaillet_instance
-from optsched.reproduce.config_cli import arg, config_parser, parse_config
-from optsched.reproduce.provenance import collect_provenance, stream_seed
+from optsched.models.admission_rounds import RoundState
 from optsched.solvers import SolverOptions
+
+from optsched.config_cli import arg, config_parser, parse_config
+from optsched.pipelines.admission import compare_rules_to_optimum, jaillet_instance
+from optsched.replicate import stream_seed
+from optsched.reproduce.provenance import collect_provenance
 
 logger = logging.getLogger("admission_hindsight")
 
@@ -69,7 +71,7 @@ def decision_rounds(reqs, memory: int, starts) -> int:
     requests started earlier (the rounds where `simulate_rounds` calls a rule's lookahead)."""
     count = 0
     for t in range(max(starts) + 1):
-        state = _State(reqs, memory)
+        state = RoundState(reqs, memory)
         for i, p in enumerate(starts):
             if p < t:
                 state.start(i, p)

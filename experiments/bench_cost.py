@@ -20,10 +20,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
-from optsched.reproduce.config_cli import arg, config_parser, parse_config
-from optsched.reproduce.provenance import collect_provenance
 
+from optsched.config_cli import arg, config_parser, parse_config
 from optsched.cost import CostModel
+from optsched.reproduce.provenance import collect_provenance
 
 CASES = (("h200-sxm", "llama-3-70b", 4), ("a100-80gb", "opt-13b", 1), ("h200-sxm", "qwen3-235b-a22b", 8),
          ("h200-sxm", "deepseek-v3", 8))

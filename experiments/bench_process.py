@@ -20,8 +20,8 @@ in the same tree. Each tree's stdout summary and ``--out`` files are compared by
 first tree's. ``--imports``: ``python -X importtime`` of ``import optsched.cli; build_parser(); import
 optsched.sim`` per tree (least of 3), cumulative ms of selected packages.
 
-Usage: .venv/bin/python experiments/bench_process.py --tree old=/work/main/.venv/bin/python:/tmp/old14
-    --tree main=/work/main/.venv/bin/python:/work/main --tree new=.venv/bin/python:. [--rounds 3] [--imports]
+Usage: .venv/bin/python experiments/bench_process.py --tree old=OLD/.venv/bin/python:OLD
+    --tree new=.venv/bin/python:. [--rounds 3] [--imports]   (OLD: another checkout with its own venv)
 """
 
 from __future__ import annotations

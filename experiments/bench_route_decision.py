@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from optsched.reproduce.config_cli import arg, config_parser, parse_config
+from optsched.config_cli import arg, config_parser, parse_config
 
 
 @dataclass(frozen=True, slots=True)

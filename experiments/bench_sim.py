@@ -1,6 +1,6 @@
 """Simulator speed on Vidur's splitwise_conv trace (19,366 requests), side by side with Vidur's setup.
 
-Configurations (as the issue states them): Llama-2-7B on A100-80GB, tp=1, chunked prefill with a
+Configurations (the speed benchmark's cases): Llama-2-7B on A100-80GB, tp=1, chunked prefill with a
 512-token budget (Sarathi-style; ``max_num_seqs`` 128 = Vidur's default batch cap), KV block 16;
 (1) one replica at the trace's arrival times; (2) four replicas, round-robin routing, arrivals at 4x
 the rate (timestamps / 4). Each configuration runs in a fresh subprocess so that its peak RSS
@@ -11,7 +11,7 @@ closed loop with 8 concurrent users) on two Llama-3-70B TP-4 H200 instances with
 router, for the "x real time per core" figure.
 
 Reports simulated requests per wall-second of ``simulate()`` (trace loading and cost-model
-construction excluded, timed separately; since the issue 14 startup pass ``simulate()`` builds its pandas
+construction excluded, timed separately; since the startup speed pass ``simulate()`` builds its pandas
 tables only when they are first read, and nothing here reads them), CPU seconds, simulated time / wall time, peak RSS.
 Writes ``runs/bench_sim/results.json`` with provenance. ``--limit N`` runs the first N requests
 (smoke test); ``--profile`` prints the top cProfile entries of the one-replica run.

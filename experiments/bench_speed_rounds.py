@@ -1,4 +1,4 @@
-"""Issue 14's speed figures in one run: alternated rounds of the simulator and env benchmarks, pure vs compiled.
+"""The simulator and env speed figures in one run: alternated rounds of the simulator and env benchmarks, pure vs compiled.
 
 Every job is a fresh process running a committed command of this tree (BENCHMARKS.md, "Env speed on an idle
 machine"); the job order is reversed every other round, so slow drifts of a shared machine fall on both
@@ -22,7 +22,7 @@ a note when absent):
 Writes one JSON line per job to ``--out`` (appending, so an interrupted run keeps its rounds) and prints the
 summary: mean ± 95% Student-t half-width per job over the rounds, and paired ratios by round.
 
-Usage: .venv/bin/python experiments/bench_speed_rounds.py [--rounds 6] [--old-tree /tmp/old14]
+Usage: .venv/bin/python experiments/bench_speed_rounds.py [--rounds 6] [--old-tree OLD_CHECKOUT]
        [--out runs/bench_speed_rounds.jsonl] [--summary-only]
 """
 
@@ -118,7 +118,7 @@ def run_pair(out: Path, name: str, extra: dict) -> None:
 
 def summary(out: Path) -> str:
     """Mean ± 95% half-width per job and the paired ratios of `RATIOS` (rounds paired by order)."""
-    from scipy import stats
+    from optsched.replicate import mean_ci, t_half_width
 
     by: dict[str, list[float]] = defaultdict(list)
     for line in out.read_text().splitlines():
@@ -128,12 +128,8 @@ def summary(out: Path) -> str:
             by[rec["name"]].append(v)
 
     def ci(xs: list[float]) -> tuple[float, float]:
-        n = len(xs)
-        m = sum(xs) / n
-        if n < 2:
-            return m, math.nan
-        sd = math.sqrt(sum((x - m) ** 2 for x in xs) / (n - 1))
-        return m, float(stats.t.ppf(0.975, n - 1)) * sd / math.sqrt(n)
+        est = mean_ci(xs)
+        return est.mean, (math.nan if est.n < 2 else t_half_width(xs))
 
     lines = []
     for name in sorted(by):

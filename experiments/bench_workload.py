@@ -4,7 +4,7 @@ Rates are given per CPU-minute (``time.process_time``, robust to other load on a
 per wall-minute. Each phase runs in a fresh subprocess (one core, single thread) so that its peak RSS
 (``resource.getrusage(RUSAGE_SELF).ru_maxrss``) is its own. Phases:
 
-- ``mooncake``: ``load_mooncake`` of the real trace (``../shared/data``; the shipped 2,000-row sample if absent).
+- ``mooncake``: ``load_mooncake`` of the real trace (the measured-data folder; the shipped 2,000-row sample if absent).
 - ``mooncake_native``: ``load_jsonl`` of the same workload written in the native format.
 - ``chat_generate``: ``generate_chat(N)`` (default N = 1,000,000), then ``write_jsonl`` (timed separately).
 - ``chat_native``: ``load_jsonl`` of that N-call file (schema-equivalent fast validation + Call validation).

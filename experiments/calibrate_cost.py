@@ -1,7 +1,7 @@
 """Refit the cost model's calibration from the measured tables and rewrite the shipped fits.
 
 Reads Vidur A100 (mlp.csv, NCCL all_reduce) and AIConfigurator H200 (GEMM, attention, all-reduce) samples
-from ``--data`` (default ../shared/data), fits per GPU (``optsched.cost.validate.fit_shipped``), computes the
+from ``--data`` (default `optsched.cost.validate.default_data_dir`), fits per GPU (``optsched.cost.validate.fit_shipped``), computes the
 accuracy table (in-sample, held-out, unseen GPU, uncalibrated; ``optsched.cost.validate.accuracy_rows``)
 and writes:
 
@@ -24,12 +24,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
-from optsched.reproduce.config_cli import arg, config_parser, parse_config
-from optsched.reproduce.provenance import collect_provenance
 
+from optsched.config_cli import arg, config_parser, parse_config
 from optsched.cost.calibration import CALIBRATION_DIR
 from optsched.cost.measured import all_samples, subsample, vidur_layer_times
 from optsched.cost.validate import accuracy_rows, default_data_dir, fit_shipped, format_report
+from optsched.reproduce.provenance import collect_provenance
 
 logger = logging.getLogger("calibrate_cost")
 

@@ -1,8 +1,8 @@
-"""Per-TP accuracy of the linear-layer cost model (issue 11 item 2): Vidur mlp.csv profiles at TP 1/2/4/8.
+"""Per-TP accuracy of the linear-layer cost model across tensor parallelism: Vidur mlp.csv profiles at TP 1/2/4/8.
 
 Splits (``optsched.cost.validate_tp``): ``held-out`` (leave one model out, calibrated at every TP, the shipped
 pipeline) and ``tp1-transfer`` (calibrated on TP-1 samples only). Default: the shipped A100 profiles in
-``--data`` (../shared/data). ``--profiles DIR GPU`` adds another GPU's Vidur-format profiles (e.g. Vidur's
+``--data`` (default `optsched.cost.validate.default_data_dir`). ``--profiles DIR GPU`` adds another GPU's Vidur-format profiles (e.g. Vidur's
 ``data/profiling/compute/h100`` with ``h100-sxm``), which are not shipped here. When ``--data`` holds the
 AIConfigurator H200 tables, also the H200 GEMMs at the catalog models' TP shard shapes (``aic_tp_rows``, split
 ``held-out``). ``--ablate-shape`` repeats every row with the GEMM shape dropped from the samples (the

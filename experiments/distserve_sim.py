@@ -1,4 +1,4 @@
-"""DistServe's introduction example in the cluster simulator (issue 4, "seed claims").
+"""DistServe's introduction example in the cluster simulator (a seed claim of the project: the simulator reproduces a published result).
 
 DistServe (Zhong et al., OSDI 2024, §1 / Figure 1): OPT-13B on A100-80GB, 512 input / 64 output tokens,
 Poisson arrivals, SLOs P90 TTFT <= 0.4 s and P90 TPOT <= 0.04 s. Published: colocated 1.6 req/s/GPU,
@@ -66,7 +66,6 @@ import sys
 from pathlib import Path
 
 import numpy as np
-from optsched.reproduce.provenance import collect_provenance
 
 from optsched.cost import CostModel
 from optsched.cost.distserve import (
@@ -77,6 +76,7 @@ from optsched.cost.distserve import (
     fit_prefill_scale,
 )
 from optsched.policies import LeastOutstandingRouter
+from optsched.reproduce.provenance import collect_provenance
 from optsched.sim import SLO, ClusterConfig, InstanceConfig, SchedulerConfig, simulate
 from optsched.workload.types import Call, Session, Workload
 

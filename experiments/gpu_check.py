@@ -1,4 +1,4 @@
-"""One-command device check of the torch executor (issue 13 item 8): parity, kernel efficiency against
+"""One-command device check of the torch executor: parity, kernel efficiency against
 measured ceilings, calibration and sim-to-real, as JSON plus a short table.
 
 Stages (each timed; the whole run is sized to finish in < 8 minutes on one CUDA device at
@@ -248,13 +248,13 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--out", default="runs/gpu_check", help="output folder (default runs/gpu_check)")
     args = ap.parse_args(argv)
     import torch
-    from optsched.reproduce.provenance import collect_provenance
 
     from optsched.executor.calibrate import calibrate, measure_ceilings, set_threads
     from optsched.executor.config import ExecModelConfig, check_device
     from optsched.executor.model import dtype_for
     from optsched.executor.scale import scale_workload
     from optsched.executor.validate import default_variants, validate
+    from optsched.reproduce.provenance import collect_provenance
     from optsched.workload.spec import workload_from_spec
 
     device = check_device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))

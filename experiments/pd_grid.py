@@ -13,7 +13,7 @@ the shipped LMCache agent sessions, started together, load = concurrent copies (
 staggers the session starts uniformly over [0, 2) s. Mean and Student-t 95% CI over seeds; paired
 difference of each candidate to the best one by seed.
 
-The P/D model's choice (`optsched.pipelines.pd_pool`, pool-level MILP with trace-driven coefficients from
+The P/D model's choice (`optsched.pipelines.pd_pool_plan`, pool-level MILP with trace-driven coefficients from
 `optsched.cost.pool_queue`): its candidates are every pool of TP 2/4/8 in every role and size within the 16
 GPUs (a superset of the grid), coefficients averaged over ``--model-seeds`` replications of the workload
 (training seeds, disjoint from the evaluation seeds 0..``--seeds``-1). When the pick is not a grid candidate it
@@ -36,11 +36,11 @@ import sys
 from pathlib import Path
 
 import numpy as np
-from optsched.compare.replication import build_replication, stream
-from optsched.compare.stats import mean_ci, paired_difference
 
+from optsched.compare.replication import build_replication
 from optsched.cost.catalog import load_model
 from optsched.policies.router_round_robin import RoundRobinRouter
+from optsched.replicate import mean_ci, paired_difference, stream
 from optsched.sim import SLO, ClusterConfig, InstanceConfig, SchedulerConfig, simulate
 
 logger = logging.getLogger("pd_grid")
@@ -65,9 +65,8 @@ def workload(name: str, seed: int, load: float, max_calls: int):
     if name == "mooncake":
         src = str(Path(__file__).resolve().parents[1] / MOONCAKE)
         return build_replication(src, seed, load, load_model(MODEL).max_context_tokens, max_calls)[0]
-    from optsched.reproduce.stages.simrun import scale_load
+    from optsched.replicate import scale_load
     from optsched.reproduce.stages.workloads import align_session_starts
-
     from optsched.workload import Session, samples
 
     wl = scale_load(align_session_starts(samples.lmcache_sample(load=True)), load)
@@ -90,7 +89,7 @@ def model_pick(name: str, load: float, slo: SLO, max_calls: int, seeds: list[int
     """The pool MILP's pick on the training replications ``seeds`` (module docstring), its solve record, the
     predicted goodput of every grid candidate and the M/D/1 baseline's pick."""
     from optsched.pipelines.pd import plan_from_workload
-    from optsched.pipelines.pd_pool import pool_instance, solve_pool
+    from optsched.pipelines.pd_pool_plan import pool_instance, solve_pool
 
     wls = [workload(name, s, load, max_calls) for s in seeds]
     inst = pool_instance(wls, [(GPU, MODEL, tp) for tp in (2, 4, 8)], 16, slo.ttft_s, slo.tpot_s)

@@ -8,7 +8,7 @@ The JSON holds `optsched.agents.ppo.Args` fields (``env_kwargs`` is the training
 become tuples). Prints training CPU-s, the first/last 5 training episodes' -Σ TTFT, the final entropy,
 and on seeds 10000..10005 (the default env, -Σ TTFT return) the policy's mean, the best heuristic's
 (cache_aware / shortest_first) and the baseline's (round_robin / fcfs) with the paired difference and
-its 95% CI. The table in BENCHMARKS.md ("PPO ... issue 14", ablations) comes from these runs.
+its 95% CI. The PPO ablation table in BENCHMARKS.md comes from these runs.
 """
 
 from __future__ import annotations
@@ -39,9 +39,10 @@ def main(argv: list[str]) -> int:
     if len(argv) not in (2, 3):
         print("usage: ppo_ablation.py ENV_ID STEPS [ARGS_JSON]", file=sys.stderr)
         return 2
+    from optsched.envs.evaluate import evaluate, paired_difference
+
     from optsched.agents.export import learned_plan
     from optsched.agents.ppo import Args, train
-    from optsched.envs.evaluate import evaluate, paired_difference
 
     env_id, steps = argv[0], int(argv[1])
     extra = {k: tuple(v) if isinstance(v, list) else v for k, v in json.loads(argv[2] if len(argv) == 3 else "{}").items()}

@@ -13,7 +13,7 @@ For the AgentX-like source (the one whose pause law is known: `AgentXParams.gap_
    load_priced_search, and the penalty each rule's paths pay (mean 0 for an online rule: the check that the
    hazards' law is the generator's).
 
-Statistics (`optsched.compare.stats`, Student-t 95% CIs over seeds, differences paired by seed): the mean of
+Statistics (`optsched.replicate`, Student-t 95% CIs over seeds, differences paired by seed): the mean of
 each; ratios of means; L - H (is the relaxation tighter than hindsight?), L - 1.1 H (> 0 beyond the CI proves
 that no online rule is within 10% of the hindsight optimum in expectation), rule - L and rule - 1.1 L (< 0
 beyond the CI: the rule is within 10% of the best online cost). E[L] <= E[cost of every online rule].
@@ -28,23 +28,23 @@ import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from optsched.compare.replication import build_replication, stream
-from optsched.compare.stats import mean_ci, paired_difference
 from optsched.models.residency_priced import build_priced_residency
 from optsched.models.residency_priced_slots import replay_priced
-from optsched.pipelines.residency_bound import FEATURES, fit_penalty, penalty_of_paths, relaxation_bound
-from optsched.pipelines.residency_imitation import ordered_plan
-from optsched.pipelines.residency_priced import priced_instance, solve_priced
-from optsched.reproduce.config_cli import arg, config_parser, parse_config
-from optsched.reproduce.provenance import write_run
 from optsched.solvers import SolverOptions, solve
 
+from optsched.compare.replication import build_replication
+from optsched.config_cli import arg, config_parser, parse_config
 from optsched.cost import CostModel
 from optsched.cost.catalog import load_model
+from optsched.pipelines.residency_bound import FEATURES, fit_penalty, penalty_of_paths, relaxation_bound
+from optsched.pipelines.residency_imitation_fit import ordered_plan
+from optsched.pipelines.residency_priced_solve import priced_instance, solve_priced
 from optsched.policies.residency_imitation import ImitationEvictionResidency
+from optsched.policies.residency_load_priced import LoadPricedResidency
 from optsched.policies.residency_lru import LRUResidency
-from optsched.policies.residency_priced import LoadPricedResidency
 from optsched.policies.residency_ttl import tool_durations_from_calls
+from optsched.replicate import mean_ci, paired_difference, stream
+from optsched.reproduce.provenance import write_run
 from optsched.workload.gen_agentx import AGENTX_VARIANTS
 
 logger = logging.getLogger("residency_bound")
@@ -238,7 +238,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"residency_bound: {problem}", file=sys.stderr)
         return 2
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    for name in ("pyomo", "optsched.solvers", "optsched.pipelines.residency_priced"):
+    for name in ("pyomo", "optsched.solvers", "optsched.pipelines.residency_priced_solve"):
         logging.getLogger(name).setLevel(logging.WARNING)
     out = Path(cfg.out)
     try:

@@ -30,14 +30,14 @@ from pathlib import Path
 from typing import ClassVar
 
 import numpy as np
-from optsched.compare.replication import build_replication
 from optsched.models.residency_priced_slots import replay_priced
-from optsched.pipelines.residency import cost_coefficients
-from optsched.pipelines.residency_priced import priced_instance
 
+from optsched.compare.replication import build_replication
 from optsched.cost import CostModel
 from optsched.cost.catalog import load_model
-from optsched.policies.residency_priced import LoadPricedResidency
+from optsched.pipelines.residency import cost_coefficients
+from optsched.pipelines.residency_priced_solve import priced_instance
+from optsched.policies.residency_load_priced import LoadPricedResidency
 from optsched.policies.residency_priced_evict import PricedEvictionResidency
 from optsched.policies.residency_ttl import tool_durations_from_calls
 

@@ -5,7 +5,7 @@ Per workload source (a generator spec such as ``agentx:sessions=16`` or a trace 
 from `optsched.compare.replication.build_replication` (seed s: its own generated sessions / permuted
 arrival gaps, context cut to the model's window), all at the same load. The rules are derived ONCE on a
 training replication (stream "train" of ``--base-seed``, never an evaluated seed) through the door
-`optsched.pipelines.residency_priced.solve_priced` (LP duals -> HBM price table, per-class prices for the
+`optsched.pipelines.residency_priced_solve.solve_priced` (LP duals -> HBM price table, per-class prices for the
 optimized TTL, pause forecasts; ``--instances`` instances, ``--slot-s`` slots, first ``--max-pauses`` pauses).
 Each evaluated seed then:
 
@@ -14,7 +14,7 @@ Each evaluated seed then:
 2. solves the priced slot model of that seed's workload (hindsight MILP) and replays the training rules on
    it: cost / optimum per rule and instance.
 
-Statistics: `optsched.compare.stats` (Student-t 95% CI over seeds; differences to LRU paired by seed,
+Statistics: `optsched.replicate` (Student-t 95% CI over seeds; differences to LRU paired by seed,
 goodput relative, hit rate absolute; a CI containing 0 is a tie). Writes ``summary.json``,
 ``results.md`` and ``provenance.json`` to ``--out``.
 
@@ -28,17 +28,17 @@ import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from optsched.compare.replication import build_replication, stream
-from optsched.compare.stats import mean_ci, paired_difference, verdict
-from optsched.pipelines.residency import NoToolPauses
-from optsched.pipelines.residency_priced import solve_priced
-from optsched.reproduce.config_cli import arg, config_parser, parse_config
-from optsched.reproduce.provenance import write_run
 from optsched.solvers import SolverOptions
 
+from optsched.compare.replication import build_replication
+from optsched.config_cli import arg, config_parser, parse_config
 from optsched.cost import CostModel
 from optsched.cost.catalog import load_model
+from optsched.pipelines.residency import NoToolPauses
+from optsched.pipelines.residency_priced_solve import solve_priced
 from optsched.policies.residency_ttl import tool_durations_from_calls
+from optsched.replicate import mean_ci, paired_difference, stream, verdict
+from optsched.reproduce.provenance import write_run
 from optsched.sim import ClusterConfig, InstanceConfig, SchedulerConfig, simulate
 from optsched.sim.config import SLO
 from optsched.sim.registry import build_policy
@@ -95,7 +95,7 @@ def _mean_pause_variant(derived, durations) -> dict:
 
 
 def _fresh(variant: dict) -> dict:
-    from optsched.policies.residency_priced import LoadPricedResidency
+    from optsched.policies.residency_load_priced import LoadPricedResidency
 
     return {k: LoadPricedResidency.from_parameters(v) for k, v in variant.items()}
 

@@ -2,10 +2,10 @@
 cluster simulator (seeds, 95% CIs, paired by seed) and against the hindsight optimum (ratio per seed).
 
 Training (never an evaluated seed): ``--train-reps`` replications of stream "train" of ``--base-seed``. The
-first one is the load-priced rule's training replication (`optsched.pipelines.residency_priced.solve_priced`,
+first one is the load-priced rule's training replication (`optsched.pipelines.residency_priced_solve.solve_priced`,
 as in ``experiments/residency_hindsight.py``: price table, pause forecasts); on all of them the priced
 hindsight MILP is solved and its primal evictions are imitated by a pairwise-ranking fit of the online
-eviction score (`optsched.pipelines.residency_imitation.ordered_plan`, the door's export). The exported Plan
+eviction score (`optsched.pipelines.residency_imitation_fit.ordered_plan`, the door's export). The exported Plan
 (``residency/load_priced_imitate``, ``policy.json``) records the load-priced solve and, under
 ``parameters.solve.imitation``, every training MILP's status / objective / gap and the fit.
 
@@ -15,7 +15,7 @@ training replications. Each evaluated seed: (1) simulates LRU, load_priced and b
 instances (router ``--router``, SLO TTFT 10 s / TPOT 0.1 s): goodput and HBM hit rate; (2) solves that seed's
 priced slot model (hindsight MILP) and replays the four rules and the oracle order (every pause kept, the
 pause with the latest TRUE end evicted first: a hindsight reference, not an online rule) on it:
-cost / optimum. Statistics: `optsched.compare.stats` (Student-t 95% CI; differences to LRU paired by seed).
+cost / optimum. Statistics: `optsched.replicate` (Student-t 95% CI; differences to LRU paired by seed).
 ``--grid-diagnostic 1`` also replays every ``SEARCH_GRID`` vector on each evaluated seed and records the best
 one FOR THAT SEED (chosen with the seed's own optimum: how far the key family can go at all, not a rule).
 Writes ``summary.json``, ``results.md``, ``policy.json`` and ``provenance.json`` to ``--out``.
@@ -32,23 +32,23 @@ import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from optsched.compare.replication import build_replication, stream
-from optsched.compare.stats import mean_ci, paired_difference, verdict
-from optsched.pipelines.residency import NoToolPauses
-from optsched.pipelines.residency_imitation import SEARCH_GRID, ordered_plan
-from optsched.pipelines.residency_priced import solve_priced
-from optsched.reproduce.config_cli import arg, config_parser, parse_config
-from optsched.reproduce.provenance import write_run
 from optsched.solvers import SolverOptions
 
+from optsched.compare.replication import build_replication
+from optsched.config_cli import arg, config_parser, parse_config
 from optsched.cost import CostModel
 from optsched.cost.catalog import load_model
 from optsched.export import plan_to_json
+from optsched.pipelines.residency import NoToolPauses
+from optsched.pipelines.residency_imitation_fit import SEARCH_GRID, ordered_plan
+from optsched.pipelines.residency_priced_solve import solve_priced
 from optsched.plan import Plan
 from optsched.policies.residency_imitation import ImitationEvictionResidency
+from optsched.policies.residency_load_priced import LoadPricedResidency
 from optsched.policies.residency_lru import LRUResidency
-from optsched.policies.residency_priced import LoadPricedResidency
 from optsched.policies.residency_ttl import tool_durations_from_calls
+from optsched.replicate import mean_ci, paired_difference, stream, verdict
+from optsched.reproduce.provenance import write_run
 from optsched.sim import ClusterConfig, InstanceConfig, SchedulerConfig, simulate
 from optsched.sim.config import SLO
 from optsched.sim.registry import build_policy

@@ -7,7 +7,7 @@ Workloads (``--workloads``):
 * ``lmcache``: the shipped LMCache agent sessions (``lmcache_sample``: one mini-swe-agent and one
   tau-bench session, closed loop). The source recorded them two days apart, so their start times are
   re-based to ``k * --stagger-s`` (k = session index) to make them share the cluster.
-* ``lmcache-full``: all 44 non-empty LMCache sessions from ``../shared/data/lmcache_agent_trace``
+* ``lmcache-full``: all 44 non-empty LMCache sessions from ``lmcache_agent_trace`` of the measured-data folder
   (skipped with a warning when the data folder is absent), re-based the same way.
 Cluster: ``--instances`` colocated instances of ``--model`` on ``--gpu`` with tensor parallelism
 ``--tp`` (default llama-3-70b TP-4 on H200: 131,072-token context; Mooncake prompts reach 123,783 tokens,

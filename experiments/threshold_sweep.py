@@ -1,4 +1,4 @@
-"""Concurrency sweep of vLLM's ``long_prefill_token_threshold`` on an AgentX-like workload (issue 4 seed claim).
+"""Concurrency sweep of vLLM's ``long_prefill_token_threshold`` on an AgentX-like workload (a seed claim of the project).
 
 Seed claim: ``long_prefill_token_threshold=512`` raises TPGS and P90 interactivity over no threshold
 (published vLLM: up to +93% TPGS and ~2.3x P90 interactivity at the sweep's best point) and raises the TTFT

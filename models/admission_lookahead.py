@@ -38,6 +38,7 @@ from collections.abc import Sequence
 
 import numpy as np
 from optsched.models.admission_data import KVRequest
+from optsched.models.admission_rounds import extend, mcsf_finish, rollout_step
 
 __all__ = ["candidate_starts", "continuation_probability", "sample_stream", "scenario_lookahead_step"]
 
@@ -136,14 +137,12 @@ def candidate_starts(state, waiting: Sequence[int], t: int, subset_cap: int) -> 
 
 def _rollout_finish(state, idx: Sequence[int], t: int) -> int:
     """Total latency of ``idx`` when the plain rollout (`admission_online`) schedules them from round t."""
-    from optsched.models.admission_online import _rollout_step
-
     req = state.req
     idx = list(idx)
     while any(state.starts[i] < 0 for i in idx):
         waiting = [i for i in idx if state.starts[i] < 0 and req[i].arrival <= t]
         if waiting and any(state.fits(i, t) for i in waiting):
-            state = _rollout_step(state, idx, waiting, t)
+            state = rollout_step(state, idx, waiting, t)
         t += 1
     return sum(state.starts[i] + req[i].output_tokens - req[i].arrival for i in idx)
 
@@ -152,15 +151,13 @@ def scenario_lookahead_step(state, known: list[int], waiting: list[int], t: int,
                             history: Sequence[int] | None = None, size_law: Sequence[tuple[int, int]] = ()):
     """State after round t's starts under the scenario lookahead; ``cfg`` is `admission_online.RuleConfig`
     (fields ``lookahead_scenarios``, ``lookahead_horizon_rounds``, ``continue_prob``, ``subset_cap``,
-    ``seed``); ``state`` (`admission_online._State`) is not modified.
+    ``seed``); ``state`` (`admission_rounds.RoundState`) is not modified.
 
     ``history``: arrival rounds of every request seen so far (default: those of ``known``); it sets the
     rate estimate and the sampler seed, so a caller may pass in ``known`` only the requests whose cost can
     still change (running or waiting) and get the same decision: finished requests add the same constant
     to every candidate's cost. ``size_law``: see `sample_stream`.
     """
-    from optsched.models.admission_scenario import _extend, _mcsf_total
-
     req = state.req
     n = len(req)
     seen = [req[i].arrival for i in known] if history is None else list(history)
@@ -176,7 +173,7 @@ def scenario_lookahead_step(state, known: list[int], waiting: list[int], t: int,
         costs = [_rollout_finish(c.copy(), known, t + 1) for c in cands]
     else:
         costs = [
-            sum(_mcsf_total(_extend(c, ph), known + list(range(n, n + len(ph))), t + 1) for ph in draws)
+            sum(mcsf_finish(extend(c, ph), known + list(range(n, n + len(ph))), t + 1) for ph in draws)
             / len(draws)
             for c in cands
         ]

@@ -47,6 +47,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from optsched.models.admission_data import KVRequest
+from optsched.models.admission_rounds import RoundState, rollout_step
 
 __all__ = ["DIAGNOSTICS", "RULES", "RuleConfig", "memory_profile", "simulate_rounds", "total_latency"]
 
@@ -125,75 +126,6 @@ def _order_and_stop(cfg: RuleConfig) -> tuple[Callable[[int, KVRequest], tuple],
     return (lambda i, r: (r.output_tokens, r.arrival, i)), True  # mcsf, and rollout's base policy
 
 
-class _State:
-    """Future KV load (tokens per round) of started requests and their start rounds."""
-
-    def __init__(self, requests: Sequence[KVRequest], memory_tokens: int) -> None:
-        self.req = requests
-        self.mem = memory_tokens
-        horizon = max(r.arrival for r in requests) + sum(r.output_tokens for r in requests) + 2
-        self.load = np.zeros(horizon + 1, dtype=np.int64)
-        self.starts = [-1] * len(requests)
-
-    def copy(self) -> _State:
-        new = object.__new__(_State)
-        new.req, new.mem, new.load, new.starts = self.req, self.mem, self.load.copy(), list(self.starts)
-        return new
-
-    def _ensure(self, end: int) -> None:
-        if end > len(self.load):  # grow the horizon (interval rules may idle past the initial guess)
-            self.load = np.concatenate([self.load, np.zeros(max(end, 2 * len(self.load)) - len(self.load), np.int64)])
-
-    def fits(self, i: int, t: int) -> bool:
-        r = self.req[i]
-        self._ensure(t + 1 + r.output_tokens)
-        window = self.load[t + 1 : t + 1 + r.output_tokens]
-        return bool(np.all(window + r.prompt_tokens + np.arange(1, r.output_tokens + 1) <= self.mem))
-
-    def start(self, i: int, t: int) -> None:
-        r = self.req[i]
-        self._ensure(t + 1 + r.output_tokens)
-        self.load[t + 1 : t + 1 + r.output_tokens] += r.prompt_tokens + np.arange(1, r.output_tokens + 1)
-        self.starts[i] = t
-
-    def fill(self, order: Sequence[int], t: int, stop: bool) -> None:
-        for i in order:
-            if self.starts[i] >= 0:
-                continue
-            if self.fits(i, t):
-                self.start(i, t)
-            elif stop:
-                break
-
-
-def _mcsf_finish(state: _State, known: Sequence[int], t: int) -> int:
-    """Total latency of ``known`` when MC-SF schedules their unstarted ones from round t on (a request
-    can start only from its arrival round)."""
-    key, _ = _order_and_stop(RuleConfig("mcsf"))
-    rem = [i for i in known if state.starts[i] < 0]
-    rem.sort(key=lambda j: key(j, state.req[j]))
-    while rem:
-        state.fill([i for i in rem if state.req[i].arrival <= t], t, stop=True)
-        rem = [i for i in rem if state.starts[i] < 0]
-        t += 1
-    return sum(state.starts[i] + state.req[i].output_tokens - state.req[i].arrival for i in known)
-
-
-def _rollout_step(state: _State, known: list[int], waiting: list[int], t: int) -> _State:
-    key, _ = _order_and_stop(RuleConfig("mcsf"))
-    order = sorted(waiting, key=lambda j: key(j, state.req[j]))
-    best, best_cost = None, None
-    for first in [None] + [i for i in order if state.fits(i, t)]:
-        trial = state.copy()
-        if first is not None:
-            trial.start(first, t)
-            trial.fill(order, t, stop=True)
-        cost = _mcsf_finish(trial.copy(), known, t + 1)
-        if best_cost is None or cost < best_cost:
-            best, best_cost = trial, cost
-    return best
-
-
 def simulate_rounds(requests: Sequence[KVRequest], memory_tokens: int, rule: RuleConfig) -> tuple[int, ...]:
     """Start round of every request under ``rule`` (deterministic; ties broken by arrival, then index).
 
@@ -205,7 +137,7 @@ def simulate_rounds(requests: Sequence[KVRequest], memory_tokens: int, rule: Rul
             raise ValueError(f"requests[{i}]: peak {r.peak_tokens} tokens > memory_tokens={memory_tokens}")
     key, stop = _order_and_stop(rule)
     n = len(requests)
-    state = _State(requests, memory_tokens)
+    state = RoundState(requests, memory_tokens)
     pending = sorted(range(n), key=lambda i: requests[i].arrival)
     known: list[int] = []
     waiting: list[int] = []
@@ -221,7 +153,7 @@ def simulate_rounds(requests: Sequence[KVRequest], memory_tokens: int, rule: Rul
         if rule.name in ("rollout", "rollout_hindsight"):
             if any(state.fits(i, t) for i in waiting):
                 seen = known if rule.name == "rollout" else list(range(n))
-                state = _rollout_step(state, seen, waiting, t)
+                state = rollout_step(state, seen, waiting, t)
         elif rule.name == "scenario_rollout":
             if any(state.fits(i, t) for i in waiting):
                 from optsched.models.admission_scenario import scenario_rollout_step

@@ -32,10 +32,9 @@ run is deterministic.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import numpy as np
 from optsched.models.admission_data import KVRequest
+from optsched.models.admission_rounds import extend, mcsf_finish
 
 __all__ = ["sample_arrivals", "scenario_rollout_step"]
 
@@ -64,30 +63,6 @@ def sample_arrivals(
     return tuple(sorted(out, key=lambda r: r.arrival))
 
 
-def _mcsf_total(state, idx: Sequence[int], t: int) -> int:
-    """MC-SF schedules the unstarted requests of ``idx`` from round t on; total latency of ``idx``."""
-    req = state.req
-    rem = sorted(
-        (i for i in idx if state.starts[i] < 0), key=lambda j: (req[j].output_tokens, req[j].arrival, j)
-    )
-    while rem:
-        state.fill([i for i in rem if req[i].arrival <= t], t, stop=True)
-        rem = [i for i in rem if state.starts[i] < 0]
-        t += 1
-    return sum(state.starts[i] + req[i].output_tokens - req[i].arrival for i in idx)
-
-
-def _extend(state, phantoms: tuple[KVRequest, ...]):
-    """Copy of ``state`` whose request list also holds ``phantoms`` (not started)."""
-    from optsched.models.admission_online import _State
-
-    ext = _State(tuple(state.req) + phantoms, state.mem)
-    ext._ensure(len(state.load))
-    ext.load[: len(state.load)] = state.load
-    ext.starts = list(state.starts) + [-1] * len(phantoms)
-    return ext
-
-
 def scenario_rollout_step(
     state,
     known: list[int],
@@ -99,9 +74,7 @@ def scenario_rollout_step(
     switch_margin_rounds: float = 3.0,
 ):
     """The state after round t's starts under the scenario rollout (module docstring); ``state`` is
-    `admission_online._State` and is not modified."""
-    from optsched.models.admission_online import _mcsf_finish
-
+    `admission_rounds.RoundState` and is not modified."""
     req = state.req
     rng = np.random.default_rng([seed, t, len(known)])
     rate = (1.0 + len(known)) / (1.0 + t + 1)
@@ -115,9 +88,9 @@ def scenario_rollout_step(
             trial.start(first, t)
             trial.fill(order, t, stop=True)
         trials.append(trial)
-        known_cost.append(_mcsf_finish(trial.copy(), known, t + 1))
+        known_cost.append(mcsf_finish(trial.copy(), known, t + 1))
         total = sum(
-            _mcsf_total(_extend(trial, ph), known + list(range(n, n + len(ph))), t + 1) for ph in draws
+            mcsf_finish(extend(trial, ph), known + list(range(n, n + len(ph))), t + 1) for ph in draws
         )
         scen_cost.append(total / scenarios)
     plain = min(range(len(trials)), key=lambda k: known_cost[k])  # first minimum, as the plain rollout

@@ -2,11 +2,11 @@
 trace-driven pool prediction, instead of per-instance M/D/1 capacities (`optsched.models.pd`, kept as the
 named baseline "md1").
 
-Why (issue 12 item 3): per-instance capacities add up linearly, so the M/D/1 model cannot see that TTFT on a
+Why: per-instance capacities add up linearly, so the M/D/1 model cannot see that TTFT on a
 bursty heavy-tailed trace is set by the pool's parallelism (halving a prefill pool doubles its P90 TTFT on the
 Mooncake sample) nor a closed loop's self-throttling; a pool's goodput is not n × one instance's. The
 coefficients g[o] come from `optsched.cost.pool_queue.predict_pool` on the workload, precomputed for every
-candidate pool o (`optsched.pipelines.pd_pool`); the formulation never calls the cost model.
+candidate pool o (`optsched.pipelines.pd_pool_plan`); the formulation never calls the cost model.
 
 Sets: options O = {(config k, role r ∈ {prefill, decode, colocated}, size n)}.
 Parameters: g[o] goodput (calls/s within SLO) of pool o alone (for a prefill pool: calls meeting TTFT; for a

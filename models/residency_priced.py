@@ -3,7 +3,7 @@
 The slot model of `optsched.models.residency` charges a constant price for holding HBM whatever the load.
 Here holding HBM costs nothing by itself; what it costs is the room it takes when HBM is tight. Every
 instance i has H_i HBM KV tokens; in slot t the running calls on i hold R[i,t] tokens (data: the calls'
-KV on the uncontended timeline, `optsched.pipelines.residency_priced`), so the paused KV may use
+KV on the uncontended timeline, `optsched.pipelines.residency_priced_solve`), so the paused KV may use
 C[i,t] = max(0, H_i - R[i,t]). The dual of that row is the price of HBM on i in slot t (s per token of
 HBM for one slot): zero when the row is slack, positive when it binds.
 

@@ -20,7 +20,7 @@ bucket t); W[d] ≥ 0 queueing wait (s) of d's call; z[d] ∈ {0,1} SLO miss (ob
 Elastic HBM (``inst.spill_s_per_token`` set): e[i] ≥ 0 is the peak number of KV tokens on i that do not
 fit and leave HBM (offloaded to DRAM, reloaded over PCIe when their session returns), charged
 ``spill_s_per_token`` each. Without it the model is infeasible as soon as running requests leave less free
-HBM than the paused sessions hold (observed online at high load, issue 12); with it the HBM price is
+HBM than the paused sessions hold (observed online at high load); with it the HBM price is
 capped: Σ_t π[i,t] ≤ spill (reduced cost of e[i] ≥ 0), i.e. holding is never priced above not holding.
 The peak is a lower estimate of the spilled tokens when different sessions overflow in different buckets.
   "slo":   min Σ_d w_d·z[d] + 1e-3·Σ_d w_d·TTFT[d] + link_price·Σ_o link[o]x[o] + 1e-6·Σ B

@@ -36,7 +36,7 @@ POLICY_CLASSES: dict[tuple[str, str], str] = {
     ("admission", "mlp"): "optsched.policies.admission_mlp:MLPAdmission",
     ("admission", "mcsf_rollout"): "optsched.policies.admission_derived:DerivedAdmission",
     ("residency", "ttl_opt"): "optsched.policies.residency_ttl_opt:OptimizedTTLResidency",
-    ("residency", "load_priced"): "optsched.policies.residency_priced:LoadPricedResidency",
+    ("residency", "load_priced"): "optsched.policies.residency_load_priced:LoadPricedResidency",
     ("residency", "load_priced_evict"): "optsched.policies.residency_priced_evict:PricedEvictionResidency",
     ("residency", "load_priced_imitate"): "optsched.policies.residency_imitation:ImitationEvictionResidency",
     ("routing", "price"): "optsched.plan:build_price_router",

@@ -2,7 +2,7 @@
 
 For formulations that also ship a matrix form for speed (e.g. `optsched.models.routing_session_lp`):
 building a Pyomo model costs more than an online decision may take. Termination is checked before any
-value is returned (STYLE.md habit 8).
+value is returned (CONTRIBUTING.md).
 """
 
 from __future__ import annotations

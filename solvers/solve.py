@@ -1,4 +1,4 @@
-"""One solve entry point for every formulation (STYLE.md habit 8)."""
+"""One solve entry point for every formulation (CONTRIBUTING.md)."""
 
 from __future__ import annotations
 

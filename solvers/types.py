@@ -1,4 +1,4 @@
-"""Solver options and the result of one solve (DESIGN.md "solvers/", STYLE.md habit 8).
+"""Solver options and the result of one solve (DESIGN.md "solvers/", CONTRIBUTING.md).
 
 `SolverOptions` is what a caller may ask of any backend; `SolveResult` is what every backend reports.
 Gap convention (same as HiGHS' ``mip_rel_gap``): ``gap = |objective - bound| / max(|objective|, 1e-9)``;

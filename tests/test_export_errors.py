@@ -1,5 +1,5 @@
 """Policy files: every load error names the file; an unknown policy type is rejected by export as the
-simulator rejects it (issue 11, item 11)."""
+simulator rejects it."""
 
 from __future__ import annotations
 

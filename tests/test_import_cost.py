@@ -15,7 +15,7 @@ HEAVY = ("scipy", "jsonschema", "pandas", "optsched.workload.gen_agentx", "optsc
 
 def test_simulate_path_imports_nothing_heavy():
     code = ("import sys; import optsched.cli as c; c.build_parser(); import optsched.sim; "
-            "from optsched.sim.sim_config import run_config; from optsched.workload import load_any, load_vidur_trace; "
+            "from optsched.sim_file import run_config; from optsched.workload import load_any, load_vidur_trace; "
             f"print([m for m in {HEAVY!r} if m in sys.modules])")
     out = subprocess.run([sys.executable, "-c", code], check=True, text=True, capture_output=True).stdout
     assert out.strip() == "[]"

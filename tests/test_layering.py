@@ -2,11 +2,15 @@
 
 1. Importing any core module (every module under ``optsched/`` except the non-core folders in
    `NOT_CORE`) loads none of pyomo, cvxpy, highspy, gymnasium, torch (fresh subprocess).
-2. No import cycle among the module-level imports of optsched and its mapped packages (``models/``,
-   ``solvers/``, ``envs/``), folders mapped to their
-   ``optsched.*`` names through pyproject's ``[tool.setuptools.package-dir]``. Imports inside functions
-   are lazy and allowed; ``if TYPE_CHECKING:`` blocks do not count.
+2. No import cycle among the modules of optsched and its mapped packages (``models/``, ``solvers/``,
+   ``envs/``), folders mapped to their ``optsched.*`` names through pyproject's
+   ``[tool.setuptools.package-dir]``: neither among the imports that run at import time nor when the
+   imports inside functions are counted too (a lazy import defers a circle, it does not remove it).
+   ``if TYPE_CHECKING:`` blocks do not count.
 3. No module outside ``optsched/sim/`` touches a private member of `optsched.sim.Simulator`.
+4. One home per decision: no module name appears in two of ``models/``, ``optsched/pipelines/``,
+   ``optsched/policies/``, ``envs/`` except a decision's own name (``routing.py`` is the routing model,
+   door and env); every decision has its door, models and online policies by name.
 """
 
 from __future__ import annotations
@@ -64,13 +68,27 @@ def _module_level(body: list[ast.stmt]):
                 yield from _module_level(sub if field != "handlers" else [s for h in sub for s in h.body])
 
 
-def import_graph() -> dict[str, set[str]]:
-    """Module -> modules of this tree it imports at module level."""
+def _every_level(body: list[ast.stmt]):
+    """Every statement, function bodies included; not under ``if TYPE_CHECKING:``."""
+    for node in body:
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            yield from _every_level(node.orelse)
+            continue
+        yield node
+        for field in ("body", "orelse", "finalbody", "handlers"):
+            sub = getattr(node, field, None)
+            if isinstance(sub, list) and sub and isinstance(sub[0], (ast.stmt, ast.excepthandler)):
+                yield from _every_level(sub if field != "handlers" else [s for h in sub for s in h.body])
+
+
+def import_graph(lazy: bool = False) -> dict[str, set[str]]:
+    """Module -> modules of this tree it imports at module level (``lazy``: inside functions too)."""
     files = module_files()
+    walk = _every_level if lazy else _module_level
     graph: dict[str, set[str]] = {m: set() for m in files}
     for mod, path in files.items():
         is_pkg = path.name == "__init__.py"
-        for node in _module_level(ast.parse(path.read_text(), str(path)).body):
+        for node in walk(ast.parse(path.read_text(), str(path)).body):
             targets: list[str] = []
             if isinstance(node, ast.Import):
                 targets = [a.name for a in node.names]
@@ -188,7 +206,7 @@ def test_core_import_pulls_no_heavy_packages():
     assert out.stdout.strip() == "", out.stdout.strip()
 
 
-def test_the_issue_one_liner_loads_no_heavy_package():
+def test_the_core_one_liner_loads_no_heavy_package():
     code = ("import sys, optsched.cli, optsched.export, optsched.plan, optsched.sim, optsched.policies\n"
             f"print(','.join(m for m in {FORBIDDEN!r} if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
@@ -223,9 +241,37 @@ def test_graph_walks_every_mapped_folder():
     assert "optsched.sim.engine" in g["optsched.sim"]  # optsched/sim/__init__.py imports the engine
 
 
+def test_lazy_scan_sees_imports_inside_functions():
+    tree = ast.parse("import x\ndef f():\n    import y\n    class C:\n        def g(self):\n            from z import w\n"
+                     "if TYPE_CHECKING:\n    import t\n")
+    names = {a.name for n in _every_level(tree.body) if isinstance(n, ast.Import) for a in n.names}
+    froms = {n.module for n in _every_level(tree.body) if isinstance(n, ast.ImportFrom)}
+    assert (names, froms) == ({"x", "y"}, {"z"})
+
+
+def test_lazy_cycle_is_found_in_a_tree(tmp_path, monkeypatch):
+    """A circle closed only by a function-level import is invisible to the module-level scan and red in
+    the lazy one (the check this file runs on the real tree)."""
+    pkg = tmp_path / "p"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("from optsched.p import b\n")
+    (pkg / "b.py").write_text("def f():\n    from optsched.p.a import g\n    return g\n")
+    monkeypatch.setattr(sys.modules[__name__], "module_files",
+                        lambda: {"optsched.p": pkg / "__init__.py", "optsched.p.a": pkg / "a.py",
+                                 "optsched.p.b": pkg / "b.py"})
+    assert find_cycles(import_graph()) == []
+    assert find_cycles(import_graph(lazy=True)) == [["optsched.p.a", "optsched.p.b", "optsched.p.a"]]
+
+
 def test_no_import_cycle():
     cycles = find_cycles(import_graph())
     assert not cycles, "import cycles:\n" + "\n".join(" -> ".join(c) for c in cycles)
+
+
+def test_no_import_cycle_through_function_level_imports():
+    cycles = find_cycles(import_graph(lazy=True))
+    assert not cycles, "import cycles (imports inside functions counted):\n" + "\n".join(" -> ".join(c) for c in cycles)
 
 
 # ---- 3. no private Simulator member outside optsched/sim/ ------------------------------------
@@ -265,11 +311,11 @@ def private_uses(path: Path, private: set[str]) -> list[str]:
 
 def test_private_member_scan_sees_the_engine_internals():
     private = simulator_private_members()
-    assert {"_q", "_driver", "_seqs", "_on_release", "_push_release", "_admit"} <= private
+    assert {"_driver", "_seqs", "_on_release", "_push_release", "_admit"} <= private
     assert "run_until_decision" not in private and "dispatch" not in private
     probe = ROOT / "tests" / "_probe_private.py"
     try:
-        probe.write_text("def f(sim):\n    sim._push_release(0.0, 1)\n    return sim._q, self_like._seqs\n")
+        probe.write_text("def f(sim):\n    sim._push_release(0.0, 1)\n    return sim._driver, self_like._seqs\n")
         assert len(private_uses(probe, private)) == 3
     finally:
         probe.unlink()
@@ -329,3 +375,34 @@ def test_upper_layer_plan_policies_arrive_by_entry_point():
     assert t[("routing", "session")] == "optsched.pipelines.session_routing:router_from_parameters"
     assert t[("admission", "scenario_lookahead")] == "optsched.pipelines.admission_cluster:LookaheadAdmission"
     assert all(not v.startswith(UPPER) for v in POLICY_CLASSES.values())
+
+
+# ---- 4. one home per decision ----------------------------------------------------------------
+# where a reader looks for a decision's model, door, online policies and env
+DECISION_HOMES = ("models", "optsched/pipelines", "optsched/policies", "envs")
+DECISIONS = ("routing", "pd", "admission", "residency")
+
+
+def shared_names(folders: dict[str, list[str]]) -> dict[str, list[str]]:
+    """Module names found in more than one folder, except ``__init__`` and a decision's own name
+    (``<decision>.py``: the decision's model, door or env in each folder)."""
+    seen: dict[str, list[str]] = {}
+    for folder, names in folders.items():
+        for n in names:
+            seen.setdefault(n, []).append(folder)
+    return {n: f for n, f in sorted(seen.items()) if len(f) > 1 and n != "__init__" and n not in DECISIONS}
+
+
+def test_shared_name_scan_sees_a_repeat():
+    assert shared_names({"models": ["routing", "residency_priced"], "optsched/policies": ["residency_priced"],
+                         "envs": ["routing"]}) == {"residency_priced": ["models", "optsched/policies"]}
+
+
+def test_no_module_name_repeats_across_the_decision_homes():
+    folders = {d: [p.stem for p in sorted((ROOT / d).glob("*.py"))] for d in DECISION_HOMES}
+    assert shared_names(folders) == {}
+    for d in DECISIONS:  # every decision has its door, and its model(s) and online policies by name
+        assert (ROOT / "optsched" / "pipelines" / f"{d}.py").is_file()
+        assert list((ROOT / "models").glob(f"{d}*.py"))
+    for prefix in ("router_", "admission_", "residency_"):
+        assert list((ROOT / "optsched" / "policies").glob(f"{prefix}*.py"))

@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 __all__ = ["FORMATS_HELP", "add_convert"]
 
@@ -22,14 +24,12 @@ the Mooncake family and LMCache logs pass --block-size (default 512)
 """
 
 
-def _convert(args: argparse.Namespace) -> int:
-    from optsched.cli.workload import _load
-
+def _convert(args: argparse.Namespace, load: Callable[[str, bool, int | None], Any]) -> int:
     out = Path(args.output)
     if not out.parent.exists():
         raise ValueError(f"{out}: folder {out.parent} does not exist")
     # loader warnings as one "optsched workload: warning:" line each, as `workload stats` prints them
-    w = _load(args.input, False, args.block_size)
+    w = load(args.input, False, args.block_size)
     if args.to == "native":
         from optsched.workload.native import write_jsonl
 
@@ -46,15 +46,15 @@ def _convert(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_convert(sub, wrap) -> None:
-    """Register ``convert`` under the ``workload`` sub-parsers; ``wrap`` is the CLI's error wrapper."""
+def add_convert(sub, wrap, load: Callable[[str, bool, int | None], Any], block_size_help: str) -> None:
+    """Register ``convert`` under the ``workload`` sub-parsers; ``wrap`` is the CLI's error wrapper,
+    ``load(source, verbose, block_size)`` the ``workload`` verb's loader (its warnings as one line each)
+    and ``block_size_help`` its ``--block-size`` help, so both verbs read traces the same way."""
     c = sub.add_parser("convert", help="convert a trace to another format", epilog=FORMATS_HELP,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     c.add_argument("input", help="trace file or folder (any format listed below)")
     c.add_argument("-o", "--output", required=True, help="output file (its folder must exist)")
     c.add_argument("--to", required=True, choices=("agentic-mooncake", "mooncake-sessions", "native"),
                    help="output format (mooncake-sessions holds chains only)")
-    from optsched.cli.workload import BLOCK_SIZE_HELP
-
-    c.add_argument("--block-size", type=int, default=None, metavar="TOKENS", help=BLOCK_SIZE_HELP)
-    c.set_defaults(func=wrap(_convert))
+    c.add_argument("--block-size", type=int, default=None, metavar="TOKENS", help=block_size_help)
+    c.set_defaults(func=wrap(lambda args: _convert(args, load)))

@@ -84,7 +84,7 @@ def plot_pareto(rows: list[dict], key: str, path: Path) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     from optsched.sim.result import _clean
-    from optsched.sim.sim_config import apply_override, check_config, load_config_dict, run_config
+    from optsched.sim_file import apply_override, check_config, load_config_dict, run_config
 
     cfg = load_config_dict(args.config)
     if args.block_size is not None:

@@ -8,11 +8,11 @@ admission: ``--workload jaillet:N`` solves one Jaillet-style unit-round instance
 ``agentx:N`` is quantized to the unit-round model (`optsched.pipelines.admission.solve_workload`).
 residency: ``--workload`` (a trace path or ``agentx:N``) -> tool pauses on ``--instances`` instances ->
 priced slot model: LP relaxation (HBM-row duals = load-dependent HBM price) + hindsight MILP vs the online
-rules (`optsched.pipelines.residency_priced.solve_priced`; block-denominated quantities use the workload's
+rules (`optsched.pipelines.residency_priced_solve.solve_priced`; block-denominated quantities use the workload's
 block), and the policy of ``--rule`` with its solve record in ``parameters.solve``:
 ``load_priced`` (keep / offload / drop from the price table), ``load_priced_evict`` (plus the priced eviction
 order), ``load_priced_imitate`` / ``load_priced_search`` (plus an eviction order fitted to, resp. grid-searched
-against, the hindsight MILP of the same workload: `optsched.pipelines.residency_imitation.ordered_plan`, its
+against, the hindsight MILP of the same workload: `optsched.pipelines.residency_imitation_fit.ordered_plan`, its
 training MILPs' status / objective / bound / gap, method and weights under ``parameters.solve.imitation``; both
 written as type ``load_priced_imitate``). Default ``load_priced_search``, the rule of record (BENCHMARKS.md,
 "Eviction orders derived from the hindsight optimum's primal"): better than LRU on HBM hit on the tight
@@ -43,7 +43,7 @@ logger = logging.getLogger("optsched.solve")
 PROBLEMS = ("routing", "pd", "admission", "residency")
 # --formulation per problem, the first is the default (the named baseline of its family)
 FORMULATIONS = {"routing": ("window", "session"), "pd": ("md1", "pool")}
-# --rule of residency, the first is the default (module docstring): optsched.pipelines.residency_imitation.RULES,
+# --rule of residency, the first is the default (module docstring): optsched.pipelines.residency_imitation_fit.RULES,
 # copied here so that the parser imports no solver package; tests/pipelines/test_residency_rules.py checks they agree
 RESIDENCY_RULES = ("load_priced_search", "load_priced", "load_priced_evict", "load_priced_imitate")
 
@@ -225,7 +225,7 @@ def _residency(args, opts):
     from dataclasses import replace
 
     from optsched.cost import CostModel
-    from optsched.pipelines.residency_priced import solve_priced
+    from optsched.pipelines.residency_priced_solve import solve_priced
 
     def load(seed: int):  # the solved workload and each --train-seeds replication, cut alike by --sessions
         wl = _workload(args.workload, seed)
@@ -248,7 +248,7 @@ def _residency(args, opts):
             r = cost / out.optimum_s if out.optimum_s > 0 else (1.0 if cost <= 1e-9 else float("inf"))
             ratio = f"  ratio {r:.4f}"
         print(f"  {name:{width}s} cost {cost:12.3f} s{ratio}")
-    from optsched.pipelines.residency_imitation import ORDER_METHODS, rule_plan
+    from optsched.pipelines.residency_imitation_fit import ORDER_METHODS, rule_plan
 
     seeds = list(args.train_seeds or (args.seed,))
     train = [wl] if args.train_seeds is None else [load(s) for s in seeds]

@@ -227,4 +227,4 @@ def register(subparsers) -> None:
     g.set_defaults(func=_pipe_safe(_generate))
     from optsched.cli.convert import add_convert
 
-    add_convert(sub, _pipe_safe)
+    add_convert(sub, _pipe_safe, _load, BLOCK_SIZE_HELP)

@@ -56,15 +56,13 @@ def price_plan_from_workload(wl: Any, gpu: str, model: str, tp: int, n_instances
 
 
 def session_plan_from_workload(wl: Any, gpu: str, model: str, tp: int, n_instances: int, options: Any,
-                               seed: int, cluster: dict[str, Any] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+                               seed: int, cluster: Any = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """The session routing door: (the routing/session Plan document {kind, type, parameters}, solve record
-    as above). ``cluster``: the comparison's cluster (`optsched.compare.jobs` format), on which the door's
-    calibration simulation of the move margin runs (None: the door's default cluster)."""
-    from optsched.compare.jobs import cluster_config
+    as above). ``cluster``: the comparison's `ClusterConfig` (`optsched.compare.jobs.cluster_config`), on
+    which the door's calibration simulation of the move margin runs (None: the door's default cluster)."""
     from optsched.pipelines.session_routing import plan_from_workload
 
-    plan, res = plan_from_workload(wl, gpu, model, tp, options, seed, n_instances=n_instances,
-                                   cluster=None if cluster is None else cluster_config(cluster))
+    plan, res = plan_from_workload(wl, gpu, model, tp, options, seed, n_instances=n_instances, cluster=cluster)
     doc = {"kind": plan.kind, "type": plan.type, "parameters": dict(plan.parameters)}
     return json_roundtrip(doc), _record(res)
 
@@ -121,13 +119,13 @@ def rolling_router(doc: dict[str, Any], gpu: str, model: str, tp: int) -> Any:
 
 
 def _runcache() -> Any:
-    from optsched.reproduce import runcache
+    from optsched import runcache
 
     return runcache
 
 
 def canonical_json(obj: Any) -> str:
-    """Canonical JSON (sorted keys, fixed separators) — `optsched.reproduce.runcache.canonical_json`."""
+    """Canonical JSON (sorted keys, fixed separators) — `optsched.runcache.canonical_json`."""
     return _runcache().canonical_json(obj)
 
 
@@ -143,7 +141,7 @@ def RunCache(root: Any, salt: str = "") -> Any:
 
 def code_digest() -> str:
     """Digest of the code a cached run depends on (the optsched core, models, solvers, pipelines and
-    compare packages; `optsched.reproduce.runcache.code_digest` over their installed folders)."""
+    compare packages; `optsched.runcache.code_digest` over their installed folders)."""
     import importlib
     from pathlib import Path
 

@@ -14,7 +14,7 @@ Providers:
   max(longest session chain of lower-bound latencies and think times, capacity busy time / I). On agentic
   traffic the makespan is set by the sessions' pauses, not the GPUs, so this is ~10x tighter (AgentX-like
   256k: ≈ 0.27 vs 3.0 calls/s).
-- An exact session-level hindsight model for small instances (issue 12) plugs in with
+- An exact session-level hindsight model for small instances plugs in with
   `register_bound` and returns its optimum (``proven`` True when solved to optimality, its dual bound
   otherwise).
 

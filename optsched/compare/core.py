@@ -14,7 +14,7 @@ Method (``optsched.compare/v2`` JSON; keys documented in `optsched.cli.compare`)
 4. A policy whose crossing is not bracketed in every replication gets verdict ``not_measured`` and is never
    ranked (nor chosen as the best heuristic).
 5. Differences to the best heuristic are paired by replication (per replication x/y - 1, Student t 95%
-   CI, `optsched.compare.stats`); replications are added until every such CI's half-width is at most
+   CI, `optsched.replicate`); replications are added until every such CI's half-width is at most
    ``precision_pp`` percentage points or ``max_seeds`` replications ran.
 6. The bound at the target (`optsched.compare.target_bound`) is evaluated at each policy's crossing run;
    per replication the largest over policies; "headroom closed" = (policy - best heuristic) / (bound - best
@@ -33,7 +33,7 @@ from typing import Any
 
 from optsched.compare.search import Crossing
 from optsched.compare.window import EXPLAIN_KEYS
-from optsched.compare.stats import Estimate, mean_ci, paired_difference, verdict
+from optsched.replicate import Estimate, mean_ci, paired_difference, verdict
 
 __all__ = ["DEFAULT_TARGET", "LOAD_KNOB", "SCHEMA", "TARGET_SOURCE", "CompareConfig", "headroom_closed", "run_compare"]
 

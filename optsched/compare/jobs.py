@@ -44,7 +44,7 @@ def cluster_config(c: dict[str, Any]) -> Any:
 def make_router(policy: dict[str, Any], cluster: dict[str, Any], seed: int) -> Any:
     """A fresh router object for ``policy`` (routers keep state: one per run)."""
     from optsched.compare import adapter
-    from optsched.compare.replication import stream
+    from optsched.replicate import stream
 
     name = policy["router"]
     if name == "plan":
@@ -68,7 +68,7 @@ def make_component(kind: str, comp: dict[str, Any] | None, seed: int) -> Any:
     if comp is None:
         return None
     from optsched.compare import adapter
-    from optsched.compare.replication import stream
+    from optsched.replicate import stream
 
     if "plan" in comp:
         return adapter.router_from_plan(comp["plan"])

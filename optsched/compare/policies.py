@@ -70,7 +70,9 @@ def derive_optimized(source: str, cluster: dict[str, Any], base_seed: int, sizes
     termination and the limits it ran under, and the session router's derived grid and move margin. Raises what the doors raise, and `SolveTimedOut` when the wall
     clock stopped a solve (module docstring)."""
     from optsched.compare.adapter import price_plan_from_workload, session_plan_from_workload
-    from optsched.compare.replication import stream, training_workload
+    from optsched.compare.jobs import cluster_config
+    from optsched.compare.replication import training_workload
+    from optsched.replicate import stream
     from optsched.cost.catalog import load_model
 
     train_seed = int(stream(base_seed, "train").integers(2**31))
@@ -81,7 +83,7 @@ def derive_optimized(source: str, cluster: dict[str, Any], base_seed: int, sizes
     args = (wl, cluster["gpu"], cluster["model"], int(cluster["tp"]), int(cluster["instances"]))
     doc, rec = price_plan_from_workload(*args, window_calls, opts, train_seed)
     _check_not_timed("price router window MILP", rec, time_limit_s)
-    sdoc, srec = session_plan_from_workload(*args, opts, train_seed, cluster=cluster)
+    sdoc, srec = session_plan_from_workload(*args, opts, train_seed, cluster=cluster_config(cluster))
     _check_not_timed("session router LP", srec, time_limit_s)
     sp = sdoc["parameters"]
     srec = {**srec, **{k: sp.get(k) for k in ("bucket_s", "n_buckets", "reprice_s", "move_margin_s")}}
@@ -147,7 +149,8 @@ def derive_components(source: str, cluster: dict[str, Any], base_seed: int, size
     """({kind: Plan document or None}, {kind: solve record or {"error"}}) for the "derived" admission / residency
     components, solved on the same training workload as `derive_optimized` (never an evaluated call)."""
     from optsched.compare.adapter import component_plan_from_workload
-    from optsched.compare.replication import stream, training_workload
+    from optsched.compare.replication import training_workload
+    from optsched.replicate import stream
 
     from optsched.cost.catalog import load_model
 

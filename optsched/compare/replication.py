@@ -23,7 +23,7 @@ Load (the one knob): the arrival-rate multiplier ``load``: every arrival and ses
 by ``load`` (`scale_arrivals`); the set of sessions and calls is identical at every load (tested).
 
 Seeds: replication seed ``s`` owns named streams ``SeedSequence(s, spawn_key=(key(name),))`` (key = first 4
-bytes of sha256(name)).
+bytes of sha256(name): `optsched.replicate.stream`).
 
 ``max_calls_per_session`` > 0 keeps each session's first calls (a prefix of a session is a valid DAG);
 ``max_calls`` > 0 keeps the first calls of a trace (generators: size them with ``sessions=``).
@@ -36,24 +36,16 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import hashlib
 import math
 from typing import Any
 
 import numpy as np
 
+from optsched.replicate import stream
 from optsched.workload.context import cap_context
 
 __all__ = ["build_replication", "cap_context", "per_session", "permute_arrivals", "scale_arrivals", "split_sessions",
            "stream", "training_workload", "trim_calls"]
-
-
-def stream(seed: int, name: str) -> np.random.Generator:
-    """The named generator of replication ``seed`` (module docstring)."""
-    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
-        raise ValueError(f"seed must be an int >= 0, got {seed!r}")
-    key = int.from_bytes(hashlib.sha256(name.encode()).digest()[:4], "big")
-    return np.random.default_rng(np.random.SeedSequence(entropy=seed, spawn_key=(key,)))
 
 
 def _generator_seed(source: str, seed: int, part: str) -> int | None:

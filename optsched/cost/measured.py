@@ -1,4 +1,4 @@
-"""Measured kernel samples in one documented form, loaded from the public tables in ../shared/data.
+"""Measured kernel samples in one documented form, loaded from public kernel tables (a ``--data`` folder).
 
 Sample table (pandas DataFrame; also the CSV form ``fit`` accepts from users), one row per measured kernel:
 

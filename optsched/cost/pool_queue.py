@@ -22,7 +22,7 @@ Model (documented approximation of `optsched.sim` with the round-robin router):
   a step carrying a prefill chunk lasts τ_d + t_c. So D_i = O_i·τ_d + f·busy(fin_i, fin_i + D_i) with
   busy(a, b) the instance's prefill-service time inside [a, b] and f = Σ prefill / Σ S on that instance
   (the chunk share of a mixed step); solved by fixed-point iteration (busy has slope ≤ 1, f < 1, so it
-  converges). TPOT_i = D_i / O_i; the pool's ``tpot_s`` is their P90. Correction (issue 12 item 3): the
+  converges). TPOT_i = D_i / O_i; the pool's ``tpot_s`` is their P90. Correction: the
   first version counted only prefills STARTING in the unstretched window [fin_i, fin_i + O_i·τ_d], so under a
   saturated waiting queue (every step mixed; vLLM-v1 chunked prefill, Agrawal et al. OSDI 2024 "stall")
   it predicted TPOT P90 0.03-0.05 s where the simulator shows 0.18-0.40 s on the Mooncake sample at 1.0x.
@@ -30,7 +30,7 @@ Model (documented approximation of `optsched.sim` with the round-robin router):
   (infinite TPOT beyond). In closed loop the prefill side is taken uncontended (prefill + transfer).
 Preemptions (KV exhaustion) are not modelled. Goodput = calls with TTFT ≤ SLO (and TPOT ≤ SLO) / span from
 the first release to the last finish (calls/s), the simulator's ``goodput_calls_s`` (per makespan). Correction
-(issue 12 item 3): the first version divided by the release span (or the TTFT tail), leaving out the last
+(a correction): the first version divided by the release span (or the TTFT tail), leaving out the last
 calls' decode (Mooncake 1.0x, 8×TP2: 116 s predicted vs 165 s simulated makespan, goodput 1.62 vs 1.14).
 """
 

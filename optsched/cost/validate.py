@@ -37,7 +37,7 @@ _REPORTS: dict = {}  # in-process memo of measured-data reports
 
 
 def default_data_dir() -> Path:
-    """../shared/data relative to the repository root."""
+    """The default ``--data`` folder: ``shared/data`` beside the checkout (the measured tables are not shipped)."""
     return Path(__file__).resolve().parents[2].parent / "shared" / "data"
 
 

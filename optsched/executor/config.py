@@ -2,7 +2,7 @@
 
 Torch-free on purpose (the CLI and the simulator side of ``optsched validate`` read it without torch).
 
-Shape letters used throughout ``optsched.executor`` (STYLE.md habit 3):
+Shape letters used throughout ``optsched.executor`` (CONTRIBUTING.md):
 ``B`` sequences in a step, ``T`` tokens (rows) of a step, ``C`` KV length (context) of one sequence,
 ``H`` query heads, ``K`` KV heads (GQA: H % K == 0), ``D`` head dim, ``E`` hidden size (= H·D),
 ``F`` MLP width, ``V`` vocabulary, ``L`` layers, ``P`` KV pages (blocks) in a pool, ``S`` tokens per page.

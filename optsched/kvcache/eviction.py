@@ -7,7 +7,7 @@ Every key ends with ``-depth`` so that, at equal times, deeper blocks go first, 
 push counter, so the order is total and deterministic.
 
 - ``lru``: ``(last_use_s, -depth)``; the simulated clock is passed in (SGLang's radix cache uses the
-  wall clock instead, STYLE.md).
+  wall clock instead, CONTRIBUTING.md).
 - ``ttl``: ``(deadline_s, last_use_s, -depth)`` with ``deadline_s`` the residency TTL set by
   ``PrefixCache.set_ttl`` (Continuum-style "keep for TTL"), else ``last_use_s + default_ttl_s``; blocks
   whose TTL ran out first, earliest deadline first, ties by LRU. With ``default_ttl_s = inf`` and no

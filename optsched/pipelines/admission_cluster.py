@@ -33,10 +33,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
+
 from optsched.models.admission_data import KVRequest
 from optsched.models.admission_lookahead import scenario_lookahead_step
-from optsched.models.admission_online import RuleConfig, _State
-
+from optsched.models.admission_online import RuleConfig
+from optsched.models.admission_rounds import RoundState
 from optsched.policies.admission_fcfs import greedy_chunks
 from optsched.policies.base import AdmissionView, WaitingPrefill
 
@@ -49,7 +50,7 @@ def unit_instance(view: AdmissionView, waiting_ids: Sequence[str], unit_tokens: 
 
     ``waiting_ids``: calls not started; ``start_rounds``: rounds at which this rule started calls (a
     started call without one is taken as started at its arrival round; only cost constants depend on it).
-    Returns the `admission_online._State` with the running calls' load, the indices of the running +
+    Returns the `admission_rounds.RoundState` with the running calls' load, the indices of the running +
     waiting requests (``known``), of the waiting ones, every arrival round (``history``), round t and the
     call id of each request index.
     """
@@ -69,7 +70,7 @@ def unit_instance(view: AdmissionView, waiting_ids: Sequence[str], unit_tokens: 
         s = min(max(1, math.ceil(a.input_tokens / u)), mem - 1)
         o = min(max(1, math.ceil(a.output_tokens / u)), mem - s)
         reqs.append(KVRequest(int(a.arrival_s // round_s), s, o))
-    state = _State(tuple(reqs) or (KVRequest(0, 1, 1),), mem)
+    state = RoundState(tuple(reqs) or (KVRequest(0, 1, 1),), mem)
     for k, c in enumerate(ids):
         r = running.get(c)
         if r is None:

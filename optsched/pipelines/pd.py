@@ -20,19 +20,15 @@ from __future__ import annotations
 import logging
 from dataclasses import replace
 
-import numpy as np
-from optsched.models.pd_data import PDInstance
-from optsched.pipelines.pd_solve import config_from_cost_model, solve_pd
-from optsched.solvers import SolveResult, SolverOptions
-
 from optsched.cost import CostModel
 from optsched.cost.capacity import PDSLO, PDWorkload
-from optsched.cost.pool_queue import CallTrace
-from optsched.kvcache import PrefixCache
+from optsched.models.pd_data import PDInstance
+from optsched.pipelines.pd_solve import config_from_cost_model, solve_pd
+from optsched.pipelines.pd_trace import call_trace
 from optsched.plan import Plan, Provenance
 from optsched.revision import git_revision
+from optsched.solvers import SolveResult, SolverOptions
 from optsched.workload.digest import workload_digest
-from optsched.workload.timeline import calls_in_release_order, uncontended_timeline
 from optsched.workload.types import Workload
 
 __all__ = ["call_trace", "pd_profile", "plan_from_workload"]
@@ -40,37 +36,6 @@ __all__ = ["call_trace", "pd_profile", "plan_from_workload"]
 logger = logging.getLogger(__name__)
 
 MAX_CACHED_FRACTION = 0.99  # PDWorkload needs < 1 (at least one new token per request)
-
-
-def call_trace(wl: Workload, cm: CostModel) -> CallTrace:
-    """Per-call release times (uncontended, `optsched.workload.timeline.uncontended_timeline`, the simulator's
-    release rule), tokens and cached tokens (module docstring's
-    replay); for a closed-loop workload also the parent indices, think and wait times (`CallTrace`).
-
-    Raises:
-        ValueError: a workload without calls.
-    """
-    times = uncontended_timeline(wl, cm)
-    calls = calls_in_release_order(wl, times)
-    bs = wl.block_size
-    cache = PrefixCache({"hbm": int(cm.kv_capacity_blocks(bs))}, bs)
-    cached = []
-    for c in calls:
-        now = times[c.call_id][0]
-        hit = cache.acquire(c.call_id, c.block_hashes, now)
-        hit_tokens = min(c.input_tokens, (hit.hbm_blocks + hit.dram_blocks + hit.ssd_blocks) * bs)
-        cached.append(min(c.input_tokens - 1, max(c.input_tokens - c.new_tokens, hit_tokens)))
-        cache.allocate(c.call_id, max(0, len(c.block_hashes) - hit.hbm_blocks), now)
-        cache.release(c.call_id, c.block_hashes, times[c.call_id][1])
-    loop: dict = {}
-    if wl.closed_loop:
-        pos = {c.call_id: i for i, c in enumerate(calls)}
-        loop = {"parents": tuple(tuple(pos[p] for p in c.parents) for c in calls),
-                "think_s": np.array([c.think_time_s for c in calls], dtype=float),
-                "wait_s": np.array([c.wait_s for c in calls], dtype=float)}
-    return CallTrace(np.array([times[c.call_id][0] for c in calls], dtype=float),
-                     np.array([c.input_tokens for c in calls], dtype=float), np.maximum(0, np.array(cached, float)),
-                     np.array([c.output_tokens for c in calls], dtype=float), **loop)
 
 
 def pd_profile(wl: Workload, cm: CostModel) -> PDWorkload:
@@ -94,7 +59,7 @@ def plan_from_workload(wl: Workload, gpu: str, model: str, tp: int, options: Sol
 
     ``formulation``: "md1" (default, the named baseline: per-instance M/D/1 capacities of the mean request,
     `optsched.models.pd`) or "pool" (pool-level MILP with trace-driven goodput per pool,
-    `optsched.pipelines.pd_pool.pool_plan_from_workload`; goodput objective, ``objective`` ignored).
+    `optsched.pipelines.pd_pool_plan.pool_plan_from_workload`; goodput objective, ``objective`` ignored).
 
     Plan parameters: ``counts`` (list of {gpu, model, tp, role, instances}), ``prefill_instances``,
     ``decode_instances``, ``colocated_instances`` (totals), ``prefill_tp`` / ``decode_tp`` /
@@ -106,7 +71,7 @@ def plan_from_workload(wl: Workload, gpu: str, model: str, tp: int, options: Sol
             fastest prefill and decode step it would need), or an infeasible MILP (with the diagnosis).
     """
     if formulation == "pool":
-        from optsched.pipelines.pd_pool import pool_plan_from_workload
+        from optsched.pipelines.pd_pool_plan import pool_plan_from_workload
 
         return pool_plan_from_workload(wl, gpu, model, tp, options, seed, gpu_budget, ttft_p90_s, tpot_s, tps)
     if formulation != "md1":

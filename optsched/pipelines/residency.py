@@ -20,20 +20,21 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-import numpy as np
+from optsched.cost import CostModel
 from optsched.models.residency import Pause, ResidencyInstance, build_residency, extract_residency
 from optsched.models.residency_slots import simulate_residency_policy
-from optsched.solvers import SolveResult, SolverOptions, solve
-
-from optsched.cost import CostModel
+from optsched.pipelines.residency_pauses import (
+    NoToolPauses,
+    cost_coefficients,
+    pauses_from_workload,
+    residency_rules,
+)
 from optsched.plan import Plan, Provenance
-from optsched.policies.residency_infercept import InferceptResidency
-from optsched.policies.residency_lru import LRUResidency
-from optsched.policies.residency_ttl import TTLResidency, tool_durations_from_calls
+from optsched.policies.residency_ttl import tool_durations_from_calls
 from optsched.policies.residency_ttl_opt import OptimizedTTLResidency
 from optsched.revision import git_revision
+from optsched.solvers import SolveResult, SolverOptions, solve
 from optsched.workload.digest import workload_digest
-from optsched.workload.timeline import uncontended_timeline
 from optsched.workload.types import Call, Workload
 
 __all__ = [
@@ -55,23 +56,6 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 
-def pauses_from_workload(wl: Workload, cm: CostModel) -> tuple[list[Pause], list[Call]]:
-    """(pauses, call before each pause) on the uncontended timeline of the module docstring."""
-    pauses: list[Pause] = []
-    calls: list[Call] = []
-    times = uncontended_timeline(wl, cm)
-    for s in wl.sessions:
-        kids = s.children()
-        finish = {c.call_id: times[c.call_id][1] for c in s.calls}
-        for c in s.calls:
-            if kids[c.call_id] and c.think_time_s > 0:
-                n = c.input_tokens + c.output_tokens
-                pauses.append(Pause(finish[c.call_id], c.think_time_s, n, float(cm.kv_transfer_time(n, "pcie")),
-                                    float(cm.kv_transfer_time(n, "ssd")), float(cm.recompute_time(n)), c.tool))
-                calls.append(c)
-    return pauses, calls
-
-
 def residency_instance(pauses: Sequence[Pause], cm: CostModel, *, block_size: int, slot_s: float = 1.0,
                        hbm_share: float = 0.5, ssd_tier: bool = True) -> ResidencyInstance:
     """Slot-model data with capacities and prices from ``cm`` (module docstring).
@@ -85,19 +69,6 @@ def residency_instance(pauses: Sequence[Pause], cm: CostModel, *, block_size: in
     dram = cm.tier_capacity_blocks("dram", block_size) * block_size
     ssd = cm.tier_capacity_blocks("ssd", block_size) * block_size if ssd_tier else 0
     return ResidencyInstance(tuple(pauses), slot_s, (hbm, dram, ssd), (1.0 / cm.kv_capacity_tokens(), 0.0, 0.0))
-
-
-def cost_coefficients(cm: CostModel, max_tokens: int = 1_000_000) -> dict[str, tuple[float, ...]]:
-    """Least-squares fits on 64 sizes in [1k, max_tokens]: pcie/ssd linear, recompute quadratic (s)."""
-    n = np.linspace(1024, max_tokens, 64)
-    lin = np.stack([np.ones_like(n), n], axis=1)
-    quad = np.stack([np.ones_like(n), n, n * n], axis=1)
-
-    def fit(a, y):
-        return tuple(float(v) for v in np.maximum(np.linalg.lstsq(a, np.asarray(y, float), rcond=None)[0], 0.0))
-
-    return {"pcie_coef_s": fit(lin, cm.kv_transfer_time(n, "pcie")), "ssd_coef_s": fit(lin, cm.kv_transfer_time(n, "ssd")),
-            "recompute_coef_s": fit(quad, cm.recompute_time(n))}
 
 
 def ttl_opt_policy(durations: Mapping[str, Sequence[float]], cm: CostModel, block_size: int,
@@ -149,23 +120,6 @@ def residency_plan(policy: OptimizedTTLResidency, comparison: ResidencyCompariso
 
 
 TTL_OPT = "ttl_opt (optimized)"  # the comparison's name for the exported rule
-
-
-class NoToolPauses(ValueError):
-    """The workload has no tool pause (no call with children and think time): nothing to decide."""
-
-
-def residency_rules(cm: CostModel, durations: Mapping[str, Sequence[float]], block_size: int) -> dict[str, object]:
-    """The online baselines compared with the optimum, priced per ``block_size``-token block: LRU keep,
-    Continuum-style TTL (same HBM price as the slot model, a hit saves the DRAM round trip, then offload to
-    DRAM) and InferCept min-waste (cost-model fit). The optimized TTL rule is added by `solve_workload`."""
-    bs = int(block_size)
-    return {
-        "lru": LRUResidency(),
-        "ttl (Continuum-style)": TTLResidency(durations, reload_s_per_block=2.0 * float(cm.kv_transfer_time(bs, "pcie")),
-                                              price_s_per_block_s=bs / cm.kv_capacity_tokens(), then="offload_dram"),
-        "infercept": InferceptResidency.from_cost_model(cm, bs),
-    }
 
 
 @dataclass(frozen=True, slots=True)
@@ -229,8 +183,8 @@ def plan_from_workload(wl: Workload, gpu: str, model: str, tp: int, options: Sol
                        seed: int | None = None, rule: str | None = None, **kwargs) -> tuple[Plan | None, SolveResult]:
     """Door (`optsched solve residency`): (Plan kind "residency" of ``rule`` carrying its solve record, or None
     when the LP found no optimum; the hindsight MILP's `SolveResult`), from the priced slot model
-    (`optsched.pipelines.residency_priced.solve_priced`; ``kwargs`` go there: n_instances, slot_s, hbm_share,
-    max_pauses, durations) and `optsched.pipelines.residency_imitation.rule_plan` (``rule`` one of its ``RULES``,
+    (`optsched.pipelines.residency_priced_solve.solve_priced`; ``kwargs`` go there: n_instances, slot_s, hbm_share,
+    max_pauses, durations) and `optsched.pipelines.residency_imitation_fit.rule_plan` (``rule`` one of its ``RULES``,
     default "load_priced_search", the rule of record: an eviction order searched against the hindsight MILP of
     ``wl`` itself, sized as the priced instance). The constant-price formulation stays
     available as `solve_workload` (baseline).
@@ -238,8 +192,8 @@ def plan_from_workload(wl: Workload, gpu: str, model: str, tp: int, options: Sol
     Raises:
         ValueError: unknown gpu / model, a workload without tool pauses, an unknown ``rule``.
     """
-    from optsched.pipelines.residency_imitation import ORDER_METHODS, RULES, rule_plan
-    from optsched.pipelines.residency_priced import solve_priced
+    from optsched.pipelines.residency_imitation_fit import ORDER_METHODS, RULES, rule_plan
+    from optsched.pipelines.residency_priced_solve import solve_priced
 
     rule = RULES[0] if rule is None else rule
     if rule not in RULES:  # before the solve

@@ -20,7 +20,7 @@ window call (that KV sits wherever the session goes), which also lowers its KV n
 
 The window MILP (`optsched.models.routing`) is solved with the greedy warm start and its LP bound
 (`optsched.pipelines.routing_window.solve_routing`); the price router's ρ comes from the LP duals of the
-window (`optsched.pipelines.router_price.derive_price_weights`), s_p / s_d / κ from the cost model.
+window (`optsched.pipelines.routing_price.derive_price_weights`), s_p / s_d / κ from the cost model.
 When no makespan row binds in the LP (a window too small to load every instance), ρ = W_r (the
 value for a single binding row, Σλ = W_M = 1) and the parameters say so.
 """
@@ -31,20 +31,20 @@ import logging
 from collections.abc import Sequence
 
 import numpy as np
+
+from optsched.cost import CostModel
+from optsched.kvcache import PrefixCache
 from optsched.models.routing_data import RoutingWeights
-from optsched.pipelines.router_price import derive_price_weights, price_config_from_cost_model
+from optsched.pipelines.routing_price import derive_price_weights, price_config_from_cost_model
 from optsched.pipelines.routing_window import (
     RoutingSolve,
     resident_tokens_from_caches,
     routing_instance_from_calls,
     solve_routing,
 )
-from optsched.solvers import SolveResult, SolverOptions
-
-from optsched.cost import CostModel
-from optsched.kvcache import PrefixCache
 from optsched.plan import Plan, Provenance
 from optsched.revision import git_revision
+from optsched.solvers import SolveResult, SolverOptions
 from optsched.workload.digest import workload_digest
 from optsched.workload.timeline import calls_in_release_order, uncontended_timeline
 from optsched.workload.types import Call, Workload

@@ -16,7 +16,7 @@ the static key
 
 which the cache's static heap keys can hold although the score depends on the time paused. The weights
 ``eviction_weights`` = (w_size, w_elapsed per s, w_task, w_sub) come from the priced hindsight MILP solved on
-training replications (`optsched.pipelines.residency_imitation`): either a pairwise-ranking fit to its primal
+training replications (`optsched.pipelines.residency_imitation_fit`): either a pairwise-ranking fit to its primal
 decisions (which paused sessions the optimum moves out of HBM when HBM binds, against those it keeps), or
 the grid vector whose replay is closest to the optimum on average (ratio search). All four weights 0 (no binding row in the training solves) installs no
 order: the rule is then `LoadPricedResidency` run for run. Units: seconds, tokens.
@@ -28,7 +28,7 @@ import math
 from dataclasses import dataclass
 from typing import ClassVar
 
-from optsched.policies.residency_priced import LoadPricedResidency
+from optsched.policies.residency_load_priced import LoadPricedResidency
 from optsched.workload.types import Call
 
 __all__ = ["IMITATION_FEATURES", "ImitationEvictionResidency", "imitation_features"]

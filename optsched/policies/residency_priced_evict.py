@@ -15,7 +15,7 @@ t is common to every candidate at one eviction, so the order is that of the time
 
 i.e. the longest expected remaining pause goes first, a small session (fixed PCIe cost c0 spread over few
 tokens) later at equal return time. pi_full = ``eviction_price_s_per_token_s`` is the LP price of the
-HBM rows at full demand (the price table's pi(1.0), `optsched.pipelines.residency_priced`): eviction
+HBM rows at full demand (the price table's pi(1.0), `optsched.pipelines.residency_priced_solve`): eviction
 happens only when HBM is full. With pi_full = 0 (HBM never binds in the solve) the rule brings no
 eviction order and the cache keeps its own (LRU): the rule is then `LoadPricedResidency` run for run.
 The cluster simulator installs the order through ``eviction_order()`` and keys the blocks with
@@ -29,7 +29,7 @@ import math
 from dataclasses import dataclass
 from typing import ClassVar
 
-from optsched.policies.residency_priced import LoadPricedResidency
+from optsched.policies.residency_load_priced import LoadPricedResidency
 from optsched.workload.types import Call
 
 __all__ = ["PricedEvictionResidency"]

@@ -73,7 +73,7 @@ class OptimizedTTLResidency:
             the candidate TTLs are whole slots and the expected cost is the slot model's.
         hbm_price_by_tool: tool class -> p_hbm for that class (s per token-s), overriding
             ``hold_price_s_per_token_s[0]``: the load-dependent HBM price the class's pauses met in the
-            hindsight LP (`optsched.pipelines.residency_priced.class_prices`); empty = one price for all.
+            hindsight LP (`optsched.pipelines.residency_priced_solve.class_prices`); empty = one price for all.
 
     Raises:
         ValueError: no samples, negative or non-finite numbers, wrong tuple lengths, unknown mode.

@@ -17,7 +17,7 @@ Derivation: in the LP relaxation of the window MILP the reduced cost of x[c,i] i
 λ_i·w[c,i] + W_r·r[c,i] − μ_c with λ_i ≥ 0 the dual of ``load_s[i] ≤ M`` (Σλ = W_M), so a call goes
 where λ_i·w + W_r·r is smallest. Online, λ_i is unknown; the rule uses finish time (load + work) as
 the load price and ρ = W_r / λ̄ (λ̄ = mean dual of the binding makespan rows over sample windows) as
-the price of a recomputed token in seconds of bottleneck time. `optsched.pipelines.router_price`
+the price of a recomputed token in seconds of bottleneck time. `optsched.pipelines.routing_price`
 computes ρ from duals (``derive_price_weights``) or fits it against MILP optima.
 s_p, s_d come from the cost model (prefill seconds per token, decode instance-seconds per output
 token at a nominal batch). Units: seconds, tokens.

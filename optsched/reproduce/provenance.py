@@ -1,4 +1,4 @@
-"""Provenance of a run: config, argv, git revision, package versions, seeds (STYLE.md habit 12).
+"""Provenance of a run: config, argv, git revision, package versions, seeds (CONTRIBUTING.md).
 
 Written next to the results as ``runs/<name>/provenance.json`` and rendered into the report.
 Nothing here reads the wall clock: the same run repeated gives the same provenance unless the code
@@ -15,12 +15,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
+from optsched.replicate import stream_seed
 from optsched.revision import git_revision
 
-__all__ = ["collect_provenance", "git_revision", "package_versions", "seed_streams", "stream_seed",
-           "write_run"]
+__all__ = ["collect_provenance", "git_revision", "package_versions", "seed_streams", "write_run"]
 
 PACKAGES = (
     "optsched", "numpy", "scipy", "pandas", "matplotlib", "pyomo", "highspy", "cvxpy", "pyyaml", "tqdm",
@@ -36,24 +34,6 @@ def package_versions(names: Sequence[str] = PACKAGES) -> dict[str, str]:
         except importlib.metadata.PackageNotFoundError:
             out[n] = "not installed"
     return out
-
-
-def _stream_key(name: str) -> int:
-    # stable across processes and Python versions (unlike hash()): first 4 bytes of sha256
-    import hashlib
-
-    return int.from_bytes(hashlib.sha256(name.encode()).digest()[:4], "big")
-
-
-def stream_seed(seed: int, name: str) -> np.random.SeedSequence:
-    """The named random stream of a run: ``SeedSequence(seed, spawn_key=(key(name),))``.
-
-    Streams are independent of each other and of the order in which they are requested, so adding a
-    workload or a stage never changes the numbers of another (STYLE.md habit 5).
-    """
-    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
-        raise ValueError(f"seed must be a non-negative int, got {seed!r}")
-    return np.random.SeedSequence(entropy=seed, spawn_key=(_stream_key(name),))
 
 
 def seed_streams(seed: int, names: Sequence[str]) -> dict[str, dict[str, Any]]:

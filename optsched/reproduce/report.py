@@ -14,8 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from optsched.reproduce.runcache import atomic_write_text
+
 from optsched.reproduce.stages.base import StageResult, Table
+from optsched.runcache import atomic_write_text
 
 __all__ = ["TIMINGS_HEADING", "fmt", "markdown_table", "render_report", "write_report"]
 

@@ -1,4 +1,4 @@
-"""``optsched reproduce``: the main job end to end (issue 6).
+"""``optsched reproduce``: the main job end to end.
 
 Runs the stages of `STAGES` in order — workloads, cost-model calibration, baseline policies,
 formulations (solve + derived online policies), ``optsched compare`` on each workload (the headline:
@@ -28,9 +28,9 @@ from typing import Any
 from optsched.reproduce.config import ReproduceConfig
 from optsched.reproduce.provenance import collect_provenance
 from optsched.reproduce.report import render_report, write_report
-from optsched.reproduce.runcache import RunCache, atomic_write_text, canonical_json, code_digest
 from optsched.reproduce.stages import STAGES, seed_stream_names
 from optsched.reproduce.stages.base import Stage, StageContext, StageResult, StageUnavailable, Table
+from optsched.runcache import RunCache, atomic_write_text, canonical_json, code_digest
 
 __all__ = ["ReproduceOutcome", "headline_table", "run_reproduce"]
 

@@ -17,7 +17,6 @@ from optsched.sim.engine import Simulator, gc_paused
 from optsched.sim.metrics import summarize, summarize_columns
 from optsched.sim.registry import build_policy
 from optsched.sim.result import RawCalls, SimResult, timeseries_frame
-from optsched.sim.sim_config import load_config_dict, run_config
 from optsched.sim.stepping import Decision
 from optsched.workload.types import Workload
 
@@ -30,8 +29,6 @@ __all__ = [
     "SimResult",
     "Simulator",
     "build_policy",
-    "load_config_dict",
-    "run_config",
     "simulate",
 ]
 

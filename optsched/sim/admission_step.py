@@ -56,7 +56,7 @@ class AdmissionSimulator(Simulator):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._inline_steps = False  # stops before steps: one event per step end (engine docstring)
+        self.inline_steps = False  # stops before steps: one event per step end (engine docstring)
         if self.router is None:
             raise ValueError("AdmissionSimulator needs a router (it routes releases itself)")
         if any(u.lockstep for u in self.units):
@@ -90,7 +90,7 @@ class AdmissionSimulator(Simulator):
         if self._adm_pending is not None:
             return self._adm_pending
         self.start()
-        q, dispatch = self._q, self.dispatch
+        q, dispatch = self.queue, self.dispatch
         while q._heap:
             dispatch(*q.pop())
             if self._adm_pending is not None:

@@ -1,7 +1,7 @@
 """Frozen, validated configuration of a simulated cluster (instances, step scheduler, SLO).
 
 Units: tokens, seconds. Every type validates in ``__post_init__`` and raises ``ValueError`` naming
-the field and the offending value (STYLE.md, habit 1).
+the field and the offending value (CONTRIBUTING.md).
 
 SOURCE of the scheduler knobs: vLLM v1 engine arguments ``--max-num-batched-tokens``,
 ``--max-num-seqs``, ``--long-prefill-token-threshold`` (vllm/config.py ``SchedulerConfig``), vLLM v0's

@@ -12,7 +12,7 @@ priority), its STEP_END would be the very next event popped; the engine then han
 the same call instead of a push and a pop (`_on_step_end`'s loop, the clock moved to the step end).
 The handlers run in the same order on the same state, so schedules are those of one event per step
 (``tests/sim/test_speed_golden.py``). Subclasses that stop between events (`AdmissionSimulator` before
-a step, `PDControlSimulator` at a time) turn it off (``_inline_steps``).
+a step, `PDControlSimulator` at a time) turn it off (``inline_steps``).
 
 Garbage collection: `run` (and `optsched.sim.simulate` around the run and its result tables) pauses
 Python's cyclic collector (`gc_paused`) and restores it after. The loop allocates many containers (step
@@ -117,16 +117,16 @@ class Simulator(PDMixin, SteppingMixin):
         self.instances: list[Instance] = build_instances(cluster, bs, cost_models)
         self._check_context(workload)
         self.units, self.unit_of = build_units(self.instances)
-        self._q = EventQueue()
+        self.queue = EventQueue()
         for inst in self.instances:
-            inst.clock = self._q
-        self._release_times: list[float] = []  # heap of pending RELEASE times (fast-forward horizon)
+            inst.clock = self.queue
+        self.release_times: list[float] = []  # heap of pending RELEASE times (fast-forward horizon)
         self._driver = SessionDriver(workload, concurrency)
         self._closed = False
         # inline continuation of a unit's steps (`_on_step_end`); subclasses that stop the event loop at other
         # points than events (a time, a step start) set it False after this constructor (an instance
         # attribute, not a class one: a compiled build reads it from the instance, optsched._native)
-        self._inline_steps = True
+        self.inline_steps = True
         self.view: Any = ClusterViewImpl(self, self.instances, bs)
         self.session_home: dict[str, int] = {}
         self._seqs: list[Seq | None] = [None] * len(self._driver.calls)
@@ -138,7 +138,7 @@ class Simulator(PDMixin, SteppingMixin):
         self.progress = bool(progress)  # progress, concurrency: Any, so that a compiled build (optsched._native)
         # accepts what pure Python does and SessionDriver's ValueError names a bad concurrency in both
         self._bar: Any = None  # tqdm progress bar while run(progress=True)
-        self._start_load: Any = self._start_load_cb
+        self.start_load: Any = self._start_load_cb
         self.step_backend = step_backend
         # decode runs (optsched.sim.fastforward); False = one event per step (always with a step backend)
         self.fast_forward = step_backend is None
@@ -169,7 +169,7 @@ class Simulator(PDMixin, SteppingMixin):
     @property
     def now_s(self) -> float:
         """Simulated clock (s): the time of the last event handled."""
-        return self._q.now_s
+        return self.queue.now_s
 
 
     # ---- main loop ---------------------------------------------------------------------------
@@ -177,7 +177,7 @@ class Simulator(PDMixin, SteppingMixin):
         """Run until every call finished. Raises RuntimeError if work is stuck (a bug or a call too big)."""
         if self.router is None:
             raise ValueError("Simulator(router=None) is driven by run_until_decision() / apply(); run() needs a router")
-        q = self._q
+        q = self.queue
         self.start()
         if self.progress:
             from tqdm import tqdm
@@ -232,8 +232,8 @@ class Simulator(PDMixin, SteppingMixin):
 
     # ---- releases and routing ----------------------------------------------------------------
     def _push_release(self, t: float, idx: int) -> None:
-        self._q.push(t, RELEASE, idx)
-        heapq.heappush(self._release_times, t)
+        self.queue.push(t, RELEASE, idx)
+        heapq.heappush(self.release_times, t)
 
     def _touch(self, inst: Instance, t: float) -> None:
         """Something external reaches ``inst`` at ``t``: cut a decode run in progress at ``t``."""
@@ -243,7 +243,7 @@ class Simulator(PDMixin, SteppingMixin):
             if end is not None:
                 unit = self.unit_of[inst.iid]
                 unit.token += 1
-                self._q.push(end, STEP_END, (unit, unit.token))
+                self.queue.push(end, STEP_END, (unit, unit.token))
 
     def _on_release(self, idx: int, t: float) -> None:
         self._admit(idx, t, self.router.route(self._driver.calls[idx], self.view))
@@ -257,7 +257,7 @@ class Simulator(PDMixin, SteppingMixin):
                 f"router {who!r} returned {i!r} for call {call.call_id}: "
                 f"expected the index of a colocated or prefill instance (0..{len(self.instances) - 1})"
             )
-        heapq.heappop(self._release_times)
+        heapq.heappop(self.release_times)
         seq = Seq(idx, call, t)
         self._seqs[idx] = seq
         if self._bar is not None:
@@ -285,16 +285,16 @@ class Simulator(PDMixin, SteppingMixin):
         record_arrival(inst, seq.call, t)
         inst.inflight += 1
         self.session_home[seq.call.session_id] = inst.iid
-        self._wake(self.unit_of[inst.iid], t)
+        self.wake_unit(self.unit_of[inst.iid], t)
 
-    def _wake(self, unit: StepUnit, t: float) -> None:
+    def wake_unit(self, unit: StepUnit, t: float) -> None:
         if not unit.busy and not unit.wake_pending:
             unit.wake_pending = True
-            self._q.push(t, STEP, unit)
+            self.queue.push(t, STEP, unit)
 
     # ---- steps -------------------------------------------------------------------------------
     def _start_load_cb(self, inst: Instance, seq: Seq, delay_s: float, kind: str) -> None:
-        self._q.push(self._q.now_s + delay_s, KV_READY, (kind, seq, inst, None))
+        self.queue.push(self.queue.now_s + delay_s, KV_READY, (kind, seq, inst, None))
 
     def _start_step(self, unit: StepUnit, t: float) -> None:
         if unit.lockstep:
@@ -303,20 +303,20 @@ class Simulator(PDMixin, SteppingMixin):
         end = self._begin_step(unit, t)
         if end is not None:
             unit.token += 1
-            self._q.push(end, STEP_END, (unit, unit.token))
+            self.queue.push(end, STEP_END, (unit, unit.token))
 
     def _begin_step(self, unit: StepUnit, t: float) -> float | None:
         """Plan and time the next step of single-instance ``unit`` at ``t``; returns its end (s), the
-        caller schedules it; None when the instance idles (`_idle` has run)."""
+        caller schedules it; None when the instance idles (`idle_unit` has run)."""
         inst = unit.members[0]
         if self._fcfs_fast[inst.iid]:
-            b = plan_fcfs(inst, t, self._start_load)
+            b = plan_fcfs(inst, t, self.start_load)
         else:
             if self.admission is not None:  # no call per step on the runs without an admission rule
                 self._observe_step(inst, t)
-            b = plan_step(inst, t, self.admission, self._start_load, self.ttft_slo_s)
+            b = plan_step(inst, t, self.admission, self.start_load, self.ttft_slo_s)
         if b.n_dec == 0 and not b.chunks:
-            self._idle(unit, t)
+            self.idle_unit(unit, t)
             return None
         be = self.step_backend
         if be is None:
@@ -326,7 +326,7 @@ class Simulator(PDMixin, SteppingMixin):
         b.t0 = t
         end = t + b.time_s
         if self.fast_forward and can_run(inst, b):
-            rel = self._release_times[0] if self._release_times else _INF
+            rel = self.release_times[0] if self.release_times else _INF
             kin = inst.kv_in[0] if inst.kv_in else _INF
             end = decode_run(inst, b, t, min(kin, rel))
             if b.steps > 1:
@@ -348,7 +348,7 @@ class Simulator(PDMixin, SteppingMixin):
             if k:
                 adm.observe_step(admission_observation(inst, t, k))
 
-    def _idle(self, unit: StepUnit, t: float) -> None:
+    def idle_unit(self, unit: StepUnit, t: float) -> None:
         n = self.cluster.scheduler.prefill_schedule_interval
         if n > 1 and any(i.waiting for i in unit.members) and unit.members[0].step_index % n:
             # nothing runs until the next admitting step: an idle engine does not wait for it
@@ -363,7 +363,7 @@ class Simulator(PDMixin, SteppingMixin):
         for inst in unit.members:
             if self.admission is not None:
                 self._observe_step(inst, t)
-            b = plan_step(inst, t, self.admission, self._start_load, self.ttft_slo_s)
+            b = plan_step(inst, t, self.admission, self.start_load, self.ttft_slo_s)
             b.t0 = t
             if not b.empty:
                 be = self.step_backend
@@ -374,7 +374,7 @@ class Simulator(PDMixin, SteppingMixin):
                 longest = max(longest, b.time_s)
             batches.append(b)
         if all(b.empty for b in batches):
-            self._idle(unit, t)
+            self.idle_unit(unit, t)
             return
         for inst, b in zip(unit.members, batches):
             inst.busy_s += b.time_s
@@ -383,20 +383,20 @@ class Simulator(PDMixin, SteppingMixin):
         unit.batches = batches
         unit.busy = True
         unit.token += 1
-        self._q.push(t + longest, STEP_END, (unit, unit.token))
+        self.queue.push(t + longest, STEP_END, (unit, unit.token))
 
     def _end_instance_step(self, inst, batch, t: float) -> bool:
         """One instance's bookkeeping at the end of its step ``batch`` at ``t`` (completions, step counter,
         pending KV retried, time-series sample); True while the instance still has work."""
         inst.run = None
-        self._complete(inst, batch, t)
+        self.complete_batch(inst, batch, t)
         inst.step_index += 1
         if inst.pending_kv:
-            self._retry_pending(inst, t)
+            self.retry_pending(inst, t)
         inst.samples.append((t, len(inst.waiting), len(inst.dec) + len(inst.prefilling) + inst.loading,
                              inst.cache.hbm_used_blocks))
         if self.debug:
-            self._check(inst)
+            self.check_instance(inst)
         return bool(inst.dec or inst.prefilling or inst.waiting)
 
     def _on_step_end(self, unit: StepUnit, t: float) -> None:
@@ -406,15 +406,15 @@ class Simulator(PDMixin, SteppingMixin):
             if self._fused[inst.iid]:
                 fused_steps(self, unit, inst, t)
                 return
-            q = self._q
+            q = self.queue
             heap = q._heap
             while True:
                 if not self._end_instance_step(inst, unit.batches[0], t):
                     return
                 if heap and (heap[0][0] < t or (heap[0][0] == t and heap[0][1] < STEP)):
-                    self._wake(unit, t)
+                    self.wake_unit(unit, t)
                     return
-                if not (self._inline_steps and self.fast_paths):
+                if not (self.inline_steps and self.fast_paths):
                     self._start_step(unit, t)
                     return
                 end = self._begin_step(unit, t)
@@ -433,12 +433,12 @@ class Simulator(PDMixin, SteppingMixin):
                 work = True
         unit.batches = []
         if work:
-            if self._q.peek_key() < (t, STEP):
-                self._wake(unit, t)
+            if self.queue.peek_key() < (t, STEP):
+                self.wake_unit(unit, t)
             else:
                 self._start_step(unit, t)
 
-    def _check(self, inst: Instance) -> None:
+    def check_instance(self, inst: Instance) -> None:
         inst.cache.check_invariants()
         for tier in ("hbm", "dram", "ssd"):
             if inst.cache.used_blocks(tier) > inst.cache.capacity_blocks(tier):
@@ -446,7 +446,7 @@ class Simulator(PDMixin, SteppingMixin):
         if inst.queued_prefill_tokens < 0 or inst.loading < 0 or inst.inflight < 0:
             raise RuntimeError(f"instance {inst.iid}: negative counter")
 
-    def _complete(self, inst: Instance, b: Batch, t: float) -> None:
+    def complete_batch(self, inst: Instance, b: Batch, t: float) -> None:
         if not b.n_dec and inst.dec and not inst.sched.chunked_prefill:
             inst.decodes_paused = True  # v0 prefill-only step: the running decodes waited through it
         if b.n_dec:
@@ -468,13 +468,13 @@ class Simulator(PDMixin, SteppingMixin):
             if inst.decodes_paused:
                 self._fix_paused(inst, d, dur, b.t0)
             if inst.fresh:
-                self._fix_joins(inst, d, dur, b.t0)
+                self.fix_joins(inst, d, dur, b.t0)
             inst.last_dec_end_s = t
             inst.dstep += b.steps
             heap = inst.finish_heap
             d = inst.dstep
             if heap and heap[0][0] <= d:
-                self._finish_decodes(inst, t)
+                self.finish_decodes(inst, t)
             if len(h.stack_d) > STACK_PRUNE:
                 h.prune(min((s.d0 for s in inst.dec.values()), default=d))
         if inst.joining:
@@ -482,9 +482,9 @@ class Simulator(PDMixin, SteppingMixin):
                 inst.join_decode(seq, seq.call.output_tokens - seq.generated)
             inst.joining.clear()
         if b.chunks:
-            self._complete_chunks(inst, b, t)
+            self.complete_chunks(inst, b, t)
 
-    def _finish_decodes(self, inst: Instance, t: float) -> None:
+    def finish_decodes(self, inst: Instance, t: float) -> None:
         """Finish the decodes whose last step was the one that just ended (``dfin <= dstep``)."""
         heap = inst.finish_heap
         h = inst.itl
@@ -499,7 +499,7 @@ class Simulator(PDMixin, SteppingMixin):
                 seq.itl_max_s = max(seq.itl_max_s, m)
                 self._finish(inst, seq, t)
 
-    def _complete_chunks(self, inst: Instance, b: Batch, t: float) -> None:
+    def complete_chunks(self, inst: Instance, b: Batch, t: float) -> None:
         """The prefill chunks of step ``b`` are computed at ``t``: publish, first tokens, joins."""
         bs = inst.bs
         for seq, n, _ in b.chunks:
@@ -540,7 +540,7 @@ class Simulator(PDMixin, SteppingMixin):
                 seq.itl_max_s = max(seq.itl_max_s, gap)
 
     @staticmethod
-    def _fix_joins(inst: Instance, d: int, dur: float, t0: float) -> None:
+    def fix_joins(inst: Instance, d: int, dur: float, t0: float) -> None:
         """Calls that joined the decode batch after their previous token: their first decode token's
         ITL is ``step end - previous token``, not the step duration (`optsched.sim.itl`)."""
         keep = []

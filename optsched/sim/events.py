@@ -17,7 +17,7 @@ priority    event                 reason
 
 ``seq`` is a counter owned by the queue (not global), so ties at equal (time, priority) resolve
 in insertion order and two simulator instances never interfere. No wall clock anywhere
-(STYLE.md, habit 4; SimPy ``core.py`` uses the same key).
+(CONTRIBUTING.md; SimPy ``core.py`` uses the same key).
 """
 
 from __future__ import annotations

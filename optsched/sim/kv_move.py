@@ -94,7 +94,7 @@ class KVMover:
         self.stats["kv_moved_tokens"] += tokens
         self.stats["kv_move_link_s"] += dur
         heapq.heappush(dst.kv_in, end)
-        sim._q.push(end, KV_READY, ("move", token, dst, (tuple(hashes[:b]), session_id)))
+        sim.queue.push(end, KV_READY, ("move", token, dst, (tuple(hashes[:b]), session_id)))
         return True
 
     def on_pause(self, inst: Instance, seq: Seq, t: float) -> None:
@@ -140,7 +140,7 @@ class KVMover:
             self.landed[sid] = fl
         for seq in waiting:
             sim._enqueue(dst, seq, t)
-        sim._wake(sim.unit_of[dst.iid], t)
+        sim.wake_unit(sim.unit_of[dst.iid], t)
 
     def remote_tokens(self, seq: Seq, bs: int) -> int:
         """Tokens of ``seq``'s HBM hit that arrived by a copy (module docstring); 0 if none."""

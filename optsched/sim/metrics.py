@@ -34,7 +34,7 @@ Summary:
   (users) see at least this many tokens/s. ``interactivity_p50_tok_s`` likewise at q = 50.
 - ``p90_interactivity_token_tok_s``: the token-weighted view, 1 / P90 of the per-token ITL (histogram,
   2.3% bins, `optsched.sim.itl`): the streaming rate that 90% of all output tokens meet or beat (shows
-  decode stalls behind long prefill chunks that a per-call mean averages away). Before issue 11 this
+  decode stalls behind long prefill chunks that a per-call mean averages away). Before the model context was enforced this
   was ``p90_interactivity_tok_s``.
 - ``tpgs``: tokens per GPU-second = Σ (input + output tokens) / (GPUs x makespan), where input counts
   cached (reused) tokens too: every token the service processed or served.

@@ -52,7 +52,7 @@ class PDControlSimulator(Simulator):
             raise ValueError("PDControlSimulator routes by itself: do not pass a router")
         kwargs["router"] = self
         super().__init__(*args, **kwargs)
-        self._inline_steps = False  # stops at a time: one event per step end (engine docstring)
+        self.inline_steps = False  # stops at a time: one event per step end (engine docstring)
         if not (isinstance(warmup_s, (int, float)) and warmup_s >= 0):
             raise ValueError(f"warmup_s must be a number >= 0, got {warmup_s!r}")
         roles = [i.role for i in self.instances]
@@ -72,7 +72,7 @@ class PDControlSimulator(Simulator):
     # ---- routing (the simulator asks itself) -------------------------------------------------
     def _least(self, role: str) -> int:
         best, best_load = -1, 0
-        now = self._q.now_s
+        now = self.queue.now_s
         for inst in self.instances:
             if inst.role != role or not self._available(inst.iid, now):
                 continue
@@ -99,7 +99,7 @@ class PDControlSimulator(Simulator):
     # ---- control -----------------------------------------------------------------------------
     def counts(self) -> tuple[int, int, int, int]:
         """``(available prefill, available decode, draining, warming)`` instances now."""
-        now = self._q.now_s
+        now = self.queue.now_s
         p = d = dr = w = 0
         for inst in self.instances:
             if self._available(inst.iid, now):
@@ -139,7 +139,7 @@ class PDControlSimulator(Simulator):
         if delta == 0:
             return 0
         src = "decode" if delta > 0 else "prefill"
-        now = self._q.now_s
+        now = self.queue.now_s
         cands = sorted((inst for inst in self.instances if inst.role == src and self._available(inst.iid, now)),
                        key=lambda i: (i.queued_prefill_tokens + i.remaining_decode_tokens_at(now) + i.incoming_tokens, i.iid))
         started = 0
@@ -158,7 +158,7 @@ class PDControlSimulator(Simulator):
                 and not self.unit_of[inst.iid].busy)
 
     def _flip_drained(self) -> None:
-        now = self._q.now_s
+        now = self.queue.now_s
         for inst in self.instances:
             if self.state[inst.iid] == DRAINING and self._drained(inst):
                 inst.role = "decode" if inst.role == "prefill" else "prefill"
@@ -175,7 +175,7 @@ class PDControlSimulator(Simulator):
             RuntimeError: the queue emptied with unfinished calls (as `run`).
         """
         self.start()
-        q, dispatch = self._q, self.dispatch
+        q, dispatch = self.queue, self.dispatch
         heap = q._heap
         while heap and heap[0][0] < t_s:
             dispatch(*q.pop())

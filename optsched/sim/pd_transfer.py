@@ -45,7 +45,7 @@ class PDMixin:
         best = None
         for i in self.decode_ids:
             inst = self.instances[i]
-            load = inst.queued_prefill_tokens + inst.remaining_decode_tokens_at(self._q.now_s)
+            load = inst.queued_prefill_tokens + inst.remaining_decode_tokens_at(self.queue.now_s)
             if best is None or load < best[0]:
                 best = (load, inst)
         return best[1]
@@ -65,7 +65,7 @@ class PDMixin:
         dur = float(src.cm.kv_transfer_time(seq.target_tokens, self.cluster.pd_link))
         seq.transfer_s += dur
         heapq.heappush(dst.kv_in, t + dur)
-        self._q.push(t + dur, KV_READY, ("transfer", seq, dst, src))
+        self.queue.push(t + dur, KV_READY, ("transfer", seq, dst, src))
         return True
 
     def _join_at_boundary(self, inst: Instance, seq: Seq) -> None:
@@ -75,7 +75,7 @@ class PDMixin:
         else:
             inst.join_decode(seq, seq.call.output_tokens - seq.generated)
 
-    def _retry_pending(self, dst: Instance, t: float) -> None:
+    def retry_pending(self, dst: Instance, t: float) -> None:
         while dst.pending_kv:
             seq, src = dst.pending_kv[0]
             if not self._send(src, dst, seq, t):
@@ -89,7 +89,7 @@ class PDMixin:
             self._touch(inst, t)
             kv.free(src, seq, t)
             if src.waiting:
-                self._wake(self.unit_of[src.iid], t)  # freed blocks may let a blocked prefill start
+                self.wake_unit(self.unit_of[src.iid], t)  # freed blocks may let a blocked prefill start
             src.inflight -= 1
             inst.inflight += 1
             seq.order = inst.next_order()  # newest on the decode instance (preemption order)
@@ -102,4 +102,4 @@ class PDMixin:
             inst.loading -= 1
             seq.state = PREFILL
             inst.prefilling.append(seq)
-        self._wake(self.unit_of[inst.iid], t)
+        self.wake_unit(self.unit_of[inst.iid], t)

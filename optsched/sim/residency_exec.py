@@ -76,7 +76,7 @@ class ResidencyExecutor:
         t = max(t, now_s)
         if t < self.timer_at.get(inst.iid, _INF):
             self.timer_at[inst.iid] = t
-            self.sim._q.push(t, TIMER, inst)
+            self.sim.queue.push(t, TIMER, inst)
 
     def on_timer(self, inst: Instance, now_s: float) -> None:
         """A TTL deadline on ``inst``: apply due ``then`` actions and arm the next deadline."""

@@ -1,7 +1,7 @@
 """The simulator's public stepping API: stop at every call release, let the caller route it.
 
 `SteppingMixin` is mixed into `optsched.sim.engine.Simulator` (which owns the event queue
-``_q``, the session driver ``_driver`` and the per-call sequences ``_seqs``). It runs the same
+``queue``, the session driver ``_driver`` and the per-call sequences ``_seqs``). It runs the same
 loop body (``Simulator.dispatch``) as ``Simulator.run``, but returns at each RELEASE event instead
 of asking a router; `apply` then routes the call through the same code path (``Simulator._admit``)
 that a router's answer takes. A caller who applies what a router would have returned therefore
@@ -84,7 +84,7 @@ class SteppingMixin:
     view: Any
     residency: Any
     kv_mover: Any
-    _start_load: Any
+    start_load: Any
     router: Any
     route_decode: Any
 
@@ -101,7 +101,7 @@ class SteppingMixin:
         view = self.view
         if view is not None:
             view._sim = _CLOSED
-        self.view = self.residency = self.kv_mover = self._start_load = self.router = self.route_decode = None
+        self.view = self.residency = self.kv_mover = self.start_load = self.router = self.route_decode = None
 
     @property
     def calls(self) -> list[Call]:
@@ -150,7 +150,7 @@ class SteppingMixin:
         if self._pending is not None:
             return self._pending
         self.start()
-        q, dispatch = self._q, self.dispatch
+        q, dispatch = self.queue, self.dispatch
         while q._heap:
             t, p, payload = q.pop()
             if p == RELEASE:

@@ -6,7 +6,7 @@ sessions, as one product's agent prompt), then grows its own history: call k of 
 lognormal (median ``output_median_tokens``), and a tool pause after it (lognormal median ``think_median_s``,
 sigma 1.0). Session s starts at ``s · stagger_s``. A router that follows the longest prefix match
 (SGLang cache-aware: match rate > 0.3) sends every new session to the instance that cached the prompt
-first, and stickiness keeps them there (issue 12: max/mean instance load 4.0 on 4 instances).
+first, and stickiness keeps them there (measured: max/mean instance load 4.0 on 4 instances).
 Randomness: one ``numpy.random.Generator``, named child streams (STYLE habit 5).
 """
 

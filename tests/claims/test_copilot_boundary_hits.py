@@ -1,4 +1,4 @@
-"""Seed claim (issue 4): on a Copilot-like workload with an HBM-only LRU prefix cache, the hit rate falls
+"""Seed claim: on a Copilot-like workload with an HBM-only LRU prefix cache, the hit rate falls
 from within-turn to cross-turn to after-model-switch (published: ~90% / ~64% / ~23%).
 
 Setup: one llama-3-70b TP-4 instance on H200, 40 Copilot-like sessions (``generate_copilot`` defaults) cut at

@@ -1,4 +1,4 @@
-"""Seed claim (issue 4): on an AgentX-like workload at high concurrency, vLLM's
+"""Seed claim: on an AgentX-like workload at high concurrency, vLLM's
 ``long_prefill_token_threshold=512`` raises TPGS and P90 interactivity over no threshold (published: up
 to +93% TPGS and ~2.3x P90 interactivity at the best point of a concurrency sweep) while raising the
 TTFT of the longest prefills.

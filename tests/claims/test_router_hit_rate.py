@@ -1,4 +1,4 @@
-"""Seed claim (issue 4, "Real traces"): cache-aware routers reach a higher HBM hit rate than round-robin
+"""Seed claim (real traces): cache-aware routers reach a higher HBM hit rate than round-robin
 on the shipped Mooncake sample and the shipped LMCache agent sessions.
 
 Cluster: 4 colocated llama-3-8b instances on H200 (tp 1, ~0.9M KV tokens each), HBM-only prefix cache,

@@ -118,7 +118,7 @@ def test_solve_residency_on_the_taubench_sample(capsys, tmp_path):
 
 def test_solver_time_out_writes_the_incumbent_with_its_gap(capsys, tmp_path):
     """200 calls x 8 instances with an unreachable gap and a 1 s limit: HiGHS stops at the time limit;
-    the greedy-warm-started incumbent is written with its gap (measured 0.45%; issue 5 asks <= 1%)."""
+    the greedy-warm-started incumbent is written with its gap (measured 0.45%; the bar is <= 1%)."""
     out = tmp_path / "big.json"
     assert main(["solve", "routing", "--workload", MOONCAKE, "--window", "200", "--instances", "8",
                  "--time-limit", "1", "--mip-gap", "1e-9", "-o", str(out)]) == 0

@@ -19,7 +19,7 @@ from optsched.cost.validate import accuracy_rows
 # tests/cost/ -> repo -> ../shared/data; OPTSCHED_SHARED_DATA points a worktree elsewhere at it
 DATA = Path(os.environ.get("OPTSCHED_SHARED_DATA", Path(__file__).resolve().parents[2].parent / "shared" / "data"))
 needs_data = pytest.mark.skipif(not DATA.exists(), reason="../shared/data absent")
-BAR = 0.10  # issue bar: held-out median APE <= 10% for GEMM/MLP and attention
+BAR = 0.10  # the accuracy bar: held-out median APE <= 10% for GEMM/MLP and attention
 
 
 @cache

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from optsched.compare.replication import build_replication
-from optsched.pipelines.pd import call_trace
 
+from optsched.compare.replication import build_replication
 from optsched.cost import CostModel
 from optsched.cost.catalog import load_model
 from optsched.cost.pool_queue import predict_pool
+from optsched.pipelines.pd import call_trace
 from optsched.policies.router_round_robin import RoundRobinRouter
 from optsched.sim import SLO, ClusterConfig, InstanceConfig, SchedulerConfig, simulate
 
@@ -33,9 +33,8 @@ def test_predicted_p90_ttft_matches_simulator(rows):
 
 
 def _lmcache(copies: int):
-    from optsched.reproduce.stages.simrun import scale_load
+    from optsched.replicate import scale_load
     from optsched.reproduce.stages.workloads import align_session_starts
-
     from optsched.workload import samples
 
     return scale_load(align_session_starts(samples.lmcache_sample(load=True)), copies / 2)

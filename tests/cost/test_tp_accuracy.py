@@ -1,4 +1,4 @@
-"""The linear-layer cost model carries across tensor parallelism (issue 11 item 2), on Vidur's A100
+"""The linear-layer cost model carries across tensor parallelism, on Vidur's A100
 mlp.csv profiles at TP 1/2/4/8 (skipped when ../shared/data is absent).
 
 Bars, derived from the TP-1 error of the same split rather than chosen freely:

@@ -1,6 +1,6 @@
 """Bad option values of the experiment scripts: one ``error:`` line naming what is wrong, exit 2, before any work
 (each case below was a traceback, or was accepted and started the run, before the bounds of
-`optsched.reproduce.config_cli.arg` and the scripts' own checks)."""
+`optsched.config_cli.arg` and the scripts' own checks)."""
 
 from __future__ import annotations
 
@@ -15,10 +15,10 @@ CASES = [
     ("residency_imitation", ["--hindsight", "2"], "--hindsight: invalid choice"),
     ("residency_imitation", ["--gpu", "bogus"], "unknown gpu 'bogus'"),
     ("residency_imitation", ["--sources", "bogus"], "source 'bogus' is neither"),
-    ("routing_compare", ["--windows", "0"], "--windows: must be >= 1"),
-    ("routing_compare", ["--ttft", "nan"], "--ttft: must be > 0"),
-    ("routing_compare", ["--big-seeds", "-1"], "--big-seeds: must be >= 0"),
-    ("routing_compare", ["--tp", "3"], "tp=3 must divide"),
+    ("routing_window_rules", ["--windows", "0"], "--windows: must be >= 1"),
+    ("routing_window_rules", ["--window-calls", "0"], "--window-calls: must be >= 1"),
+    ("routing_window_rules", ["--big-seeds", "-1"], "--big-seeds: must be >= 0"),
+    ("routing_window_rules", ["--tp", "3"], "tp=3 must divide"),
     ("pd_breakeven", ["--ttft-scale", "nan"], "ttft_scale > 1"),
     ("pd_breakeven", ["--model", "bogus"], "unknown model 'bogus'"),
     ("pd_grid", ["--seeds", "0"], "--seeds >= 2"),

@@ -1,5 +1,5 @@
 """Every experiment script answers ``--help`` (exit 0) with a description on every option and argument, and the
-Config scripts parse no arguments to their ``Config()`` (`optsched.reproduce.config_cli`)."""
+Config scripts parse no arguments to their ``Config()`` (`optsched.config_cli`)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import dataclasses
 import re
 
 import pytest
-from optsched.reproduce.config_cli import config_parser, parse_config
 
+from optsched.config_cli import config_parser, parse_config
 from tests.experiments.loader import EXPERIMENTS, load_experiment
 
 SCRIPTS = sorted(p for p in EXPERIMENTS.glob("*.py")
@@ -67,7 +67,7 @@ def test_help_exits_0_and_describes_every_option(path, capsys, monkeypatch):
 
 
 CONFIG_SCRIPTS = ("admission_hindsight", "bench_cost", "calibrate_cost", "pd_breakeven", "residency_bound",
-                  "residency_hindsight", "residency_imitation", "routing_compare", "train_ppo")
+                  "residency_hindsight", "residency_imitation", "routing_window_rules", "train_ppo")
 
 
 @pytest.mark.parametrize("name", CONFIG_SCRIPTS)
@@ -79,7 +79,7 @@ def test_no_arguments_parse_to_the_default_config(name):
 
 
 def test_a_script_parses_its_own_command_line_to_its_config():
-    mod = load_experiment("routing_compare", "help_routing_compare")
+    mod = load_experiment("routing_window_rules", "help_routing_window_rules")
     assert mod.parse([]) == mod.Config()
-    cfg = mod.parse(["--routers", "price", "round_robin", "--ttft", "1", "--seed", "3"])
-    assert cfg == dataclasses.replace(mod.Config(), routers=("price", "round_robin"), ttft=1.0, seed=3)
+    cfg = mod.parse(["--windows", "3", "--window-calls", "20", "--seed", "3"])
+    assert cfg == dataclasses.replace(mod.Config(), windows=3, window_calls=20, seed=3)

@@ -1,4 +1,4 @@
-"""PrefixCache.free_allocated / allocate_unchecked (issue 14 speed pass): the same state as the general calls."""
+"""PrefixCache.free_allocated / allocate_unchecked (a speed path): the same state as the general calls."""
 
 from __future__ import annotations
 

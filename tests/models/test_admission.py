@@ -22,13 +22,14 @@ from optsched.models.admission_online import (
     DIAGNOSTICS,
     RULES,
     RuleConfig,
-    _State,
     memory_profile,
     simulate_rounds,
     total_latency,
 )
-from optsched.pipelines.admission import compare_rules_to_optimum, jaillet_instance
+from optsched.models.admission_rounds import RoundState
 from optsched.solvers import SolverOptions, solve
+
+from optsched.pipelines.admission import compare_rules_to_optimum, jaillet_instance
 
 OPTS = SolverOptions(time_limit_s=60, mip_gap=1e-6)
 
@@ -200,7 +201,7 @@ def test_continuation_probability_hand_computed():
 def test_lookahead_candidates_are_the_fitting_subsets_hand_checked():
     # HAND at t = 0, M = 10: alone A (peak 5), B (3), C (8) fit; A+B fits (t=2: 4+3), B+C fits
     # (t=2: 3+6, t=3..4: 8), A+C does not (t=3: 5+7 = 12), A+B+C does not (t=2: 4+3+6 = 13).
-    state = _State(HAND, 10)
+    state = RoundState(HAND, 10)
     cands = candidate_starts(state, [0, 1, 2], 0, subset_cap=6)
     started = [tuple(i for i in range(3) if c.starts[i] == 0) for c in cands]
     assert started == [(), (1,), (0,), (2,), (0, 1), (1, 2)]  # MC-SF order B, A, C; nothing first

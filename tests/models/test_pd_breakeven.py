@@ -1,5 +1,5 @@
 """experiments/pd_breakeven.py: a tiny smoke run (files written) and the documented run's crossings pinned to
-the brackets the model predicts within the cost model's stated error (issue 11: the old test accepted any crossing
+the brackets the model predicts within the cost model's stated error (an earlier version of this test accepted any crossing
 in (0.5, 64))."""
 
 import importlib.util

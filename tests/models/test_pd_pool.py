@@ -1,15 +1,15 @@
 """Pool-level P/D MILP (`optsched.models.pd_pool`): a hand-solved instance, heterogeneous GPU types against
 enumeration, the LP relaxation bounds the MILP, and "derived means derived": the P/D ratio moves toward
-prefill when prompts get longer and prefix hits fall (coefficients from `optsched.pipelines.pd_pool`)."""
+prefill when prompts get longer and prefix hits fall (coefficients from `optsched.pipelines.pd_pool_plan`)."""
 
 import itertools
 
 import numpy as np
 import pytest
 from optsched.models.pd_pool import PoolInstance, PoolOption, build_pd_pool
-from optsched.pipelines.pd_pool import pool_instance, solve_pool
 from optsched.solvers import solve
 
+from optsched.pipelines.pd_pool_plan import pool_instance, solve_pool
 from optsched.workload.types import Call, Session, Workload
 
 HAND = {"colocated": (3.0, 5.0, 6.0), "prefill": (4.0, 7.0, 9.0), "decode": (5.0, 6.8, 7.0)}

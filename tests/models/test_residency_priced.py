@@ -15,7 +15,7 @@ from optsched.models.residency_priced_slots import replay_priced
 from optsched.solvers import SolverOptions, solve
 
 from optsched.policies.base import ResidencyDecision
-from optsched.policies.residency_priced import LoadPricedResidency
+from optsched.policies.residency_load_priced import LoadPricedResidency
 from optsched.workload.types import Call
 
 OPTS = SolverOptions(time_limit_s=60, mip_gap=1e-9)

@@ -111,10 +111,10 @@ def test_bad_input_names_field():
 def test_time_limited_200x8_returns_incumbent_with_gap():
     """200 calls x 8 instances with a 1 s limit and a 1e-4 gap target: HiGHS stops on time with the
     incumbent (at worst the greedy MIP start) and a finite gap; the plan routes every call."""
-    from optsched.pipelines.routing_window import greedy_routing, solve_routing, synthetic_routing_window
     from optsched.solvers import SolverOptions
 
     from optsched.cost import CostModel
+    from optsched.pipelines.routing_window import greedy_routing, solve_routing, synthetic_routing_window
 
     cm = CostModel.from_names("h200-sxm", "llama-3-70b", tp=4)
     w = synthetic_routing_window(200, 8, np.random.default_rng(0), cm)
@@ -124,7 +124,7 @@ def test_time_limited_200x8_returns_incumbent_with_gap():
     assert s.result.bound <= s.result.objective
     assert len(s.plan.assignment) == 200 and s.plan.source == "milp"
     greedy = greedy_routing(w)
-    from optsched.pipelines.router_price import window_objective
+    from optsched.pipelines.routing_price import window_objective
 
     g_choice = np.array([greedy.assignment[c] for c in w.call_ids])
     assert s.result.objective <= window_objective(w, g_choice) + 1e-6  # never worse than the MIP start
@@ -134,10 +134,9 @@ def test_window_from_prefix_cache_snapshot_routes_to_cached_instance():
     """Two real PrefixCaches: instance 1 holds call x's 64-block prefix (after a release), instance 0 is
     empty. The cost model makes recomputing 64·16 = 1024 tokens cost more than anything else, so the MILP
     sends x to instance 1 and y (no prefix anywhere) to instance 0."""
-    from optsched.pipelines.routing_window import resident_tokens_from_caches, routing_instance_from_calls
-
     from optsched.cost import CostModel
     from optsched.kvcache import PrefixCache
+    from optsched.pipelines.routing_window import resident_tokens_from_caches, routing_instance_from_calls
     from optsched.workload.types import Call
 
     caches = [PrefixCache({"hbm": 4096}, 16) for _ in range(2)]

@@ -5,14 +5,14 @@ import numpy as np
 import pytest
 from optsched.models.routing import build_routing, extract_routing
 from optsched.models.routing_data import RoutingInstance, RoutingWeights
-from optsched.pipelines.router_price import (
+from optsched.solvers import solve
+
+from optsched.pipelines.routing_price import (
     derive_price_weights,
     fit_price_weight,
     window_objective,
     window_rule_choice,
 )
-from optsched.solvers import solve
-
 from optsched.policies.router_price import PriceRouter, PriceRouterConfig
 from tests.policies.fakes import call, cluster
 

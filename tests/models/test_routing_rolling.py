@@ -3,10 +3,10 @@ sessions stay on the instance holding their prefix, and the result matches the p
 where the forecasts do not change the decision."""
 
 import pytest
-from optsched.pipelines.router_price import price_config_from_cost_model
-from optsched.pipelines.routing_rolling import RollingHorizonRouter
 
 from optsched.cost import CostModel
+from optsched.pipelines.routing_price import price_config_from_cost_model
+from optsched.pipelines.routing_rolling import RollingHorizonRouter
 from optsched.policies.router_price import PriceRouter
 from optsched.sim import ClusterConfig, InstanceConfig, SchedulerConfig, simulate
 from optsched.workload.types import Call, Session, Workload

@@ -1,14 +1,14 @@
-"""Elastic HBM rows of the session routing model (issue 12: the online pricer's LP was infeasible whenever
+"""Elastic HBM rows of the session routing model (regression: the online pricer's LP was infeasible whenever
 running requests left less free HBM than the paused sessions hold, and the router then ran unpriced)."""
 
 import numpy as np
 import pytest
 from optsched.models.routing_session_data import SessionRoutingInstance
 from optsched.models.routing_session_lp import build_session_lp
-from optsched.pipelines.session_routing import make_pricer, solve_session_routing, solve_session_routing_ti
 from optsched.solvers.scipy_lp import solve_matrix_lp
 
 from optsched.cost import CostModel
+from optsched.pipelines.session_routing import make_pricer, solve_session_routing, solve_session_routing_ti
 
 
 def _one(free: float, spill: float | None) -> SessionRoutingInstance:

@@ -1,4 +1,4 @@
-"""The simulator confirms a solved routing window's prediction (issue 5 "Must show").
+"""The simulator confirms a solved routing window's prediction.
 
 Setup: windows of the shipped Mooncake sample (real prompts and chained block hashes). The first N
 sessions are released 8 s apart (each finishes before the next arrives), the next W all at T0, after
@@ -25,11 +25,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from optsched.pipelines.routing import replay_window, window_decode_batch
-from optsched.pipelines.routing_window import routing_instance_from_calls, solve_routing
 from optsched.solvers import SolverOptions
 
 from optsched.cost import CostModel
+from optsched.pipelines.routing import replay_window, window_decode_batch
+from optsched.pipelines.routing_window import routing_instance_from_calls, solve_routing
 from optsched.policies.router_plan import PlanRouter, RoutingPlan
 from optsched.policies.router_round_robin import RoundRobinRouter
 from optsched.sim import ClusterConfig, InstanceConfig, SchedulerConfig, simulate

@@ -1,6 +1,6 @@
 """The residency door: one assembly for the CLI, the reproduce stage and the experiment.
 
-Regression (issue 10): ``optsched solve residency --workload optsched/data/samples/lmcache_agent`` exported
+Regression: ``optsched solve residency --workload optsched/data/samples/lmcache_agent`` exported
 ``block_size: 16`` although the workload's KV block is 512 tokens, so the exported optimized-TTL policy,
 run in the simulator, priced every pause at 1/32 of its KV tokens.
 """

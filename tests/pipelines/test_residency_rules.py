@@ -10,23 +10,23 @@ from pathlib import Path
 import numpy as np
 import pytest
 from optsched.models.residency_priced_slots import replay_priced
-from optsched.pipelines.residency import plan_from_workload
-from optsched.pipelines.residency_imitation import ORDER_METHODS, RULES
-from optsched.pipelines.residency_priced import priced_instance
 from optsched.solvers import SolverOptions
 
 from optsched.cli import main
 from optsched.cli.solve import RESIDENCY_RULES
 from optsched.cost import CostModel
 from optsched.export import load_policy, plan_from_json, plan_to_json
+from optsched.pipelines.residency import plan_from_workload
+from optsched.pipelines.residency_imitation_fit import ORDER_METHODS, RULES
+from optsched.pipelines.residency_priced_solve import priced_instance
 from optsched.policies.residency_imitation import ImitationEvictionResidency
-from optsched.policies.residency_priced import LoadPricedResidency
+from optsched.policies.residency_load_priced import LoadPricedResidency
 from optsched.policies.residency_priced_evict import PricedEvictionResidency
 from optsched.workload import generate_agentx
 
 OPTS = SolverOptions(time_limit_s=120, mip_gap=1e-9, threads=1)
 GPU, MODEL, TP = "h200-sxm", "llama-3-70b", 4
-SIZE = {"slot_s": 10.0, "max_pauses": 40}  # as tests/pipelines/test_residency_imitation.py
+SIZE = {"slot_s": 10.0, "max_pauses": 40}  # as tests/pipelines/test_residency_imitation_fit.py
 SAMPLE = Path(__file__).resolve().parents[2] / "optsched" / "data" / "samples" / "lmcache_agent"
 
 pytestmark = pytest.mark.filterwarnings("ignore::optsched.workload.TraceOrderWarning")  # the sample's own order

@@ -1,10 +1,12 @@
-"""The session router's derived grid (bucket_s, n_buckets, reprice_s) and move margin (issue 12 item 5):
+"""The session router's derived grid (bucket_s, n_buckets, reprice_s) and move margin:
 known answers on hand-built workloads and views, and the direction each moves when the workload changes."""
 
 import dataclasses
 
 import numpy as np
 import pytest
+
+from optsched.cost import CostModel
 from optsched.pipelines.session_calibrate import (
     _LoggingRouter,
     calibrate_move_margin,
@@ -12,8 +14,6 @@ from optsched.pipelines.session_calibrate import (
     time_grid,
 )
 from optsched.pipelines.session_routing import make_pricer
-
-from optsched.cost import CostModel
 from optsched.policies.router_session import SessionPrices, SessionRouterConfig
 from optsched.sim import ClusterConfig, InstanceConfig
 from optsched.workload import Call

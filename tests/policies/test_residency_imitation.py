@@ -17,7 +17,7 @@ from optsched.cost import CostModel
 from optsched.export import plan_from_json, plan_to_json
 from optsched.plan import Plan
 from optsched.policies.residency_imitation import ImitationEvictionResidency, imitation_features
-from optsched.policies.residency_priced import LoadPricedResidency
+from optsched.policies.residency_load_priced import LoadPricedResidency
 from optsched.sim import simulate
 from optsched.sim.registry import policy_names
 from optsched.sim.result import same_summary

@@ -12,7 +12,7 @@ from optsched.solvers import SolverOptions, solve
 
 from optsched.cost import CostModel
 from optsched.kvcache import PrefixCache
-from optsched.policies.residency_priced import LoadPricedResidency
+from optsched.policies.residency_load_priced import LoadPricedResidency
 from optsched.policies.residency_priced_evict import PricedEvictionResidency
 from optsched.sim import simulate
 from optsched.sim.registry import policy_names

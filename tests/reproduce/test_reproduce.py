@@ -9,9 +9,10 @@ import shutil
 from pathlib import Path
 
 import pytest
+
 from optsched.reproduce.config import ReproduceConfig, WorkloadSpec, config_path, load_config
 from optsched.reproduce.report import TIMINGS_HEADING, fmt, markdown_table
-from optsched.reproduce.runcache import RunCache, atomic_write_text, digest
+from optsched.runcache import RunCache, atomic_write_text, digest
 
 # ---------------------------------------------------------------- run cache
 

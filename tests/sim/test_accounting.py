@@ -1,6 +1,6 @@
 """Per-call token accounting under preemption, and per-token ITL, on hand-checkable runs.
 
-Regression (issue 4 follow-up): a call preempted by recompute re-matched its prefix on re-admission
+Regression: a call preempted by recompute re-matched its prefix on re-admission
 and the hits were ADDED to the first admission's, so hits exceeded ``input_tokens`` and summary hit
 rates exceeded 1 (AgentX on one H200: 84 of 734 calls, ``hit_rate`` 1.19). Now the hits describe the
 admission that completed the prefill and the extra work is ``preempted_recompute_tokens``.

@@ -13,7 +13,7 @@ TRACE = ROOT.parent / "shared" / "data" / "vidur" / "processed_traces" / "splitw
 
 @pytest.mark.skipif(not TRACE.is_file(), reason="Vidur trace not available")
 def test_clipped_csv_equals_clip_prompts(tmp_path):
-    from optsched.sim.sim_config import load_config_dict
+    from optsched.sim_file import load_config_dict
     from optsched.workload import load_vidur_trace
     from optsched.workload.context import clip_prompts
 

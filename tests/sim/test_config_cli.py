@@ -10,7 +10,7 @@ import yaml
 from optsched.cli import main
 from optsched.sim import SLO, ClusterConfig, InstanceConfig, SchedulerConfig
 from optsched.sim.registry import build_policy
-from optsched.sim.sim_config import build_run, load_config_dict
+from optsched.sim_file import build_run, load_config_dict
 
 TINY = {
     "name": "tiny",
@@ -147,7 +147,7 @@ def test_policies_accept_policy_json_files(tmp_path, capsys):
     assert type(run["router"]).__name__ == "PriceRouter" and isinstance(run["admission"], MLPAdmission)
     ref = simulate(run["workload"], run["cluster"], load_policy(tmp_path / "price.json").to_policy(),
                    load_policy(tmp_path / "adm.json").to_policy(), None, run["slo"], seed=run["seed"]).calls
-    from optsched.sim.sim_config import run_config
+    from optsched.sim_file import run_config
 
     assert run_config(load_config_dict(tmp_path / "c.yaml")).calls.equals(ref)
     assert main(["simulate", str(tmp_path / "c.yaml"), "--out", str(tmp_path / "o")]) == 0

@@ -1,4 +1,4 @@
-"""Model context enforced (issue 11 item 1): a call longer than the model's ``max_context_tokens`` is
+"""Model context enforced: a call longer than the model's ``max_context_tokens`` is
 rejected before simulation with one clear error, never silently simulated (the old code ran a
 1,000,000-token prompt on llama-3-70b, context 131,072, and reported TTFT 577 s)."""
 

@@ -1,6 +1,6 @@
 """The simulator's fast paths give exactly the general path's run (``Simulator.fast_paths`` on vs off).
 
-Fast paths (issue 14): inline continuation of a unit's steps (`optsched.sim.engine`), the built-in FCFS
+Fast paths (`optsched/sim/README.md`): inline continuation of a unit's steps (`optsched.sim.engine`), the built-in FCFS
 planner `optsched.sim.scheduler.plan_fcfs` and the fused step loop `optsched.sim.fused`. Each case runs
 the same workload twice and compares everything a run produces: the per-call table at full float
 repr, the summary, the step-boundary time series, every instance's ITL histogram, step stack, step

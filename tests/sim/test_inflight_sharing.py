@@ -1,4 +1,4 @@
-"""In-flight prefix sharing and own-block hits (issue 11 item 1).
+"""In-flight prefix sharing and own-block hits.
 
 - A call can hit KV blocks that a RUNNING call has already computed (vLLM v1 caches a request's full
   blocks as soon as they are computed: ``KVCacheManager.allocate_slots`` -> ``BlockPool.cache_full_blocks``);

@@ -52,7 +52,7 @@ def test_release_equals_max_parent_finish_plus_think(seed, users, n):
 
 
 def test_concurrency_second_session_not_held_to_start_s():
-    """The issue's example: two sessions at 0 s and 1000 s, one user: the second session starts when
+    """The release rule's worked example: two sessions at 0 s and 1000 s, one user: the second session starts when
     the first ends (~0.1 s) and its second call follows its first, not the session's start_s."""
     def sess(sid: str, start: float) -> Session:
         a = Call(f"{sid}a", sid, 100, 10, think_time_s=0.5)

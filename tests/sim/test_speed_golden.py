@@ -2,7 +2,7 @@
 
 Each case runs ``simulate`` (or an env episode) and hashes the per-call CSV (``SimResult.calls``,
 every float at full repr) plus the summary JSON. The references were recorded on the code before
-the simulator speed work of issue 14 (commit f30948e); any change of a float anywhere in a schedule
+the simulator speed work (commit f30948e; rules in ``optsched/sim/README.md``); any change of a float anywhere in a schedule
 changes the hash. Cases cover the Vidur splitwise_conv trace (1 and 4 replicas), the Mooncake
 sample, AgentX with the DRAM tier, residency policies, P/D, several routers, admission policies,
 small chunk budgets, ``fast_forward=False``, and a Routing-v0 episode (observations and rewards).

@@ -1,4 +1,4 @@
-"""Generator calibration bars from issue 2 (fixed seed), structure invariants and determinism."""
+"""Generator calibration bars (fixed seed), structure invariants and determinism."""
 
 import collections
 import itertools

@@ -1,4 +1,4 @@
-"""Input reliability (issue 11, item 11): trailing blank lines, gzip traces through the one opener,
+"""Input reliability: trailing blank lines, gzip traces through the one opener,
 non-finite session start times."""
 
 from __future__ import annotations

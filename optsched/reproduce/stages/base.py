@@ -2,7 +2,7 @@
 
 A `Stage` names the stages it depends on and the part of the config it reads (`Stage.inputs`);
 the orchestrator (`optsched.reproduce.run`) keys its result by a hash of those inputs, the
-dependencies' keys and the code digest (`optsched.reproduce.runcache`), so a rerun skips it.
+dependencies' keys and the code digest (`optsched.runcache`), so a rerun skips it.
 
 A `StageResult` is plain JSON: tables (columns + rows of numbers/strings), figures (paths relative
 to the run folder, with captions), a "what this shows" paragraph written from the numbers, data for
@@ -19,9 +19,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from optsched.replicate import stream_seed
 from optsched.reproduce.config import ReproduceConfig
-from optsched.reproduce.provenance import stream_seed
-from optsched.reproduce.runcache import RunCache, atomic_write_bytes
+from optsched.runcache import RunCache, atomic_write_bytes
 
 __all__ = ["Stage", "StageContext", "StageResult", "StageUnavailable", "Table", "check_reproducible", "save_figure",
            "solver_options"]

@@ -15,10 +15,10 @@ import math
 from typing import Any
 
 from optsched.reproduce.config import ReproduceConfig
-from optsched.reproduce.runcache import atomic_write_text
 from optsched.reproduce.stages.base import Stage, StageContext, StageResult, Table
 from optsched.reproduce.stages.baselines import best_router
 from optsched.reproduce.stages.simrun import short_reason
+from optsched.runcache import atomic_write_text
 
 __all__ = ["STAGE"]
 

@@ -16,11 +16,11 @@ import logging
 from typing import Any
 
 import numpy as np
+
+from optsched.replicate import scale_load, stream_seed
 from optsched.reproduce.config import ReproduceConfig
-from optsched.reproduce.provenance import stream_seed
 from optsched.reproduce.stages.base import StageContext, StageUnavailable
 from optsched.reproduce.stages.workloads import get_workloads
-
 from optsched.sim.registry import policy_names
 from optsched.workload.digest import workload_digest
 
@@ -33,7 +33,6 @@ __all__ = [
     "make_policies",
     "policy_spec",
     "run_sim",
-    "scale_load",
     "short_reason",
     "sim_many",
     "sim_seed",
@@ -154,51 +153,6 @@ def cluster_for(cfg: ReproduceConfig, scheduler: dict[str, Any] | None = None,
     return ClusterConfig(instances=inst, scheduler=sched)
 
 
-def _salt(h: int, j: int) -> int:
-    # a distinct, deterministic hash space per session copy; chained structure inside a copy is kept
-    return (int(h) * 1_000_003 + j) & ((1 << 62) - 1)
-
-
-def scale_load(wl: Any, factor: float) -> Any:
-    """``wl`` at ``factor`` times its load.
-
-    Open-loop traces and closed-loop sessions with staggered starts: arrival rate x factor (trace
-    arrival and session start times divided by it; think times, the closed loop inside a session,
-    unchanged). Closed-loop sessions that all start together: concurrency x factor — the first
-    ``round(K x factor)`` sessions, or copies of all K sessions beyond K (copy j gets ids suffixed
-    ``#r<j>`` and its own block-hash space, so copies do not share KV with each other).
-    """
-    import dataclasses
-
-    from optsched.workload import Session, Workload
-
-    if not factor > 0:
-        raise ValueError(f"load scale must be > 0, got {factor!r}")
-    if factor == 1.0:
-        return wl
-    # open loop: calls are released at their trace times; closed loop: at session start + the loop
-    timed = (not wl.closed_loop) or len({s.start_s for s in wl.sessions}) > 1
-    if timed:
-        sessions = []
-        for s in wl.sessions:
-            calls = tuple(c if c.arrival_s is None else dataclasses.replace(c, arrival_s=c.arrival_s / factor)
-                          for c in s.calls)
-            sessions.append(Session(s.session_id, calls, start_s=s.start_s / factor))
-    else:
-        k = len(wl.sessions)
-        n = max(1, round(k * factor))
-        sessions = list(wl.sessions[:n])
-        for m in range(k, n):
-            s, j = wl.sessions[m % k], m // k
-            calls = tuple(dataclasses.replace(
-                c, call_id=f"{c.call_id}#r{j}", session_id=f"{s.session_id}#r{j}",
-                parents=tuple(f"{p}#r{j}" for p in c.parents),
-                block_hashes=tuple(_salt(h, j) for h in c.block_hashes)) for c in s.calls)
-            sessions.append(Session(f"{s.session_id}#r{j}", calls, start_s=s.start_s))
-    return Workload(name=wl.name, sessions=tuple(sessions), block_size=wl.block_size,
-                    closed_loop=wl.closed_loop, source=wl.source)
-
-
 def short_reason(exc: BaseException, limit: int = 300) -> str:
     """``Type: message`` of an exception, cut to ``limit`` characters (for report tables)."""
     text = f"{type(exc).__name__}: {exc}".replace("\n", " ")
@@ -281,7 +235,7 @@ def sim_many(ctx: StageContext, jobs: list[tuple[str, dict[str, Any], float]], d
     import json
     import multiprocessing as mp
 
-    from optsched.reproduce.runcache import canonical_json
+    from optsched.runcache import canonical_json
 
     cfg, wls = ctx.config, get_workloads(ctx)
     out: list[Any] = [None] * len(jobs)

@@ -13,9 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from optsched.reproduce.config import ReproduceConfig, WorkloadSpec
-from optsched.reproduce.runcache import digest
 from optsched.reproduce.stages.base import Stage, StageContext, StageResult, StageUnavailable, Table
-
+from optsched.runcache import digest
 from optsched.workload.digest import workload_digest
 
 __all__ = [
@@ -106,9 +105,8 @@ def get_workloads(ctx: StageContext) -> dict[str, Any]:
     A workload whose loader / generator raises StageUnavailable is left out and listed by `missing_workloads`;
     StageUnavailable only when none can be built.
     """
-    from optsched.reproduce.provenance import stream_seed
-
     from optsched.cost.catalog import load_model
+    from optsched.replicate import stream_seed
 
     key = ("workloads", digest(ctx.config.to_dict()["workloads"]), ctx.config.seed)
     if key not in ctx.shared:

@@ -7,12 +7,12 @@ import json
 
 import numpy as np
 import pytest
-from optsched.pipelines.residency_priced import solve_priced
 from optsched.solvers import SolverOptions
 
 from optsched.cost import CostModel
 from optsched.export import plan_from_json, plan_to_json
-from optsched.policies.residency_priced import LoadPricedResidency
+from optsched.pipelines.residency_priced_solve import solve_priced
+from optsched.policies.residency_load_priced import LoadPricedResidency
 from optsched.workload import generate_agentx
 
 OPTS = SolverOptions(time_limit_s=120, mip_gap=1e-6, threads=1)
@@ -52,7 +52,8 @@ def test_rule_keeps_more_when_loose(solves):
             return d
 
     from optsched.models.residency_priced_slots import replay_priced
-    from optsched.pipelines.residency_priced import priced_instance
+
+    from optsched.pipelines.residency_priced_solve import priced_instance
 
     wl = generate_agentx(8, np.random.default_rng(3))
     kept = {}
@@ -102,7 +103,7 @@ def test_evict_plan_records_the_eviction_price_from_the_duals(solves):
                                              (1e-9, r"pause-slots \(at most 50,000")])
 def test_slot_length_is_checked_before_the_model_is_built(slot_s, msg):
     """A zero slot raised ZeroDivisionError; a 1 ns slot grew the build past 8 GB in 20 s."""
-    from optsched.pipelines.residency_priced import priced_instance
+    from optsched.pipelines.residency_priced_solve import priced_instance
 
     with pytest.raises(ValueError, match=msg):
         priced_instance(generate_agentx(2, np.random.default_rng(0)), CM, slot_s=slot_s)
@@ -114,8 +115,7 @@ def test_last_slot_running_kv_does_not_depend_on_the_last_pause_length(think_s):
     slots) after A's only pause has ended when it lasts 3 or 4 s. Cutting R at the last pause's end counted B
     only when that pause lasted past 5 s, so the slot's demand told the information-relaxation bound's features
     how long the pause was (`pipelines/residency_bound._known_demand`)."""
-    from optsched.pipelines.residency_priced import priced_instance
-
+    from optsched.pipelines.residency_priced_solve import priced_instance
     from optsched.workload.types import Call, Session, Workload
 
     a1 = Call("a1", "A", 1000, 10, think_time_s=think_s, tool="bash")

@@ -1,6 +1,6 @@
 """Load-priced residency: workload -> priced slot model -> LP duals (HBM price) + hindsight MILP -> rules -> `Plan`.
 
-Instance (`optsched.models.residency_priced`): the tool pauses of `optsched.pipelines.residency.
+Instance (`optsched.models.residency_priced`): the tool pauses of `optsched.pipelines.residency_pauses.
 pauses_from_workload` (uncontended timeline), sessions placed round-robin on ``n_instances`` instances in
 session order (a sticky router keeps a session on one instance; which one is an assumption here), running
 KV R[i,t] = input + output tokens of every call of instance i running in slot t on the same timeline
@@ -36,6 +36,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+
+from optsched.cost import CostModel
 from optsched.models.residency_priced import (
     PricedResidencyInstance,
     build_priced_residency,
@@ -43,18 +45,19 @@ from optsched.models.residency_priced import (
     extract_priced_paths,
 )
 from optsched.models.residency_priced_slots import replay_priced
-from optsched.pipelines.residency import NoToolPauses, cost_coefficients, pauses_from_workload
-from optsched.solvers import SolveResult, SolverOptions, solve
-
-from optsched.cost import CostModel
+from optsched.pipelines.residency_pauses import (
+    NoToolPauses,
+    cost_coefficients,
+    pauses_from_workload,
+    residency_rules,
+)
 from optsched.plan import Plan, Provenance
-from optsched.policies.residency_infercept import InferceptResidency
-from optsched.policies.residency_lru import LRUResidency
-from optsched.policies.residency_priced import LoadPricedResidency
+from optsched.policies.residency_load_priced import LoadPricedResidency
 from optsched.policies.residency_priced_evict import PricedEvictionResidency
-from optsched.policies.residency_ttl import TTLResidency, tool_durations_from_calls
+from optsched.policies.residency_ttl import tool_durations_from_calls
 from optsched.policies.residency_ttl_opt import OptimizedTTLResidency
 from optsched.revision import git_revision
+from optsched.solvers import SolveResult, SolverOptions, solve
 from optsched.workload.digest import workload_digest
 from optsched.workload.timeline import uncontended_timeline
 from optsched.workload.types import Call, Workload
@@ -196,10 +199,7 @@ def _rules(cm: CostModel, durations: Mapping[str, Sequence[float]], bs: int, rul
     the load-priced rule with the priced eviction order."""
     coef = cost_coefficients(cm)
     return {
-        "lru": LRUResidency(),
-        "ttl (Continuum-style)": TTLResidency(durations, reload_s_per_block=2.0 * float(cm.kv_transfer_time(bs, "pcie")),
-                                              price_s_per_block_s=bs / cm.kv_capacity_tokens(), then="offload_dram"),
-        "infercept": InferceptResidency.from_cost_model(cm, bs),
+        **residency_rules(cm, durations, bs),
         "ttl_opt (priced per class)": OptimizedTTLResidency(
             {k: tuple(v) for k, v in durations.items()}, (rule.solve["duals_used"]["mean_price_s_per_token_s"], 0.0, 0.0),
             block_size=bs,

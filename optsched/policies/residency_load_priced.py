@@ -12,7 +12,7 @@ function of the HBM demand u_i = (running KV on i + KV of the sessions paused on
 back later than now) / HBM KV tokens of i: the running KV comes from the view's ``active_kv_blocks``
 (0 when absent), the paused KV from the pauses this rule saw (pause of class c counted for E[D_c]).
 ``price_table`` ((u_0, pi_0), (u_1, pi_1), ...) with u_0 = 0 < u_1 < ...: pi(u) = pi_k for the last
-u_k <= u. Everything comes from a solve (`optsched.pipelines.residency_priced`): the table is the mean
+u_k <= u. Everything comes from a solve (`optsched.pipelines.residency_priced_solve`): the table is the mean
 dual of the hindsight LP's HBM rows (`optsched.models.residency_priced`) binned by the same demand,
 E[D_c] the mean pause of class c, the coefficients fits of ``optsched.cost`` (s); ``solve`` holds that
 solve's record (objective, bound, gap, duals) and is not read by the decision.

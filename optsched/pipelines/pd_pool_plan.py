@@ -15,12 +15,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from optsched.models.pd_data import PDPlan
-from optsched.models.pd_pool import PoolInstance, PoolOption, build_pd_pool, extract_pd_pool
-from optsched.solvers import SolveResult, SolverOptions, solve
 
 from optsched.cost import CostModel
 from optsched.cost.pool_queue import predict_pool
+from optsched.models.pd_data import PDPlan
+from optsched.models.pd_pool import PoolInstance, PoolOption, build_pd_pool, extract_pd_pool
+from optsched.solvers import SolveResult, SolverOptions, solve
 from optsched.workload.types import Workload
 
 __all__ = ["PoolSolve", "pool_instance", "pool_plan_from_workload", "solve_pool"]
@@ -48,7 +48,7 @@ def pool_instance(workloads: Sequence[Workload], configs: Sequence[tuple[str, st
     Raises:
         ValueError: no workload, or no configuration whose weights leave KV room for the longest call.
     """
-    from optsched.pipelines.pd import call_trace
+    from optsched.pipelines.pd_trace import call_trace
 
     if not workloads:
         raise ValueError("pool_instance needs at least one workload")

@@ -14,10 +14,10 @@ from optsched.models.residency_priced import (
     build_priced_residency,
     extract_priced_paths,
 )
-from optsched.pipelines.residency_imitation import fit_eviction_weights, imitation_pairs, solve_and_fit
 from optsched.solvers import SolverOptions, solve
 
 from optsched.cost import CostModel
+from optsched.pipelines.residency_imitation_fit import fit_eviction_weights, imitation_pairs, solve_and_fit
 from optsched.workload import generate_agentx
 from optsched.workload.types import Call
 
@@ -73,8 +73,8 @@ def test_loose_hbm_gives_no_pair_and_zero_weights(fits):
 
 def test_search_picks_the_grid_row_with_the_least_replay_ratio_and_zero_without_an_optimum():
     from optsched.models.residency_priced_slots import replay_priced
-    from optsched.pipelines.residency_imitation import search_eviction_weights
 
+    from optsched.pipelines.residency_imitation_fit import search_eviction_weights
     from optsched.policies.residency_imitation import ImitationEvictionResidency
 
     inst = PricedResidencyInstance(PAUSES, (0, 0, 0), 1.0, 150, 10_000)

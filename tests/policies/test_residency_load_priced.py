@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from optsched.policies.residency_priced import LoadPricedResidency
+from optsched.policies.residency_load_priced import LoadPricedResidency
 from optsched.policies.residency_ttl_opt import OptimizedTTLResidency
 from optsched.sim.registry import policy_names
 from optsched.workload.types import Call

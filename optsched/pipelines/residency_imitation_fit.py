@@ -1,7 +1,7 @@
 """Imitation of the hindsight residency optimum: fit an online eviction score to the MILP's primal decisions.
 
 For each training workload (a replication of stream "train", never an evaluated seed) the priced slot
-model (`optsched.models.residency_priced`, built by `optsched.pipelines.residency_priced.priced_instance`)
+model (`optsched.models.residency_priced`, built by `optsched.pipelines.residency_priced_solve.priced_instance`)
 is solved to optimality and its tier paths are read (`extract_priced_paths`). An *eviction event* is an
 (instance i, slot t) row where the optimum has pause a newly out of HBM (it left HBM at t, or it started
 outside HBM) while pause b stays in HBM at t; each such (a, b) is one ranking pair, with the online
@@ -38,25 +38,25 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
+
+from optsched.cost import CostModel
 from optsched.models.residency_priced import (
     PricedResidencyInstance,
     build_priced_residency,
     extract_priced_paths,
 )
 from optsched.models.residency_priced_slots import replay_priced
-from optsched.solvers import SolverOptions, solve
-
-from optsched.cost import CostModel
 from optsched.plan import Plan
 from optsched.policies.residency_imitation import (
     IMITATION_FEATURES,
     ImitationEvictionResidency,
     imitation_features,
 )
+from optsched.solvers import SolverOptions, solve
 from optsched.workload.types import Call, Workload
 
 if TYPE_CHECKING:
-    from optsched.pipelines.residency_priced import PricedSolve
+    from optsched.pipelines.residency_priced_solve import PricedSolve
 
 __all__ = ["ORDER_METHODS", "RULES", "SEARCH_GRID", "ImitationFit", "fit_eviction_weights", "imitation_pairs",
            "ordered_plan", "rule_plan", "search_eviction_weights", "solve_and_fit"]
@@ -185,7 +185,7 @@ def solve_and_fit(workloads: Sequence[Workload], cm: CostModel, options: SolverO
     """
     if method not in ("imitation", "search") or (method == "search" and rule_params is None):
         raise ValueError(f"method must be 'imitation' or 'search' (with rule_params), got {method!r}")
-    from optsched.pipelines.residency_priced import priced_instance
+    from optsched.pipelines.residency_priced_solve import priced_instance
 
     if not workloads:
         raise ValueError("need at least one training workload")

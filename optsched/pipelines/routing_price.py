@@ -19,12 +19,12 @@ import logging
 from collections.abc import Sequence
 
 import numpy as np
-from optsched.models.routing import build_routing
-from optsched.models.routing_data import RoutingInstance
-from optsched.solvers import SolverOptions, solve
 
 from optsched.cost import CostModel
+from optsched.models.routing import build_routing
+from optsched.models.routing_data import RoutingInstance
 from optsched.policies.router_price import PriceRouterConfig
+from optsched.solvers import SolverOptions, solve
 
 __all__ = [
     "WINDOW_RULES",

@@ -85,7 +85,7 @@ def config_parser(cls: type, description: str | None = None, **parser_kw: Any) -
         d, text = f.default, f.metadata.get("help")
         if d is dataclasses.MISSING or not text:
             raise TypeError(f"{cls.__qualname__}.{f.name}: every Config field needs a default and a help text "
-                            "(write it with optsched.reproduce.config_cli.arg)")
+                            "(write it with optsched.config_cli.arg)")
         flag, text = "--" + f.name.replace("_", "-"), text.replace("%", "%%")
         if isinstance(d, bool):
             if d:

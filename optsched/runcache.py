@@ -1,4 +1,4 @@
-"""Stage result cache for ``optsched reproduce``: results keyed by a hash of their inputs.
+"""Result cache of the runners (`optsched reproduce`, `optsched compare`): results keyed by a hash of their inputs.
 
 A stage (or a sub-step of one, e.g. one simulation) is identified by a JSON-serializable description
 of everything it reads: its name, the part of the run config it uses, the keys of the stages it

@@ -1,11 +1,12 @@
-"""`optsched.reproduce.config_cli`: an experiment's command line from its Config dataclass."""
+"""`optsched.config_cli`: an experiment's command line from its Config dataclass."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 import pytest
-from optsched.reproduce.config_cli import arg, config_parser, parse_config
+
+from optsched.config_cli import arg, config_parser, parse_config
 
 
 @dataclass(frozen=True, slots=True)
