@@ -93,8 +93,13 @@ def register(subparsers) -> None:
 def _count(spec: str) -> int:
     """N of 'name:N' (ValueError naming the option when N is not a positive integer)."""
     tail = spec.split(":", 1)[1]
+    from optsched.workload.limits import MAX_GENERATED_SESSIONS
+
     if not (tail.isascii() and tail.isdigit()) or int(tail) < 1:  # isdigit alone takes "²", which int() rejects
         raise ValueError(f"--workload {spec!r}: expected {spec.split(':')[0]}:N with N a positive integer")
+    if int(tail) > MAX_GENERATED_SESSIONS:
+        raise ValueError(f"--workload {spec!r}: N expects at most {MAX_GENERATED_SESSIONS:,} (the generator cap, "
+                         "optsched.workload.limits)")
     return int(tail)
 
 
@@ -241,6 +246,11 @@ def _residency(args, opts):
     print(f"  HBM rows {used['rows']}, binding {used['binding_rows']}, mean price "
           f"{used['mean_price_s_per_token_s']:.4g} s/token-s; price by demand: "
           + ", ".join(f"u>={u:g}: {p:.3g}" for u, p in out.rule.price_table))
+    if used["binding_rows"] == 0 and not out.optimum_s:
+        print("  no HBM pressure on this workload: nothing to optimize (no HBM row binds and the hindsight optimum "
+              "costs 0 s, so every rule below is optimal; a ratio of inf means a rule that pays where none was "
+              "needed). Use a workload with more concurrent paused sessions (more --sessions, a longer trace) or "
+              "fewer --instances to see the rules differ.")
     width = max(map(len, out.policy_cost_s))
     for name, cost in out.policy_cost_s.items():
         ratio = ""

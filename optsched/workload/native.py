@@ -21,8 +21,11 @@ from importlib import resources
 from pathlib import Path
 from typing import IO
 
+from optsched.workload._formats import check_row_format
 from optsched.workload._io import iter_jsonl_objects
 from optsched.workload.errors import TraceFormatError
+from optsched.workload.limits import MAX_BLOCK_SIZE, check_start
+from optsched.workload.limits import check_call as check_limits
 from optsched.workload.native_check import check_call, check_header, check_session
 from optsched.workload.types import Call, Session, Workload
 
@@ -150,6 +153,9 @@ def load_jsonl(path: str | Path, validate: str = "fast") -> Workload:
     strict = validate == "schema"
     _check("header", header, path, n, strict)
     bs_default = header["block_size"]
+    if bs_default > MAX_BLOCK_SIZE:
+        raise TraceFormatError(path, n, f"field 'block_size' <= {MAX_BLOCK_SIZE} (MAX_BLOCK_SIZE, the plausibility "
+                                        "limit)", bs_default)
     sessions: list[Session] = []
     cur: dict | None = None
     calls: list[Call] = []
@@ -166,9 +172,11 @@ def load_jsonl(path: str | Path, validate: str = "fast") -> Workload:
             if "session" not in obj:
                 raise TraceFormatError(path, n, "a session line {session, start_s, calls}", obj)
             _check("session", obj, path, n, strict)
+            check_start(float(obj["start_s"]), path, n)
             close(n)
             cur, calls, known = obj, [], {}
             continue
+        check_row_format(obj, "native", path, n)
         _check("call", obj, path, n, strict)
         parents = tuple(obj["parents"])
         for p in parents:
@@ -194,6 +202,10 @@ def load_jsonl(path: str | Path, validate: str = "fast") -> Workload:
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise TraceFormatError(path, n, f"a valid call ({exc})") from None
+        check_limits(c, path, n)
+        if c.block_size > MAX_BLOCK_SIZE:
+            raise TraceFormatError(path, n, f"field 'block_size' <= {MAX_BLOCK_SIZE} (MAX_BLOCK_SIZE, the plausibility "
+                                            "limit)", c.block_size)
         if c.call_id in known:
             raise TraceFormatError(path, n, f"a call id unique in session {cur['session']!r}", c.call_id)
         calls.append(c)
