@@ -100,11 +100,15 @@ def plan_from_json(doc: Any, where: str = "<json>") -> Plan:
 
 
 def dump_policy(plan: Plan, path: str | Path) -> Path:
-    """Write ``plan`` as ``optsched.policy/v1`` JSON (sorted keys, 2-space indent); returns the path."""
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    p.write_text(json.dumps(plan_to_json(plan), indent=2, sort_keys=True) + "\n")
-    return p
+    """Write ``plan`` as ``optsched.policy/v1`` JSON (sorted keys, 2-space indent); returns the path.
+
+    Raises:
+        optsched.output.OutputError: the file cannot be written (`optsched.output.write_output`: parent
+            folders are created).
+    """
+    from optsched.output import write_output
+
+    return write_output(path, json.dumps(plan_to_json(plan), indent=2, sort_keys=True) + "\n")
 
 
 def load_policy(path: str | Path) -> Plan:

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 __all__ = ["FORMATS_HELP", "add_convert"]
 
@@ -24,10 +23,9 @@ the Mooncake family and LMCache logs pass --block-size (default 512)
 
 def _convert(args: argparse.Namespace) -> int:
     from optsched.cli.workload import _load
+    from optsched.output import prepare_output
 
-    out = Path(args.output)
-    if not out.parent.exists():
-        raise ValueError(f"{out}: folder {out.parent} does not exist")
+    out = prepare_output(args.output)  # refuses a folder before the (possibly long) load
     # loader warnings as one "optsched workload: warning:" line each, as `workload stats` prints them
     w = _load(args.input, False, args.block_size)
     if args.to == "native":
@@ -51,7 +49,7 @@ def add_convert(sub, wrap) -> None:
     c = sub.add_parser("convert", help="convert a trace to another format", epilog=FORMATS_HELP,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     c.add_argument("input", help="trace file or folder (any format listed below)")
-    c.add_argument("-o", "--output", required=True, help="output file (its folder must exist)")
+    c.add_argument("-o", "--output", required=True, help="output file (folders created; .gz: gzip-compressed)")
     c.add_argument("--to", required=True, choices=("agentic-mooncake", "mooncake-sessions", "native"),
                    help="output format (mooncake-sessions holds chains only)")
     from optsched.cli.workload import BLOCK_SIZE_HELP

@@ -248,9 +248,8 @@ def _residency(args, opts):
           + ", ".join(f"u>={u:g}: {p:.3g}" for u, p in out.rule.price_table))
     if used["binding_rows"] == 0 and not out.optimum_s:
         print("  no HBM pressure on this workload: nothing to optimize (no HBM row binds and the hindsight optimum "
-              "costs 0 s, so every rule below is optimal; a ratio of inf means a rule that pays where none was "
-              "needed). Use a workload with more concurrent paused sessions (more --sessions, a longer trace) or "
-              "fewer --instances to see the rules differ.")
+              "costs 0 s: a rule at cost 0 is optimal, one that pays anyway shows inf). A workload with more "
+              "concurrent paused sessions (more sessions, a longer trace) or fewer --instances makes the rules differ.")
     width = max(map(len, out.policy_cost_s))
     for name, cost in out.policy_cost_s.items():
         ratio = ""

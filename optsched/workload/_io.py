@@ -16,8 +16,21 @@ from typing import BinaryIO
 
 from optsched.workload.errors import TraceFormatError, TraceOrderWarning
 
-__all__ = ["JSON_DEPTH_EXCEEDED", "iter_jsonl_objects", "json_depth", "loads_limited", "iter_text_lines", "json_hint", "open_trace", "read_json_document", "resort",
-           "sorted_order", "trace_stem", "trace_suffix", "warn_caller"]
+__all__ = [
+    "JSON_DEPTH_EXCEEDED",
+    "iter_jsonl_objects",
+    "iter_text_lines",
+    "json_depth",
+    "json_hint",
+    "loads_limited",
+    "open_trace",
+    "read_json_document",
+    "resort",
+    "sorted_order",
+    "trace_stem",
+    "trace_suffix",
+    "warn_caller",
+]
 
 log = logging.getLogger(__name__)
 _PKG_DIR = str(Path(__file__).resolve().parent)

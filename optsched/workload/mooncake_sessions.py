@@ -110,8 +110,11 @@ def write_mooncake_sessions(workload: Workload, path: str | Path) -> Path:
     rows ``delay`` = the previous call's ``think_time_s`` in ms (and ``timestamp`` = ``arrival_s`` in ms when
     known; the reader takes ``delay`` first).
 
+    Written by `optsched.output.write_output` (parent folders created, gzip when the name ends in ``.gz``).
+
     Raises:
         ValueError: a session that is not a single chain (a fork/join needs Agentic Mooncake; names it).
+        optsched.output.OutputError: the file cannot be written.
     """
     path = Path(path)
     lines = []
@@ -130,5 +133,7 @@ def write_mooncake_sessions(workload: Workload, path: str | Path) -> Path:
                 if c.arrival_s is not None:
                     row["timestamp"] = c.arrival_s * 1000.0  # informational: delay decides the release
             lines.append(json.dumps(row) + "\n")
-    path.write_text("".join(lines), encoding="utf-8", newline="\n")
+    from optsched.output import write_output
+
+    write_output(path, "".join(lines))
     return path

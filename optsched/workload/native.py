@@ -90,11 +90,15 @@ def write_jsonl(workload: Workload, path: str | Path) -> Path:
     """Write ``workload`` to ``path`` (format ``optsched.session/v1``, JSON Schema
     ``optsched/data/schemas/session_v1.json``; byte-identical for equal workloads); returns the path.
 
+    Written by `optsched.output.open_output`: parent folders created, gzip when the name ends in ``.gz``.
+
     Raises:
-        OSError: the file cannot be written (e.g. its folder does not exist).
+        optsched.output.OutputError: the file cannot be written (one line naming the path and the reason).
     """
+    from optsched.output import open_output
+
     path = Path(path)
-    with path.open("w", encoding="utf-8", newline="\n") as fh:
+    with open_output(path) as fh:
         _write(workload, fh)
     return path
 
