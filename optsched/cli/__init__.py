@@ -79,7 +79,7 @@ def _configure_logging(verbose: int, quiet: bool) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(_glue_dash_values(list(sys.argv[1:] if argv is None else argv)))
-    _configure_logging(args.verbose, args.quiet)
+    _configure_logging(int(getattr(args, "verbose", 0) or 0), bool(getattr(args, "quiet", False)))
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
