@@ -65,13 +65,14 @@ def _glue_dash_values(argv: list[str]) -> list[str]:
 
 # loggers whose INFO lines are progress of a long command, shown by default (the rest, e.g. a fit's parameter
 # dump, only with -v)
-PROGRESS_LOGGERS = ("optsched.reproduce", "optsched.compare")
+PROGRESS_LOGGERS = ("optsched.reproduce", "optsched.compare", "optsched.executor.validate")
 
 
 def _configure_logging(verbose: int, quiet: bool) -> None:
     """Default: WARNING, plus INFO from `PROGRESS_LOGGERS`; ``-v`` INFO, ``-vv`` DEBUG; ``-q`` WARNING only."""
     level = logging.DEBUG if verbose >= 2 else logging.INFO if verbose == 1 else logging.WARNING
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
+    logging.getLogger().setLevel(level)  # also when a handler was already installed (basicConfig then does nothing)
     for name in PROGRESS_LOGGERS:
         logging.getLogger(name).setLevel(logging.WARNING if quiet else min(level, logging.INFO))
 

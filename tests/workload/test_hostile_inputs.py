@@ -236,3 +236,31 @@ def test_export_without_a_mapping_exits_nonzero(tmp_path, capsys):
     assert not out.exists() and "# no dynamo-planner file" in capsys.readouterr().out
     assert main(["export", str(p), "--engine", "dynamo-planner"]) == 1
     assert main(["export", str(p), "--engine", "sglang-router"]) == 0
+
+
+def test_deep_yaml_config_is_one_line(tmp_path, capsys):
+    p = tmp_path / "c.yaml"
+    p.write_text("name: x\nworkload: " + "[" * 100_000 + "]" * 100_000 + "\n")
+    assert main(["simulate", str(p)]) == 2
+    assert f"{p}: not a usable config (YAML nested too deep)" in _err(capsys)
+
+
+def test_residency_solve_without_hbm_pressure_says_so():
+    from optsched.cli.solve import no_pressure_note
+
+    assert no_pressure_note(0, 0.0).startswith("no HBM pressure on this workload: nothing to optimize")
+    assert no_pressure_note(3, 0.0) is None and no_pressure_note(0, 12.5) is None
+
+
+def test_default_output_has_no_info_lines(capsys):
+    import logging
+
+    from optsched.cli import _configure_logging
+
+    _configure_logging(0, False)
+    assert logging.getLogger("optsched.cost.fit").getEffectiveLevel() == logging.WARNING
+    assert logging.getLogger("optsched.reproduce.run").getEffectiveLevel() == logging.INFO  # progress lines
+    _configure_logging(0, True)
+    assert logging.getLogger("optsched.reproduce.run").getEffectiveLevel() == logging.WARNING
+    _configure_logging(1, False)
+    assert logging.getLogger("optsched.cost.fit").getEffectiveLevel() == logging.INFO
