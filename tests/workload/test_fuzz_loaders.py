@@ -21,6 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from optsched.workload import Call, Session, TraceFormatError, Workload, load_any, write_jsonl
+from optsched.workload.limits import MAX_CALL_TOKENS, MAX_TIME_S
 
 EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "25"))
 SECONDS_PER_EXAMPLE = 10
@@ -133,14 +134,20 @@ def _dump_line(obj) -> str:
 
 
 def _mutate_text(name: str, text: str, data) -> str:
-    kind = data.draw(st.sampled_from(["truncate", "json", "json", "json", "dup_key", "mix", "bytes", "lines"]))
+    kind = data.draw(st.sampled_from(["truncate", "json", "json", "json", "dup_key", "mix", "bytes", "lines", "deep"]))
     if kind == "truncate":
         return text[: data.draw(st.integers(0, max(0, len(text) - 1)))]
     if kind == "bytes":
         i = data.draw(st.integers(0, max(0, len(text) - 1)))
-        return text[:i] + data.draw(st.sampled_from(["\x00", "\ufffd", '"', "{", "]", ",", "\n", "\n\n", "1e999"])) \
-            + text[i + 1:]
+        return text[:i] + data.draw(st.sampled_from(["\x00", "\ufffd", '"', "{", "]", ",", "\n", "\n\n", "1e999",
+                                                     "1" + "0" * 5000])) + text[i + 1:]
     lines = text.splitlines()
+    if kind == "deep":  # a line (or the document) nested far deeper than any trace
+        n = data.draw(st.sampled_from([70, 2_000, 200_000]))
+        deep = '{"timestamp": 0, "x": ' + "[" * n + "]" * n + "}"
+        i = data.draw(st.integers(0, len(lines) - 1))
+        lines[i] = deep
+        return "\n".join(lines) + "\n"
     if kind == "lines":
         i = data.draw(st.integers(0, len(lines) - 1))
         op = data.draw(st.sampled_from(["dup", "drop", "swap"]))
@@ -180,11 +187,19 @@ def _mutate_text(name: str, text: str, data) -> str:
 def _check_load(path: Path) -> None:
     with time_box():
         try:
-            load_any(path)
+            w = load_any(path)
         except TraceFormatError as exc:
             assert exc.path.startswith(str(path)) and exc.line >= 0, exc
             assert str(exc).startswith(str(path)), exc
             assert "\n" not in str(exc), exc
+            return
+    # a clean load is within the plausibility limits (optsched.workload.limits): nothing absurd gets through
+    for s in w.sessions:
+        assert 0 <= s.start_s <= MAX_TIME_S, s.start_s
+        for c in s.calls:
+            assert max(c.input_tokens, c.new_tokens, c.output_tokens) <= MAX_CALL_TOKENS, c
+            for t in (c.think_time_s, c.wait_s, 0.0 if c.arrival_s is None else c.arrival_s):
+                assert 0 <= t <= MAX_TIME_S, c
 
 
 @pytest.mark.parametrize("name", ALL_SEEDS)
