@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from optsched.workload.errors import TraceFormatError, TraceOrderWarning
+from optsched.workload.limits import MAX_JSON_DEPTH
 
 __all__ = [
     "JSON_DEPTH_EXCEEDED",
@@ -72,8 +73,6 @@ def loads_limited(text: str | bytes) -> object:
     4,300 digits) raise ``ValueError`` with a clear message instead of ``RecursionError`` (or a later
     ``repr`` failure). Malformed JSON raises ``json.JSONDecodeError`` (a ValueError) as ``json.loads`` does.
     """
-    from optsched.workload.limits import MAX_JSON_DEPTH
-
     try:
         value = json.loads(text)
     except RecursionError:

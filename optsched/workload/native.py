@@ -24,7 +24,7 @@ from typing import IO
 from optsched.workload._formats import check_row_format
 from optsched.workload._io import iter_jsonl_objects
 from optsched.workload.errors import TraceFormatError
-from optsched.workload.limits import MAX_BLOCK_SIZE, check_start
+from optsched.workload.limits import MAX_BLOCK_SIZE, MAX_CALL_TOKENS, MAX_TIME_S, check_start
 from optsched.workload.limits import check_call as check_limits
 from optsched.workload.native_check import check_call, check_header, check_session
 from optsched.workload.types import Call, Session, Workload
@@ -176,12 +176,16 @@ def load_jsonl(path: str | Path, validate: str = "fast") -> Workload:
             if "session" not in obj:
                 raise TraceFormatError(path, n, "a session line {session, start_s, calls}", obj)
             _check("session", obj, path, n, strict)
-            check_start(float(obj["start_s"]), path, n)
+            if obj["start_s"] > MAX_TIME_S:
+                check_start(float(obj["start_s"]), path, n)
             close(n)
             cur, calls, known = obj, [], {}
             continue
-        check_row_format(obj, "native", path, n)
-        _check("call", obj, path, n, strict)
+        try:
+            _check("call", obj, path, n, strict)
+        except TraceFormatError:
+            check_row_format(obj, "native", path, n)  # a row of another format: say so, naming both
+            raise
         parents = tuple(obj["parents"])
         for p in parents:
             if p not in known:
@@ -206,7 +210,9 @@ def load_jsonl(path: str | Path, validate: str = "fast") -> Workload:
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise TraceFormatError(path, n, f"a valid call ({exc})") from None
-        check_limits(c, path, n)
+        if (c.input_tokens > MAX_CALL_TOKENS or c.output_tokens > MAX_CALL_TOKENS or c.think_time_s > MAX_TIME_S
+                or c.wait_s > MAX_TIME_S or (c.arrival_s is not None and c.arrival_s > MAX_TIME_S)):
+            check_limits(c, path, n)  # names the field (new_tokens <= input_tokens: checked by Call)
         if c.block_size > MAX_BLOCK_SIZE:
             raise TraceFormatError(path, n, f"field 'block_size' <= {MAX_BLOCK_SIZE} (MAX_BLOCK_SIZE, the plausibility "
                                             "limit)", c.block_size)
