@@ -10,11 +10,21 @@ STAMP := $(VENV)/.installed
 
 .PHONY: setup demo test paper clean compiled pure
 
+# torch is installed first, as the CPU build (torch==$(TORCH)+cpu from PyTorch's CPU wheel index, PyPI for its
+# dependencies), so that no multi-GB CUDA build and ~20 nvidia wheels are pulled in. Where no +cpu wheel is found
+# within a few seconds (the index unreachable, or macOS, whose PyPI wheel already is the CPU build) it falls back to
+# plain torch==$(TORCH) from the default index and says so. CUDA torch: see README "Two commands".
+TORCH ?= 2.13.0
+TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
+PYPI_INDEX ?= https://pypi.org/simple
+
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install --upgrade pip
-	# torch first, pinned to the CPU build, so no multi-GB CUDA build is pulled in
-	$(BIN)/pip install torch==2.13.0
+	$(BIN)/pip install "torch==$(TORCH)+cpu" --index-url $(TORCH_CPU_INDEX) --extra-index-url $(PYPI_INDEX) \
+		--timeout 5 --retries 0 \
+	|| { echo "make: no torch $(TORCH)+cpu wheel found: installing torch==$(TORCH) from the default index (on Linux the CUDA build)"; \
+		$(BIN)/pip install "torch==$(TORCH)"; }
 	$(BIN)/pip install -e '.[dev]'
 	touch $(STAMP)
 

@@ -15,6 +15,7 @@ from optsched.sim import SLO, ClusterConfig, InstanceConfig, SchedulerConfig
 from optsched.sim.cluster import default_cost_model
 from optsched.sim.pd_control import PDControlSimulator
 from optsched.workload.gen_chat import generate_chat
+from optsched.workload.limits import MAX_CALL_TOKENS
 from optsched.workload.types import Workload
 
 __all__ = ["DEFAULT_PD_SLO", "POOL_FEATURES", "PDRatioEnv", "pd_cluster", "varying_rate_chat"]
@@ -138,6 +139,16 @@ class PDRatioEnv(gym.Env):
             raise ValueError(f"warmup_s must be a finite number >= 0, got {warmup_s!r}")
         if not isinstance(slo, SLO):
             raise ValueError(f"slo must be an optsched.sim.SLO, got {slo!r}")
+        for name, v in (("input_median_tokens", input_median_tokens), ("input_p95_tokens", input_p95_tokens)):
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not 1 <= v <= MAX_CALL_TOKENS:
+                raise ValueError(f"{name} must be a finite number of tokens in [1, {MAX_CALL_TOKENS}], got {v!r}")
+        if not input_p95_tokens > input_median_tokens:
+            raise ValueError(f"input_p95_tokens ({input_p95_tokens!r}) must exceed input_median_tokens "
+                             f"({input_median_tokens!r}): the lognormal of prompt lengths needs a spread")
+        if not isinstance(model, str) or not model:
+            raise ValueError(f"model must be a catalog model name or file path (str), got {model!r}")
+        if isinstance(tp, bool) or not isinstance(tp, int) or tp < 1:
+            raise ValueError(f"tp must be an int >= 1, got {tp!r}")
         self.n_instances, self.n_prefill = n_instances, n_prefill
         self.interval_s, self.horizon_s, self.mean_rate_per_s = float(interval_s), float(horizon_s), float(mean_rate_per_s)
         self.amplitude, self.period_s, self.warmup_s, self.slo = float(amplitude), float(period_s), float(warmup_s), slo

@@ -86,13 +86,38 @@ def _validate(doc: Any, where: str) -> None:
         raise ValueError(f"{where}: invalid {SCHEMA_ID} policy: field {field!r}: {err.message}")
 
 
+def _non_finite(v: Any, at: str) -> str | None:
+    """The dotted path of the first NaN / inf number in ``v`` (None when every number is finite); iterative,
+    so a deep value cannot overflow the stack."""
+    stack = [(v, at)]
+    while stack:
+        x, where = stack.pop()
+        if isinstance(x, float) and not math.isfinite(x):
+            return where
+        if isinstance(x, dict):
+            stack.extend((y, f"{where}.{k}") for k, y in reversed(list(x.items())))
+        elif isinstance(x, list):
+            stack.extend((y, f"{where}[{i}]") for i, y in reversed(list(enumerate(x))))
+    return None
+
+
 def plan_from_json(doc: Any, where: str = "<json>") -> Plan:
-    """Validate ``doc`` against the schema and build the `Plan`.
+    """Validate ``doc`` against the schema and build the `Plan`: the ``(kind, type)`` pair must name a policy
+    (`known_types`, what `Plan.to_policy` can build) and every number must be finite.
 
     Raises:
         ValueError: naming ``where`` and the offending field.
     """
     _validate(doc, where)
+    known = known_types(doc["kind"])
+    if doc["type"] not in known:
+        raise ValueError(f"{where}: unknown {doc['kind']} policy type {doc['type']!r} (field 'type' names no policy "
+                         f"of kind {doc['kind']!r}); known types: {list(known)}")
+    for key in ("parameters", "provenance"):
+        bad = _non_finite(doc[key], key)
+        if bad is not None:
+            raise ValueError(f"{where}: invalid {SCHEMA_ID} policy: field {bad!r}: a finite number expected "
+                             "(NaN / Infinity are not numbers a policy can use)")
     try:
         return Plan(doc["kind"], doc["type"], dict(doc["parameters"]), Provenance(**doc["provenance"]))
     except ValueError as exc:
@@ -100,35 +125,52 @@ def plan_from_json(doc: Any, where: str = "<json>") -> Plan:
 
 
 def dump_policy(plan: Plan, path: str | Path) -> Path:
-    """Write ``plan`` as ``optsched.policy/v1`` JSON (sorted keys, 2-space indent); returns the path."""
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    p.write_text(json.dumps(plan_to_json(plan), indent=2, sort_keys=True) + "\n")
-    return p
+    """Write ``plan`` as ``optsched.policy/v1`` JSON (sorted keys, 2-space indent); returns the path.
+
+    Raises:
+        optsched.output.OutputError: the file cannot be written (`optsched.output.write_output`: parent
+            folders are created).
+    """
+    from optsched.output import write_output
+
+    return write_output(path, json.dumps(plan_to_json(plan), indent=2, sort_keys=True) + "\n")
 
 
 def load_policy(path: str | Path) -> Plan:
     """Read and validate a policy file.
 
     Raises:
+        TypeError: ``path`` is not a str or path (names the argument and what it got).
         FileNotFoundError: no such file.
-        ValueError: naming the file: a directory, not UTF-8, not JSON (with line and column) or not a
-            valid policy (with the field).
+        ValueError: naming the file: a directory, a FIFO / device, not UTF-8, not JSON (with line and column),
+            nested deeper than `optsched.workload.limits.MAX_JSON_DEPTH`, or not a valid policy (with the field:
+            a schema violation, a kind/type pair that names no policy, a NaN / Infinity number).
     """
+    import os
+
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"load_policy: path must be a str or os.PathLike naming an {SCHEMA_ID} JSON file, got "
+                        f"{type(path).__name__} {path!r}"[:200])
     p = Path(path)
     if p.is_dir():
         raise ValueError(f"{p}: is a directory, expected an {SCHEMA_ID} JSON file")
     if not p.exists():
         raise FileNotFoundError(f"{p}: no such file, expected an {SCHEMA_ID} JSON file")
+    if not p.is_file():
+        raise ValueError(f"{p}: is a FIFO, socket or device, expected an {SCHEMA_ID} JSON file")
     try:
         text = p.read_bytes().decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ValueError(f"{p}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start}); "
                          f"expected an {SCHEMA_ID} JSON file") from None
+    from optsched.workload._io import loads_limited
+
     try:
-        doc = json.loads(text)
+        doc = loads_limited(text)
     except json.JSONDecodeError as exc:
-        raise ValueError(f"{p}:{exc.lineno}:{exc.colno}: not valid JSON: {exc.msg}") from exc
+        raise ValueError(f"{p}:{exc.lineno}:{exc.colno}: not valid JSON: {exc.msg}") from None
+    except ValueError as exc:
+        raise ValueError(f"{p}: not a usable JSON document ({exc})") from None
     return plan_from_json(doc, str(p))
 
 

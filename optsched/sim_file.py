@@ -60,6 +60,8 @@ def load_config_dict(path: str | Path) -> dict:
         mark = getattr(exc, "problem_mark", None)  # one line: file:line:col and the problem, not the excerpt
         where = f"{p}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(p)
         raise ValueError(f"{where}: not valid YAML: {getattr(exc, 'problem', None) or exc}") from None
+    except RecursionError:  # PyYAML composes nested nodes recursively
+        raise ValueError(f"{p}: not a usable config (YAML nested too deep)") from None
     if not isinstance(data, dict):
         raise ValueError(f"{p}: expected a mapping at the top level, got {type(data).__name__}")
     _check_keys(p.name, "", data, TOP_KEYS)

@@ -28,7 +28,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="optsched", description="Schedule agentic LLM serving with mathematical optimization."
     )
-    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    parser.add_argument("-v", "--verbose", action="count", default=0,
+                        help="more log output: -v every INFO line (solver and fit details), -vv DEBUG; an error "
+                             "then shows its traceback")
+    parser.add_argument("-q", "--quiet", action="store_true",
+                        help="warnings and errors only (no progress lines of reproduce / compare)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in SUBCOMMANDS:
         try:
@@ -59,12 +63,24 @@ def _glue_dash_values(argv: list[str]) -> list[str]:
     return out
 
 
+# loggers whose INFO lines are progress of a long command, shown by default (the rest, e.g. a fit's parameter
+# dump, only with -v)
+PROGRESS_LOGGERS = ("optsched.reproduce", "optsched.compare", "optsched.executor.validate")
+
+
+def _configure_logging(verbose: int, quiet: bool) -> None:
+    """Default: WARNING, plus INFO from `PROGRESS_LOGGERS`; ``-v`` INFO, ``-vv`` DEBUG; ``-q`` WARNING only."""
+    level = logging.DEBUG if verbose >= 2 else logging.INFO if verbose == 1 else logging.WARNING
+    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
+    logging.getLogger().setLevel(level)  # also when a handler was already installed (basicConfig then does nothing)
+    for name in PROGRESS_LOGGERS:
+        logging.getLogger(name).setLevel(logging.WARNING if quiet else min(level, logging.INFO))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(_glue_dash_values(list(sys.argv[1:] if argv is None else argv)))
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.INFO, format="%(levelname)s %(name)s: %(message)s"
-    )
+    _configure_logging(int(getattr(args, "verbose", 0) or 0), bool(getattr(args, "quiet", False)))
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
@@ -87,6 +103,13 @@ def main(argv: list[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 141
+    except OSError as exc:
+        # an output that cannot be written (a full disk, a read-only folder: optsched.output.OutputError) or any
+        # other I/O failure: one line naming the path and the reason, no traceback
+        if args.verbose:
+            raise
+        print(f"optsched {args.command}: error: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 __all__ = ["FORMATS_HELP", "add_convert"]
@@ -25,9 +24,9 @@ the Mooncake family and LMCache logs pass --block-size (default 512)
 
 
 def _convert(args: argparse.Namespace, load: Callable[[str, bool, int | None], Any]) -> int:
-    out = Path(args.output)
-    if not out.parent.exists():
-        raise ValueError(f"{out}: folder {out.parent} does not exist")
+    from optsched.output import prepare_output
+
+    out = prepare_output(args.output)  # refuses a folder before the (possibly long) load
     # loader warnings as one "optsched workload: warning:" line each, as `workload stats` prints them
     w = load(args.input, False, args.block_size)
     if args.to == "native":
@@ -53,7 +52,7 @@ def add_convert(sub, wrap, load: Callable[[str, bool, int | None], Any], block_s
     c = sub.add_parser("convert", help="convert a trace to another format", epilog=FORMATS_HELP,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     c.add_argument("input", help="trace file or folder (any format listed below)")
-    c.add_argument("-o", "--output", required=True, help="output file (its folder must exist)")
+    c.add_argument("-o", "--output", required=True, help="output file (folders created; .gz: gzip-compressed)")
     c.add_argument("--to", required=True, choices=("agentic-mooncake", "mooncake-sessions", "native"),
                    help="output format (mooncake-sessions holds chains only)")
     c.add_argument("--block-size", type=int, default=None, metavar="TOKENS", help=block_size_help)

@@ -1,8 +1,9 @@
 """`optsched export POLICY.json --engine vllm|sglang-router|llm-d|dynamo-planner`: engine settings of a policy.
 
 Prints the command-line settings that implement the policy on the engine where a mapping exists
-(`optsched.export.engine_settings`), and says plainly when none exists (exit code 0 either way;
-an invalid policy file is an error naming the field).
+(`optsched.export.engine_settings`), and says plainly when none exists. Exit codes: 0 settings printed or
+written, 1 the engine has no mapping for this policy (nothing written, so scripts notice), 2 bad input (an
+invalid policy file names the field) or an output that cannot be written.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ def register(subparsers) -> None:
                "  dynamo-planner  Dynamo PlannerConfig YAML (python -m dynamo.planner --config FILE)\n"
                "each file starts with comment lines: what was derived from the solve, what is an approximation,\n"
                "engine caveats. A policy no engine feature can express prints one '# no <engine> file:' line\n"
-               "naming the missing feature (exit 0).\n\n"
+               "naming the missing feature and exits 1 (no file written).\n\n"
                "mappings: routing -> sglang-router, llm-d; admission -> vllm, sglang (llm-d: vLLM args);\n"
                "residency -> vllm / sglang KV offload; pd_ratio -> dynamo-planner",
         formatter_class=__import__("argparse").RawDescriptionHelpFormatter)
@@ -44,17 +45,17 @@ def _run(args) -> int:
     plan = load_policy(args.policy)
     _check_parameters(plan, args.policy)
     if args.output or args.engine == "sglang":
-        from pathlib import Path
-
         from optsched.engine_configs import NoEngineMapping, engine_file
 
         try:
             text = engine_file(plan, args.engine, args.model)
         except NoEngineMapping as exc:
             print(f"# no {args.engine} file: {exc}")
-            return 0
+            return 1
         if args.output:
-            Path(args.output).write_text(text)
+            from optsched.output import write_output
+
+            write_output(args.output, text)
             print(f"wrote {args.output}")
         else:
             print(text, end="")
@@ -66,7 +67,7 @@ def _run(args) -> int:
     if args.json:
         print(json.dumps({"engine": s.engine, "mapped": s.mapped, "flags": list(s.flags), "notes": list(s.notes)},
                          indent=2))
-        return 0
+        return 0 if s.mapped else 1
     print(f"# {plan.kind}/{plan.type} -> {s.engine}")
     if s.flags and all(f.startswith("pluginRef: ") for f in s.flags):
         # llm-d scorer weights are EndpointPickerConfig YAML entries, not command-line flags: print them as the
@@ -81,6 +82,7 @@ def _run(args) -> int:
         print(f"# {note}")
     if not s.mapped:
         print(f"# no {s.engine} mapping exists for this policy")
+        return 1
     return 0
 
 

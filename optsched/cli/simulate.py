@@ -90,6 +90,10 @@ def _run(args: argparse.Namespace) -> int:
     if args.block_size is not None:
         cfg = apply_override(cfg, "workload.block_size", args.block_size)
     if not args.sweep:
+        if args.out:  # a file of that name is refused before the run, not after it
+            from optsched.output import prepare_output_dir
+
+            prepare_output_dir(args.out)
         res = run_config(cfg, progress=not args.no_progress)
         if args.out:
             res.write(args.out)
@@ -110,8 +114,9 @@ def _run(args: argparse.Namespace) -> int:
         except ValueError as exc:
             raise ValueError(f"--sweep {key}={v}: {exc}") from None
         configs.append(c)
-    out = Path(args.out or f"runs/sweep-{cfg.get('name', Path(args.config).stem)}")
-    out.mkdir(parents=True, exist_ok=True)
+    from optsched.output import prepare_output_dir
+
+    out = prepare_output_dir(args.out or f"runs/sweep-{cfg.get('name', Path(args.config).stem)}")
     rows = []
     for v, c in zip(values, configs):
         res = run_config(c, progress=not args.no_progress)

@@ -93,8 +93,13 @@ def register(subparsers) -> None:
 def _count(spec: str) -> int:
     """N of 'name:N' (ValueError naming the option when N is not a positive integer)."""
     tail = spec.split(":", 1)[1]
+    from optsched.workload.limits import MAX_GENERATED_SESSIONS
+
     if not (tail.isascii() and tail.isdigit()) or int(tail) < 1:  # isdigit alone takes "²", which int() rejects
         raise ValueError(f"--workload {spec!r}: expected {spec.split(':')[0]}:N with N a positive integer")
+    if int(tail) > MAX_GENERATED_SESSIONS:
+        raise ValueError(f"--workload {spec!r}: N expects at most {MAX_GENERATED_SESSIONS:,} (the generator cap, "
+                         "optsched.workload.limits)")
     return int(tail)
 
 
@@ -221,6 +226,15 @@ def _admission(args, opts):
     return out.plan
 
 
+def no_pressure_note(binding_rows: int, optimum_s: float | None) -> str | None:
+    """Why a residency solve is degenerate, or None: no HBM row binds and the hindsight optimum costs 0 s."""
+    if binding_rows or optimum_s:
+        return None
+    return ("no HBM pressure on this workload: nothing to optimize (no HBM row binds and the hindsight optimum "
+            "costs 0 s: a rule at cost 0 is optimal, one that pays anyway shows inf). A workload with more "
+            "concurrent paused sessions (more sessions, a longer trace) or fewer --instances makes the rules differ.")
+
+
 def _residency(args, opts):
     from dataclasses import replace
 
@@ -241,6 +255,9 @@ def _residency(args, opts):
     print(f"  HBM rows {used['rows']}, binding {used['binding_rows']}, mean price "
           f"{used['mean_price_s_per_token_s']:.4g} s/token-s; price by demand: "
           + ", ".join(f"u>={u:g}: {p:.3g}" for u, p in out.rule.price_table))
+    note = no_pressure_note(used["binding_rows"], out.optimum_s)
+    if note:
+        print(f"  {note}")
     width = max(map(len, out.policy_cost_s))
     for name, cost in out.policy_cost_s.items():
         ratio = ""

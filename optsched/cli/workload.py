@@ -116,13 +116,18 @@ def _stats(args: argparse.Namespace) -> int:
 
 
 def _check_output(path: Path, suffix: str, flag: str) -> None:
-    """Refuse an output path that cannot be written as asked (clear one-line ValueError)."""
-    if path.suffix.lower() != suffix:
+    """Refuse an output path that cannot be written as asked (clear one-line ValueError or
+    `optsched.output.OutputError`); parent folders are created (`optsched.output.prepare_output`, as every
+    ``-o`` does). A ``.jsonl`` output may end in ``.gz`` (written gzip-compressed)."""
+    from optsched.output import prepare_output
+    from optsched.workload._io import trace_suffix
+
+    got = trace_suffix(path) if suffix == ".jsonl" else path.suffix.lower()
+    if got != suffix:
         raise ValueError(f"{flag} {path}: expected a {suffix} file name, got {repr(path.suffix) if path.suffix else 'no suffix'}")
     if path.is_dir():
         raise ValueError(f"{flag} {path}: is a directory, expected a {suffix} file name")
-    if not path.parent.is_dir():
-        raise ValueError(f"{flag} {path}: parent directory {path.parent} does not exist")
+    prepare_output(path)
 
 
 def _generate(args: argparse.Namespace) -> int:
@@ -153,8 +158,13 @@ def _generate_kind(args: argparse.Namespace):
 
     sessions = 50 if args.sessions is None else args.sessions
     seed = 0 if args.seed is None else args.seed
+    from optsched.workload.limits import MAX_GENERATED_SESSIONS
+
     if sessions < 1:
         raise ValueError(f"--sessions must be an integer >= 1, got {sessions}")
+    if sessions > MAX_GENERATED_SESSIONS:
+        raise ValueError(f"--sessions expects at most {MAX_GENERATED_SESSIONS:,} (the generator cap, "
+                         f"optsched.workload.limits), got {sessions:,}")
     if seed < 0:
         raise ValueError(f"--seed must be an integer >= 0, got {seed}")
     if args.variant is not None and args.kind != "agentx":
@@ -223,7 +233,7 @@ def register(subparsers) -> None:
     g.add_argument("--sessions", type=int, default=None, help="sessions (chat: calls) to generate (default 50)")
     g.add_argument("--seed", type=int, default=None, help="numpy Generator seed >= 0 (default 0)")
     g.add_argument("--variant", choices=("full", "256k"), default=None, help="agentx context variant (default full)")
-    g.add_argument("-o", "--output", required=True, help="output .jsonl path (its folder must exist)")
+    g.add_argument("-o", "--output", required=True, help="output .jsonl path (folders created; .jsonl.gz: gzip-compressed)")
     g.set_defaults(func=_pipe_safe(_generate))
     from optsched.cli.convert import add_convert
 

@@ -232,7 +232,9 @@ def validate(workload, variants: list[Variant], *, cfg: ExecModelConfig, device:
     scored: dict = {}
     if calibration == "interleave":
         fit_parts = []
-        for v in variants:
+        for k, v in enumerate(variants, 1):
+            log.info("validate: executor run %d/%d (%s; then %d retiming rounds)", k, len(variants), v.label,
+                     retime_rounds)
             exes[v.label] = execute(v, cm0)
             st = exes[v.label].steps
             mask = split_steps(st)
@@ -252,6 +254,7 @@ def validate(workload, variants: list[Variant], *, cfg: ExecModelConfig, device:
     else:  # a separate executor pass: all its measured steps (the scored passes are new executions)
         steps = pd.concat([execute(v, cm0).steps for v in variants], ignore_index=True)
         n_cal = n_run = len(steps)
+    log.info("validate: fitting the cost model on %d measured steps", len(steps))
     cal, fit = fit_executor(gpu, cfg, device, steps, name=f"{gpu.name} {cfg.name(device)}")
     cm = CostModel(gpu, cfg.model_spec(device), 1, cal)
     out: dict = {"device": device, "variants": [v.label for v in variants], "metric_error": {},
@@ -260,7 +263,9 @@ def validate(workload, variants: list[Variant], *, cfg: ExecModelConfig, device:
                  "ceilings": ceil}
     apes, kinds, rels = [], [], []
     execs = nsteps = 0
-    for v in variants:
+    for k, v in enumerate(variants, 1):
+        log.info("validate: simulating%s %d/%d (%s)", "" if calibration == "interleave" else " and executing", k,
+                 len(variants), v.label)
         if calibration == "interleave":
             sim = run(workload, clusters(v), cm0, executor=False, backend=FittedBackend(cm), **kwargs(v))
         else:

@@ -241,8 +241,9 @@ class SimResult:
         """Write ``calls.csv`` (+ ``calls.parquet`` when pyarrow is installed), ``timeseries.csv``,
         ``summary.json`` (sorted keys), ``config.json`` and ``metrics_aiperf.json`` (AIPerf names and units,
         `optsched.sim.aiperf_metrics`) into ``out_dir`` (created). Same run -> same bytes."""
-        d = Path(out_dir)
-        d.mkdir(parents=True, exist_ok=True)
+        from optsched.output import prepare_output_dir
+
+        d = prepare_output_dir(out_dir)
         from optsched.sim.csv_text import write_frame_csv
 
         # = to_csv(index=False, float_format=FLOAT_FORMAT, lineterminator="\n"), faster (optsched.sim.csv_text)

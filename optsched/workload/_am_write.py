@@ -95,11 +95,15 @@ def _write(workload: Workload, fh: IO[str]) -> int:
 def write_agentic_mooncake(workload: Workload, path: str | Path) -> Path:
     """Write ``workload`` as Agentic Mooncake JSONL (deterministic bytes); returns the path.
 
+    Written by `optsched.output.open_output`: parent folders created, gzip when the name ends in ``.gz``.
+
     Raises:
-        OSError: the file cannot be written.
+        optsched.output.OutputError: the file cannot be written (one line naming the path and the reason).
     """
+    from optsched.output import open_output
+
     path = Path(path)
-    with path.open("w", encoding="utf-8", newline="\n") as fh:
+    with open_output(path) as fh:
         _write(workload, fh)
     return path
 

@@ -15,9 +15,23 @@ from pathlib import Path
 from typing import BinaryIO
 
 from optsched.workload.errors import TraceFormatError, TraceOrderWarning
+from optsched.workload.limits import MAX_JSON_DEPTH
 
-__all__ = ["iter_jsonl_objects", "iter_text_lines", "json_hint", "open_trace", "read_json_document", "resort",
-           "sorted_order", "trace_stem", "trace_suffix", "warn_caller"]
+__all__ = [
+    "JSON_DEPTH_EXCEEDED",
+    "iter_jsonl_objects",
+    "iter_text_lines",
+    "json_depth",
+    "json_hint",
+    "loads_limited",
+    "open_trace",
+    "read_json_document",
+    "resort",
+    "sorted_order",
+    "trace_stem",
+    "trace_suffix",
+    "warn_caller",
+]
 
 log = logging.getLogger(__name__)
 _PKG_DIR = str(Path(__file__).resolve().parent)
@@ -33,6 +47,45 @@ def warn_caller(warning: Warning) -> None:
 
 
 GZIP_MAGIC = b"\x1f\x8b"
+
+# the value of `loads_limited` for a text nested too deep (a ValueError subclass, never a RecursionError)
+JSON_DEPTH_EXCEEDED = "JSON nested deeper than MAX_JSON_DEPTH"
+
+
+def json_depth(value: object) -> int:
+    """Nesting depth of a parsed JSON value (a scalar is 0, ``[]`` and ``{}`` are 1), computed without
+    recursion."""
+    depth, stack = 0, [(value, 1)]
+    while stack:
+        v, d = stack.pop()
+        if isinstance(v, dict):
+            v = v.values()
+        elif not isinstance(v, list):
+            continue
+        depth = max(depth, d)
+        stack.extend((x, d + 1) for x in v if isinstance(x, (dict, list)))
+    return depth
+
+
+def loads_limited(text: str | bytes) -> object:
+    """``json.loads(text)`` for untrusted input: a value nested deeper than
+    `optsched.workload.limits.MAX_JSON_DEPTH` and a number the parser refuses (an integer of more than
+    4,300 digits) raise ``ValueError`` with a clear message instead of ``RecursionError`` (or a later
+    ``repr`` failure). Malformed JSON raises ``json.JSONDecodeError`` (a ValueError) as ``json.loads`` does.
+    """
+    try:
+        value = json.loads(text)
+    except RecursionError:
+        raise ValueError(f"{JSON_DEPTH_EXCEEDED} ({MAX_JSON_DEPTH} levels)") from None
+    except json.JSONDecodeError:
+        raise
+    except ValueError as exc:  # "Exceeds the limit (4300 digits) for integer string conversion"
+        raise ValueError(f"a number the JSON parser refuses ({str(exc).split(';')[0]})") from None
+    # cheap test first: a text with fewer brackets than the limit cannot nest deeper
+    t = text if isinstance(text, str) else text.decode("utf-8", "replace")
+    if t.count("[") + t.count("{") > MAX_JSON_DEPTH and json_depth(value) > MAX_JSON_DEPTH:
+        raise ValueError(f"{JSON_DEPTH_EXCEEDED} ({MAX_JSON_DEPTH} levels)")
+    return value
 
 
 def trace_suffix(path: str | Path) -> str:
@@ -62,6 +115,9 @@ def open_trace(path: str | Path) -> BinaryIO:
         TraceFormatError: a gzip file that is corrupt or truncated (raised while reading).
     """
     path = Path(path)
+    if path.exists() and not path.is_file() and not path.is_dir():
+        # a FIFO, socket or device: reading could block forever or never end
+        raise TraceFormatError(path, 0, "a regular file (this is a FIFO, socket or device)")
     fh = path.open("rb")
     if fh.read(2) == GZIP_MAGIC:
         fh.close()
@@ -126,9 +182,15 @@ def read_json_document(path: str | Path) -> object:
         except (OSError, EOFError, zlib.error) as exc:
             raise TraceFormatError(path, 0, "a complete gzip stream", str(exc)) from None
     try:
-        return json.loads(raw.decode("utf-8-sig"))
+        text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise TraceFormatError(path, 0, "UTF-8 text (is this a trace file?)", f"byte at offset {exc.start}") from None
+    try:
+        return loads_limited(text)
+    except json.JSONDecodeError:
+        raise
+    except ValueError as exc:
+        raise TraceFormatError(path, 0, f"one JSON document ({exc})") from None
 
 
 def json_hint(line: str, exc: json.JSONDecodeError) -> str:
@@ -137,6 +199,12 @@ def json_hint(line: str, exc: json.JSONDecodeError) -> str:
     if line.strip() in ("{", "["):
         return f"{exc.msg}; a multi-line JSON document? traces are JSON Lines, one whole object per line"
     return exc.msg
+
+
+def _head(line: str) -> str:
+    """The start of a long line, for an error message."""
+    s = line.strip()
+    return s if len(s) <= 80 else s[:80] + "..."
 
 
 def iter_jsonl_objects(path: str | Path, allow_empty: bool = False) -> Iterator[tuple[int, dict]]:
@@ -163,11 +231,14 @@ def iter_jsonl_objects(path: str | Path, allow_empty: bool = False) -> Iterator[
             raise TraceFormatError(path, blank, "one JSON object per line, got a blank line")
         records += 1
         try:
-            obj = json.loads(line)
+            obj = loads_limited(line)
         except json.JSONDecodeError as exc:
-            raise TraceFormatError(path, n, f"one JSON object per line ({json_hint(line, exc)})", line.strip()) from None
+            raise TraceFormatError(path, n, f"one JSON object per line ({json_hint(line, exc)})",
+                                   _head(line)) from None
+        except ValueError as exc:
+            raise TraceFormatError(path, n, f"one JSON object per line ({exc})") from None
         if not isinstance(obj, dict):
-            raise TraceFormatError(path, n, "a JSON object", obj)
+            raise TraceFormatError(path, n, "a JSON object", _head(line))
         yield n, obj
     if records == 0 and not allow_empty:
         raise TraceFormatError(path, 0, "at least one record (the file is empty)")

@@ -45,8 +45,10 @@ from pathlib import Path
 
 from optsched.workload._am_write import approximated_joins, dumps_agentic_mooncake, write_agentic_mooncake
 from optsched.workload._dag import components, toposort
+from optsched.workload._formats import check_row_format, row_formats
 from optsched.workload._io import iter_jsonl_objects, warn_caller
-from optsched.workload.errors import TraceFormatError, require_int, require_number
+from optsched.workload.errors import TraceFormatError, require_int
+from optsched.workload.limits import MAX_BLOCK_SIZE, check_call, check_start, require_time, require_tokens
 from optsched.workload.types import Call, Session, Workload
 
 __all__ = ["DEFAULT_BLOCK_SIZE", "approximated_joins", "dumps_agentic_mooncake", "load_agentic_mooncake", "write_agentic_mooncake"]
@@ -66,19 +68,24 @@ def _str_list(obj: dict, key: str, path: Path, n: int) -> list[str]:
 def _opt_number(obj: dict, keys: tuple[str, ...], path: Path, n: int) -> float:
     for k in keys:
         if obj.get(k) is not None:
-            return require_number(obj[k], k, path, n)
+            return require_time(obj[k], k, path, n, unit_s=1e-3)
     return 0.0
 
 
 def _parse_row(obj: dict, path: Path, n: int, block_size: int) -> dict:
+    check_row_format(obj, "agentic-mooncake", path, n)
     rid = obj.get("request_id")
+    if rid is None and row_formats(obj):
+        fmt = row_formats(obj)[0][0]
+        raise TraceFormatError(path, n, "an agentic-mooncake row (one format per file, as line 1 and the loader say) "
+                                        f"with 'request_id'; got a {fmt} row")
     if not isinstance(rid, str) or not rid:
         raise TraceFormatError(path, n, "field 'request_id' to be a non-empty string", rid if rid is not None else "missing")
     sid = obj.get("session_id")
     if sid is not None and (not isinstance(sid, str) or not sid):
         raise TraceFormatError(path, n, "field 'session_id' to be a non-empty string", sid)
     out_key = "output_length" if "output_length" in obj else "output_tokens"
-    out = require_int(obj.get(out_key), "output_length", path, n, minimum=1)
+    out = require_tokens(obj.get(out_key), out_key, path, n, minimum=1)
     hashes = obj.get("hash_ids")
     if hashes is not None and (not isinstance(hashes, list) or any(type(h) is not int or h < 0 for h in hashes)):
         raise TraceFormatError(path, n, "field 'hash_ids' to be a list of non-negative integers", hashes)
@@ -87,14 +94,15 @@ def _parse_row(obj: dict, path: Path, n: int, block_size: int) -> dict:
         raise TraceFormatError(path, n, "field 'input_length' or 'hash_ids'", "missing")
     bs = block_size
     ext = obj.get("optsched")
-    if isinstance(ext, dict) and isinstance(ext.get("block_size"), int):
-        bs = ext["block_size"]
-    inp = require_int(obj[in_key], "input_length", path, n) if obj.get(in_key) is not None else len(hashes) * bs
+    if isinstance(ext, dict) and ext.get("block_size") is not None:
+        bs = require_int(ext["block_size"], "optsched.block_size", path, n, minimum=1, maximum=MAX_BLOCK_SIZE)
+    inp = require_tokens(obj[in_key], in_key, path, n) if obj.get(in_key) is not None \
+        else require_tokens(len(hashes) * bs, "hash_ids (x block size)", path, n)
     if hashes is not None and hashes and len(hashes) != -(-inp // bs):
         raise TraceFormatError(path, n, f"ceil(input_length/{bs}) = {-(-inp // bs)} hash_ids (field 'hash_ids')",
                                f"{len(hashes)} hash_ids")
     ts = obj.get("timestamp", obj.get("created_time"))
-    ts_ms = None if ts is None else require_number(ts, "timestamp", path, n)
+    ts_ms = None if ts is None else require_time(ts, "timestamp", path, n, unit_s=1e-3)
     wait_for = _str_list(obj, "wait_for", path, n)
     _str_list(obj, "branches", path, n)
     if obj.get("prefix_reset") is not None and not isinstance(obj["prefix_reset"], bool):
@@ -165,7 +173,7 @@ def _build(rows: list[dict], order: list[int], path: Path, block_size: int, name
 
     for comp in sorted(members.values(), key=first_root):
         sessions.append(_exact_session(rows, comp, path) if exact
-                        else _session(rows, comp, ids, dependants, used))
+                        else _session(rows, comp, ids, dependants, used, path))
         used.add(sessions[-1].session_id)
     if empty:
         warn_caller(UserWarning(f"{path}: {empty} of {len(rows)} rows have empty input (input_length 0); "
@@ -180,7 +188,7 @@ def _build(rows: list[dict], order: list[int], path: Path, block_size: int, name
         raise TraceFormatError(path, 0, f"a valid workload ({exc})") from None
 
 
-def _session(rows, comp: list[int], ids, dependants, used: set[str]) -> Session:
+def _session(rows, comp: list[int], ids, dependants, used: set[str], path: Path) -> Session:
     roots = [i for i in comp if not rows[i]["wait_for"]]
     first = min(roots, key=lambda i: (rows[i]["ts_ms"], i))
     main_sid = rows[first]["sid"] or rows[first]["id"]
@@ -220,6 +228,7 @@ def _session(rows, comp: list[int], ids, dependants, used: set[str]) -> Session:
             block_hashes=r["hashes"], block_size=r["bs"], model=r["model"], think_time_s=think[i],
             arrival_s=None if r["ts_ms"] is None else r["ts_ms"] / 1000.0, tool=tool[i], wait_s=max(0.0, wait[i]),
         ))
+        check_call(calls[-1], path, r["line"])
     return Session(sid, tuple(calls), start_s=start_s)
 
 
@@ -236,8 +245,12 @@ def _exact_session(rows, comp: list[int], path: Path) -> Session:
                 model=r["model"], turn=e["turn"], think_time_s=e["think_time_s"], arrival_s=e["arrival_s"],
                 tool=e["tool"], wait_s=e["wait_s"],
             ))
+            check_call(calls[-1], path, r["line"])
         except (KeyError, TypeError, ValueError) as exc:
             raise TraceFormatError(path, r["line"], f"a valid 'optsched' extension object ({exc!r})") from None
     if start_s is None:
         raise TraceFormatError(path, rows[comp[0]]["line"], "an 'optsched.start_s' on the first row of the session")
+    if isinstance(start_s, bool) or not isinstance(start_s, (int, float)):
+        raise TraceFormatError(path, rows[comp[0]]["line"], "a number in 'optsched.start_s'", start_s)
+    check_start(float(start_s), path, rows[comp[0]]["line"], "optsched.start_s")
     return Session(calls[0].session_id, tuple(calls), start_s=float(start_s))

@@ -15,6 +15,7 @@ from pathlib import Path
 from optsched.workload._csv import int_cell, iter_csv_rows
 from optsched.workload._io import sorted_order, trace_stem
 from optsched.workload.errors import TraceFormatError
+from optsched.workload.limits import check_call
 from optsched.workload.types import Call, Session, Workload
 
 __all__ = ["load_azure", "parse_azure_timestamp_ticks"]
@@ -64,5 +65,7 @@ def load_azure(path: str | Path, name: str | None = None) -> Workload:
         line, ticks, inp, out = rows[i]
         cid = f"L{line}"
         t = (ticks - t0) / TICKS_PER_S
-        sessions.append(Session(cid, (Call(cid, cid, inp, out, arrival_s=t),), start_s=t))
+        c = Call(cid, cid, inp, out, arrival_s=t)
+        check_call(c, path, line)
+        sessions.append(Session(cid, (c,), start_s=t))
     return Workload(name or trace_stem(path), tuple(sessions), closed_loop=False, source=str(path))

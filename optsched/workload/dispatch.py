@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from optsched.workload._io import iter_text_lines, json_hint, read_json_document, trace_suffix
+from optsched.workload._io import iter_text_lines, json_hint, loads_limited, read_json_document, trace_suffix
 from optsched.workload.errors import TraceFormatError
 from optsched.workload.types import Workload
 
@@ -28,11 +28,14 @@ def _detect_file(path: Path) -> str:
         if not first.strip():
             return "lmcache"
         try:
-            obj = json.loads(first)
+            obj = loads_limited(first)
         except json.JSONDecodeError as exc:
             if suffix == ".json" and _is_weka_doc(path):
                 return "weka"
-            raise TraceFormatError(path, 1, f"one JSON object per line ({json_hint(first, exc)})", first.strip()) from None
+            raise TraceFormatError(path, 1, f"one JSON object per line ({json_hint(first, exc)})",
+                                   first.strip()[:80]) from None
+        except ValueError as exc:
+            raise TraceFormatError(path, 1, f"one JSON object per line ({exc})") from None
         if isinstance(obj, dict):
             if "format" in obj:
                 return "native"
@@ -44,7 +47,7 @@ def _detect_file(path: Path) -> str:
                 return "mooncake-sessions" if "session_id" in obj else "mooncake"
             if "input" in obj and "timestamp" in obj:
                 return "lmcache"
-        raise TraceFormatError(path, 1, f"a record of a known format ({_KNOWN})", obj)
+        raise TraceFormatError(path, 1, f"a record of a known format ({_KNOWN})", first.strip()[:80])
     if suffix == ".csv":
         if not first.strip():
             raise TraceFormatError(path, 0, "a CSV header with TIMESTAMP (Azure) or num_prefill_tokens (Vidur) "

@@ -47,36 +47,53 @@ class TraceOrderWarning(UserWarning):
         self.files = int(files)
 
 
-def require_int(value: object, field: str, path: str | Path, line: int, minimum: int = 0) -> int:
-    """``value`` as an int >= ``minimum``; integral floats (``12.0``) are accepted.
+def _range(minimum: float, maximum: float | None, value: object = None) -> str:
+    """``">= minimum"``, or ``"<= maximum (...)"`` when ``value`` is a number above ``maximum``."""
+    if maximum is None or not isinstance(value, (int, float)) or not value > maximum:
+        return f">= {minimum}"
+    top = f"{int(maximum):,}" if float(maximum).is_integer() and maximum < 1e9 else f"{maximum:g}"
+    return f"<= {top} (the plausibility limit, optsched.workload.limits)"
+
+
+def require_int(value: object, field: str, path: str | Path, line: int, minimum: int = 0,
+                maximum: float | None = None) -> int:
+    """``value`` as an int >= ``minimum`` (and <= ``maximum`` when given); integral floats (``12.0``) are
+    accepted.
 
     Raises:
-        TraceFormatError: missing (None), non-numeric, non-integral or below ``minimum``.
+        TraceFormatError: missing (None), non-numeric, non-integral, below ``minimum`` or above ``maximum``.
     """
     if value is None:
         raise TraceFormatError(path, line, f"field {field!r} (an integer >= {minimum})", "missing")
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise TraceFormatError(path, line, f"field {field!r} to be an integer >= {minimum}", value)
+    if value < minimum or (maximum is not None and value > maximum):
+        raise TraceFormatError(path, line, f"field {field!r} to be an integer {_range(minimum, maximum, value)}", value)
     if isinstance(value, float):
         if not value.is_integer():
             raise TraceFormatError(path, line, f"field {field!r} to be an integer >= {minimum}", value)
         value = int(value)
-    if value < minimum:
-        raise TraceFormatError(path, line, f"field {field!r} to be an integer >= {minimum}", value)
     return value
 
 
-def require_number(value: object, field: str, path: str | Path, line: int, minimum: float = 0.0) -> float:
-    """``value`` as a finite float >= ``minimum``.
+def require_number(value: object, field: str, path: str | Path, line: int, minimum: float = 0.0,
+                   maximum: float | None = None) -> float:
+    """``value`` as a finite float >= ``minimum`` (and <= ``maximum`` when given).
 
     Raises:
-        TraceFormatError: missing, non-numeric, NaN/inf or below ``minimum``.
+        TraceFormatError: missing, non-numeric, NaN/inf, below ``minimum`` or above ``maximum``.
     """
     if value is None:
         raise TraceFormatError(path, line, f"field {field!r} (a number >= {minimum})", "missing")
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise TraceFormatError(path, line, f"field {field!r} to be a number >= {minimum}", value)
-    value = float(value)
-    if not math.isfinite(value) or value < minimum:
-        raise TraceFormatError(path, line, f"field {field!r} to be a finite number >= {minimum}", value)
+    try:
+        value = float(value)
+    except OverflowError:  # an int too large for a float (10**400)
+        raise TraceFormatError(path, line, f"field {field!r} to be a finite number {_range(minimum, maximum, 1e309)}",
+                               value) from None
+    if not math.isfinite(value) or value < minimum or (maximum is not None and value > maximum):
+        shown = value if math.isfinite(value) else None
+        raise TraceFormatError(path, line, f"field {field!r} to be a finite number {_range(minimum, maximum, shown)}",
+                               value)
     return value

@@ -50,9 +50,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from optsched.workload._formats import check_row_format
 from optsched.workload._io import iter_jsonl_objects, resort, sorted_order, trace_stem, warn_caller
 from optsched.workload.errors import TraceFormatError, TraceOrderWarning, require_int
 from optsched.workload.lanes import LaneCall, reconstruct_lanes
+from optsched.workload.limits import check_call
 from optsched.workload.reconstruct import estimate_service_time_s
 from optsched.workload.tokenizer import ApproxBPETokenizer, Tokenizer, chained_block_hashes, common_prefix_len
 from optsched.workload.types import Call, Session, Workload
@@ -94,6 +96,7 @@ def _parse(path: Path, allow_empty: bool) -> list[LMCacheRecord]:
     """Validated rows of one file in file order (errors as :func:`read_lmcache_records`)."""
     recs: list[LMCacheRecord] = []
     for n, obj in iter_jsonl_objects(path, allow_empty=allow_empty):
+        check_row_format(obj, "lmcache", path, n)
         ts = require_int(obj.get("timestamp"), "timestamp", path, n)
         for key in ("input", "output", "session_id"):
             if not isinstance(obj.get(key), str):
@@ -181,6 +184,7 @@ def _session(recs, t0_us, tokenizer, block_size, service_time_fn, path, lanes_mo
             block_hashes=c.block_hashes, block_size=block_size, think_time_s=think[k], arrival_s=c.arrival_s,
             wait_s=wait,
         ))
+        check_call(fixed[-1], path, recs[k].line)
     empty_in = sum(len(p) == 0 for p in prompts)
     return Session(sid, tuple(fixed), start_s=fixed[0].arrival_s), empty_out, empty_in
 

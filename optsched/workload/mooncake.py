@@ -11,8 +11,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from optsched.workload._formats import check_row_format
 from optsched.workload._io import iter_jsonl_objects, sorted_order, trace_stem
 from optsched.workload.errors import TraceFormatError, require_int
+from optsched.workload.limits import MAX_TIME_S, require_tokens
 from optsched.workload.types import Call, Session, Workload
 
 __all__ = ["MOONCAKE_BLOCK_SIZE", "load_mooncake"]
@@ -43,9 +45,10 @@ def load_mooncake(path: str | Path, block_size: int = MOONCAKE_BLOCK_SIZE, name:
     calls: list[Call] = []
     times: list[float] = []
     for n, obj in iter_jsonl_objects(path):
-        ts_ms = require_int(obj.get("timestamp"), "timestamp", path, n)
-        inp = require_int(obj.get("input_length"), "input_length", path, n)
-        out = require_int(obj.get("output_length"), "output_length", path, n, minimum=1)
+        check_row_format(obj, "mooncake", path, n)
+        ts_ms = require_int(obj.get("timestamp"), "timestamp", path, n, maximum=MAX_TIME_S * 1000)
+        inp = require_tokens(obj.get("input_length"), "input_length", path, n)
+        out = require_tokens(obj.get("output_length"), "output_length", path, n, minimum=1)
         hashes = obj.get("hash_ids")
         if not isinstance(hashes, list) or (hashes and (set(map(type, hashes)) != {int} or min(hashes) < 0)):
             raise TraceFormatError(path, n, "field 'hash_ids' to be a list of non-negative integers", hashes)

@@ -21,22 +21,25 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
+from optsched.workload._formats import check_row_format
 from optsched.workload._io import iter_jsonl_objects, warn_caller
-from optsched.workload.errors import TraceFormatError, require_int, require_number
+from optsched.workload.errors import TraceFormatError
+from optsched.workload.limits import require_time, require_tokens
 from optsched.workload.types import Call, Session, Workload
 
 __all__ = ["load_mooncake_sessions", "write_mooncake_sessions"]
 
 
 def _row(obj: dict, path: Path, n: int, bs: int) -> dict:
-    out = require_int(obj.get("output_length"), "output_length", path, n, minimum=1)
+    check_row_format(obj, "mooncake-sessions", path, n)
+    out = require_tokens(obj.get("output_length"), "output_length", path, n, minimum=1)
     hashes = obj.get("hash_ids")
     if hashes is not None and (not isinstance(hashes, list) or any(type(h) is not int or h < 0 for h in hashes)):
         raise TraceFormatError(path, n, "field 'hash_ids' to be a list of non-negative integers", hashes)
     if obj.get("input_length") is None and hashes is None:
         raise TraceFormatError(path, n, "field 'input_length' or 'hash_ids'", "missing")
-    inp = require_int(obj["input_length"], "input_length", path, n) if obj.get("input_length") is not None \
-        else len(hashes) * bs
+    inp = require_tokens(obj["input_length"], "input_length", path, n) if obj.get("input_length") is not None \
+        else require_tokens(len(hashes) * bs, "hash_ids (x block size)", path, n)
     if hashes and len(hashes) != -(-inp // bs):
         raise TraceFormatError(path, n, f"ceil(input_length/{bs}) = {-(-inp // bs)} hash_ids (field 'hash_ids')",
                                f"{len(hashes)} hash_ids")
@@ -46,8 +49,8 @@ def _row(obj: dict, path: Path, n: int, bs: int) -> dict:
     if sid is not None and (not isinstance(sid, str) or not sid):
         raise TraceFormatError(path, n, "field 'session_id' to be a non-empty string", sid)
     return {"sid": sid, "in": inp, "out": out, "hashes": tuple(hashes or ()), "line": n,
-            "ts": None if ts is None else require_number(ts, "timestamp", path, n),
-            "delay": None if delay is None else require_number(delay, "delay", path, n)}
+            "ts": None if ts is None else require_time(ts, "timestamp", path, n, unit_s=1e-3),
+            "delay": None if delay is None else require_time(delay, "delay", path, n, unit_s=1e-3)}
 
 
 def load_mooncake_sessions(path: str | Path, block_size: int = 512, name: str | None = None,
@@ -107,8 +110,11 @@ def write_mooncake_sessions(workload: Workload, path: str | Path) -> Path:
     rows ``delay`` = the previous call's ``think_time_s`` in ms (and ``timestamp`` = ``arrival_s`` in ms when
     known; the reader takes ``delay`` first).
 
+    Written by `optsched.output.write_output` (parent folders created, gzip when the name ends in ``.gz``).
+
     Raises:
         ValueError: a session that is not a single chain (a fork/join needs Agentic Mooncake; names it).
+        optsched.output.OutputError: the file cannot be written.
     """
     path = Path(path)
     lines = []
@@ -127,5 +133,7 @@ def write_mooncake_sessions(workload: Workload, path: str | Path) -> Path:
                 if c.arrival_s is not None:
                     row["timestamp"] = c.arrival_s * 1000.0  # informational: delay decides the release
             lines.append(json.dumps(row) + "\n")
-    path.write_text("".join(lines), encoding="utf-8", newline="\n")
+    from optsched.output import write_output
+
+    write_output(path, "".join(lines))
     return path

@@ -21,8 +21,11 @@ from importlib import resources
 from pathlib import Path
 from typing import IO
 
+from optsched.workload._formats import check_row_format
 from optsched.workload._io import iter_jsonl_objects
 from optsched.workload.errors import TraceFormatError
+from optsched.workload.limits import MAX_BLOCK_SIZE, MAX_CALL_TOKENS, MAX_TIME_S, check_start
+from optsched.workload.limits import check_call as check_limits
 from optsched.workload.native_check import check_call, check_header, check_session
 from optsched.workload.types import Call, Session, Workload
 
@@ -87,11 +90,15 @@ def write_jsonl(workload: Workload, path: str | Path) -> Path:
     """Write ``workload`` to ``path`` (format ``optsched.session/v1``, JSON Schema
     ``optsched/data/schemas/session_v1.json``; byte-identical for equal workloads); returns the path.
 
+    Written by `optsched.output.open_output`: parent folders created, gzip when the name ends in ``.gz``.
+
     Raises:
-        OSError: the file cannot be written (e.g. its folder does not exist).
+        optsched.output.OutputError: the file cannot be written (one line naming the path and the reason).
     """
+    from optsched.output import open_output
+
     path = Path(path)
-    with path.open("w", encoding="utf-8", newline="\n") as fh:
+    with open_output(path) as fh:
         _write(workload, fh)
     return path
 
@@ -150,6 +157,9 @@ def load_jsonl(path: str | Path, validate: str = "fast") -> Workload:
     strict = validate == "schema"
     _check("header", header, path, n, strict)
     bs_default = header["block_size"]
+    if bs_default > MAX_BLOCK_SIZE:
+        raise TraceFormatError(path, n, f"field 'block_size' <= {MAX_BLOCK_SIZE} (MAX_BLOCK_SIZE, the plausibility "
+                                        "limit)", bs_default)
     sessions: list[Session] = []
     cur: dict | None = None
     calls: list[Call] = []
@@ -166,10 +176,16 @@ def load_jsonl(path: str | Path, validate: str = "fast") -> Workload:
             if "session" not in obj:
                 raise TraceFormatError(path, n, "a session line {session, start_s, calls}", obj)
             _check("session", obj, path, n, strict)
+            if obj["start_s"] > MAX_TIME_S:
+                check_start(float(obj["start_s"]), path, n)
             close(n)
             cur, calls, known = obj, [], {}
             continue
-        _check("call", obj, path, n, strict)
+        try:
+            _check("call", obj, path, n, strict)
+        except TraceFormatError:
+            check_row_format(obj, "native", path, n)  # a row of another format: say so, naming both
+            raise
         parents = tuple(obj["parents"])
         for p in parents:
             if p not in known:
@@ -194,6 +210,12 @@ def load_jsonl(path: str | Path, validate: str = "fast") -> Workload:
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise TraceFormatError(path, n, f"a valid call ({exc})") from None
+        if (c.input_tokens > MAX_CALL_TOKENS or c.output_tokens > MAX_CALL_TOKENS or c.think_time_s > MAX_TIME_S
+                or c.wait_s > MAX_TIME_S or (c.arrival_s is not None and c.arrival_s > MAX_TIME_S)):
+            check_limits(c, path, n)  # names the field (new_tokens <= input_tokens: checked by Call)
+        if c.block_size > MAX_BLOCK_SIZE:
+            raise TraceFormatError(path, n, f"field 'block_size' <= {MAX_BLOCK_SIZE} (MAX_BLOCK_SIZE, the plausibility "
+                                            "limit)", c.block_size)
         if c.call_id in known:
             raise TraceFormatError(path, n, f"a call id unique in session {cur['session']!r}", c.call_id)
         calls.append(c)

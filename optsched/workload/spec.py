@@ -68,7 +68,22 @@ def parse_generator_spec(text: str) -> tuple[str, dict]:
         raise ValueError(f"{text!r}: max_context expects an integer >= 2 (tokens), got {out['max_context']}")
     if out.get("seed", 0) < 0:
         raise ValueError(f"{text!r}: seed expects an integer >= 0, got {out['seed']}")
+    _check_size(text, kind, out)
     return kind, out
+
+
+def _check_size(text: str, kind: str, kw: dict) -> None:
+    """Generator sizes within the caps of `optsched.workload.limits` (a typo such as sessions=1000000000 would
+    otherwise run for hours with no output)."""
+    from optsched.workload.limits import MAX_GENERATED_CALLS, MAX_GENERATED_SESSIONS
+
+    for key, cap in (("sessions", MAX_GENERATED_SESSIONS), ("calls", MAX_GENERATED_CALLS)):
+        if key in kw and kw[key] > cap:  # (below 1: the generator's own check names it)
+            raise ValueError(f"{text!r}: {key} expects at most {cap:,} (the generator cap, "
+                             f"optsched.workload.limits), got {kw[key]:,}")
+    if kind == "hotprompt" and kw.get("sessions", 32) * kw.get("calls", 8) > MAX_GENERATED_CALLS:
+        raise ValueError(f"{text!r}: sessions x calls expects at most {MAX_GENERATED_CALLS:,} calls (the generator "
+                         f"cap, optsched.workload.limits), got {kw.get('sessions', 32) * kw.get('calls', 8):,}")
 
 
 def workload_from_spec(text: str, block_size: int | None = None) -> Workload:

@@ -8,8 +8,9 @@ Keys of the returned dict (all plain Python numbers, JSON-serializable):
   values; percentiles by numpy's default linear interpolation; all None when there are no values).
 - ``gap_s`` is the inter-call gap: for sessions whose calls carry ``arrival_s``, the differences of
   consecutive arrivals inside each multi-call session; for an open-loop request list (no session has two
-  calls) the trace's inter-arrival gaps; otherwise (closed loop, no timestamps) the ``think_time_s`` of
-  every call that has a child (the tool/think wait between a call and the next one).
+  calls) the trace's inter-arrival gaps; otherwise (closed loop, no timestamps) for every call with parents
+  the wait before it: the largest ``think_time_s`` of its parents plus its own ``wait_s`` (a fork/join's
+  wait is stored there).
 - ``calls_per_turn`` counts calls per (session, turn).
 - ``subagent_session_share``: fraction of sessions with a call on a lane >= 1.
 - ``max_concurrent_subagents``: most subagent lanes open at once in any session (a lane opens at its
@@ -80,8 +81,10 @@ def _gaps(workload: Workload) -> list[float]:
                 t = sorted(c.arrival_s for c in s.calls)
                 out.extend(np.diff(t).tolist())
             return out
-        has_child = {p for c in workload.calls() for p in c.parents}
-        return [c.think_time_s for c in workload.calls() if c.call_id in has_child]
+        # the wait before each call with parents: its parents' tool/think time (the largest) plus its own
+        # wait_s (a join's or fork child's wait, e.g. Agentic Mooncake's delay on a non-chain edge)
+        think = {c.call_id: c.think_time_s for c in workload.calls()}
+        return [max(think[p] for p in c.parents) + c.wait_s for c in workload.calls() if c.parents]
     t = sorted(c.arrival_s for c in workload.calls() if c.arrival_s is not None)
     return np.diff(t).tolist() if len(t) > 1 else []
 

@@ -23,6 +23,7 @@ import numpy as np
 from optsched.workload._csv import float_cell, int_cell, iter_csv_rows
 from optsched.workload._io import open_trace, sorted_order, trace_stem
 from optsched.workload.errors import TraceFormatError
+from optsched.workload.limits import MAX_CALL_TOKENS, MAX_TIME_S, check_call
 from optsched.workload.types import Call, Session, Workload
 
 __all__ = ["load_vidur_trace"]
@@ -72,7 +73,10 @@ def load_vidur_trace(
         for i in order:
             line, t, p, d = rows[i]
             cid = f"L{line}"
-            sessions.append(Session(cid, (Call(cid, cid, p, d, arrival_s=t),), start_s=t if t is not None else 0.0))
+            c = Call(cid, cid, p, d, arrival_s=t)
+            if p > MAX_CALL_TOKENS or d > MAX_CALL_TOKENS or (t is not None and t > MAX_TIME_S):
+                check_call(c, path, line)
+            sessions.append(Session(cid, (c,), start_s=t if t is not None else 0.0))
     finally:
         if was_on:
             gc.enable()

@@ -37,7 +37,8 @@ from optsched.workload._io import (
     trace_suffix,
     warn_caller,
 )
-from optsched.workload.errors import TraceFormatError, require_int, require_number
+from optsched.workload.errors import TraceFormatError, require_int
+from optsched.workload.limits import MAX_BLOCK_SIZE, require_time, require_tokens
 from optsched.workload.types import Call, Session, Workload
 
 __all__ = ["load_weka"]
@@ -58,17 +59,17 @@ def _traces(path: Path) -> list[tuple[int, dict]]:
 def _req(r: object, where: str, path: Path, n: int, bs: int) -> dict:
     if not isinstance(r, dict):
         raise TraceFormatError(path, n, f"{where} to be an object", r)
-    inp = require_int(r.get("in", r.get("input_length")), f"{where}.in", path, n)
-    out = require_int(r.get("out", r.get("output_length")), f"{where}.out", path, n, minimum=1)
+    inp = require_tokens(r.get("in", r.get("input_length")), f"{where}.in", path, n)
+    out = require_tokens(r.get("out", r.get("output_length")), f"{where}.out", path, n, minimum=1)
     h = r.get("hash_ids", [])
     if not isinstance(h, list) or any(type(x) is not int or x < 0 for x in h):
         raise TraceFormatError(path, n, f"field '{where}.hash_ids' to be a list of non-negative integers", h)
     if h and len(h) != -(-inp // bs):
         raise TraceFormatError(path, n, f"ceil({where}.in/{bs}) = {-(-inp // bs)} hash_ids", f"{len(h)} hash_ids")
     think = r.get("think_time")
-    return {"t": require_number(r.get("t"), f"{where}.t", path, n), "in": inp, "out": out, "h": tuple(h),
-            "api": require_number(r["api_time"], f"{where}.api_time", path, n) if r.get("api_time") is not None else 0.0,
-            "think": None if think is None else require_number(think, f"{where}.think_time", path, n),
+    return {"t": require_time(r.get("t"), f"{where}.t", path, n), "in": inp, "out": out, "h": tuple(h),
+            "api": require_time(r["api_time"], f"{where}.api_time", path, n) if r.get("api_time") is not None else 0.0,
+            "think": None if think is None else require_time(think, f"{where}.think_time", path, n),
             "model": str(r.get("model", "default"))}
 
 
@@ -76,7 +77,7 @@ def _session(tr: dict, path: Path, n: int) -> tuple[Session, int, int]:
     sid = tr.get("id")
     if not isinstance(sid, str) or not sid:
         raise TraceFormatError(path, n, "field 'id' to be a non-empty string", sid)
-    bs = require_int(tr.get("block_size"), "block_size", path, n, minimum=1)
+    bs = require_int(tr.get("block_size"), "block_size", path, n, minimum=1, maximum=MAX_BLOCK_SIZE)
     reqs = tr.get("requests")
     if not isinstance(reqs, list) or not reqs:
         raise TraceFormatError(path, n, "field 'requests' to be a non-empty list", reqs)

@@ -54,7 +54,9 @@ def test_generator_spec_and_errors(capsys):
         (["--kind", "agentx", "--sessions", "2", "-o", "{d}/a.csv"], "-o/--output {d}/a.csv: expected a .jsonl file name, got '.csv'"),
         (["--kind", "agentx", "--sessions", "2", "-o", "{d}/out"], "-o/--output {d}/out: expected a .jsonl file name, got no suffix"),
         (["--kind", "agentx", "--sessions", "2", "-o", "{d}/dir.jsonl"], "-o/--output {d}/dir.jsonl: is a directory"),
-        (["--kind", "agentx", "--sessions", "2", "-o", "{d}/no/a.jsonl"], "parent directory {d}/no does not exist"),
+        (["--kind", "agentx", "--sessions", "2", "-o", "{d}/afile/a.jsonl"],
+         "{d}/afile/a.jsonl: cannot create folder {d}/afile (a file of that name exists)"),
+        (["--kind", "agentx", "--sessions", "100001", "-o", "{d}/a.jsonl"], "--sessions expects at most 100,000"),
         (["--kind", "agentx", "--seed", "-1", "-o", "{d}/a.jsonl"], "--seed must be an integer >= 0, got -1"),
         (["--kind", "chat", "--sessions", "0", "-o", "{d}/a.jsonl"], "--sessions must be an integer >= 1, got 0"),
         (["--kind", "copilot", "--variant", "256k", "-o", "{d}/a.jsonl"], "--variant applies to --kind agentx only"),
@@ -62,6 +64,7 @@ def test_generator_spec_and_errors(capsys):
 )
 def test_generate_bad_arguments_one_clear_line(tmp_path, capsys, argv, message):
     (tmp_path / "dir.jsonl").mkdir()
+    (tmp_path / "afile").write_text("")
     argv = [a.format(d=tmp_path) for a in argv]
     assert main(["workload", "generate", *argv]) == 2
     err = capsys.readouterr().err
@@ -129,7 +132,7 @@ def test_unwritable_output_is_one_line(capsys):
     except OSError:
         pytest.skip("/sys refuses writes with another error here")
     assert main(["workload", "generate", "--kind", "chat", "--sessions", "3", "-o", "/sys/x.jsonl"]) == 2
-    assert capsys.readouterr().err == "optsched workload: error: /sys/x.jsonl: Permission denied\n"
+    assert capsys.readouterr().err == "optsched workload: error: /sys/x.jsonl: cannot write (Permission denied)\n"
 
 
 def test_spec_edge_cases():

@@ -11,7 +11,7 @@ from optsched.workload import Call, Session, Workload, load_jsonl, write_jsonl
 from optsched.workload.native import dumps_workload, session_schema
 from optsched.workload.native_check import check_call, check_header, check_session
 
-floats = st.floats(min_value=0.0, max_value=1e9, allow_nan=False, allow_infinity=False)
+floats = st.floats(min_value=0.0, max_value=1e7, allow_nan=False, allow_infinity=False)  # MAX_TIME_S
 hashes = st.integers(min_value=0, max_value=2**63 - 1)
 text = st.text(min_size=0, max_size=8)
 
