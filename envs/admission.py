@@ -9,7 +9,7 @@ import gymnasium as gym
 import numpy as np
 import pandas as pd
 from gymnasium import spaces
-from optsched.envs._stepper import close_sim, episode_workload, gc_paused
+from optsched.envs._stepper import DEFAULT_SLO, close_sim, episode_workload, gc_paused, workload_for_reset
 
 from optsched.policies.admission_menu import MENU, MenuAdmission
 from optsched.policies.router_round_robin import RoundRobinRouter
@@ -24,7 +24,7 @@ __all__ = ["ADMISSION_REWARD_MODES", "DEFAULT_ADMISSION_SLO", "INSTANCE_FEATURES
            "AdmissionEnv", "admission_cluster"]
 
 ADMISSION_REWARD_MODES = ("ttft", "goodput", "waiting")
-DEFAULT_ADMISSION_SLO = SLO(ttft_s=2.0, tpot_s=0.05)  # experiments/routing_compare.py defaults
+DEFAULT_ADMISSION_SLO = DEFAULT_SLO  # TTFT 2 s, TPOT 50 ms: experiments/routing_compare.py defaults
 
 
 def admission_cluster() -> ClusterConfig:
@@ -91,17 +91,21 @@ class AdmissionEnv(gym.Env):
     its TTFT minus what it already added. Dense (TTFT = ∫ calls waiting dt, Little's law), and the
     episode return is exactly minus the total TTFT, as under ``"ttft"``.
     ``info`` reports the terms every step: ``ttft_s`` (sum), ``first_tokens``, ``finished``,
-    ``slo_met``, ``waiting_s``.
+    ``slo_met``, ``hit_hbm_tokens`` / ``hit_dram_tokens`` / ``hit_ssd_tokens`` / ``prefilled_tokens``
+    (the `optsched.envs._stepper.StepTerms` definitions), ``waiting_s``, ``now_s``.
+    Reward scale (default env): ``"ttft"`` and ``"waiting"`` per step about -0.1 to -1 s (mostly
+    small: one engine step is tens of ms), ``"goodput"`` 0 or a few calls per step.
 
     ## Episode end
 
-    Terminated when every call finished. Truncated by the registered ``max_episode_steps``.
+    Terminated when every call finished (no registered step limit); ``reset(options={"workload": wl})``
+    serves ``wl`` in that episode.
 
     ## Arguments
 
     ``n_sessions`` (int >= 1, default 8), ``variant`` ("256k" or "full"), ``cluster`` (colocated
-    instances, no lockstep groups; default `admission_cluster`), ``workload`` (fixed; the seed then
-    changes nothing), ``router_factory`` (callable returning a `Router`), ``reward_mode``, ``slo``
+    instances, no lockstep groups; default `admission_cluster`), ``workload`` (fixed; ``reset(seed=s)`` is then
+    rejected), ``router_factory`` (callable returning a `Router`), ``reward_mode``, ``slo``
     (`SLO`), ``k_prefills`` (int >= 1, rows of ``"prefills"``), ``concurrency`` (as ``simulate``).
     Raises ``ValueError`` naming the argument on a bad value.
     """
@@ -145,9 +149,10 @@ class AdmissionEnv(gym.Env):
     # ---- gymnasium API -----------------------------------------------------------------------
     @gc_paused
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        fixed = workload_for_reset(self.fixed_workload, seed, options)
         super().reset(seed=seed)
         close_sim(self._sim)
-        wl = episode_workload(self.fixed_workload, self.n_sessions, self.np_random, self.variant, self._cost_models)
+        wl = episode_workload(fixed, self.n_sessions, self.np_random, self.variant, self._cost_models)
         self._rule = MenuAdmission()
         self._sim = AdmissionSimulator(wl, self.cluster, router=self.router_factory(), admission=self._rule,
                                        slo=self.slo, cost_models=self._cost_models, concurrency=self.concurrency)
@@ -201,6 +206,7 @@ class AdmissionEnv(gym.Env):
         ttft_sum, first, left = 0.0, 0, []
         now, acc = float(sim.now_s), self._accrued
         dt, waiting = now - self._t_prev, 0.0
+        hits = [0, 0, 0, 0]  # hbm, dram, ssd, prefilled tokens of the calls whose first token came
         for i in self._no_token:
             ttft, _, _ = sim.call_timing(i)
             if ttft < 0:
@@ -213,6 +219,9 @@ class AdmissionEnv(gym.Env):
             else:
                 ttft_sum += ttft
                 first += 1
+                h = sim.call_tokens(i)
+                for k in range(4):
+                    hits[k] += h[k]
                 waiting += ttft - acc.pop(i, 0.0)
                 self._running.append(i)
         self._no_token, self._t_prev = left, now
@@ -227,7 +236,8 @@ class AdmissionEnv(gym.Env):
                 met += 1
         self._running = still
         return {"ttft_s": ttft_sum, "first_tokens": first, "finished": finished, "slo_met": met,
-                "waiting_s": waiting, "now_s": now}
+                "hit_hbm_tokens": hits[0], "hit_dram_tokens": hits[1], "hit_ssd_tokens": hits[2],
+                "prefilled_tokens": hits[3], "waiting_s": waiting, "now_s": now}
 
     def _obs(self) -> dict[str, np.ndarray]:
         if self._dec is None:
