@@ -13,7 +13,8 @@ id                           class                                           one
 ``optsched/Routing-v0``      `optsched.envs.routing.RoutingEnv`              released call
 ``optsched/KVResidency-v0``  `optsched.envs.kv_residency.KVResidencyEnv`     released call that may pause its session
 ``optsched/Admission-v0``    `optsched.envs.admission.AdmissionEnv`          engine step with prefill work
-``optsched/PDRatio-v0``      `optsched.envs.pd_ratio.PDRatioEnv`             control interval
+``optsched/PDRatio-v0``      `optsched.envs.pd_ratio.PDRatioEnv`             control interval (discrete-event)
+``optsched/PDRatio-v1``      `optsched.envs.pd_fluid.PDFluidEnv`             control interval (fluid model)
 ===========================  ==============================================  ==================================
 
 The default Routing-v0 episode (4 AgentX-like sessions, "256k" variant) has about 280 calls. Every
@@ -28,6 +29,7 @@ from __future__ import annotations
 from gymnasium.envs.registration import register, registry
 from optsched.envs.admission import AdmissionEnv
 from optsched.envs.kv_residency import KVResidencyEnv
+from optsched.envs.pd_fluid import PDFluidEnv
 from optsched.envs.pd_ratio import PDRatioEnv
 from optsched.envs.routing import RoutingEnv
 
@@ -37,12 +39,14 @@ __all__ = [
     "ENV_IDS",
     "KV_RESIDENCY_ID",
     "KV_RESIDENCY_MAX_EPISODE_STEPS",
+    "PD_FLUID_ID",
     "PD_RATIO_ID",
     "PD_RATIO_MAX_EPISODE_STEPS",
     "ROUTING_ID",
     "ROUTING_MAX_EPISODE_STEPS",
     "AdmissionEnv",
     "KVResidencyEnv",
+    "PDFluidEnv",
     "PDRatioEnv",
     "RoutingEnv",
 ]
@@ -55,6 +59,7 @@ ADMISSION_ID = "optsched/Admission-v0"
 ADMISSION_MAX_EPISODE_STEPS = None  # episodes end with their workload
 PD_RATIO_ID = "optsched/PDRatio-v0"
 PD_RATIO_MAX_EPISODE_STEPS = None  # episodes end with their workload
+PD_FLUID_ID = "optsched/PDRatio-v1"
 
 # id -> (entry point, episode limit): the one table every registration comes from (None: no limit)
 _ENTRY_POINTS = {
@@ -62,6 +67,7 @@ _ENTRY_POINTS = {
     KV_RESIDENCY_ID: ("optsched.envs.kv_residency:KVResidencyEnv", KV_RESIDENCY_MAX_EPISODE_STEPS),
     ADMISSION_ID: ("optsched.envs.admission:AdmissionEnv", ADMISSION_MAX_EPISODE_STEPS),
     PD_RATIO_ID: ("optsched.envs.pd_ratio:PDRatioEnv", PD_RATIO_MAX_EPISODE_STEPS),
+    PD_FLUID_ID: ("optsched.envs.pd_fluid:PDFluidEnv", None),
 }
 for _id, (_entry, _limit) in _ENTRY_POINTS.items():
     if _id not in registry:

@@ -29,6 +29,7 @@ import logging
 import platform
 import subprocess
 import sys
+import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -78,6 +79,7 @@ class Args:
     arch: str = "flat"
     action_subset: tuple[int, ...] | None = None  # env actions the actor chooses among (None: all)
     torch_threads: int = 1
+    target_kl: float | None = None  # stop the epochs of an update once the approximate KL exceeds it (None: never)
 
     def __post_init__(self) -> None:
         for name in ("total_timesteps", "num_envs", "num_steps", "num_minibatches", "update_epochs", "hidden",
@@ -93,6 +95,8 @@ class Args:
                 raise ValueError(f"Args.{name} must be > 0, got {getattr(self, name)!r}")
         if not (0 <= self.gamma <= 1 and 0 <= self.gae_lambda <= 1):
             raise ValueError(f"Args.gamma and gae_lambda must lie in [0, 1], got {self.gamma}, {self.gae_lambda}")
+        if self.target_kl is not None and not (isinstance(self.target_kl, (int, float)) and self.target_kl > 0):
+            raise ValueError(f"Args.target_kl must be None or > 0, got {self.target_kl!r}")
         if self.arch not in ARCHS:
             raise ValueError(f"Args.arch must be one of {ARCHS}, got {self.arch!r}")
         if self.action_subset is not None and (len(self.action_subset) < 2 or len(set(self.action_subset)) != len(
@@ -246,7 +250,9 @@ def train(args: Args) -> tuple[Agent, dict[str, list[float]]]:
     act_buf = torch.zeros((S, N), dtype=torch.long)
     logp_buf, rew_buf, done_buf, val_buf = (torch.zeros((S, N)) for _ in range(4))
     logs: dict[str, list[float]] = {"global_step": [], "episode_return": [], "episode_ttft": [], "update_step": [],
-                                    "loss": [], "entropy": [], "approx_kl": []}
+                                    "loss": [], "entropy": [], "approx_kl": [], "clip_frac": [],
+                                    "explained_variance": [], "sps": [], "truncations": []}
+    t_start = time.perf_counter()  # SPS only (logged, never used in a computation)
     global_step = 0
     seeds = [int(s) for s in rng.integers(0, 2**31 - 1, N)]
     raw_obs, _ = envs.reset(seed=seeds)
@@ -275,6 +281,13 @@ def train(args: Args) -> tuple[Agent, dict[str, list[float]]]:
                 r = np.clip(r / ret_rms.std, -REWARD_CLIP, REWARD_CLIP)
                 disc_ret[done] = 0.0
             rew_buf[step] = torch.as_tensor(r * args.reward_scale, dtype=torch.float32)
+            cut = np.flatnonzero(np.logical_and(trunc, np.logical_not(term)))
+            if cut.size:  # time-limit truncation: bootstrap gamma * V(cut-off state) (Pardo et al., 2018)
+                final = np.stack([info["final_obs"][k] for k in cut])
+                with torch.no_grad():
+                    v_cut = agent.value(agent.prepare(final)).flatten()
+                rew_buf[step, cut] += args.gamma * v_cut
+                logs["truncations"].append(float(cut.size))
             next_obs = agent.prepare(raw_obs)
             next_done = torch.as_tensor(done, dtype=torch.float32)
             ttft = dict(_final_infos(info, "episode_ttft"))
@@ -296,12 +309,17 @@ def train(args: Args) -> tuple[Agent, dict[str, list[float]]]:
         b_obs, b_act, b_logp = obs_buf.reshape(-1, *unit_shape), act_buf.reshape(-1), logp_buf.reshape(-1)
         b_adv, b_ret = adv.reshape(-1), ret.reshape(-1)
         mb = args.batch_size // args.num_minibatches
+        clip_fracs, kl = [], 0.0
         for _ in range(args.update_epochs):
             perm = torch.as_tensor(rng.permutation(args.batch_size))
             for start in range(0, args.batch_size, mb):
                 idx = perm[start:start + mb]
                 _, newlogp, ent, newv = agent.action_and_value(b_obs[idx], b_act[idx])
-                ratio = (newlogp - b_logp[idx]).exp()
+                logratio = newlogp - b_logp[idx]
+                ratio = logratio.exp()
+                with torch.no_grad():  # CleanRL: the k3 estimator of KL(old || new) and the clipped share
+                    kl = float(((ratio - 1) - logratio).mean())
+                    clip_fracs.append(float(((ratio - 1.0).abs() > args.clip_coef).float().mean()))
                 a = b_adv[idx]
                 a = (a - a.mean()) / (a.std() + 1e-8)
                 pg = torch.max(-a * ratio, -a * ratio.clamp(1 - args.clip_coef, 1 + args.clip_coef)).mean()
@@ -311,16 +329,24 @@ def train(args: Args) -> tuple[Agent, dict[str, list[float]]]:
                 loss.backward()
                 nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
                 opt.step()
+            if args.target_kl is not None and kl > args.target_kl:
+                break
         if args.norm_obs:
             obs_rms.update(np.concatenate(raw_units))
-        with torch.no_grad():
-            kl = float(((ratio - 1) - (newlogp - b_logp[idx])).mean())
+        y_pred, y_true = val_buf.reshape(-1).numpy(), b_ret.numpy()
+        var_y = float(np.var(y_true))
+        ev = float("nan") if var_y == 0 else 1.0 - float(np.var(y_true - y_pred)) / var_y
+        sps = global_step / max(time.perf_counter() - t_start, 1e-9)
         logs["update_step"].append(global_step)
         logs["loss"].append(float(loss.detach()))
         logs["entropy"].append(float(ent.mean().detach()))
         logs["approx_kl"].append(kl)
-        log.info("iter %d/%d step %d loss %.4f entropy %.3f", it + 1, args.num_iterations, global_step,
-                 float(loss.detach()), float(ent.mean().detach()))
+        logs["clip_frac"].append(float(np.mean(clip_fracs)))
+        logs["explained_variance"].append(ev)
+        logs["sps"].append(sps)
+        log.info("iter %d/%d step %d loss %.4f entropy %.3f approx_kl %.4f clip_frac %.3f explained_var %.3f SPS %.0f",
+                 it + 1, args.num_iterations, global_step, float(loss.detach()), float(ent.mean().detach()), kl,
+                 logs["clip_frac"][-1], ev, sps)
     envs.close()
     return agent, logs
 
