@@ -27,12 +27,17 @@ FLUID_FEATURES = ("prefill_frac", "prefill_in_service", "decode_in_service", "fl
 DEFAULT_FLUID_SLO = SLO(ttft_s=1.0, tpot_s=0.015)
 
 
-def workload_arrivals(wl: Workload) -> RegimeArrivals:
-    """An open-loop workload's calls as `RegimeArrivals` sorted by arrival (regime -1: from a trace).
+def workload_arrivals(wl: Workload, speedup: float = 1.0) -> RegimeArrivals:
+    """An open-loop workload's calls as `RegimeArrivals` sorted by arrival (regime -1: from a trace),
+    times from the first arrival divided by ``speedup`` (a time-compressed replay: the trace's own
+    arrival pattern and lengths at ``speedup`` times its rate).
 
     Raises:
-        ValueError: a closed-loop workload (its release times depend on the serving) or no calls.
+        ValueError: a closed-loop workload (its release times depend on the serving), no calls, or a
+            ``speedup`` that is not a finite number > 0.
     """
+    if isinstance(speedup, bool) or not isinstance(speedup, (int, float)) or not 0 < speedup < math.inf:
+        raise ValueError(f"trace_speedup must be a finite number > 0, got {speedup!r}")
     if wl.closed_loop:
         raise ValueError(f"workload {wl.name!r} is closed-loop; PDRatio-v1 replays open-loop arrivals only")
     calls = sorted(wl.calls(), key=lambda c: c.arrival_s)
@@ -41,7 +46,7 @@ def workload_arrivals(wl: Workload) -> RegimeArrivals:
     t = np.array([c.arrival_s for c in calls], dtype=np.float64)
     inp = np.array([c.input_tokens for c in calls], dtype=np.int64)
     out = np.array([c.output_tokens for c in calls], dtype=np.int64)
-    return RegimeArrivals(t - t[0], inp, out, np.full(t.size, -1, np.int8))
+    return RegimeArrivals((t - t[0]) / speedup, inp, out, np.full(t.size, -1, np.int8))
 
 
 class PDFluidEnv(gym.Env):
@@ -102,6 +107,7 @@ class PDFluidEnv(gym.Env):
     ``n_instances`` (>= 2, default 8), ``n_prefill`` (initial, default 4), ``interval_s`` (default 10),
     ``horizon_s`` (default 3600, one compressed day), ``flip_s`` (default 30), ``slo``, ``regime``
     (`RegimeConfig`), ``workload`` (fixed open-loop trace; then ``reset(seed=s)`` is rejected),
+    ``trace_speedup`` (> 0, default 1: a trace replayed that many times faster, `workload_arrivals`),
     ``gpu`` / ``model`` / ``tp`` (default h200-sxm, llama-3-70b, 4). Raises ``ValueError`` naming the
     argument.
     """
@@ -112,9 +118,13 @@ class PDFluidEnv(gym.Env):
         self, n_instances: int = 8, n_prefill: int = 4, interval_s: float = 10.0, horizon_s: float = 3_600.0,
         flip_s: float = 30.0, slo: SLO = DEFAULT_FLUID_SLO, regime: RegimeConfig = RegimeConfig(),
         workload: Workload | None = None, gpu: str = "h200-sxm", model: str = "llama-3-70b", tp: int = 4,
+        trace_speedup: float = 1.0,
     ) -> None:
         if isinstance(horizon_s, bool) or not isinstance(horizon_s, (int, float)) or not 0 < horizon_s < math.inf:
             raise ValueError(f"horizon_s must be a finite number > 0, got {horizon_s!r}")
+        if isinstance(trace_speedup, bool) or not isinstance(trace_speedup, (int, float)) \
+                or not 0 < trace_speedup < math.inf:
+            raise ValueError(f"trace_speedup must be a finite number > 0, got {trace_speedup!r}")
         if not isinstance(regime, RegimeConfig):
             raise ValueError(f"regime must be a RegimeConfig, got {regime!r}")
         if workload is not None and not isinstance(workload, Workload):
@@ -123,8 +133,8 @@ class PDFluidEnv(gym.Env):
         self.model.initial_state(n_prefill)  # validates n_prefill
         self.n_instances, self.n_prefill, self.interval_s = n_instances, n_prefill, float(interval_s)
         self.horizon_s, self.flip_s, self.slo, self.regime = float(horizon_s), float(flip_s), slo, regime
-        self.fixed_workload = workload
-        self._fixed_arrivals = None if workload is None else workload_arrivals(workload)
+        self.fixed_workload, self.trace_speedup = workload, trace_speedup
+        self._fixed_arrivals = None if workload is None else workload_arrivals(workload, trace_speedup)
         self._c_d = self.model.slo_decode_capacity(1_024.0 + 128.0)
         self.action_space = spaces.Discrete(n_instances - 1)
         lo = np.zeros(len(FLUID_FEATURES), np.float32)
@@ -141,7 +151,7 @@ class PDFluidEnv(gym.Env):
         if fixed is None:
             arr, horizon = regime_arrivals(self.np_random, self.horizon_s, self.regime), self.horizon_s
         else:
-            arr = self._fixed_arrivals if fixed is self.fixed_workload else workload_arrivals(fixed)
+            arr = self._fixed_arrivals if fixed is self.fixed_workload else workload_arrivals(fixed, self.trace_speedup)
             horizon = (math.floor(float(arr.arrival_s[-1]) / self.interval_s) + 1) * self.interval_s
         self.arrivals, self._horizon = arr, horizon
         self.n_steps = int(round(horizon / self.interval_s))

@@ -24,13 +24,14 @@ episode's first. ``train(args)`` returns the trained `Agent` and a log ``{"globa
 
 from __future__ import annotations
 
+import argparse
 import json
 import logging
 import platform
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -43,12 +44,43 @@ from torch import nn
 from optsched.policies.mlp import MLP
 from optsched.policies.routing_features import N_CALL_FEATURES, N_INSTANCE_FEATURES
 
-__all__ = ["ARCHS", "Agent", "Args", "actor_mlp", "make_vec_env", "train", "write_provenance"]
+__all__ = ["ARCHS", "ARG_HELP", "Agent", "Args", "actor_mlp", "arg_parser", "main", "make_vec_env", "train",
+           "write_provenance"]
 
 log = logging.getLogger(__name__)
 
 ARCHS = ("flat", "per_instance")
 REWARD_CLIP = 10.0  # CleanRL / gymnasium NormalizeReward clip of the scaled reward
+
+
+ARG_HELP = {
+    "env_id": "registered env id (optsched/Routing-v0, KVResidency-v0, Admission-v0, PDRatio-v0 / -v1)",
+    "env_kwargs": "JSON object of env constructor arguments, e.g. '{\"n_sessions\": 2}'",
+    "seed": "seed of torch, the minibatch shuffles and the training episodes' seeds",
+    "total_timesteps": "env steps to train for (rounded down to whole rollouts of num_envs x num_steps)",
+    "num_envs": "parallel envs of the synchronous vector env",
+    "num_steps": "rollout length per env per update",
+    "learning_rate": "Adam step size (annealed linearly to 0 unless --no-anneal-lr)",
+    "anneal_lr": "anneal the learning rate linearly to 0",
+    "gamma": "discount factor",
+    "gae_lambda": "GAE lambda",
+    "num_minibatches": "minibatches per epoch (must divide num_envs x num_steps)",
+    "update_epochs": "epochs over each rollout",
+    "clip_coef": "PPO ratio clip",
+    "ent_coef": "entropy bonus coefficient",
+    "vf_coef": "value-loss coefficient",
+    "max_grad_norm": "global gradient-norm clip",
+    "hidden": "width of the two tanh hidden layers (actor and critic)",
+    "reward_scale": "factor on the (normalized) reward",
+    "norm_obs": "normalize observations by running mean/std (frozen per rollout, exported with the actor)",
+    "norm_reward": "scale rewards by the running std of the discounted return",
+    "obs_clip": "clip of the normalized observation",
+    "arch": "actor architecture: flat (MLP over the whole observation) or per_instance (Routing only)",
+    "action_subset": "env actions the actor chooses among (default: all)",
+    "torch_threads": "torch intra-op threads",
+    "target_kl": "stop an update's epochs once the approximate KL exceeds this (default: never)",
+}
+"""Command-line help of each `Args` field (`arg_parser`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -373,3 +405,56 @@ def write_provenance(out_dir: str | Path, args: Args, extra: dict[str, Any] | No
     p = out / "provenance.json"
     p.write_text(json.dumps(doc, indent=2, sort_keys=True, default=str) + "\n")
     return p
+
+
+def arg_parser() -> argparse.ArgumentParser:
+    """One ``--flag`` per `Args` field (CleanRL style; defaults shown), plus ``--out``."""
+    p = argparse.ArgumentParser(prog="python -m optsched.agents.ppo",
+                                description="Train the reference PPO on an optsched env and export its actor as "
+                                            "an optsched.policy/v1 JSON (weights inline).",
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    defaults = Args()
+    for f in fields(Args):
+        flag, d, text = "--" + f.name.replace("_", "-"), getattr(defaults, f.name), ARG_HELP[f.name]
+        if isinstance(d, bool):
+            p.add_argument(flag, action=argparse.BooleanOptionalAction, default=d, help=text)
+        elif f.name == "env_kwargs":
+            p.add_argument(flag, type=json.loads, default={}, help=text)
+        elif f.name == "action_subset":
+            p.add_argument(flag, type=int, nargs="+", default=None, help=text)
+        elif f.name == "target_kl":
+            p.add_argument(flag, type=float, default=None, help=text)
+        else:
+            p.add_argument(flag, type=type(d), default=d, help=text)
+    p.add_argument("--out", default="runs/ppo", help="folder for policy.json, train_log.json and provenance.json")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    """CLI: train, then write ``policy.json`` (`optsched.agents.export.learned_plan`), ``train_log.json``
+    and ``provenance.json`` into ``--out``. Exits 2 with one ``error:`` line on a bad flag value."""
+    from optsched.agents.export import learned_plan
+
+    from optsched.export import dump_policy
+
+    p = arg_parser()
+    ns = vars(p.parse_args(argv))
+    out = Path(ns.pop("out"))
+    if ns["action_subset"] is not None:
+        ns["action_subset"] = tuple(ns["action_subset"])
+    try:
+        args = Args(**ns)
+    except ValueError as exc:
+        p.error(str(exc))
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    agent, logs = train(args)
+    out.mkdir(parents=True, exist_ok=True)
+    env = gym.make(args.env_id, **args.env_kwargs).unwrapped
+    dump_policy(learned_plan(agent, args, env), out / "policy.json")
+    (out / "train_log.json").write_text(json.dumps(logs, sort_keys=True) + "\n")
+    write_provenance(out, args)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
