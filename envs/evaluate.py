@@ -35,7 +35,7 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
-from scipy import stats
+from optsched.compare.stats import mean_ci as _mean_ci
 
 __all__ = ["DECISION_KIND", "EvalResult", "evaluate", "mean_ci", "paired_difference"]
 
@@ -45,14 +45,16 @@ DECISION_KIND = {"optsched/Routing-v0": "router", "optsched/Admission-v0": "admi
 
 
 def mean_ci(x: Sequence[float], level: float = 0.95) -> tuple[float, float]:
-    """``(mean, half-width)`` of the Student-t ``level`` interval of the mean; half-width nan for n < 2."""
-    a = np.asarray(x, dtype=float)
-    if a.size == 0:
-        raise ValueError("mean_ci needs at least one value")
-    m = float(a.mean())
-    if a.size < 2:
-        return m, math.nan
-    return m, float(stats.t.ppf(0.5 + level / 2.0, a.size - 1) * a.std(ddof=1) / math.sqrt(a.size))
+    """``(mean, half-width)`` of the Student-t ``level`` interval of the mean; half-width nan for n < 2.
+
+    The project's statistics helper (`optsched.compare.stats.mean_ci`) in the envs' (mean, half-width) form.
+
+    Raises:
+        ValueError: no values, or a non-finite one."""
+    est = _mean_ci(x, level)
+    if est.n < 2:
+        return est.mean, math.nan
+    return est.mean, (est.ci95[1] - est.ci95[0]) / 2.0
 
 
 @dataclass(frozen=True, slots=True)
