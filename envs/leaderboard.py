@@ -17,7 +17,8 @@ the numpy policy) and, with ``--sb3-steps`` > 0 and the ``sb3`` extra, Stable-Ba
 Scores: the undiscounted episode return (Routing, KVResidency, Admission: minus the total TTFT, s;
 PDRatio-v1: goodput, requests meeting the SLO) on held-out seeds ``10_000 + k`` (training seeds are
 drawn below 2^31 from ``--seed``), mean and 95% Student-t half-width (`optsched.compare.stats.mean_ci`),
-and the paired difference to the best non-learned, non-oracle policy on the same seeds. Real traces
+and the paired difference to the best non-learned, non-oracle policy on the same seeds (PDRatio-v1
+also to the best static split: whether control pays). Real traces
 (one episode: a fixed trace has no seed): Routing-v0 the packaged Mooncake sample (2,000 calls, run
 to its last call); KVResidency-v0 and Admission-v0 the packaged LMCache agent sample; PDRatio-v1 the
 packaged Mooncake sample (``--pd-trace`` another Mooncake-format file, ``--pd-speedup`` a faster
@@ -262,9 +263,15 @@ def run_env(name: str, args: Any, out: Path) -> dict[str, Any]:
     for label, row in table.items():
         d, h = paired_difference(results[label], results[best])
         row["minus_best"], row["minus_best_ci95"] = d, h
+    statics = [lab for lab in table if lab.startswith("static_")]
+    best_static = max(statics, key=lambda lab: table[lab]["mean"]) if statics else None
+    if best_static is not None:  # does control pay? every policy against the best fixed split, paired
+        for label, row in table.items():
+            row["minus_best_static"], row["minus_best_static_ci95"] = paired_difference(results[label],
+                                                                                      results[best_static])
     warnings = _warnings(table)
     return {"env_id": spec.env_id, "env_kwargs": repr(kw), "unit": spec.unit, "held_out_seeds": list(held_out),
-            "trace": trace_name, "best_reference": best, "policies": table, "training": training,
+            "trace": trace_name, "best_reference": best, "best_static": best_static, "policies": table, "training": training,
             "warnings": warnings}
 
 
@@ -302,6 +309,14 @@ def _markdown(doc: dict[str, Any]) -> str:
             tr = row["trace_return"]
             lines.append(f"| {lab} | {row['family']} | {row['mean']:.2f} | ±{row['ci95']:.2f} | {row['minus_best']:.2f} | "
                          f"±{row['minus_best_ci95']:.2f} | {'' if tr is None else f'{tr:.2f}'} |")
+        if env.get("best_static"):
+            lines += ["", f"Against the best static split ({env['best_static']}), paired over the held-out seeds:", ""]
+            for lab, row in sorted(env["policies"].items(), key=lambda kv: -kv[1]["mean"]):
+                if row["family"] in ("derived", "oracle", "learned") or lab == "balance":
+                    d, h = row["minus_best_static"], row["minus_best_static_ci95"]
+                    verdict = "better beyond the CI" if d - h > 0 else "worse beyond the CI" if d + h < 0 else "tie"
+                    lines.append(f"- {lab}: {d:+.1f} ± {h:.1f} ({100 * d / env['policies'][env['best_static']]['mean']:+.1f}%"
+                                 f", {verdict})")
         lines += [""] + [f"**warning**: {w}" for w in env["warnings"]] + [""]
     return "\n".join(lines)
 

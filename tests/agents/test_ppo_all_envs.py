@@ -66,3 +66,17 @@ def test_obs_mlp_rejects_a_wrong_observation_size():
         pol.act(np.zeros(4))
     with pytest.raises(ValueError, match="distinct"):
         ObsMLPPolicy(MLP([np.ones((2, 3))], [np.zeros(2)]), actions=(1, 1))
+
+
+def test_cli_trains_and_writes_a_loadable_policy(tmp_path):
+    from optsched.agents.ppo import main
+
+    assert main(["--env-id", "optsched/PDRatio-v1", "--env-kwargs", '{"horizon_s": 300.0}', "--total-timesteps", "64",
+                 "--num-envs", "2", "--num-steps", "32", "--num-minibatches", "2", "--hidden", "8",
+                 "--target-kl", "0.1", "--out", str(tmp_path)]) == 0
+    plan = load_policy(tmp_path / "policy.json")
+    assert (plan.kind, plan.type) == ("pd_ratio", "obs_mlp")
+    assert json.loads((tmp_path / "provenance.json").read_text())["config"]["target_kl"] == 0.1
+    with pytest.raises(SystemExit) as e:
+        main(["--num-minibatches", "3", "--out", str(tmp_path)])
+    assert e.value.code == 2
