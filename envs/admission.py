@@ -93,8 +93,9 @@ class AdmissionEnv(gym.Env):
     ``info`` reports the terms every step: ``ttft_s`` (sum), ``first_tokens``, ``finished``,
     ``slo_met``, ``hit_hbm_tokens`` / ``hit_dram_tokens`` / ``hit_ssd_tokens`` / ``prefilled_tokens``
     (the `optsched.envs._stepper.StepTerms` definitions), ``waiting_s``, ``now_s``.
-    Reward scale (default env): ``"ttft"`` and ``"waiting"`` per step about -0.1 to -1 s (mostly
-    small: one engine step is tens of ms), ``"goodput"`` 0 or a few calls per step.
+    Reward scale (default env, random actions, seeds 0-2, about 690 steps per episode): ``"ttft"`` per
+    step mean -0.22 s, std 0.96 s (half the steps 0); ``"waiting"`` the same mean, std 0.27 s (dense);
+    ``"goodput"`` mean 0.5 calls, std 0.66; returns about -149 s (TTFT) and 344 calls (goodput).
 
     ## Episode end
 

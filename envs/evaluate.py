@@ -35,6 +35,7 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
+
 from optsched.compare.stats import mean_ci as _mean_ci
 
 __all__ = ["DECISION_KIND", "EvalResult", "evaluate", "mean_ci", "paired_difference"]

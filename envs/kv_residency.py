@@ -9,7 +9,14 @@ import gymnasium as gym
 import numpy as np
 import pandas as pd
 from gymnasium import spaces
-from optsched.envs._stepper import DEFAULT_SLO, StepTerms, close_sim, episode_workload, gc_paused, workload_for_reset
+from optsched.envs._stepper import (
+    DEFAULT_SLO,
+    StepTerms,
+    close_sim,
+    episode_workload,
+    gc_paused,
+    workload_for_reset,
+)
 from optsched.envs.routing import default_cluster
 
 from optsched.policies.base import ClusterView, ResidencyDecision
@@ -83,8 +90,9 @@ class KVResidencyEnv(gym.Env):
     interval (``ttft_s``, ``first_tokens``, ``finished``, ``slo_met`` against ``slo``,
     ``hit_hbm_tokens`` / ``hit_dram_tokens`` / ``hit_ssd_tokens`` / ``prefilled_tokens``: the DRAM
     hits are what offloading buys), ``now_s``, ``finished_calls``, ``total_calls`` and the pending
-    call's ``call_id`` / ``session_id`` / ``home_instance`` (``reset``: the last four). Reward scale: per step about -1 to -3 s
-    (default env; episode returns of a few hundred seconds).
+    call's ``call_id`` / ``session_id`` / ``home_instance`` (``reset``: the last four).
+    Reward scale (default env, random actions, seeds 0-2): per step mean -1.8 s, std 3.6 s; about 190
+    steps and a return of about -340 s per episode.
 
     ## Episode end
 

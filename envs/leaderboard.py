@@ -47,8 +47,6 @@ import gymnasium as gym
 import numpy as np
 from optsched.envs.evaluate import EvalResult, evaluate, paired_difference
 
-
-
 __all__ = ["SPECS", "EnvSpec", "RandomAction", "main", "run_env"]
 
 log = logging.getLogger(__name__)
@@ -131,8 +129,8 @@ def _admission_policies(seed: int) -> list[tuple[str, str, Any]]:
 
 def _residency_policies(seed: int) -> list[tuple[str, str, Any]]:
     from optsched.envs.kv_residency import DEFAULT_DECISIONS
-    from optsched.pipelines.residency import ttl_opt_policy
 
+    from optsched.pipelines.residency import ttl_opt_policy
     from optsched.policies.residency_ttl import tool_durations_from_calls
     from optsched.sim.cluster import default_cost_model
 
@@ -199,7 +197,6 @@ SPECS: dict[str, EnvSpec] = {
 def _train_ppo(spec: EnvSpec, steps: int, seed: int, out: Path, smoke: bool) -> tuple[Any, dict[str, Any]]:
     from optsched.agents.export import learned_plan
     from optsched.agents.ppo import Args, train
-
     from optsched.export import dump_policy, load_policy
 
     kw = {**spec.kwargs, **spec.ppo_train_kwargs}
@@ -298,9 +295,9 @@ def _warnings(table: dict[str, dict[str, Any]]) -> list[str]:
 def _markdown(doc: dict[str, Any]) -> str:
     lines = [f"# Env leaderboards (git {doc['git_revision'][:12]})", "",
              f"`{' '.join(doc['argv'])}`", ""]
-    for name, env in doc["envs"].items():
-        lines += [f"## {env['env_id']} ({env['unit']}; held-out seeds {env['held_out_seeds'][0]}.."
-                  f"{env['held_out_seeds'][-1]}; trace: {env['trace']})", ""]
+    for env in doc["envs"].values():
+        lines += [(f"## {env['env_id']} ({env['unit']}; held-out seeds {env['held_out_seeds'][0]}.."
+                   f"{env['held_out_seeds'][-1]}; trace: {env['trace']})"), ""]
         for k, tr in env["training"].items():
             lines.append(f"- {k}: {tr['steps']} training steps, {tr['cpu_s']:.0f} CPU-s, {tr['wall_s']:.0f} s wall")
         lines += ["", f"| policy | family | mean | 95% CI | minus {env['best_reference']} (paired) | 95% CI | trace |",

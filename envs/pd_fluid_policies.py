@@ -32,7 +32,7 @@ class BalanceSplit:
         n = self.n
         dp, dd = float(obs[17]) * n, float(obs[18]) * n
         if dp == 0.0 and dd == 0.0:
-            return int(round(float(obs[0]) * n)) - 1  # no load seen yet: keep the split
+            return round(float(obs[0]) * n) - 1  # no load seen yet: keep the split
         k = min(range(1, n), key=lambda k: (max(dp / k, dd / (n - k)), k))
         return k - 1
 

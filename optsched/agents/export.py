@@ -12,7 +12,6 @@ from __future__ import annotations
 from typing import Any
 
 from optsched.agents.ppo import Agent, Args, _git_revision, actor_mlp
-
 from optsched.plan import Plan, Provenance
 
 __all__ = ["learned_plan"]

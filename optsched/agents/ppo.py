@@ -38,9 +38,9 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import torch
-from optsched.agents.normalize import RunningMeanStd, normalize
 from torch import nn
 
+from optsched.agents.normalize import RunningMeanStd, normalize
 from optsched.policies.mlp import MLP
 from optsched.policies.routing_features import N_CALL_FEATURES, N_INSTANCE_FEATURES
 
@@ -434,7 +434,6 @@ def main(argv: list[str] | None = None) -> int:
     """CLI: train, then write ``policy.json`` (`optsched.agents.export.learned_plan`), ``train_log.json``
     and ``provenance.json`` into ``--out``. Exits 2 with one ``error:`` line on a bad flag value."""
     from optsched.agents.export import learned_plan
-
     from optsched.export import dump_policy
 
     p = arg_parser()

@@ -28,13 +28,13 @@ def test_mooncake_trace_episode_finishes_every_call_and_return_is_minus_total_tt
     the return equals minus the total TTFT of `simulate` with the same router decisions."""
     wl = mooncake_sample(load=True)
     env = gym.make(ROUTING_ID, workload=wl)
-    obs, info = env.reset()
+    _, info = env.reset()
     assert info["total_calls"] == 2000
     router, ret, steps, done, trunc = LeastOutstandingRouter(), 0.0, 0, False, False
     terms = dict.fromkeys(INFO_TERMS, 0)
     while not (done or trunc):
         u = env.unwrapped
-        obs, r, done, trunc, info = env.step(router.route(u.current_call, u.cluster_view))
+        _, r, done, trunc, info = env.step(router.route(u.current_call, u.cluster_view))
         ret += r
         steps += 1
         for k in INFO_TERMS:
@@ -80,7 +80,7 @@ def test_fixed_workload_rejects_a_seed_and_unknown_options_are_errors():
 def test_every_call_env_reports_the_info_terms_and_they_sum_to_the_run(env_id):
     env = gym.make(env_id, n_sessions=2).unwrapped
     env.reset(seed=4)
-    ret, ttft, steps, done = 0.0, 0.0, 0, False
+    ret, steps, done = 0.0, 0, False
     terms = dict.fromkeys(INFO_TERMS, 0)
     while not done:
         _, r, done, _, info = env.step(steps % env.action_space.n)

@@ -74,7 +74,7 @@ def test_check_env_and_same_seed_same_episode():
         obs, _ = env.reset(seed=seed)
         out, done, k = [obs], False, 0
         while not done:
-            obs, r, done, _, _ = env.step(k % 7)
+            obs, _, done, _, _ = env.step(k % 7)
             out.append(obs)
             k += 1
         return np.array(out)
