@@ -24,9 +24,9 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import torch
-from optsched.agents.ppo import _mlp
 from torch import nn
 
+from optsched.agents.ppo import _mlp
 from optsched.policies.mlp import MLP
 from optsched.policies.obs_mlp import ObsMLPPolicy, flatten_obs
 
@@ -105,7 +105,6 @@ def dagger(env_id: str, expert: Any, train_seeds: Sequence[int], rounds: int = 3
 def main(argv: list[str] | None = None) -> int:
     """CLI: DAgger of PDRatio-v1's MPC with the true future; writes ``policy.json`` and ``log.json``."""
     from optsched.envs.pd_fluid_policies import FluidMPC
-
     from optsched.export import dump_policy
     from optsched.plan import Plan, Provenance
 
