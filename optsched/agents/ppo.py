@@ -17,9 +17,16 @@ inputs and log-probabilities stay consistent). Observations are flattened with
 ``action_subset[j]``). The critic is always a flat MLP (it is not exported). Both actors export to
 `optsched.policies.mlp.MLP` with the frozen normalization (`actor_mlp`). The vector env resets in
 the same step (``AutoresetMode.SAME_STEP``), so a done step's successor observation is the next
-episode's first. ``train(args)`` returns the trained `Agent` and a log ``{"global_step",
-"episode_return" (training reward), "episode_ttft" (-Σ TTFT of the episode, s, from ``info["ttft_s"]``),
-"loss", ...}``; `write_provenance` records config, argv, git revision, versions and seed.
+episode's first. A step cut by a time limit (``truncated`` and not ``terminated``; the optsched ids
+register none, a caller's ``max_episode_steps`` does) is bootstrapped: ``gamma · V(final_obs)`` is added to
+its reward (Pardo et al., "Time Limits in Reinforcement Learning", ICML 2018), so truncation is not
+learned as termination. ``Args.target_kl`` stops an update's epochs early once the approximate KL
+(CleanRL's k3 estimator) exceeds it. ``train(args)`` returns the trained `Agent` and a log
+``{"global_step", "episode_return" (training reward), "episode_ttft" (-Σ TTFT of the episode, s, from
+``info["ttft_s"]``), "loss", "entropy", "approx_kl", "clip_frac" (share of samples whose ratio left the
+clip range), "explained_variance" (of the returns by the values), "sps" (env steps per wall-clock
+second: logged, never used), "truncations"}``; `write_provenance` records config, argv, git revision,
+versions and seed. ``python -m optsched.agents.ppo --help``: one flag per `Args` field (`main`).
 """
 
 from __future__ import annotations
