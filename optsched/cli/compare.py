@@ -16,31 +16,43 @@ from optsched.compare.core import DEFAULT_TARGET
 __all__ = ["register"]
 
 EPILOG = """\
-Method: every policy runs at the same loads (LOAD = arrival-rate multiplier: a generator spec with
-sessions=K gets round(K x LOAD) sessions with start times / LOAD; a trace's arrival / start times are divided
-by LOAD) on --seeds replications (seed s seeds the workload generator and a random permutation
-of the arrival gaps; traces keep their content). Goodput at the target = each seed's value read off the
-policy's own front (goodput vs P90 interactivity over the loads) by linear interpolation between the two
-loads that bracket the target; "above_range" (target met at every load: the top load's goodput, a lower
-bound) and "below_range" (missed at every load: no value) are flagged. Mean and Student-t 95% CI over
-seeds; differences to the best heuristic are paired by seed (per seed x/y - 1) with their own t CI; a CI
-containing 0 is a tie. Bound: proven capacity upper bound on any router's goodput (optsched/compare/capacity.py);
+Method: one workload per replication (seed s: a generator draw, or the trace's own calls, with its arrival
+gaps permuted); LOAD only scales the arrival process (every arrival and session start time / LOAD), the
+calls are the same at every load. On a trace the first --train-fraction of its sessions are kept for
+deriving the optimized policies and never evaluated. Every run is measured over a steady-state window (calls
+ranked by release time, ranks 10%..90%: warm-up and drain left out). For every policy and replication the
+crossing of the P90-interactivity target is found by search: the --loads grid seeds a bracket, which is
+widened (x2 / /2, up to --max-widen times) until it brackets the target, then bisected in log-load to
+--load-tol; goodput at the target is the value MEASURED at the crossing. A policy not bracketed in every
+replication is "not_measured" and never ranked. Differences to the best heuristic are paired by replication
+(per replication x/y - 1, Student-t 95% CI; a CI containing 0 is a tie); replications are added until every
+such CI is within +-PRECISION percentage points or --max-seeds ran. Bound at the target
+(optsched/compare/target_bound.py): SLO-feasible work in the window, evaluated at each policy's crossing;
 headroom_closed = (policy - best heuristic) / (bound - best heuristic).
 
---json keys (schema optsched.compare/v1):
-  workload, seeds[], config{...}, load_knob, ci_method, best_heuristic (name or null),
-  policies[].name, policies[].kind (heuristic | optimized | learned),
-  policies[].goodput_at_target.mean / .ci95 [lo, hi] / .std / .n / .per_seed[] / .status[] / .censored,
-  policies[].vs_best_heuristic.mean / .ci95 [lo, hi] (relative differences, 0.05 = +5%) / .verdict
-      (better | worse | tie | reference), null when the policy or the best heuristic has no value,
-  policies[].headroom_closed (null where no bound), policies[].front[] (per load: interactivity_tok_s,
-      goodput_calls_s, tpgs, ttft_p90_s, hit_rate, each {mean, ci95, std, n}),
-  bound (null or {mean, ci95, per_seed[], decision, method[]}), bound_notes{admission, residency},
-  optimized_derivation (the solves the optimized policies came from: status, termination, objective, bound,
-      limits{node_limit, time_limit_s, threads, mip_gap}, session{...}), failed{policy: reason},
-  target_source (why the default target),
-  context_cut{seed: {calls_cut, sessions_cut}}, code_digest.
-Files in --out: compare.json, compare.md (the table), fronts.png; run cache in --out/cache (resumes).
+--json keys (schema optsched.compare/v2):
+  verdict_line (the one-line result), workload, seeds[], n, config{...}, load_knob, window_rule, ci_method,
+  precision{target_pp, max_seeds, widest_half_width_pp, reached}, best_heuristic (name or null),
+  policies[].name, policies[].kind (heuristic | optimized | learned), policies[].n,
+  policies[].verdict (better | tie | worse | reference | not_measured),
+  policies[].crossing_bracketed (true only when every replication's crossing was bracketed),
+  policies[].crossing_load {mean, ci95 [lo, hi], std, n, per_seed[]} (null when not bracketed),
+  policies[].goodput_at_target {mean, ci95, std, n, per_seed[], status[] (bracketed | above_range |
+      below_range)}, policies[].vs_best_heuristic {mean, ci95 (relative: 0.05 = +5%), std, n,
+      half_width_pp} (null for the reference and unmeasured policies), policies[].headroom_closed,
+  policies[].explain {queue_s, prefill_s, reload_s, transfer_s, tpot_mean_s, hit_hbm, hit_dram, hit_ssd,
+      recomputed_frac, prefill_tokens_max_over_mean, calls_max_over_mean, preemptions: each {mean, ci95}}
+      (window calls at the crossing; null when not measured),
+  policies[].non_monotone_seeds[], policies[].crossings[] (per replication: seed, status, crossing_load,
+      bracket, goodput_at_target, interactivity_at_crossing, points [[load, P90 interactivity]],
+      bound_calls_s, ttft_p90_s, hit_rate), policies[].front[] (per grid load: steady-state metrics
+      {mean, ci95, std, n}),
+  bound_at_target {mean, ci95, std, n, per_seed[]} (null when not every replication has one),
+  bound_method, bound_over_best, split (how derivation data was kept apart from evaluated data),
+  optimized_derivation (the solves the optimized policies came from), failed{policy: reason}, runs,
+  target_source, context_cut{seed: {calls_cut, sessions_cut}}, code_digest.
+Files in --out: compare.json, compare.md (the verdict line and the table), fronts.png; run cache in
+--out/cache (an interrupted comparison resumes).
 Exit status: 0; 1 when a policy's runs raised (the files are still written, without that policy, and stderr
 names it with its first error) or an optimized policy's derivation solve hit --solver-time-limit (nothing is
 written; stderr says which solve); 2 for bad arguments.
@@ -56,9 +68,25 @@ def register(subparsers) -> None:
     p.add_argument("--policies", help="comma list (default: every baseline router of the registry + the optimized "
                    "price and session routers; rolling_milp — a MILP per routing decision, ~20x slower than a "
                    "heuristic — runs only when named)")
-    p.add_argument("--seeds", type=int, default=5, help="replications, >= 5 (default 5)")
+    p.add_argument("--combos", help="compare policy COMBINATIONS instead of routers: comma list of "
+                   "ROUTER+ADMISSION+RESIDENCY (registry names; an optimized router; 'derived' = the admission / "
+                   "residency door's policy solved on the training split), or 'default' ("
+                   "cache_aware+fcfs+lru, cache_aware+vllm_threshold+lru, least_outstanding+vllm_threshold+lru, "
+                   "session+derived+derived, session+vllm_threshold+derived)")
+    p.add_argument("--seeds", type=int, default=5, help="initial replications, >= 5 (default 5)")
+    p.add_argument("--precision", type=float, default=5.0,
+                   help="add replications until every paired CI vs the best heuristic is within +- this many "
+                   "percentage points (default 5)")
+    p.add_argument("--max-seeds", type=int, default=30, help="replication cap (default 30)")
+    p.add_argument("--load-tol", type=float, default=0.02,
+                   help="relative width in load at which the crossing search stops (default 0.02 = 2%%)")
+    p.add_argument("--max-widen", type=int, default=4,
+                   help="doublings / halvings of the load range allowed each way to bracket the target (default 4)")
+    p.add_argument("--train-fraction", type=float, default=0.3,
+                   help="trace: share of its sessions (earliest first) kept for deriving optimized policies and "
+                   "never evaluated (default 0.3)")
     p.add_argument("--base-seed", type=int, default=0, help="seeds are BASE .. BASE+N-1 (default 0)")
-    p.add_argument("--loads", default="0.25,0.5,1,2", help="arrival-rate multipliers, increasing (default 0.25,0.5,1,2)")
+    p.add_argument("--loads", default="0.25,0.5,1,2", help="arrival-rate multipliers that seed the crossing search, increasing (default 0.25,0.5,1,2)")
     p.add_argument("--target-interactivity", type=float, default=DEFAULT_TARGET,
                    help=f"P90 interactivity target, output tokens/s per user (default {DEFAULT_TARGET:g}: 1 / the "
                    "100 ms TPOT SLO, DistServe's chatbot SLO; MLPerf's Llama-2-70B server bound is 200 ms = 5 tok/s)")
@@ -79,6 +107,10 @@ def register(subparsers) -> None:
                    help="wall-clock safety net of every derivation solve, s (default 3600); a solve it stops is an "
                    "error, since its result would depend on machine load")
     p.add_argument("--json", action="store_true", help="print the result JSON (keys below)")
+    p.add_argument("--explain", action="store_true",
+                   help="also print (and write to compare.md) where each policy's time goes at its crossing: TTFT "
+                   "split into queueing / prefill / reload / transfer, mean TPOT, hits by tier, balance across "
+                   "instances, preemptions (JSON: policies[].explain, always written)")
     p.add_argument("--out", help="write compare.json, compare.md, fronts.png and the run cache here "
                    "(default runs/compare-<workload>)")
     p.add_argument("--backend", choices=("local", "ray"), default="local", help="local processes or Ray")
@@ -94,7 +126,8 @@ _FLAG_OF = {"base_seed": "--base-seed", "target interactivity": "--target-intera
             "max_calls": "--max-calls", "max_calls_per_session": "--max-calls-per-session",
             "window_calls": "--window-calls", "cluster.tp": "--tp", "cluster.instances": "--instances",
             "cluster.max_num_batched_tokens": "--max-num-batched-tokens", "slo.ttft_s": "--slo-ttft",
-            "slo.tpot_s": "--slo-tpot"}
+            "slo.tpot_s": "--slo-tpot", "precision_pp": "--precision", "max_seeds": "--max-seeds",
+            "load_tol": "--load-tol", "max_widen": "--max-widen", "train_fraction": "--train-fraction"}
 
 
 def _flag_error(exc: ValueError) -> ValueError:
@@ -130,7 +163,7 @@ def _loads(text: str) -> tuple[float, ...]:
     return tuple(loads)
 
 
-def _config(args: argparse.Namespace, policies: tuple[str, ...] | None):
+def _config(args: argparse.Namespace, policies: tuple[str, ...] | None, combos: tuple | None = None):
     from optsched.compare.core import CompareConfig
 
     return CompareConfig(
@@ -140,6 +173,8 @@ def _config(args: argparse.Namespace, policies: tuple[str, ...] | None):
         target=args.target_interactivity, max_calls=args.max_calls,
         max_calls_per_session=args.max_calls_per_session, window_calls=args.window_calls,
         solver_node_limit=args.solver_node_limit, solver_time_limit_s=args.solver_time_limit,
+        precision_pp=args.precision, max_seeds=args.max_seeds,
+        load_tol=args.load_tol, max_widen=args.max_widen, train_fraction=args.train_fraction, combos=combos,
         cluster={"gpu": args.gpu, "model": args.model, "tp": args.tp, "instances": args.instances,
                  "max_num_batched_tokens": args.max_num_batched_tokens},
         slo={"ttft_s": args.slo_ttft, "tpot_s": args.slo_tpot})
@@ -150,7 +185,7 @@ def _run(args: argparse.Namespace) -> int:
     import re
 
     from optsched.compare.core import run_compare
-    from optsched.compare.render import markdown_table, plot_fronts
+    from optsched.compare.render import explain_table, markdown_table, plot_fronts
 
     if args.seeds < 5:
         raise ValueError(f"--seeds must be >= 5 (comparisons report 95% CIs over >= 5 replications), got {args.seeds}")
@@ -167,8 +202,15 @@ def _run(args: argparse.Namespace) -> int:
         dup = sorted({x for x in policies if policies.count(x) > 1})
         if dup:
             raise ValueError(f"--policies: named twice: {', '.join(dup)}")
+    combos = None
+    if args.combos is not None:
+        if policies is not None:
+            raise ValueError("--combos and --policies are exclusive: a comparison ranks routers or combinations")
+        from optsched.compare.policies import parse_combos
+
+        combos = parse_combos(args.combos)
     try:
-        cfg = _config(args, policies)
+        cfg = _config(args, policies, combos)
     except ValueError as exc:
         raise _flag_error(exc) from None
     slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", Path(args.workload).stem if Path(args.workload).exists() else args.workload)
@@ -179,7 +221,8 @@ def _run(args: argparse.Namespace) -> int:
 
     try:
         res = run_compare(cfg, out / "cache", args.backend, workers, args.address,
-                          progress=lambda d, n: print(f"\r{d}/{n} runs", end="", file=sys.stderr, flush=True))
+                          progress=lambda d, n: print(f"\r{d} runs done ({n} asked so far)", end="", file=sys.stderr,
+                                                    flush=True))
     except SolveTimedOut as exc:  # a derivation the wall clock stopped: one line, not a traceback
         if args.verbose:
             raise
@@ -190,9 +233,13 @@ def _run(args: argparse.Namespace) -> int:
     out.mkdir(parents=True, exist_ok=True)
     (out / "compare.json").write_text(text + "\n")
     md = markdown_table(res)
+    if args.explain:
+        md += "\n**Where the time goes at each crossing** (means over replications):\n\n" + explain_table(res)
     (out / "compare.md").write_text(md)
     plot_fronts(res, out / "fronts.png")
     print(text if args.json else md + f"\nwrote {out}/compare.json, compare.md, fronts.png")
+    if args.json:  # the one-line verdict stays visible to a person reading a --json run
+        print(res["verdict_line"], file=sys.stderr)
     failed = res.get("failed") or {}
     for name, why in sorted(failed.items()):  # a script must not take a table without a policy for a success
         print(f"optsched compare: policy {name} failed ({why}); left out of the table", file=sys.stderr)

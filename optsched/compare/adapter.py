@@ -12,12 +12,12 @@ from typing import Any
 __all__ = [
     "RunCache",
     "canonical_json",
+    "component_plan_from_workload",
     "digest",
     "policy_names",
     "price_plan_from_workload",
     "rolling_router",
     "router_from_plan",
-    "scale_load",
     "session_plan_from_workload",
     "session_router",
 ]
@@ -35,13 +35,6 @@ def build_baseline(kind: str, name: str, params: dict[str, Any], seed: int) -> A
     from optsched.sim.registry import build_policy
 
     return build_policy(kind, {"name": name, **params}, seed=seed)
-
-
-def scale_load(wl: Any, factor: float) -> Any:
-    """``wl`` at ``factor`` x its arrival rate (see `optsched.reproduce.stages.simrun.scale_load`)."""
-    from optsched.reproduce.stages.simrun import scale_load as impl
-
-    return impl(wl, factor)
 
 
 def _record(res: Any) -> dict[str, Any]:
@@ -76,6 +69,25 @@ def session_plan_from_workload(wl: Any, gpu: str, model: str, tp: int, n_instanc
     return json_roundtrip(doc), _record(res)
 
 
+def component_plan_from_workload(kind: str, wl: Any, gpu: str, model: str, tp: int, options: Any, seed: int,
+                                 n_instances: int) -> tuple[dict[str, Any] | None, dict[str, Any]]:
+    """The admission or residency door (``kind``) on ``wl``: (its Plan document {kind, type, parameters}, or None
+    when the solve found no policy; solve record as above). Residency exports the ``load_priced`` rule (an engine
+    without an eviction-order hook can run it) sized to ``n_instances``; admission the hindsight-derived rule.
+    Raises what the door raises (e.g. a workload without tool pauses for residency)."""
+    if kind == "admission":
+        from optsched.pipelines.admission import plan_from_workload
+        plan, res = plan_from_workload(wl, gpu, model, tp, options, seed)
+    elif kind == "residency":
+        from optsched.pipelines.residency import plan_from_workload
+        plan, res = plan_from_workload(wl, gpu, model, tp, options, seed, rule="load_priced", n_instances=n_instances)
+    else:
+        raise ValueError(f"component kind must be admission or residency, got {kind!r}")
+    doc = None if plan is None else json_roundtrip({"kind": plan.kind, "type": plan.type,
+                                                    "parameters": dict(plan.parameters)})
+    return doc, _record(res)
+
+
 def json_roundtrip(obj: Any) -> Any:
     """``obj`` through canonical JSON (what a cached copy reads back as)."""
     import json
@@ -97,9 +109,8 @@ def router_from_plan(doc: dict[str, Any]) -> Any:
 
 def rolling_router(doc: dict[str, Any], gpu: str, model: str, tp: int) -> Any:
     """The rolling-horizon MILP router on the price Plan's parameters (its fallback and load estimates)."""
-    from optsched.pipelines.routing_rolling import RollingHorizonRouter
-
     from optsched.cost import CostModel
+    from optsched.pipelines.routing_rolling import RollingHorizonRouter
     from optsched.policies.router_price import PriceRouterConfig
 
     p = doc["parameters"]

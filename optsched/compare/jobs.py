@@ -6,11 +6,19 @@ A job is ``{"source", "max_calls", "max_calls_per_session", "seed", "load", "pol
   ``{"router": "plan", "plan": {kind, type, parameters}}`` for a solved Plan, or ``{"router": "rolling",
   "plan": ...}`` for the rolling-horizon MILP router on a price Plan's parameters, or ``{"router": "session",
   "session": {SessionRouterConfig fields}}`` for the session-level router.
+- ``policy`` may also carry ``"admission"`` and ``"residency"``: ``{"name": registry name, "params": {...}}`` or
+  ``{"plan": {kind, type, parameters}}`` (a solved Plan), making the run a policy COMBINATION (router x
+  admission x residency, `optsched.compare.policies.combo_specs`); absent = the simulator's defaults.
 - ``cluster``: ``{"gpu", "model", "tp", "instances", "max_num_batched_tokens"}`` (colocated instances,
   vLLM-v1 scheduler defaults otherwise, host-DRAM tier on as ``ClusterConfig``'s default).
 - ``slo``: ``{"ttft_s", "tpot_s"}`` (goodput).
 
-`run_job` returns the simulator's summary (``SimResult.summary``) plus ``context_cut`` (what the
+Optional keys: ``train_fraction`` (the trace split, `optsched.compare.replication`) and ``window``
+([q_lo, q_hi] of `optsched.compare.window.WindowSpec`).
+
+`run_job` returns the simulator's summary (``SimResult.summary``), ``steady`` (the steady-state window
+metrics the comparison reads, `optsched.compare.window.steady_state`, with the run's bound at the target,
+`optsched.compare.target_bound`; ``{"error": why}`` when the run has too few calls for a window) and ``context_cut`` (what the
 context rule removed), passed through canonical JSON so that a fresh result and a cached one are
 identical objects. Everything a result depends on is in the job, so its hash is its cache key.
 """
@@ -20,7 +28,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-__all__ = ["cluster_config", "job_key", "make_router", "run_job"]
+__all__ = ["cluster_config", "job_key", "make_component", "make_router", "run_job"]
 
 PRESENTATION_KEYS = ("name", "kind")  # in policy specs: labels only, not part of a run's identity
 
@@ -54,6 +62,20 @@ def make_router(policy: dict[str, Any], cluster: dict[str, Any], seed: int) -> A
     return adapter.build_baseline("router", name, params, pseed)
 
 
+def make_component(kind: str, comp: dict[str, Any] | None, seed: int) -> Any:
+    """A fresh admission / residency policy (``kind``) for a combination's component (module docstring), or
+    None for the simulator's default."""
+    if comp is None:
+        return None
+    from optsched.compare import adapter
+    from optsched.compare.replication import stream
+
+    if "plan" in comp:
+        return adapter.router_from_plan(comp["plan"])
+    return adapter.build_baseline(kind, comp["name"], dict(comp.get("params", {})),
+                                  int(stream(seed, f"policy-{kind}").integers(2**31)))
+
+
 def _identity(job: dict[str, Any]) -> dict[str, Any]:
     pol = {k: v for k, v in job["policy"].items() if k not in PRESENTATION_KEYS}
     return {**job, "policy": pol}
@@ -70,16 +92,29 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
     """Simulate one job; the summary dict (module docstring). Raises what the simulator raises."""
     from optsched.compare.adapter import canonical_json
     from optsched.compare.replication import build_replication
-
+    from optsched.compare.window import WindowSpec, steady_state
     from optsched.cost.catalog import load_model
     from optsched.sim import SLO, simulate
 
     c = job["cluster"]
     wl, cut = build_replication(job["source"], int(job["seed"]), float(job["load"]),
                                 load_model(c["model"]).max_context_tokens, int(job.get("max_calls", 0)),
-                                int(job.get("max_calls_per_session", 0)))
-    res = simulate(wl, cluster_config(c), router=make_router(job["policy"], c, int(job["seed"])),
+                                int(job.get("max_calls_per_session", 0)), float(job.get("train_fraction", 0.0)))
+    pol, seed = job["policy"], int(job["seed"])
+    res = simulate(wl, cluster_config(c), router=make_router(pol, c, seed),
+                   admission=make_component("admission", pol.get("admission"), seed),
+                   residency=make_component("residency", pol.get("residency"), seed),
                    slo=SLO(ttft_s=float(job["slo"]["ttft_s"]), tpot_s=float(job["slo"]["tpot_s"])),
                    seed=int(job["seed"]))
-    out = {**res.summary, "context_cut": cut}
+    q = job.get("window", (0.1, 0.9))
+    try:
+        steady = steady_state(res.calls, int(res.summary["num_gpus"]), float(job["slo"]["ttft_s"]),
+                              float(job["slo"]["tpot_s"]), WindowSpec(float(q[0]), float(q[1])))
+    except ValueError as exc:  # too few calls for a window: the makespan summary stays usable
+        steady = {"error": str(exc)}
+    else:
+        from optsched.compare.target_bound import target_bound
+
+        steady["bound"] = target_bound(wl, c, job["slo"], steady["window"])
+    out = {**res.summary, "steady": steady, "context_cut": cut}
     return json.loads(canonical_json(out))

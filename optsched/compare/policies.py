@@ -14,8 +14,9 @@ Optimized today (routing):
   routing decision (~75 s per run on a 2-core VM, 20x a heuristic), so it is NOT in the default set
   (`DEFAULT_OPTIMIZED`); name it in ``--policies`` to run it.
 
-They are derived ONCE from a training replication (seed stream "train" of the comparison's base seed,
-load 1), never from an evaluated seed, so no evaluated run sees its own trace in the solve.
+They are derived ONCE from the training workload (`optsched.compare.replication.training_workload`: on a
+trace the training split of its sessions, disjoint from every evaluated call; on a generator a draw no
+replication evaluates), so no derivation sees an evaluated call.
 
 Determinism: every solve runs with 1 thread and a HiGHS branch-and-bound node limit, under a wall-clock
 limit that is only a safety net; a solve the wall clock stopped raises (its result would depend on the
@@ -27,7 +28,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-__all__ = ["DEFAULT_OPTIMIZED", "OPTIMIZED", "SolveTimedOut", "baseline_specs", "derive_optimized", "select", "solver_options"]
+__all__ = ["DEFAULT_COMBOS", "DEFAULT_OPTIMIZED", "OPTIMIZED", "SolveTimedOut", "baseline_specs", "combo_specs",
+           "derive_components", "derive_optimized", "parse_combos", "select", "solver_options"]
 
 log = logging.getLogger(__name__)
 
@@ -61,18 +63,19 @@ def baseline_specs() -> list[dict[str, Any]]:
 
 
 def derive_optimized(source: str, cluster: dict[str, Any], base_seed: int, sizes: tuple[int, int], window_calls: int,
-                     node_limit: int, time_limit_s: float) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+                     node_limit: int, time_limit_s: float, train_fraction: float = 0.3
+                     ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """(optimized policy specs, solve record) for the workload: the routing Plan and the session router
     config solved on the training replication. The record holds each solve's status, objective, bound,
     termination and the limits it ran under, and the session router's derived grid and move margin. Raises what the doors raise, and `SolveTimedOut` when the wall
     clock stopped a solve (module docstring)."""
     from optsched.compare.adapter import price_plan_from_workload, session_plan_from_workload
-    from optsched.compare.replication import build_replication, stream
-
+    from optsched.compare.replication import stream, training_workload
     from optsched.cost.catalog import load_model
 
     train_seed = int(stream(base_seed, "train").integers(2**31))
-    wl, _ = build_replication(source, train_seed, 1.0, load_model(cluster["model"]).max_context_tokens, *sizes)
+    wl, split = training_workload(source, base_seed, load_model(cluster["model"]).max_context_tokens, *sizes,
+                                  train_fraction=train_fraction)
     opts = solver_options(node_limit, time_limit_s)
     limits = {"node_limit": node_limit, "time_limit_s": time_limit_s, "threads": 1, "mip_gap": 1e-3}
     args = (wl, cluster["gpu"], cluster["model"], int(cluster["tp"]), int(cluster["instances"]))
@@ -82,7 +85,7 @@ def derive_optimized(source: str, cluster: dict[str, Any], base_seed: int, sizes
     _check_not_timed("session router LP", srec, time_limit_s)
     sp = sdoc["parameters"]
     srec = {**srec, **{k: sp.get(k) for k in ("bucket_s", "n_buckets", "reprice_s", "move_margin_s")}}
-    rec = {**rec, "train_seed": train_seed, "rho_s_per_token": doc["parameters"].get("recompute_s_per_token"),
+    rec = {**rec, "train_seed": train_seed, "split": split, "rho_s_per_token": doc["parameters"].get("recompute_s_per_token"),
            "limits": limits, "session": srec}
     specs = [{"name": "price", "kind": "optimized", "router": "plan", "plan": doc},
              {"name": "session", "kind": "optimized", "router": "session", "session": sdoc},
@@ -102,3 +105,92 @@ def select(names: list[str] | None, baselines: list[dict[str, Any]], optimized: 
         known = list(every) + [n for n in OPTIMIZED if n not in every]
         raise ValueError(f"--policies: unknown {', '.join(bad)}; known: {', '.join(known)}")
     return [every[n] for n in names]
+
+
+# Policy combinations (router x admission x residency). A combination is "ROUTER+ADMISSION+RESIDENCY"; each part
+# is a registry name, an optimized router (price, session, rolling_milp) or, for admission / residency,
+# "derived": the door's policy solved on the training workload (admission: the hindsight-MILP-derived rule;
+# residency: the load-priced keep / offload / drop rule). "default" stands for `DEFAULT_COMBOS`: the engines'
+# usual heuristic stacks against the optimized one.
+DEFAULT_COMBOS = ("cache_aware+fcfs+lru", "cache_aware+vllm_threshold+lru", "least_outstanding+vllm_threshold+lru",
+                  "session+derived+derived", "session+vllm_threshold+derived")
+
+
+def parse_combos(text: str) -> tuple[tuple[str, str, str], ...]:
+    """``--combos`` text -> ((router, admission, residency), ...). Raises ValueError naming a bad item."""
+    from optsched.compare.adapter import policy_names
+
+    items = [x.strip() for x in text.split(",") if x.strip()]
+    if items == ["default"]:
+        items = list(DEFAULT_COMBOS)
+    if not items:
+        raise ValueError("--combos: empty list")
+    out = []
+    for it in items:
+        parts = it.split("+")
+        if len(parts) != 3:
+            raise ValueError(f"--combos: {it!r} is not ROUTER+ADMISSION+RESIDENCY")
+        r, a, s = parts
+        if r not in policy_names("router") and r not in OPTIMIZED:
+            raise ValueError(f"--combos {it}: unknown router {r!r}; known: {', '.join(policy_names('router') + list(OPTIMIZED))}")
+        for kind, x in (("admission", a), ("residency", s)):
+            if x != "derived" and x not in policy_names(kind):
+                raise ValueError(f"--combos {it}: unknown {kind} {x!r}; known: derived, {', '.join(policy_names(kind))}")
+        out.append((r, a, s))
+    if len(set(out)) != len(out):
+        raise ValueError("--combos: a combination is named twice")
+    return tuple(out)
+
+
+def derive_components(source: str, cluster: dict[str, Any], base_seed: int, sizes: tuple[int, int], kinds: set[str],
+                      node_limit: int, time_limit_s: float, train_fraction: float) -> tuple[dict[str, Any], dict[str, Any]]:
+    """({kind: Plan document or None}, {kind: solve record or {"error"}}) for the "derived" admission / residency
+    components, solved on the same training workload as `derive_optimized` (never an evaluated call)."""
+    from optsched.compare.adapter import component_plan_from_workload
+    from optsched.compare.replication import stream, training_workload
+
+    from optsched.cost.catalog import load_model
+
+    train_seed = int(stream(base_seed, "train").integers(2**31))
+    wl, split = training_workload(source, base_seed, load_model(cluster["model"]).max_context_tokens, *sizes,
+                                  train_fraction=train_fraction)
+    docs, recs = {}, {"split": split}
+    for kind in sorted(kinds):
+        try:
+            doc, rec = component_plan_from_workload(kind, wl, cluster["gpu"], cluster["model"], int(cluster["tp"]),
+                                                    solver_options(node_limit, time_limit_s), train_seed,
+                                                    int(cluster["instances"]))
+            _check_not_timed(f"{kind} derivation", rec, time_limit_s)
+        except SolveTimedOut:
+            raise
+        except Exception as exc:  # noqa: BLE001 - recorded; combinations that need it are reported failed
+            doc, rec = None, {"error": f"{type(exc).__name__}: {exc}"[:300]}
+        docs[kind], recs[kind] = doc, rec
+    return docs, recs
+
+
+def combo_specs(combos: tuple[tuple[str, str, str], ...], routers: dict[str, dict[str, Any]],
+                derived: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, str]]:
+    """(policy specs of the combinations, {name: why it cannot run}) from the router specs by name and the
+    derived component documents. Kind "optimized" when any part is optimized or derived."""
+    specs, missing = [], {}
+    for r, a, s in combos:
+        name = f"{r}+{a}+{s}"
+        if r not in routers:
+            missing[name] = f"router {r} was not derived"
+            continue
+        spec = {**routers[r], "name": name}
+        opt = spec["kind"] == "optimized"
+        for kind, x in (("admission", a), ("residency", s)):
+            if x == "derived":
+                opt = True
+                if derived.get(kind) is None:
+                    missing[name] = f"no derived {kind} policy (its derivation failed: see optimized_derivation)"
+                    break
+                spec[kind] = {"plan": derived[kind]}
+            else:
+                spec[kind] = {"name": x}
+        else:
+            spec["kind"] = "optimized" if opt else "heuristic"
+            specs.append(spec)
+    return specs, missing

@@ -1,4 +1,4 @@
-"""Human outputs of a comparison: the headline markdown table and the Pareto plot with CI bands."""
+"""Human outputs of a comparison: the verdict line and table (compare.md) and the fronts figure."""
 
 from __future__ import annotations
 
@@ -6,109 +6,165 @@ import math
 from pathlib import Path
 from typing import Any
 
-__all__ = ["markdown_table", "plot_fronts"]
+__all__ = ["explain_table", "markdown_table", "plot_fronts"]
 
 
-def _ci(e: dict | None, fmt: str = "{:.3g}", pct: bool = False) -> str:
+def _pct(e: dict | None) -> str:
     if not e or e.get("mean") is None:
         return "n/a"
-    f = (lambda v: f"{100 * v:+.1f}%") if pct else (lambda v: fmt.format(v))
     lo, hi = e["ci95"]
-    return f"{f(e['mean'])} [{f(lo)}, {f(hi)}]"
+    return f"{100 * e['mean']:+.1f}% [{100 * lo:+.1f}%, {100 * hi:+.1f}%]"
 
 
-def _missing_reason(g: dict) -> str:
-    """Why a policy has no goodput at the target: the seeds whose front never reached the target
-    interactivity (``below_range`` in `optsched.compare.fronts`), e.g. "target missed at every load on seeds
-    #0, #3 of 5: add a lower load"."""
-    bad = [k for k, st in enumerate(g.get("status") or []) if st == "below_range"]
-    if not bad:
-        return "no value"
-    n = len(g.get("status") or [])
-    return (f"target missed at every load on seed{'s' if len(bad) > 1 else ''} "
-            f"{', '.join(f'#{k}' for k in bad)} of {n}: add a lower load")
+def _num(e: dict | None, fmt: str = "{:.3g}") -> str:
+    if not e or e.get("mean") is None:
+        return "n/a"
+    lo, hi = e["ci95"]
+    return f"{fmt.format(e['mean'])} [{fmt.format(lo)}, {fmt.format(hi)}]"
+
+
+def _not_measured(p: dict) -> str:
+    st = p["goodput_at_target"].get("status") or []
+    up = sum(s == "above_range" for s in st)
+    down = sum(s == "below_range" for s in st)
+    parts = []
+    if up:
+        parts.append(f"target still met at the highest load tried in {up} of {len(st)} replications (above range)")
+    if down:
+        parts.append(f"target missed at the lowest load tried in {down} of {len(st)} replications (below range)")
+    return "not measured: " + ("; ".join(parts) if parts else "no reference heuristic was measured")
 
 
 def markdown_table(res: dict[str, Any]) -> str:
-    """One row per policy: goodput at target ± CI, vs best heuristic ± CI (verdict), headroom closed; then the
-    best heuristic, the bound and one "Failed:" line per policy whose runs raised (``res["failed"]``)."""
+    """The verdict line, then one row per policy: verdict, goodput at the target, its crossing load, the paired
+    difference to the best heuristic (percent everywhere), headroom closed; then the bound, the window and
+    split rules, and one "Failed:" line per policy whose runs raised."""
     cfg = res["config"]
-    lines = [(f"Workload `{res['workload']}`, {len(res['seeds'])} seeds, loads {cfg['loads']} ({res['load_knob']}); "
-             f"goodput (calls/s within TTFT <= {cfg['slo']['ttft_s']:g} s, TPOT <= {cfg['slo']['tpot_s']:g} s) at P90 "
-             f"interactivity {cfg['target']:g} tok/s, mean [95% CI]."), "",
-             "| policy | kind | goodput at target | vs best heuristic | verdict | headroom closed |",
-             "|---|---|---|---|---|---|"]
-    for p in sorted(res["policies"], key=lambda p: -(p["goodput_at_target"]["mean"] or -math.inf)):
-        g = p["goodput_at_target"]
-        v = p["vs_best_heuristic"]
-        note = " (lower bound: target met at every load)" if g.get("censored") else ""
-        h = p["headroom_closed"]
-        if g.get("mean") is None:
-            why = _missing_reason(g)
-            lines.append(f"| {p['name']} | {p['kind']} | n/a ({why}) | n/a | n/a | n/a |")
+    lines = [f"**Verdict.** {res['verdict_line']}", "",
+             (f"Goodput = calls within TTFT <= {cfg['slo']['ttft_s']:g} s and TPOT <= {cfg['slo']['tpot_s']:g} s per "
+              f"second of the steady-state window, measured at each policy's crossing of P90 interactivity "
+              f"{cfg['target']:g} tok/s (found by search to {100 * cfg['load_tol']:g}% in load); mean [95% CI] "
+              f"over n = {res['n']} replications."), "",
+             "| policy | kind | verdict | goodput at target (calls/s) | crossing load | vs best heuristic | "
+             "headroom closed |",
+             "|---|---|---|---|---|---|---|"]
+
+    def key(p: dict) -> float:
+        g = p["goodput_at_target"].get("mean")
+        return -g if g is not None else math.inf
+
+    for p in sorted(res["policies"], key=key):
+        if not p["crossing_bracketed"]:
+            lines.append(f"| {p['name']} | {p['kind']} | not_measured | {_not_measured(p)} | n/a | n/a | n/a |")
             continue
-        lines.append(f"| {p['name']} | {p['kind']} | {_ci(g)}{note} | {_ci(v, pct=True)} | "
-                     f"{v['verdict'] if v else 'n/a'} | {'n/a' if h is None else f'{100 * h:.1f}%'} |")
-    b = res["bound"]
-    lines += ["", f"Best heuristic: {res['best_heuristic']}. Routing upper bound: "
-              + (f"{_ci(b)} calls/s ({'; '.join(b['method'])})." if b else "none.")]
-    # a policy whose run raised has no row: name it and its first error, or the table reads as complete
+        h = p.get("headroom_closed")
+        nm = f" (non-monotone front in {len(p['non_monotone_seeds'])})" if p["non_monotone_seeds"] else ""
+        lines.append(f"| {p['name']} | {p['kind']} | {p['verdict']} | {_num(p['goodput_at_target'])} | "
+                     f"{_num(p['crossing_load'])}{nm} | {_pct(p['vs_best_heuristic'])} | "
+                     f"{'n/a' if h is None else f'{100 * h:.1f}%'} |")
+    b = res.get("bound_at_target")
+    ratio = res.get("bound_over_best")
+    lines += ["", f"Best heuristic: {res['best_heuristic'] or 'none measured'}. Bound at the target: "
+              + (f"{_num(b)} calls/s" + (f" ({ratio:.2f}x the best heuristic)" if ratio else "") if b else "none")
+              + ".", "",
+              f"Window: {res['window_rule']}. Split: {_split_text(res.get('split'))}.",
+              f"Precision: widest paired CI ±{_pp(res['precision'].get('widest_half_width_pp'))} pp "
+              f"(target ±{res['precision']['target_pp']:g} pp, cap {res['precision']['max_seeds']} replications: "
+              f"{'reached' if res['precision']['reached'] else 'not reached'}); {res['runs']} simulation runs."]
     for name, why in sorted((res.get("failed") or {}).items()):
         lines.append(f"Failed: {name} (no row; {why}).")
     return "\n".join(lines) + "\n"
 
 
+EXPLAIN_HEAD = (("queue_s", "queue (s)", 1.0), ("prefill_s", "prefill (s)", 1.0), ("reload_s", "reload (s)", 1.0),
+                ("transfer_s", "transfer (s)", 1.0), ("tpot_mean_s", "TPOT (ms)", 1000.0),
+                ("hit_hbm", "hit HBM (%)", 100.0), ("hit_dram", "hit DRAM (%)", 100.0),
+                ("recomputed_frac", "recomputed (%)", 100.0),
+                ("prefill_tokens_max_over_mean", "prefill tokens max/mean", 1.0),
+                ("calls_max_over_mean", "calls max/mean", 1.0), ("preemptions", "preemptions", 1.0))
+
+
+def explain_table(res: dict[str, Any]) -> str:
+    """Where each measured policy's time goes at its crossing (mean over replications of the window calls'
+    means, `optsched.compare.window.EXPLAIN_KEYS`): TTFT split into queueing, prefill service, reload and
+    transfer; decode interference (mean TPOT); hits by tier; balance across instances; preemptions."""
+    lines = ["| policy | " + " | ".join(h for _, h, _ in EXPLAIN_HEAD) + " |",
+             "|---|" + "---|" * len(EXPLAIN_HEAD)]
+    for p in res["policies"]:
+        ex = p.get("explain")
+        if not ex:
+            lines.append(f"| {p['name']} | " + " | ".join("n/a" for _ in EXPLAIN_HEAD) + " |")
+            continue
+        cells = [("n/a" if ex.get(k) is None else f"{s * ex[k]['mean']:.3g}") for k, _, s in EXPLAIN_HEAD]
+        lines.append(f"| {p['name']} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _pp(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.1f}"
+
+
+def _split_text(split: dict | None) -> str:
+    if not split:
+        return "none"
+    if split.get("method") == "trace split by session start":
+        return (f"optimized policies derived on the first {100 * split['train_fraction']:.0f}% of the trace's "
+                f"sessions ({split['train_calls']} calls), every policy scored on the other "
+                f"{split['eval_calls']} calls")
+    return split.get("method", "none") + (f" ({split['note']})" if split.get("note") else "")
+
+
 def plot_fronts(res: dict[str, Any], path: Path) -> tuple[float, float]:
-    """Goodput vs P90 interactivity per policy (means over seeds at each load, 95% CI bars both ways and a
-    shaded goodput band), the target line and the bound. A bound more than 2x above every front's upper CI
-    is named in the legend, not drawn, so that it does not flatten the fronts. Returns the y-range drawn."""
+    """Small multiples, one panel per policy: each replication's measured points (load on a log x axis vs
+    steady-state P90 interactivity), the target line and the crossing found (a marker at the crossing load);
+    a final panel gives goodput at the target per policy with its 95% CI and the bound. Returns the y-range of
+    the goodput panel."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import NullFormatter, ScalarFormatter
 
-    fig, ax = plt.subplots(figsize=(10, 5.5))
-    markers = "osD^v<>phX*"
-    for i, p in enumerate(res["policies"]):
-        rows = [r for r in p["front"] if r["interactivity_tok_s"] and r["goodput_calls_s"]]
-        if not rows:
-            continue
-        x = [r["interactivity_tok_s"]["mean"] for r in rows]
-        y = [r["goodput_calls_s"]["mean"] for r in rows]
-        xe = [[m - r["interactivity_tok_s"]["ci95"][0] for m, r in zip(x, rows)],
-              [r["interactivity_tok_s"]["ci95"][1] - m for m, r in zip(x, rows)]]
-        ye = [[m - r["goodput_calls_s"]["ci95"][0] for m, r in zip(y, rows)],
-              [r["goodput_calls_s"]["ci95"][1] - m for m, r in zip(y, rows)]]
-        ls = "-" if p["kind"] == "heuristic" else "--"
-        line = ax.errorbar(x, y, xerr=xe, yerr=ye, marker=markers[i % len(markers)], ls=ls, lw=1.4, capsize=2,
-                           label=f"{p['name']} ({p['kind']})", alpha=0.9)
-        order = sorted(range(len(x)), key=lambda k: x[k])
-        ax.fill_between([x[k] for k in order], [rows[k]["goodput_calls_s"]["ci95"][0] for k in order],
-                        [rows[k]["goodput_calls_s"]["ci95"][1] for k in order], color=line[0].get_color(), alpha=0.12)
+    pols = res["policies"]
+    ncol = 4
+    nrow = math.ceil((len(pols) + 1) / ncol)
+    fig, axes = plt.subplots(nrow, ncol, figsize=(4.0 * ncol, 3.0 * nrow), squeeze=False)
     t = res["config"]["target"]
-    ax.axvline(t, color="k", ls=":", lw=1, label=f"target {t:g} tok/s")
-    b = res.get("bound")
-    ys = [r["goodput_calls_s"]["ci95"][1] for p in res["policies"] for r in p["front"]
-          if r["interactivity_tok_s"] and r["goodput_calls_s"]]
-    top = max(ys) if ys else None
-    if b and top is not None and b["mean"] > 2.0 * top:
-        # a loose bound far above every front would set the y-scale and flatten the fronts: the y-range
-        # follows the data and the bound is stated in the legend instead of drawn
-        ax.plot([], [], color="r", ls="-.", lw=1, label=f"routing upper bound {b['mean']:.3g} calls/s (off scale)")
-        ax.set_ylim(0.0, 1.1 * top)
-    elif b:
-        ax.axhline(b["mean"], color="r", ls="-.", lw=1, label=f"routing upper bound {b['mean']:.3g} calls/s")
-    ax.set_xlabel("P90 interactivity (output tokens/s per user)")
-    ax.set_ylabel("goodput (calls/s within SLO)")
-    name = res["workload"]  # a trace path: its last two parts (the whole absolute path ran off the figure)
-    name = ".../" + "/".join(Path(name).parts[-2:]) if "/" in name else name
-    ax.set_title(f"{name}: fronts over loads {res['config']['loads']} ({len(res['seeds'])} seeds, 95% CI)",
-                 fontsize=9)
-    ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
+    for ax, p in zip(axes.flat, pols):
+        for cr in p["crossings"]:
+            pts = sorted(cr.get("points") or [])
+            if pts:
+                ax.plot([x[0] for x in pts], [x[1] for x in pts], "-", color="0.6", lw=0.8, marker=".", ms=3)
+            if cr["crossing_load"] is not None:
+                ax.plot([cr["crossing_load"]], [cr["interactivity_at_crossing"]], "o", color="C3", ms=4)
+        ax.axhline(t, color="k", ls=":", lw=1)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        for axis in (ax.xaxis, ax.yaxis):
+            axis.set_major_formatter(ScalarFormatter())
+            axis.set_minor_formatter(NullFormatter())
+        ax.set_title(f"{p['name']} ({p['kind']}): {p['verdict']}", fontsize=9)
+        ax.set_xlabel("load (arrival-rate multiplier)", fontsize=8)
+        ax.set_ylabel("P90 interactivity (tok/s)", fontsize=8)
+        ax.tick_params(labelsize=7)
+    axg = axes.flat[len(pols)]
+    meas = [(p["name"], p["goodput_at_target"]) for p in pols if p["crossing_bracketed"]]
+    for i, (name, g) in enumerate(meas):
+        lo, hi = g["ci95"]
+        axg.errorbar([i], [g["mean"]], yerr=[[g["mean"] - lo], [hi - g["mean"]]], fmt="o", capsize=3,
+                     color="C0" if name != res["best_heuristic"] else "C2")
+    b = res.get("bound_at_target")
+    if b and b.get("mean") is not None:
+        axg.axhline(b["mean"], color="r", ls="-.", lw=1, label=f"bound {b['mean']:.3g}")
+        axg.legend(fontsize=7)
+    axg.set_xticks(range(len(meas)), [m[0] for m in meas], rotation=45, ha="right", fontsize=7)
+    axg.set_ylabel("goodput at target (calls/s)", fontsize=8)
+    axg.set_title("goodput at the target, 95% CI", fontsize=9)
+    for ax in list(axes.flat)[len(pols) + 1:]:
+        ax.axis("off")
+    fig.suptitle(f"{res['workload']}: crossings of P90 interactivity {t:g} tok/s (red) per replication "
+                 f"(n = {res['n']})", fontsize=10)
     fig.tight_layout()
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    ylim = tuple(float(v) for v in ax.get_ylim())
+    fig.savefig(path, dpi=110)
     plt.close(fig)
-    return ylim
+    return axg.get_ylim()

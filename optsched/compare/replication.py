@@ -1,34 +1,35 @@
-"""One replication of a workload: the seed's workload stream, its arrival stream, the context rule, the load.
+"""One replication of a workload: the seed's workload, its arrival stream, the context rule, the split, the load.
 
-Seeds. Replication seed ``s`` owns named streams ``SeedSequence(s, spawn_key=(key(name),))`` (key =
-first 4 bytes of sha256(name), as `optsched.reproduce.provenance.stream_seed`):
+The work is fixed per replication; load changes only WHEN it arrives (never what arrives):
 
-- ``workload``: a generator spec (``agentx:...``) is run with ``seed`` = an integer drawn from this
-  stream (the spec's own ``seed`` key is replaced). A trace keeps its content (it is the data).
-- ``arrivals``: the gaps between consecutive arrivals (open loop: call ``arrival_s`` in time order;
-  closed loop: session ``start_s`` in time order) are permuted at random. The first arrival, the order
-  of calls/sessions, the set of gaps and so the mean rate and the span are kept; which calls arrive in
-  bursts changes. Closed-loop think times (the loop inside a session) are untouched.
-- ``policy``: the seed of randomized routers (`adapter.build_baseline`).
+- ``workload``: a trace keeps its content (it is the data). A generator spec (``agentx:...``) is run with
+  the spec's own ``seed`` when it names one (honoured: every replication then holds the same sessions and
+  differs only in its arrival stream), else with an integer drawn from the replication's ``workload``
+  stream. ``sessions=K`` is always K: a higher load never adds sessions.
+- ``split`` (traces only; ``train_fraction`` f > 0): sessions sorted by (start time, id); the first
+  ceil(f x S) form the TRAINING part that optimized policies are derived on (`training_workload`), the rest
+  the EVALUATION part that every policy is scored on. The two parts share no call (tested). A generator's
+  training workload is a different draw: generator seed from stream ``train`` of the base seed (or, for a
+  spec with its own seed, ``seed + 1``), never an evaluated one.
+- ``arrivals`` (stream of the replication seed): closed-loop sessions that all start at one instant get
+  staggered starts first (exponential gaps whose mean is the mean uncontended session span,
+  `optsched.workload.timeline`, so about one session is active at load 1); then the gaps between
+  consecutive arrivals (open loop: call ``arrival_s``; closed loop: session ``start_s``) are permuted at
+  random: the first arrival, the set of gaps, the mean rate and the span are kept, which calls arrive in
+  bursts changes. Think times (the loop inside a session) are untouched.
+- ``policy``: the seed of randomized routers (`optsched.compare.jobs.make_router`).
 
-Load (the one knob): the arrival-rate multiplier ``load``.
+Load (the one knob): the arrival-rate multiplier ``load``: every arrival and session start time is divided
+by ``load`` (`scale_arrivals`); the set of sessions and calls is identical at every load (tested).
 
-- Generator specs with ``sessions=K`` (agentx, copilot): an open population — ``round(K x load)``
-  sessions are generated and their start times divided by ``load``, so sessions arrive ``load`` times as
-  often over the same window (closed-loop sessions last long: compressing the starts of K sessions alone
-  cannot load a cluster past K concurrent sessions).
-- Traces (and other generators): arrival and session start times divided by ``load``
-  (`adapter.scale_load`; closed-loop sessions that all start together get ``round(K x load)`` concurrent
-  session copies instead).
+Seeds: replication seed ``s`` owns named streams ``SeedSequence(s, spawn_key=(key(name),))`` (key = first 4
+bytes of sha256(name)).
 
 ``max_calls_per_session`` > 0 keeps each session's first calls (a prefix of a session is a valid DAG);
-``max_calls`` > 0 keeps the first calls of a trace (ignored for generators: size them with
-``sessions=``).
+``max_calls`` > 0 keeps the first calls of a trace (generators: size them with ``sessions=``).
 
-Context rule (counted, never silent): `optsched.workload.context.cap_context`, the one rule every config
-and generator uses: each session is cut before its first call whose input + output tokens exceed the
-model's ``max_context_tokens`` (a prefix of a session is a valid session DAG); the number of calls and
-sessions cut is returned.
+Context rule (counted, never silent): `optsched.workload.context.cap_context`: each session is cut before its
+first call whose input + output tokens exceed the model's ``max_context_tokens``; the counts are returned.
 """
 
 from __future__ import annotations
@@ -36,13 +37,15 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
+import math
 from typing import Any
 
 import numpy as np
 
 from optsched.workload.context import cap_context
 
-__all__ = ["build_replication", "cap_context", "per_session", "permute_arrivals", "stream", "trim_calls"]
+__all__ = ["build_replication", "cap_context", "per_session", "permute_arrivals", "scale_arrivals", "split_sessions",
+           "stream", "training_workload", "trim_calls"]
 
 
 def stream(seed: int, name: str) -> np.random.Generator:
@@ -53,34 +56,27 @@ def stream(seed: int, name: str) -> np.random.Generator:
     return np.random.default_rng(np.random.SeedSequence(entropy=seed, spawn_key=(key,)))
 
 
-def _population_spec(source: str, load: float) -> tuple[str, dict] | None:
-    """(kind, keys) when ``source`` is a generator spec with a session count (population load knob)."""
-    from optsched.workload.spec import GENERATOR_KEYS, is_generator_spec, parse_generator_spec
+def _generator_seed(source: str, seed: int, part: str) -> int | None:
+    """The generator seed of ``source`` for replication ``seed`` (``part`` "eval") or for the training draw
+    of base seed ``seed`` (``part`` "train"); None for a trace (module docstring)."""
+    from optsched.workload.spec import is_generator_spec, parse_generator_spec
 
     if not is_generator_spec(source):
         return None
-    kind, kw = parse_generator_spec(source)
-    if "sessions" not in GENERATOR_KEYS[kind]:
-        return None
-    base = kw.get("sessions", 50)
-    if not (isinstance(base, int) and base >= 1):
-        raise ValueError(f"{source}: sessions must be an int >= 1 (the count at load 1), got {base!r}")
-    kw["sessions"] = max(1, round(base * load))
-    return kind, kw
+    _, kw = parse_generator_spec(source)
+    if "seed" in kw:  # honoured: the spec names its workload; training takes the next seed
+        return int(kw["seed"]) + (1 if part == "train" else 0)
+    return int(stream(seed, "workload" if part == "eval" else "train").integers(2**31))
 
 
 @functools.lru_cache(maxsize=16)
-def _base(source: str, seed: int, load: float) -> Any:
-    from optsched.workload.spec import is_generator_spec, parse_generator_spec, workload_from_spec
+def _base(source: str, gen_seed: int | None) -> Any:
+    from optsched.workload.spec import parse_generator_spec, workload_from_spec
 
-    pop = _population_spec(source, load)
-    if pop is not None:
-        kind, kw = pop
-    elif is_generator_spec(source):
-        kind, kw = parse_generator_spec(source)
-    else:
+    if gen_seed is None:
         return workload_from_spec(source)
-    kw["seed"] = int(stream(seed, "workload").integers(2**31))
+    kind, kw = parse_generator_spec(source)
+    kw["seed"] = gen_seed
     return workload_from_spec(f"{kind}:" + ",".join(f"{k}={v}" for k, v in kw.items()))
 
 
@@ -95,11 +91,21 @@ def per_session(wl: Any, max_calls_per_session: int) -> Any:
         else Session(s.session_id, tuple(s.calls[:max_calls_per_session]), start_s=s.start_s) for s in wl.sessions))
 
 
-def _compress(wl: Any, load: float) -> Any:
+def scale_arrivals(wl: Any, load: float) -> Any:
+    """``wl`` at ``load`` x its arrival rate: every call ``arrival_s`` and session ``start_s`` divided by
+    ``load``; think times, tokens and the set of calls unchanged. Raises ValueError for load <= 0."""
+    if not (isinstance(load, (int, float)) and load > 0 and math.isfinite(load)):
+        raise ValueError(f"load must be a finite number > 0, got {load!r}")
+    if load == 1.0:
+        return wl
     from optsched.workload import Session
 
-    return dataclasses.replace(wl, sessions=tuple(Session(s.session_id, s.calls, start_s=s.start_s / load)
-                                                  for s in wl.sessions))
+    sessions = []
+    for s in wl.sessions:
+        calls = tuple(c if c.arrival_s is None else dataclasses.replace(c, arrival_s=c.arrival_s / load)
+                      for c in s.calls)
+        sessions.append(Session(s.session_id, calls, start_s=s.start_s / load))
+    return dataclasses.replace(wl, sessions=tuple(sessions))
 
 
 def trim_calls(wl: Any, max_calls: int) -> Any:
@@ -118,6 +124,23 @@ def trim_calls(wl: Any, max_calls: int) -> Any:
     return dataclasses.replace(wl, sessions=tuple(kept))
 
 
+def split_sessions(wl: Any, train_fraction: float) -> tuple[Any, Any]:
+    """(training part, evaluation part) of ``wl`` (module docstring, ``split``); ``train_fraction`` 0 gives
+    (None, wl). Raises ValueError when either part would be empty or the fraction is outside [0, 1)."""
+    if not (isinstance(train_fraction, (int, float)) and 0.0 <= train_fraction < 1.0):
+        raise ValueError(f"train_fraction must be in [0, 1), got {train_fraction!r}")
+    if train_fraction == 0.0:
+        return None, wl
+    order = sorted(wl.sessions, key=lambda s: (s.start_s, s.session_id))
+    k = math.ceil(train_fraction * len(order))
+    if k < 1 or k >= len(order):
+        raise ValueError(f"{wl.name}: {len(order)} sessions cannot be split {train_fraction:g} / "
+                         f"{1 - train_fraction:g} into a training and an evaluation part (each needs a session)")
+    train_ids = {s.session_id for s in order[:k]}
+    return (dataclasses.replace(wl, sessions=tuple(s for s in wl.sessions if s.session_id in train_ids)),
+            dataclasses.replace(wl, sessions=tuple(s for s in wl.sessions if s.session_id not in train_ids)))
+
+
 def _permuted(times: list[float], rng: np.random.Generator) -> list[float]:
     order = sorted(range(len(times)), key=lambda i: (times[i], i))
     t = [times[i] for i in order]
@@ -127,6 +150,28 @@ def _permuted(times: list[float], rng: np.random.Generator) -> list[float]:
     for j, i in enumerate(order):
         out[i] = float(new[j])
     return out
+
+
+def _stagger(wl: Any, rng: np.random.Generator) -> Any:
+    """Closed-loop sessions that all start at one instant get exponential start gaps of mean = the mean
+    session span with no contention (`optsched.workload.timeline`, on the compare default H200 / Llama-3-70B
+    TP4 cost model), so that about one session is active at load 1 (module docstring)."""
+    if not wl.closed_loop or len(wl.sessions) < 2 or len({s.start_s for s in wl.sessions}) > 1:
+        return wl
+    from optsched.cost import CostModel
+    from optsched.workload import Session
+    from optsched.workload.timeline import uncontended_timeline
+
+    times = uncontended_timeline(wl, CostModel.from_names("h200-sxm", "llama-3-70b", tp=4))
+    spans = []
+    for s in wl.sessions:
+        ts = [times[c.call_id] for c in s.calls if c.call_id in times]
+        spans.append(max(b for _, b in ts) - min(a for a, _ in ts) if ts else 0.0)
+    mean_gap = max(float(np.mean(spans)), 1e-3)
+    t0 = wl.sessions[0].start_s
+    starts = t0 + np.concatenate([[0.0], np.cumsum(rng.exponential(mean_gap, size=len(wl.sessions) - 1))])
+    return dataclasses.replace(wl, sessions=tuple(Session(s.session_id, s.calls, start_s=float(t))
+                                                  for s, t in zip(wl.sessions, starts)))
 
 
 def permute_arrivals(wl: Any, rng: np.random.Generator) -> Any:
@@ -156,20 +201,56 @@ def permute_arrivals(wl: Any, rng: np.random.Generator) -> Any:
     return dataclasses.replace(wl, sessions=tuple(sessions))
 
 
+def _prepared(source: str, gen_seed: int | None, max_context_tokens: int, max_calls: int,
+              max_calls_per_session: int) -> tuple[Any, dict[str, int]]:
+    wl = _base(source, gen_seed)
+    wl = per_session(wl if gen_seed is not None else trim_calls(wl, max_calls), max_calls_per_session)
+    return cap_context(wl, max_context_tokens)
+
+
 def build_replication(source: str, seed: int, load: float, max_context_tokens: int, max_calls: int = 0,
-                      max_calls_per_session: int = 0) -> tuple[Any, dict[str, int]]:
-    """(workload of replication ``seed`` at ``load``, context-cut counts). Deterministic in its arguments.
+                      max_calls_per_session: int = 0, train_fraction: float = 0.0) -> tuple[Any, dict[str, int]]:
+    """(evaluation workload of replication ``seed`` at ``load``, context-cut counts). Deterministic in its
+    arguments; the calls are the same at every ``load`` (module docstring).
 
     Raises:
-        ValueError / FileNotFoundError: a bad source (as ``workload_from_spec``), load <= 0.
+        ValueError / FileNotFoundError: a bad source (as ``workload_from_spec``), load <= 0, a split that
+            leaves a part empty.
     """
-    from optsched.compare.adapter import scale_load
-
-    if not load > 0:
+    if not (isinstance(load, (int, float)) and load > 0):
         raise ValueError(f"load must be > 0, got {load!r}")
-    pop = _population_spec(source, float(load)) is not None
-    wl = _base(source, seed, float(load) if pop else 1.0)
-    wl = per_session(wl if pop else trim_calls(wl, max_calls), max_calls_per_session)
-    wl, cut = cap_context(wl, max_context_tokens)
-    wl = permute_arrivals(wl, stream(seed, "arrivals"))
-    return (_compress(wl, float(load)) if pop else scale_load(wl, float(load))), cut
+    gen_seed = _generator_seed(source, seed, "eval")
+    wl, cut = _prepared(source, gen_seed, max_context_tokens, max_calls, max_calls_per_session)
+    if gen_seed is None:
+        wl = split_sessions(wl, train_fraction)[1]
+    rng = stream(seed, "arrivals")
+    wl = permute_arrivals(_stagger(wl, rng), rng)
+    return scale_arrivals(wl, float(load)), cut
+
+
+def training_workload(source: str, base_seed: int, max_context_tokens: int, max_calls: int = 0,
+                      max_calls_per_session: int = 0, train_fraction: float = 0.0) -> tuple[Any, dict[str, Any]]:
+    """(the workload optimized policies are derived on, a record of how it was kept apart from the evaluated
+    workloads) for a comparison of base seed ``base_seed`` (module docstring, ``split``).
+
+    Raises:
+        ValueError: a trace with ``train_fraction`` 0 (the derivation would see every evaluated call), or as
+            `build_replication`.
+    """
+    gen_seed = _generator_seed(source, base_seed, "train")
+    wl, _ = _prepared(source, gen_seed, max_context_tokens, max_calls, max_calls_per_session)
+    if gen_seed is None:
+        if not train_fraction > 0:
+            raise ValueError(f"{source}: deriving optimized policies on a trace needs a training split "
+                             "(train_fraction > 0): with none, the derivation would see every evaluated call")
+        train, evaluation = split_sessions(wl, train_fraction)
+        rec = {"method": "trace split by session start", "train_fraction": train_fraction,
+               "train_sessions": len(train.sessions), "train_calls": train.num_calls,
+               "eval_sessions": len(evaluation.sessions), "eval_calls": evaluation.num_calls}
+        wl = train
+    else:
+        rec = {"method": "generator draw never evaluated", "train_generator_seed": gen_seed,
+               "eval_generator_seed": ("the spec's seed" if "seed=" in source
+                                       else "drawn per replication from stream 'workload'")}
+    rng = stream(base_seed, "train")
+    return permute_arrivals(_stagger(wl, rng), rng), rec

@@ -49,7 +49,8 @@ from optsched.cost import CostModel
 from optsched.policies._roles import prefill_candidates
 from optsched.policies.router_session import SessionRouter
 
-__all__ = ["HORIZON_QUANTILE", "MARGIN_QUANTILE", "MAX_BUCKETS", "calibrate_move_margin", "margin_from_pairs", "time_grid"]
+__all__ = ["HORIZON_QUANTILE", "MARGIN_QUANTILE", "MAX_BUCKETS", "calibrate_move_margin", "margin_from_pairs",
+           "prediction_error", "time_grid"]
 
 HORIZON_QUANTILE = 0.9
 MARGIN_QUANTILE = 0.9
@@ -122,9 +123,31 @@ def calibrate_move_margin(workload, config, cluster, pricer, seed: int = 0,
     on ``cluster`` (`optsched.sim.ClusterConfig`). Deterministic (the simulator draws no random numbers)."""
     from optsched.sim import simulate
 
-    router = _LoggingRouter(dataclasses.replace(config, move_margin_s=0.0), pricer)
-    simulate(workload, cluster, router=router, seed=seed)
-    return {**margin_from_pairs(router.pairs, quantile), "pause_moves": router.decisions["pause_moves"]}
+    router = _LoggingRouter(dataclasses.replace(config, move_margin_s=0.0, incumbent_margin_s=0.0), pricer)
+    router.predicted_ttft_s = {}
+    res = simulate(workload, cluster, router=router, seed=seed)
+    return {**margin_from_pairs(router.pairs, quantile), "pause_moves": router.decisions["pause_moves"],
+            "prediction": prediction_error(router.predicted_ttft_s, res.calls)}
+
+
+def prediction_error(predicted: dict[str, float], calls: Any) -> dict[str, Any]:
+    """The router's TTFT prediction against the simulation: e = simulated - predicted TTFT (s) per routed call
+    (``calls``: the run's per-call table). ``{"n", "median_abs_s", "p90_abs_s", "mean_s", "median_rel",
+    "incumbent_margin_s"}``; the margin is the median absolute error (`SessionRouterConfig.incumbent_margin_s`);
+    all 0 with n = 0 when nothing was routed."""
+    ids = [str(x) for x in calls["call_id"]]
+    sim = dict(zip(ids, np.asarray(calls["ttft_s"], dtype=float).tolist()))
+    pairs = [(sim[k], v) for k, v in predicted.items() if k in sim and math.isfinite(sim[k])]
+    if not pairs:
+        return {"n": 0, "median_abs_s": 0.0, "p90_abs_s": 0.0, "mean_s": 0.0, "median_rel": 0.0,
+                "incumbent_margin_s": 0.0}
+    s, p = np.asarray(pairs, dtype=float).T
+    e = s - p
+    rel = np.abs(e) / np.maximum(s, 1e-9)
+    med = float(np.median(np.abs(e)))
+    return {"n": int(e.size), "median_abs_s": med, "p90_abs_s": float(np.quantile(np.abs(e), 0.9)),
+            "mean_s": float(e.mean()), "median_rel": float(np.median(rel)), "incumbent_margin_s": med,
+            "source": "simulated - predicted TTFT per routed call, calibration simulation on the derivation workload"}
 
 
 def margin_from_pairs(pairs, quantile: float = MARGIN_QUANTILE) -> dict[str, Any]:

@@ -182,7 +182,7 @@ def solve_session_routing_ti(inst: SessionRoutingInstance, relax: bool = False,
 def plan_from_workload(workload, gpu: str, model: str, tp: int = 1, options: SolverOptions | None = None,
                        seed: int | None = None, link: str = "rdma", n_instances: int = 4,
                        reprice_s: float | None = None, move_margin_s: float | None = None,
-                       cluster=None) -> tuple[Plan, SolveResult]:
+                       cluster=None, incumbent: str = "cache_aware") -> tuple[Plan, SolveResult]:
     """Plan (kind "routing", type "session") for ``workload`` + the LP solve that priced a snapshot of it.
 
     Derived parameters: ``think_forecast_s[tool]`` = median ``think_time_s`` of the workload's calls of that
@@ -196,6 +196,10 @@ def plan_from_workload(workload, gpu: str, model: str, tp: int = 1, options: Sol
     their first call longer than the model's context, `optsched.workload.context.cap_context`, and the cut is
     recorded; ValueError when every session's first call is too long). ``reprice_s`` /
     ``move_margin_s`` given: used as is (recorded as given; no calibration run for a given margin).
+    ``incumbent`` ("cache_aware" by default, "" for none): the heuristic whose decision the router keeps unless an
+    option scores better by more than ``incumbent_margin_s`` = the median absolute error of the router's
+    predicted TTFT in the same calibration simulation (`session_calibrate.prediction_error`; 0 when the
+    margin is given and no calibration runs).
 
     The snapshot: every session paused after its first call, homes round-robin over ``n_instances``, returns
     at the forecast, on the derived grid; its LP objective, bound and gap go to ``Plan.provenance`` and the
@@ -245,8 +249,10 @@ def plan_from_workload(workload, gpu: str, model: str, tp: int = 1, options: Sol
             raise ValueError(f"session plan: cannot calibrate move_margin_s on this workload: {exc}") from exc
         margin = calibrate_move_margin(fit, cfg, cluster, build_router(cfg).pricer, seed=seed or 0)
         margin["context_cut"] = cut
+        inc_margin = float(margin["prediction"]["incumbent_margin_s"])
     else:
         margin = {"move_margin_s": float(move_margin_s), "source": "given (plan_from_workload argument)"}
+        inc_margin = 0.0
     derived = {"solve": "session_routing LP relaxation (snapshot: first calls paused, homes round-robin)",
                "status": res.status, "n_sessions": inst.n_decisions,
                "hbm_price_per_token": sol.hbm_price.tolist() if sol is not None else None,
@@ -258,7 +264,7 @@ def plan_from_workload(workload, gpu: str, model: str, tp: int = 1, options: Sol
     params = {"gpu": gpu, "model": model, "tp": int(tp), "link": link, "decode_s_per_token": dec,
               "think_forecast_s": think, "default_think_s": default, "reprice_s": float(grid["reprice_s"]),
               "bucket_s": bucket, "n_buckets": n_b, "move_margin_s": float(margin["move_margin_s"]),
-              "derived": derived}
+              "incumbent": incumbent, "incumbent_margin_s": inc_margin, "derived": derived}
     from optsched.workload.digest import workload_digest
 
     prov = Provenance(workload_digest=workload_digest(workload), cost_model=f"{gpu}/{model}/tp{tp}",
@@ -275,7 +281,7 @@ def config_from_parameters(params) -> SessionRouterConfig:
     plan written before their derivation lacks (``bucket_s``, ``n_buckets``, ``move_margin_s``) take the
     config's defaults, the earlier hand-set values (2.0 s, 8, 0.5 s), so old plans behave as before."""
     keys = ("gpu", "model", "tp", "link", "decode_s_per_token", "think_forecast_s", "default_think_s",
-            "reprice_s", "move_margin_s", "bucket_s", "n_buckets")
+            "reprice_s", "move_margin_s", "bucket_s", "n_buckets", "incumbent", "incumbent_margin_s")
     return SessionRouterConfig(**{k: params[k] for k in keys if k in params},
                                provenance=dict(params.get("derived", {})))
 

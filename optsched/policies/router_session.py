@@ -114,6 +114,13 @@ class SessionRouterConfig:
             (`optsched.pipelines.session_routing.build_router`), not by the router itself. Defaults (2.0, 8) and
             those of ``reprice_s`` (2.0) and ``move_margin_s`` (0.5) are the hand-set values of plans written
             before they were derived, so such plans load and behave as before.
+        incumbent: "" (none) or "cache_aware": the heuristic whose decision is the router's incumbent. Its choice
+            is one of the options the score prices (the same instance, with the best way its KV can get there), and
+            the router leaves it only for an option whose score is lower by more than ``incumbent_margin_s``, so it
+            deviates from the heuristic only where its model predicts a gain larger than its own error.
+        incumbent_margin_s: that margin (s, >= 0). Derived = the median absolute error of the router's predicted
+            TTFT (queued prefill wait + the option's fixed cost) against the simulated TTFT of the same calls in
+            a calibration simulation (`optsched.pipelines.session_calibrate.calibrate_move_margin`).
         provenance: which solve produced each derived value (objective, bound, gap, duals used).
     """
 
@@ -128,12 +135,16 @@ class SessionRouterConfig:
     move_margin_s: float = 0.5
     bucket_s: float = 2.0
     n_buckets: int = 8
+    incumbent: str = ""
+    incumbent_margin_s: float = 0.0
     provenance: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.link not in ("rdma", "nvlink"):
             raise ValueError(f"SessionRouterConfig.link must be 'rdma' or 'nvlink', got {self.link!r}")
-        for f in ("decode_s_per_token", "default_think_s", "move_margin_s"):
+        if self.incumbent not in ("", "cache_aware"):
+            raise ValueError(f"SessionRouterConfig.incumbent must be '' or 'cache_aware', got {self.incumbent!r}")
+        for f in ("decode_s_per_token", "default_think_s", "move_margin_s", "incumbent_margin_s"):
             v = getattr(self, f)
             if isinstance(v, bool) or not (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0):
                 raise ValueError(f"SessionRouterConfig.{f} must be a finite number >= 0, got {v!r}")
@@ -175,7 +186,14 @@ class SessionRouter:
         self._ema: dict[int, float] = {}  # instance -> prefill s per new token of calls routed there
         self._move_src: dict[str, int] = {}  # call id -> source instance of a transfer chosen at route
         self.paused: dict[str, tuple[int, int, float]] = {}  # session -> (home, kv tokens, return_s)
-        self.decisions = {"stay": 0, "reload": 0, "transfer": 0, "recompute": 0, "pause_moves": 0}
+        self.decisions = {"stay": 0, "reload": 0, "transfer": 0, "recompute": 0, "pause_moves": 0, "incumbent": 0,
+                          "deviations": 0}
+        self._incumbent = None
+        if config.incumbent == "cache_aware":
+            from optsched.policies.router_cache_aware import CacheAwareRouter
+
+            self._incumbent = CacheAwareRouter()
+        self.predicted_ttft_s: dict[str, float] | None = None  # call id -> predicted TTFT (s), when logging
 
     # ---- cost pieces -------------------------------------------------------------------------------
     def _prefill_s(self, new: int, cached: int) -> float:
@@ -242,8 +260,10 @@ class SessionRouter:
         self.prices = self.pricer(now, paused, backlog, free)
 
     # ---- Router protocol ---------------------------------------------------------------------------
-    def options(self, call: Call, view: ClusterView) -> list[tuple[float, int, str, float, int]]:
-        """(score, instance, mode, prefill seconds, new tokens) of the best option on every prefill instance."""
+    def options(self, call: Call, view: ClusterView) -> list[tuple[float, int, str, float, int, float]]:
+        """(score, instance, mode, prefill seconds, new tokens, predicted TTFT s) of the best option on every
+        prefill instance; predicted TTFT = queued prefill wait + the option's fixed cost (load / transfer +
+        prefill)."""
         self._maybe_reprice(view)
         bs, n_in = view.block_size, call.input_tokens
         home = view.session_home(call.session_id)
@@ -266,15 +286,27 @@ class SessionRouter:
                     best = (fixed_t, "transfer", pre_t, n_in - home_any)
             fixed, mode, pre, new = best
             work = pre + call.output_tokens * self.config.decode_s_per_token
-            score = self._prefill_wait_s(view, i) + fixed + pre * int(v.running_decodes) + self._decode_s(call, view, i)
+            wait = self._prefill_wait_s(view, i)
+            score = wait + fixed + pre * int(v.running_decodes) + self._decode_s(call, view, i)
             if p is not None:
                 score += float(p.work_price[i, t]) * work + float(p.hbm_price[i, t]) * (n_in + call.output_tokens)
-            out.append((score, i, mode, pre, new))
+            out.append((score, i, mode, pre, new, wait + fixed))
         return out
 
     def route(self, call: Call, view: ClusterView) -> int:
         opts = self.options(call, view)
-        _, i, mode, pre, new = min(opts, key=lambda o: (o[0], o[1]))
+        best = min(opts, key=lambda o: (o[0], o[1]))
+        if self._incumbent is not None:
+            i_inc = self._incumbent.route(call, view)
+            inc = next((o for o in opts if o[1] == i_inc), None)
+            if inc is not None and not best[0] < inc[0] - self.config.incumbent_margin_s:
+                best = inc
+                self.decisions["incumbent"] += 1
+            else:
+                self.decisions["deviations"] += 1
+        _, i, mode, pre, new, pred = best
+        if self.predicted_ttft_s is not None:
+            self.predicted_ttft_s[call.call_id] = pred
         per_token = pre / max(1, new)
         self._ema[i] = 0.8 * self._ema.get(i, per_token) + 0.2 * per_token
         self.decisions[mode] += 1

@@ -53,7 +53,7 @@ def test_no_simulated_router_exceeds_the_bound():
 
     cluster = {"gpu": CL[0], "model": CL[1], "tp": CL[2], "instances": 2, "max_num_batched_tokens": 8192}
     for src, mc, loads in (("optsched/data/samples/mooncake/conversation_trace_first2000.jsonl", 60, (1.0, 8.0)),
-                           ("agentx:sessions=4,variant=256k", 0, (1.0, 4.0))):
+                           ("agentx:sessions=8,variant=256k", 0, (4.0, 16.0))):
         for load in loads:
             wl, _ = build_replication(src, 0, load, 131072, mc, 4)
             b = capacity_bound(wl, *CL, 2, 8192)

@@ -10,8 +10,8 @@ from optsched.compare.core import CompareConfig, run_compare
 
 SRC = "optsched/data/samples/mooncake/conversation_trace_first2000.jsonl"
 CLUSTER = {"gpu": "h200-sxm", "model": "llama-3-70b", "tp": 4, "instances": 2, "max_num_batched_tokens": 8192}
-CFG = CompareConfig(source=SRC, policies=("round_robin", "cache_aware"), seeds=2,
-                    loads=(0.25, 8.0), max_calls=40, cluster=CLUSTER)  # default target 10 tok/s: inside every front
+CFG = CompareConfig(source=SRC, policies=("round_robin", "cache_aware"), seeds=2, max_seeds=2,
+                    loads=(0.25, 8.0), max_calls=120, cluster=CLUSTER)  # default target 10 tok/s: inside every front
 
 
 CLI = [sys.executable, "-c", "import sys; from optsched.cli import main; sys.exit(main())"]
@@ -28,14 +28,20 @@ def test_byte_identical_across_reruns_workers_cache_and_ray(tmp_path):
     assert a == b
     assert _dump(run_compare(CFG, tmp_path / "a", workers=2)) == a  # all from the cache (resume path)
     res = json.loads(a)
+    assert res["schema"] == "optsched.compare/v2" and res["n"] == 2
     assert [p["name"] for p in res["policies"]] == ["round_robin", "cache_aware"]
-    g = res["policies"][0]["goodput_at_target"]
-    assert len(g["per_seed"]) == 2 and g["per_seed"][0] != g["per_seed"][1]  # seeds differ
-    for p in res["policies"]:  # the target is inside every front, so every value is measured, none censored
-        assert p["goodput_at_target"]["status"] == ["interpolated", "interpolated"], p["name"]
-        assert 0 < p["goodput_at_target"]["mean"] < res["bound"]["mean"]
+    for p in res["policies"]:  # the grid brackets the target and bisection narrows it to 2% in load
+        g = p["goodput_at_target"]
+        assert p["crossing_bracketed"] and g["status"] == ["bracketed", "bracketed"], p["name"]
+        assert g["per_seed"][0] != g["per_seed"][1]  # replications differ
+        for cr in p["crossings"]:
+            lo, hi = cr["bracket"]
+            assert 0.25 <= lo < hi <= 8.0 and hi / lo <= 1.02 and cr["crossing_load"] == lo
+            assert cr["interactivity_at_crossing"] >= 10.0  # measured, and meeting the target
+            assert cr["goodput_at_target"] <= cr["bound_calls_s"]
     ref = next(p for p in res["policies"] if p["name"] == res["best_heuristic"])
-    assert ref["vs_best_heuristic"]["verdict"] == "reference" and ref["headroom_closed"] == 0.0
+    assert ref["verdict"] == "reference" and ref["headroom_closed"] == 0.0
+    assert res["split"]["method"] == "trace split by session start" and res["verdict_line"].startswith(SRC)
     pytest.importorskip("ray")
     import ray
 
@@ -50,7 +56,8 @@ def test_byte_identical_across_reruns_workers_cache_and_ray(tmp_path):
 def test_interrupted_compare_resumes_from_the_cache(tmp_path, monkeypatch):
     import optsched.compare.backends as B
 
-    cfg = CompareConfig(source=SRC, policies=("round_robin",), seeds=2, loads=(1.0,), max_calls=40)
+    cfg = CompareConfig(source=SRC, policies=("round_robin",), seeds=2, max_seeds=2, loads=(1.0,), max_calls=60,
+                        max_widen=0)
     calls = []
     real = B._safe_run
 
@@ -101,7 +108,11 @@ def test_cli_errors_are_one_line(tmp_path):
                        "--target-interactivity must be a positive number"),
                       (["compare", "no/such/file.jsonl"], "no such file"),
                       # one call: every seed's permutation is the identity, 5 copies of one run with a 0-width CI
-                      (["compare", SRC, "--max-calls", "1"], "its 5 replications are the same workload"),
+                      (["compare", SRC, "--max-calls", "1"], "cannot be split"),
+                      (["compare", SRC, "--precision", "0"], "--precision must be a finite number > 0"),
+                      (["compare", SRC, "--max-seeds", "3"], "--max-seeds must be an int >= seeds (5), got 3"),
+                      (["compare", SRC, "--load-tol", "0"], "--load-tol must be in (0, 1]"),
+                      (["compare", SRC, "--train-fraction", "1"], "--train-fraction must be in [0, 1)"),
                       (["compare", "hotprompt:sessions=0", "--policies", "round_robin"],
                        "sessions must be an int >= 1")):
         proc = subprocess.run([*CLI, *argv, "--out", str(tmp_path)], capture_output=True, text=True, check=False)
@@ -124,8 +135,9 @@ def test_cli_import_loads_no_heavy_package():
 def test_help_documents_the_json_keys():
     out = subprocess.run([*CLI, "compare", "--help"], capture_output=True, text=True,
                          check=True).stdout
-    for key in ("policies[].name", "policies[].kind", "goodput_at_target.mean", ".ci95", "vs_best_heuristic.mean",
-                "headroom_closed", "best_heuristic", "bound"):
+    for key in ("policies[].name", "policies[].kind", "policies[].verdict", "crossing_bracketed", "crossing_load",
+                "goodput_at_target", "vs_best_heuristic", "headroom_closed", "best_heuristic", "bound_at_target",
+                "split", "verdict_line", "optsched.compare/v2"):
         assert key in out
 
 
@@ -175,8 +187,8 @@ def test_cli_exits_1_and_names_a_policy_whose_runs_raised(tmp_path, monkeypatch,
         return real(job)
 
     monkeypatch.setattr(J, "run_job", flaky)
-    argv = ["compare", SRC, "--policies", "round_robin,cache_aware", "--seeds", "5", "--loads", "1",
-            "--max-calls", "40", "--instances", "2", "--workers", "1", "--out", str(tmp_path)]
+    argv = ["compare", SRC, "--policies", "round_robin,cache_aware", "--seeds", "5", "--max-seeds", "5", "--loads", "1",
+            "--max-widen", "0", "--max-calls", "60", "--instances", "2", "--workers", "1", "--out", str(tmp_path)]
     assert main(argv) == 1
     err = capsys.readouterr().err
     assert "policy cache_aware failed (seed 0 load 1: RuntimeError: injected)" in err

@@ -1,4 +1,4 @@
-"""The headline table says why a policy has no goodput at the target instead of a bare "n/a"."""
+"""compare.md opens with the verdict line, says why a policy was not measured, names failed policies."""
 
 from __future__ import annotations
 
@@ -6,43 +6,44 @@ from optsched.compare.render import markdown_table, plot_fronts
 
 
 def _res(policies):
-    return {"workload": "w", "seeds": [0, 1, 2, 3, 4], "load_knob": "rate x",
-            "config": {"loads": [0.5, 1.0], "slo": {"ttft_s": 10.0, "tpot_s": 0.1}, "target": 10.0},
-            "policies": policies, "best_heuristic": "a", "bound": None}
+    return {"workload": "w", "seeds": [0, 1, 2, 3, 4], "n": 5, "load_knob": "rate x", "window_rule": "release ranks",
+            "verdict_line": "w: no policy separable", "runs": 40, "split": None,
+            "precision": {"target_pp": 5.0, "max_seeds": 30, "widest_half_width_pp": 3.0, "reached": True},
+            "config": {"loads": [0.5, 1.0], "slo": {"ttft_s": 10.0, "tpot_s": 0.1}, "target": 10.0, "load_tol": 0.02},
+            "policies": policies, "best_heuristic": "a", "bound_at_target": None, "bound_over_best": None}
 
 
-def test_missing_value_names_the_seeds_that_missed_the_target():
-    ok = {"name": "a", "kind": "heuristic", "headroom_closed": None,
-          "goodput_at_target": {"mean": 1.0, "ci95": [0.9, 1.1], "status": ["interpolated"] * 5, "censored": False},
-          "vs_best_heuristic": {"mean": 0.0, "ci95": [0.0, 0.0], "verdict": "reference"}}
-    missed = {"name": "b", "kind": "heuristic", "headroom_closed": None, "vs_best_heuristic": None,
-              "goodput_at_target": {"mean": None, "ci95": None, "censored": False,
-                                    "status": ["interpolated", "below_range", "interpolated", "below_range",
-                                               "interpolated"]}}
-    rows = [ln for ln in markdown_table(_res([ok, missed])).splitlines() if ln.startswith("| b |")]
-    assert rows == [("| b | heuristic | n/a (target missed at every load on seeds #1, #3 of 5: add a lower load) "
-                     "| n/a | n/a | n/a |")]
+def _pol(name, bracketed, status):
+    g = ({"mean": 1.0, "ci95": [0.9, 1.1], "per_seed": [1.0] * 5, "status": status} if bracketed
+         else {"mean": None, "ci95": None, "per_seed": [None] * 5, "status": status})
+    return {"name": name, "kind": "heuristic", "n": 5, "crossing_bracketed": bracketed,
+            "verdict": "reference" if bracketed else "not_measured", "headroom_closed": None,
+            "crossing_load": {"mean": 0.7, "ci95": [0.6, 0.8]} if bracketed else None,
+            "goodput_at_target": g, "vs_best_heuristic": None, "non_monotone_seeds": [],
+            "crossings": [{"seed": s, "crossing_load": 0.7 if bracketed else None, "interactivity_at_crossing": 10.5,
+                           "points": [[0.5, 20.0], [0.7, 10.5], [1.0, 5.0]]} for s in range(5)]}
 
 
-def _front_policy(name, ys):
-    return {"name": name, "kind": "heuristic",
-            "front": [{"load": k, "interactivity_tok_s": {"mean": 20.0 - 5 * k, "ci95": [19.0 - 5 * k, 21.0 - 5 * k]},
-                       "goodput_calls_s": {"mean": y, "ci95": [y - 0.01, y + 0.01]}} for k, y in enumerate(ys)]}
-
-
-def test_loose_bound_does_not_set_the_y_scale(tmp_path):
-    res = _res([_front_policy("a", [0.1, 0.15, 0.2])])
-    res["bound"] = {"mean": 3.0, "ci95": [3.0, 3.0], "method": ["capacity"]}
-    lo, hi = plot_fronts(res, tmp_path / "f.png")
-    assert (lo, hi) == (0.0, 1.1 * (0.2 + 0.01))  # the top of the highest CI, +10%
-    res["bound"] = {"mean": 0.3, "ci95": [0.3, 0.3], "method": ["capacity"]}  # a tight bound is drawn
-    assert plot_fronts(res, tmp_path / "g.png")[1] > 0.3
+def test_verdict_line_first_and_not_measured_says_why():
+    missed = _pol("b", False, ["bracketed", "above_range", "bracketed", "below_range", "bracketed"])
+    md = markdown_table(_res([_pol("a", True, ["bracketed"] * 5), missed]))
+    assert md.splitlines()[0] == "**Verdict.** w: no policy separable"
+    rows = [ln for ln in md.splitlines() if ln.startswith("| b |")]
+    assert rows == [("| b | heuristic | not_measured | not measured: target still met at the highest load tried in 1 "
+                     "of 5 replications (above range); target missed at the lowest load tried in 1 of 5 "
+                     "replications (below range) | n/a | n/a | n/a |")]
 
 
 def test_failed_policy_is_named_under_the_table():
-    # before: a policy whose runs raised had no row and compare.md did not mention it (an empty table, exit 0)
     res = _res([])
     res["failed"] = {"round_robin": "seed 0 load 1: ValueError: bad"}
     assert markdown_table(res).splitlines()[-1] == "Failed: round_robin (no row; seed 0 load 1: ValueError: bad)."
     del res["failed"]
     assert not any(ln.startswith("Failed") for ln in markdown_table(res).splitlines())
+
+
+def test_fronts_figure_has_a_panel_per_policy_and_the_bound(tmp_path):
+    res = _res([_pol("a", True, ["bracketed"] * 5)])
+    res["bound_at_target"] = {"mean": 3.0, "ci95": [2.9, 3.1]}
+    lo, hi = plot_fronts(res, tmp_path / "f.png")
+    assert (tmp_path / "f.png").stat().st_size > 0 and hi >= 3.0

@@ -2,11 +2,13 @@
 
 Per workload the stage runs the compare package's `run_compare` (its API, not the CLI): every baseline
 router of the registry plus the optimized routers the project derives (the window-MILP price router and
-the session-level router, `optsched.compare.policies`), ``config.compare_seeds`` replications, the
-workload's load sweep (the SAME loads for every policy), goodput at the P90 interactivity target read off
-each policy's own front with a 95% t CI, the paired difference to the best heuristic with its CI ("tie"
-when it crosses 0), the routing upper bound and the share of headroom closed. Runs are cached by input
-hash in ``cache/compare`` (a killed run resumes), and results are byte-identical across reruns.
+the session-level router, `optsched.compare.policies`), ``config.compare_seeds`` replications (the report's
+budget: no replications are added, so the precision line says whether the CIs are informative), each
+policy's crossing of the P90 interactivity target found by search from the workload's load grid, goodput
+measured in steady state at it, the paired difference to the best heuristic ("tie" when its CI crosses 0,
+"not_measured" when a crossing was not bracketed), the bound at the target and the share of headroom
+closed. Runs are cached by input hash in ``cache/compare`` (a killed run resumes), and results are
+byte-identical across reruns.
 
 Workloads: the Mooncake sample (its first ``max_calls`` requests; seeds permute its arrival gaps) and the
 AgentX-like generator (``agentx:sessions=K``; seeds draw new sessions). The LMCache sample holds two
@@ -24,8 +26,8 @@ from optsched.reproduce.stages.base import Stage, StageContext, StageResult, Sta
 
 __all__ = ["STAGE", "compare_config", "headline_rows"]
 
-HEAD_COLUMNS = ["workload", "policy", "kind", "goodput at target (calls/s)", "95% CI", "vs best heuristic",
-                "95% CI (vs)", "verdict", "bound (calls/s)", "headroom closed"]
+HEAD_COLUMNS = ["workload", "policy", "kind", "goodput at target (calls/s)", "95% CI", "vs best heuristic (%)",
+                "95% CI (vs)", "verdict", "bound at target (calls/s)", "headroom closed (%)"]
 NOT_COMPARED = {"lmcache_sample": "two recorded sessions: replications cannot vary it (no arrival gaps to permute), "
                                   "so there is no confidence interval"}
 
@@ -43,7 +45,8 @@ def compare_config(cfg: ReproduceConfig, w: WorkloadSpec) -> Any:
     else:
         source, max_calls = f"agentx:sessions={w.sessions}", 0
     return CompareConfig(
-        source=source, policies=None, seeds=cfg.compare_seeds, base_seed=cfg.seed, loads=cfg.scales(w.name),
+        source=source, policies=None, seeds=cfg.compare_seeds, max_seeds=cfg.compare_seeds, base_seed=cfg.seed,
+        loads=cfg.scales(w.name),
         target=float(cfg.interactivity_target_tok_s),
         cluster={"gpu": cfg.gpu, "model": cfg.model, "tp": cfg.tp, "instances": cfg.num_instances,
                  "max_num_batched_tokens": cfg.max_num_batched_tokens},
@@ -65,54 +68,33 @@ def _pct(e: dict | None) -> str:
 
 
 def headline_rows(w: str, res: dict[str, Any]) -> list[list[Any]]:
-    """One row per policy (HEAD_COLUMNS), best goodput first; NaN / "n/a" where a value does not exist."""
-    b = res["bound"]
+    """One row per policy (HEAD_COLUMNS), best goodput first; NaN / "n/a" where a value does not exist (a
+    policy whose crossing was not bracketed is "not_measured", never a lower bound shown as a value)."""
+    b = res["bound_at_target"]
     rows = []
     for p in sorted(res["policies"], key=lambda p: (-(p["goodput_at_target"]["mean"] or -math.inf), p["name"])):
         g, v, h = p["goodput_at_target"], p["vs_best_heuristic"], p["headroom_closed"]
         mean = math.nan if g["mean"] is None else float(g["mean"])
-        rows.append([w, p["name"], p["kind"], mean, _ci(g) + (" (lower bound)" if g.get("censored") else ""),
-                     math.nan if not v else float(v["mean"]), _pct(v), v["verdict"] if v else "n/a",
-                     math.nan if not b else float(b["mean"]), math.nan if h is None else float(h)])
+        rows.append([w, p["name"], p["kind"], mean, _ci(g),
+                     math.nan if not v else 100.0 * float(v["mean"]), _pct(v), p["verdict"],
+                     math.nan if not b else float(b["mean"]), math.nan if h is None else 100.0 * float(h)])
     return rows
 
 
 def _front_rows(w: str, res: dict[str, Any]) -> list[list[Any]]:
     rows = []
     for p in res["policies"]:
-        for r in p["front"]:
-            ix, gp = r["interactivity_tok_s"], r["goodput_calls_s"]
-            rows.append([w, p["name"], r["load"], math.nan if ix is None else ix["mean"], _ci(ix),
-                         math.nan if gp is None else gp["mean"], _ci(gp)])
+        cl = p["crossing_load"]
+        rows.append([w, p["name"], p["verdict"], math.nan if cl is None else cl["mean"], _ci(cl),
+                     sum(c["loads_measured"] for c in p["crossings"])])
     return rows
 
 
 def _summary(w: str, res: dict[str, Any]) -> str:
-    best = res["best_heuristic"]
-    if best is None:
-        return (f"On {w} no heuristic reaches the target inside the load sweep, so nothing is compared at the "
-                "target (extend the loads downward).")
-    out = [f"On {w} the best heuristic at the target is {best}"]
-    for p in res["policies"]:
-        v = p["vs_best_heuristic"]
-        if p["kind"] != "heuristic" and v:
-            lo, hi = v["ci95"]
-            word = {"tie": "ties with it", "better": "beats it", "worse": "is worse"}[v["verdict"]]
-            out.append(f"{p['name']} {word} ({100 * v['mean']:+.1f}% [{100 * lo:+.1f}%, {100 * hi:+.1f}%])")
-        elif p["kind"] != "heuristic":
-            out.append(f"{p['name']} has no value at the target")
-    cens = [p["name"] for p in res["policies"] if p["goodput_at_target"].get("censored")]
-    s = "; ".join(out) + "."
-    if cens:
-        s += f" Still meeting the target at the highest load (value is a lower bound): {', '.join(cens)}."
-    b = res["bound"]
-    top = max((p["goodput_at_target"]["mean"] for p in res["policies"]
-               if p["goodput_at_target"]["mean"] is not None), default=None)
-    if b and top:
-        ratio, how = b["mean"] / top, ", ".join(m.split(":")[0] for m in b["method"])
-        s += (f" The proven routing upper bound is {b['mean']:.3g} calls/s ({how}), {ratio:.2g}x the best value at "
-              "the target, " + ("so headroom closed reads against a loose relaxation." if ratio > 2 else
-                                "so no router can gain more than that gap."))
+    s = res["verdict_line"].replace(res["workload"], w, 1) + "."
+    nm = [p["name"] for p in res["policies"] if p["verdict"] == "not_measured"]
+    if nm:
+        s += f" Not measured (crossing not bracketed in every replication): {', '.join(nm)}."
     return s
 
 
@@ -141,10 +123,11 @@ def _run(ctx: StageContext) -> StageResult:
         fronts += _front_rows(w.name, res)
         path, rel = ctx.figure_path(f"fronts_{w.name}.png")
         plot_fronts(res, path)
-        figures.append({"path": rel, "caption": f"{w.name}: goodput vs P90 interactivity per policy over loads "
-                        f"{', '.join(f'{x:g}' for x in cc.loads)} ({cc.seeds} seeds, 95% CI)"})
+        figures.append({"path": rel, "caption": f"{w.name}: each policy's measured P90 interactivity vs load per "
+                        f"replication and the crossing found (n = {res['n']}), and goodput at the target with 95% CI"})
         parts.append(_summary(w.name, res))
-        data[w.name] = {"best_heuristic": res["best_heuristic"], "bound": res["bound"],
+        data[w.name] = {"best_heuristic": res["best_heuristic"], "bound": res["bound_at_target"],
+                        "verdict_line": res["verdict_line"], "n": res["n"], "split": res["split"],
                         "optimized_derivation": res["optimized_derivation"], "failed": res["failed"],
                         "context_cut": res["context_cut"], "source": res["workload"]}
     if not head:
@@ -153,13 +136,14 @@ def _run(ctx: StageContext) -> StageResult:
     tables = [
         Table("headline", f"optsched compare per workload: goodput (calls/s within TTFT <= {cfg.slo_ttft_s:g} s, "
               f"TPOT <= {cfg.slo_tpot_s:g} s) at P90 interactivity {t:g} tok/s, mean and 95% t CI over "
-              f"{cfg.compare_seeds} seeds, read off each policy's own front at equal loads; vs best heuristic = "
-              "paired per-seed relative difference (tie when its CI crosses 0); headroom closed = (policy - best "
-              "heuristic) / (bound - best heuristic).", HEAD_COLUMNS, head),
-        Table("fronts", "Every measured point (equal loads for every policy): P90 interactivity (tok/s) and "
-              "goodput (calls/s), mean [95% CI] over seeds.",
-              ["workload", "policy", "load", "P90 interactivity (tok/s)", "95% CI (interactivity)",
-               "goodput (calls/s)", "95% CI (goodput)"], fronts),
+              "replications (at least the configured seeds, more until the paired CIs are informative), measured in "
+              "steady state AT each policy's crossing of the target, found by search; vs best heuristic = paired "
+              "per-replication relative difference (tie when its CI crosses 0); not_measured = the crossing was "
+              "not bracketed in every replication; headroom closed = (policy - best heuristic) / (bound - best "
+              "heuristic).", HEAD_COLUMNS, head),
+        Table("fronts", "Crossing of the interactivity target per policy: load (arrival-rate multiplier) mean [95% CI] "
+              "over replications and the runs the search took.",
+              ["workload", "policy", "verdict", "crossing load", "95% CI (load)", "runs"], fronts),
     ]
     return StageResult("comparison", STAGE.title, tables=tables, figures=figures, summary=" ".join(parts),
                        data=data)
@@ -171,5 +155,5 @@ STAGE = Stage(
     deps=("workloads",),
     inputs=_inputs,
     run=_run,
-    version=2,
+    version=3,
 )
