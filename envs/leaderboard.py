@@ -26,7 +26,8 @@ replay) against a TTFT 3 s / TPOT 25 ms SLO (`PD_TRACE_SLO`: its long prompts ca
 env's 15 ms TPOT at any split). Warnings name a learned policy that ranks in the lower half on the trace, or
 whose held-out rank and trace rank differ by more than a third of the table (it does not transfer).
 Writes ``leaderboard.json`` (every return, config, argv, git revision, CPU and wall times) and
-``leaderboard.md``.
+``leaderboard.md``. ``--add ENV LABEL POLICY_JSON`` scores one more policy file (a learner trained
+elsewhere, e.g. ``python -m optsched.agents.imitation``) on an existing leaderboard (`add_policy`).
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ import gymnasium as gym
 import numpy as np
 from optsched.envs.evaluate import EvalResult, evaluate, paired_difference
 
-__all__ = ["SPECS", "EnvSpec", "RandomAction", "main", "run_env"]
+__all__ = ["SPECS", "EnvSpec", "MenuProjection", "RandomAction", "add_policy", "main", "run_env"]
 
 log = logging.getLogger(__name__)
 HELD_OUT_BASE = 10_000
@@ -215,12 +216,19 @@ def _train_ppo(spec: EnvSpec, steps: int, seed: int, out: Path, smoke: bool) -> 
     return load_policy(path).to_policy(), info
 
 
+def _env_kwargs(name: str, smoke: bool) -> dict[str, Any]:
+    """The env kwargs of the evaluation episodes (``smoke``: tiny episodes)."""
+    kw = dict(SPECS[name].kwargs)
+    if smoke:
+        kw.update({"pdratio": {"horizon_s": 300.0}}.get(name, {"n_sessions": 1}))
+    return kw
+
+
 def run_env(name: str, args: Any, out: Path) -> dict[str, Any]:
     """Score every policy of ``SPECS[name]``; returns the env's JSON section."""
     spec = SPECS[name]
-    kw = dict(spec.kwargs)
+    kw = _env_kwargs(name, args.smoke)
     if args.smoke:
-        kw.update({"pdratio": {"horizon_s": 300.0}}.get(name, {"n_sessions": 1}))
         spec = EnvSpec(spec.env_id, kw, spec.trace, spec.policies, spec.ppo, spec.ppo_train_kwargs,
                        spec.default_ppo_steps, spec.unit)
     held_out = tuple(HELD_OUT_BASE + k for k in range(args.seeds))
@@ -270,6 +278,50 @@ def run_env(name: str, args: Any, out: Path) -> dict[str, Any]:
     return {"env_id": spec.env_id, "env_kwargs": repr(kw), "unit": spec.unit, "held_out_seeds": list(held_out),
             "trace": trace_name, "best_reference": best, "best_static": best_static, "policies": table, "training": training,
             "warnings": warnings}
+
+
+def add_policy(doc_path: str | Path, name: str, label: str, policy_json: str | Path, args: Any) -> dict[str, Any]:
+    """Score one more policy file (``optsched.policy/v1``, e.g. a learner trained elsewhere) on an existing
+    leaderboard's env ``name``: same held-out seeds and trace, paired differences to its best reference
+    and best static split; rewrites ``leaderboard.json`` / ``.md`` beside ``doc_path``.
+
+    Raises:
+        ValueError: ``name`` not in the leaderboard, or ``label`` already in its table.
+    """
+    from optsched.export import load_policy
+
+    doc_path = Path(doc_path)
+    doc = json.loads(doc_path.read_text())
+    if name not in doc["envs"]:
+        raise ValueError(f"{doc_path}: no env {name!r} (has {sorted(doc['envs'])})")
+    env = doc["envs"][name]
+    if label in env["policies"]:
+        raise ValueError(f"{doc_path}: {name} already has a policy {label!r}")
+    spec = SPECS[name]
+    seeds = tuple(env["held_out_seeds"])
+    pol = load_policy(policy_json).to_policy()
+    c0, w0 = time.process_time(), time.perf_counter()
+    kw = _env_kwargs(name, args.smoke)
+    if repr(kw) != env["env_kwargs"]:
+        raise ValueError(f"{doc_path}: env kwargs {env['env_kwargs']} but these options give {kw!r} (--smoke?)")
+    res = evaluate(pol, spec.env_id, seeds, kw, name=label)
+    trace_name, trace_kw = spec.trace(args)
+    if trace_name != env["trace"]:
+        raise ValueError(f"{doc_path}: trace {env['trace']!r} but these options give {trace_name!r}")
+    trace_ret = evaluate(pol, spec.env_id, (0,), {**kw, **trace_kw}, name=label).returns[0]
+    row = {"family": "learned", "returns": list(res.returns), "mean": res.mean, "ci95": res.ci95,
+           "trace_return": trace_ret, "eval_cpu_s": time.process_time() - c0, "eval_wall_s": time.perf_counter() - w0,
+           "policy_json": str(policy_json)}
+    for key, ref in (("best", env["best_reference"]), ("best_static", env.get("best_static"))):
+        if ref:
+            other = EvalResult(spec.env_id, ref, seeds, tuple(env["policies"][ref]["returns"]))
+            row[f"minus_{key}"], row[f"minus_{key}_ci95"] = paired_difference(res, other)
+    env["policies"][label] = row
+    env["warnings"] = _warnings(env["policies"])
+    doc["argv_added"] = [*doc.get("argv_added", []), f"--add {name} {label} {policy_json}"]
+    doc_path.write_text(json.dumps(doc, indent=2, sort_keys=True, default=str) + "\n")
+    (doc_path.parent / "leaderboard.md").write_text(_markdown(doc))
+    return row
 
 
 def _warnings(table: dict[str, dict[str, Any]]) -> list[str]:
@@ -342,7 +394,21 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--pd-trace", default="", help="Mooncake-format trace for PDRatio-v1 (default: the packaged sample)")
     p.add_argument("--pd-speedup", type=float, default=1.0, help="PDRatio-v1 trace replay speed-up")
     p.add_argument("--smoke", action="store_true", help="tiny episodes and budgets, for tests")
+    p.add_argument("--add", nargs=3, metavar=("ENV", "LABEL", "POLICY_JSON"),
+                   help="score one more policy file on the existing leaderboard in --out (same seeds and trace) "
+                        "instead of running one")
     args = p.parse_args(argv)
+    if args.add:
+        logging.basicConfig(level=logging.INFO, format="%(message)s")
+        env_name, label, path = args.add
+        if env_name not in SPECS:
+            p.error(f"--add: ENV must be one of {sorted(SPECS)}, got {env_name!r}")
+        try:
+            row = add_policy(Path(args.out) / "leaderboard.json", env_name, label, path, args)
+        except (OSError, ValueError) as exc:
+            p.error(str(exc))
+        log.info("%s %s: %.2f ± %.2f, trace %s", env_name, label, row["mean"], row["ci95"], row["trace_return"])
+        return 0
     if args.seeds < 2:
         p.error(f"--seeds must be >= 2 (a CI needs two), got {args.seeds}")
     args.ppo_steps = dict(args.ppo_steps)
