@@ -57,7 +57,7 @@ HELD_OUT_BASE = 10_000
 class RandomAction:
     """Uniformly random actions from one generator seeded at construction (deterministic over a run)."""
 
-    name = "random"
+    name = "uniform_random"
 
     def __init__(self, seed: int) -> None:
         self._rng = np.random.default_rng(seed)
@@ -234,8 +234,12 @@ def run_env(name: str, args: Any, out: Path) -> dict[str, Any]:
     held_out = tuple(HELD_OUT_BASE + k for k in range(args.seeds))
     rng = np.random.default_rng(args.seed)
     train_seed = int(rng.integers(0, 2**31 - 1))
-    rows: list[tuple[str, str, Any]] = [("random", "random", RandomAction(args.seed))]
+    rows: list[tuple[str, str, Any]] = [("uniform_random", "random", RandomAction(args.seed))]
     rows += spec.policies(train_seed)
+    labels = [r[0] for r in rows]
+    dup = sorted({lab for lab in labels if labels.count(lab) > 1})
+    if dup:
+        raise ValueError(f"{name}: policy labels must be unique, repeated: {dup}")
     training: dict[str, Any] = {}
     steps = args.ppo_steps.get(name, spec.default_ppo_steps)
     if steps > 0:
