@@ -1,4 +1,4 @@
-"""Shared helper of the envs: the delayed TTFT reward over calls routed but not yet started.
+"""Shared helpers of the envs: per-step TTFT / goodput / hit terms of the routed calls, the episode's workload.
 
 The envs drive `optsched.sim.Simulator` through its public stepping API (``router=None``,
 ``run_until_decision`` / ``apply``; `optsched.sim.stepping`), which runs the same event-loop body as
@@ -10,24 +10,119 @@ from __future__ import annotations
 import functools
 import gc
 
-from optsched.sim import Simulator
+from optsched.sim import SLO, Simulator
 from optsched.workload.gen_agentx import generate_agentx
 from optsched.workload.types import Workload
 
-__all__ = ["close_sim", "collect_ttft", "episode_workload", "gc_paused"]
+__all__ = ["DEFAULT_SLO", "INFO_TERMS", "StepTerms", "close_sim", "episode_workload", "gc_paused", "workload_for_reset"]
+
+RESET_OPTIONS = ("workload",)
 
 
-def collect_ttft(sim: Simulator, unstarted: list[int]) -> tuple[float, list[int]]:
-    """Sum of TTFT (s) over the calls (indices into ``sim.calls``) in ``unstarted`` that now have a
-    first token, and the indices that still have none."""
-    total, left = 0.0, []
-    for i in unstarted:
-        ttft = sim.ttft_s(i)
-        if ttft is None:
-            left.append(i)
-        else:
-            total += ttft
-    return total, left
+DEFAULT_SLO = SLO(ttft_s=2.0, tpot_s=0.05)  # experiments/routing_compare.py defaults
+
+INFO_TERMS = ("ttft_s", "first_tokens", "finished", "slo_met", "hit_hbm_tokens", "hit_dram_tokens",
+              "hit_ssd_tokens", "prefilled_tokens")
+"""Per-step ``info`` keys every call-level env reports (`StepTerms.terms`)."""
+
+
+class StepTerms:
+    """Per-step accounting of the calls an env released: TTFT, goodput and prefix-hit terms.
+
+    ``add(i)`` registers a released call (index into ``sim.calls``); `first_tokens` moves the calls
+    that got their first token since the last call to the running set and returns their TTFT sum (s;
+    the hot path of a step); `terms` then also counts the running calls that finished:
+
+    ================  ==========================================================================
+    key               definition (over the calls of this step)
+    ================  ==========================================================================
+    ttft_s            Σ TTFT (s, first token - release) of the calls whose first token came
+    first_tokens      number of those calls
+    finished          calls that finished (last output token)
+    slo_met           finished calls with TTFT <= ``slo.ttft_s`` and TPOT <= ``slo.tpot_s``
+                      (single-token calls by TTFT only): the ``goodput_calls_s`` numerator of
+                      `optsched.sim.metrics`
+    hit_*_tokens      Σ prompt tokens reused from HBM / DRAM / SSD by the calls whose first token
+                      came (`optsched.sim.result` ``hit_{hbm,dram,ssd}_tokens``)
+    prefilled_tokens  Σ prompt tokens those calls computed
+    ================  ==========================================================================
+
+    Summed over an episode, ``ttft_s`` is the run's total TTFT and ``slo_met`` its goodput count.
+    """
+
+    __slots__ = ("_hits", "_no_token", "_running", "_sim", "_slo")
+
+    def __init__(self, sim: Simulator, slo) -> None:
+        self._sim, self._slo = sim, slo
+        self._no_token: list[int] = []
+        self._running: list[int] = []
+        self._hits = [0, 0, 0, 0, 0]  # first tokens, hbm, dram, ssd, prefilled since the last `terms`
+
+    def add(self, i: int) -> None:
+        self._no_token.append(i)
+
+    def first_tokens(self) -> float:
+        sim, total, left, hits = self._sim, 0.0, [], self._hits
+        for i in self._no_token:
+            ttft = sim.ttft_s(i)
+            if ttft is None:
+                left.append(i)
+            else:
+                total += ttft
+                self._running.append(i)
+                h = sim.call_tokens(i)
+                hits[0] += 1
+                hits[1] += h[0]
+                hits[2] += h[1]
+                hits[3] += h[2]
+                hits[4] += h[3]
+        self._no_token = left
+        return total
+
+    def terms(self, ttft_s: float) -> dict[str, float | int]:
+        """The step's info terms (table above); ``ttft_s`` is what `first_tokens` returned."""
+        sim, slo, still, finished, met = self._sim, self._slo, [], 0, 0
+        for i in self._running:
+            ttft, tpot, fin = sim.call_timing(i)
+            if fin < 0:
+                still.append(i)
+                continue
+            finished += 1
+            met += ttft <= slo.ttft_s and tpot <= slo.tpot_s
+        self._running = still
+        h = self._hits
+        out = {"ttft_s": float(ttft_s), "first_tokens": h[0], "finished": finished, "slo_met": met,
+               "hit_hbm_tokens": h[1], "hit_dram_tokens": h[2], "hit_ssd_tokens": h[3], "prefilled_tokens": h[4]}
+        self._hits = [0, 0, 0, 0, 0]
+        return out
+
+
+def workload_for_reset(fixed: Workload | None, seed: int | None, options: dict | None) -> Workload | None:
+    """The fixed workload of the episode a ``reset(seed=seed, options=options)`` starts, or None (generate one).
+
+    ``options={"workload": wl}`` (an optsched `Workload`) serves ``wl`` in this episode only, over a
+    constructor ``fixed`` one; the seed then still seeds ``np_random`` for later generated episodes.
+    A constructor workload is the same in every episode and the envs draw nothing else at random, so
+    ``reset(seed=s)`` with ``s`` not None and no per-episode workload is rejected rather than ignored.
+
+    Raises:
+        ValueError: an unknown option key, an option workload that is not a `Workload`, or a seed
+            given to an env built with a fixed workload.
+    """
+    options = dict(options or {})
+    unknown = sorted(set(options) - set(RESET_OPTIONS))
+    if unknown:
+        raise ValueError(f"reset options: unknown key(s) {unknown}; accepted: {list(RESET_OPTIONS)}")
+    wl = options.get("workload")
+    if wl is not None:
+        if not isinstance(wl, Workload):
+            raise ValueError(f"reset options['workload'] must be an optsched Workload, got {type(wl).__name__}")
+        return wl
+    if fixed is not None and seed is not None:
+        raise ValueError(f"reset(seed={seed!r}): this env was built with a fixed workload ({fixed.name!r}), which "
+                         "no seed changes; call reset(seed=None), or build the env without `workload` (generated "
+                         "episodes) or pass a workload per episode with reset(options={'workload': ...})")
+    return fixed
 
 
 def episode_workload(fixed: Workload | None, n_sessions: int, rng, variant: str, cost_models) -> Workload:

@@ -9,7 +9,7 @@ import gymnasium as gym
 import numpy as np
 import pandas as pd
 from gymnasium import spaces
-from optsched.envs._stepper import close_sim, episode_workload, gc_paused
+from optsched.envs._stepper import close_sim, episode_workload, gc_paused, workload_for_reset
 
 from optsched.policies.admission_menu import MENU, MenuAdmission
 from optsched.policies.router_round_robin import RoundRobinRouter
@@ -91,17 +91,22 @@ class AdmissionEnv(gym.Env):
     its TTFT minus what it already added. Dense (TTFT = ∫ calls waiting dt, Little's law), and the
     episode return is exactly minus the total TTFT, as under ``"ttft"``.
     ``info`` reports the terms every step: ``ttft_s`` (sum), ``first_tokens``, ``finished``,
-    ``slo_met``, ``waiting_s``.
+    ``slo_met``, ``hit_hbm_tokens`` / ``hit_dram_tokens`` / ``hit_ssd_tokens`` / ``prefilled_tokens``
+    (the `optsched.envs._stepper.StepTerms` definitions), ``waiting_s``, ``now_s``.
+    Reward scale (default env, random actions, seeds 0-2, about 690 steps per episode): ``"ttft"`` per
+    step mean -0.22 s, std 0.96 s (half the steps 0); ``"waiting"`` the same mean, std 0.27 s (dense);
+    ``"goodput"`` mean 0.5 calls, std 0.66; returns about -149 s (TTFT) and 344 calls (goodput).
 
     ## Episode end
 
-    Terminated when every call finished. Truncated by the registered ``max_episode_steps``.
+    Terminated when every call finished (no registered step limit); ``reset(options={"workload": wl})``
+    serves ``wl`` in that episode.
 
     ## Arguments
 
     ``n_sessions`` (int >= 1, default 8), ``variant`` ("256k" or "full"), ``cluster`` (colocated
-    instances, no lockstep groups; default `admission_cluster`), ``workload`` (fixed; the seed then
-    changes nothing), ``router_factory`` (callable returning a `Router`), ``reward_mode``, ``slo``
+    instances, no lockstep groups; default `admission_cluster`), ``workload`` (fixed; ``reset(seed=s)`` is then
+    rejected), ``router_factory`` (callable returning a `Router`), ``reward_mode``, ``slo``
     (`SLO`), ``k_prefills`` (int >= 1, rows of ``"prefills"``), ``concurrency`` (as ``simulate``).
     Raises ``ValueError`` naming the argument on a bad value.
     """
@@ -145,9 +150,10 @@ class AdmissionEnv(gym.Env):
     # ---- gymnasium API -----------------------------------------------------------------------
     @gc_paused
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        fixed = workload_for_reset(self.fixed_workload, seed, options)
         super().reset(seed=seed)
         close_sim(self._sim)
-        wl = episode_workload(self.fixed_workload, self.n_sessions, self.np_random, self.variant, self._cost_models)
+        wl = episode_workload(fixed, self.n_sessions, self.np_random, self.variant, self._cost_models)
         self._rule = MenuAdmission()
         self._sim = AdmissionSimulator(wl, self.cluster, router=self.router_factory(), admission=self._rule,
                                        slo=self.slo, cost_models=self._cost_models, concurrency=self.concurrency)
@@ -201,6 +207,7 @@ class AdmissionEnv(gym.Env):
         ttft_sum, first, left = 0.0, 0, []
         now, acc = float(sim.now_s), self._accrued
         dt, waiting = now - self._t_prev, 0.0
+        hits = [0, 0, 0, 0]  # hbm, dram, ssd, prefilled tokens of the calls whose first token came
         for i in self._no_token:
             ttft, _, _ = sim.call_timing(i)
             if ttft < 0:
@@ -213,6 +220,9 @@ class AdmissionEnv(gym.Env):
             else:
                 ttft_sum += ttft
                 first += 1
+                h = sim.call_tokens(i)
+                for k in range(4):
+                    hits[k] += h[k]
                 waiting += ttft - acc.pop(i, 0.0)
                 self._running.append(i)
         self._no_token, self._t_prev = left, now
@@ -227,7 +237,8 @@ class AdmissionEnv(gym.Env):
                 met += 1
         self._running = still
         return {"ttft_s": ttft_sum, "first_tokens": first, "finished": finished, "slo_met": met,
-                "waiting_s": waiting, "now_s": now}
+                "hit_hbm_tokens": hits[0], "hit_dram_tokens": hits[1], "hit_ssd_tokens": hits[2],
+                "prefilled_tokens": hits[3], "waiting_s": waiting, "now_s": now}
 
     def _obs(self) -> dict[str, np.ndarray]:
         if self._dec is None:

@@ -14,6 +14,8 @@ policy                                 action at each step
                                        the env's decision kind (router / admission), then as below
 object with ``route`` (a `Router`)     ``route(env.current_call, env.cluster_view)`` (Routing-v0)
 object with ``select`` (`Admission`)   the env plans the step with it (``AdmissionEnv.step_with``)
+object with ``act_in``                 ``act_in(env, obs)`` (a planner that reads the live env, e.g.
+                                       `optsched.envs.pd_fluid_policies.FluidMPC`)
 object with ``act``                    ``act(obs)``
 callable                               ``policy(obs)``
 =====================================  ===============================================================
@@ -39,7 +41,8 @@ from optsched import replicate
 __all__ = ["DECISION_KIND", "EvalResult", "evaluate", "mean_ci", "paired_difference"]
 
 DECISION_KIND = {"optsched/Routing-v0": "router", "optsched/Admission-v0": "admission",
-                 "optsched/KVResidency-v0": "residency", "optsched/PDRatio-v0": "pd_ratio"}
+                 "optsched/KVResidency-v0": "residency", "optsched/PDRatio-v0": "pd_ratio",
+                 "optsched/PDRatio-v1": "pd_ratio"}
 
 
 def mean_ci(x: Sequence[float], level: float = 0.95) -> tuple[float, float]:
@@ -113,6 +116,8 @@ def _actor(policy: Any, env: gym.Env, env_id: str, seed: int) -> Callable[[Any],
         if not hasattr(env, "step_with"):
             raise ValueError(f"an Admission rule acts only in Admission-v0, not {env_id}")
         return lambda obs: ("with", policy)
+    if hasattr(policy, "act_in"):
+        return lambda obs: policy.act_in(env, obs)
     if hasattr(policy, "act"):
         return policy.act
     if callable(policy):
@@ -144,7 +149,8 @@ def evaluate(policy: Any, env_id: str, seeds: Sequence[int], env_kwargs: Mapping
     env = gym.make(env_id, **dict(env_kwargs or {})).unwrapped
     out = []
     for seed in seeds:
-        obs, _ = env.reset(seed=seed)
+        # a fixed workload (a trace) takes no seed (`workload_for_reset`): its one episode is the same
+        obs, _ = env.reset(seed=None if getattr(env, "fixed_workload", None) is not None else seed)
         act = _actor(policy, env, env_id, seed)
         total, done = 0.0, False
         while not done:

@@ -5,6 +5,8 @@ Usage::
 
     python experiments/train_ppo.py --out runs/train_ppo [--routing-steps 30000] [--admission-steps 30000]
         [--seed 1] [--eval-seeds 10] [--env both|routing|admission] [--smoke]
+        [--learning-rate F] [--gamma F] [--ent-coef F] [--target-kl F] [--num-envs N] [--num-steps N]
+        [--update-epochs N] [--hidden N]   (PPO overrides; unset: the per-env settings below)
 
 Writes to ``--out``: ``results.json`` (per policy: returns per held-out seed, mean, 95% Student-t CI,
 paired difference to the baseline round_robin / fcfs), ``table.md``, ``curves.png`` (episode return
@@ -49,6 +51,14 @@ class Config:
                            "split the work)")
     smoke: bool = arg(False, "tiny run for tests: 1 session per episode, 2 envs x 64 steps per PPO batch, no "
                              "real-trace evaluation")
+    learning_rate: float = arg(0.0, "PPO Adam step size; 0: the env's setting (Routing 2e-3, Admission 1e-3)", at_least=0.0)
+    gamma: float = arg(-1.0, "PPO discount; -1: the env's setting (Routing 0.9, Admission 1.0)")
+    ent_coef: float = arg(-1.0, "PPO entropy coefficient; -1: the env's setting (0 for both)")
+    target_kl: float = arg(0.0, "stop an update's epochs once the approximate KL exceeds this; 0: never", at_least=0.0)
+    num_envs: int = arg(0, "parallel envs per PPO rollout; 0: the PPO default (4)", at_least=0)
+    num_steps: int = arg(0, "rollout length per env; 0: the PPO default (128)", at_least=0)
+    update_epochs: int = arg(0, "epochs per rollout; 0: the PPO default (4)", at_least=0)
+    hidden: int = arg(0, "hidden width of actor and critic; 0: the PPO default (64)", at_least=0)
 
     def __post_init__(self) -> None:
         if self.env not in ("routing", "admission", "both"):
@@ -121,7 +131,7 @@ def _json_round_trip(path: Path) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    cfg = parse_config(config_parser(Config, __doc__.splitlines()[0]), Config, argv)
+    cfg = parse_config(config_parser(Config, " ".join(__doc__.split("\n\n")[0].split())), Config, argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     import matplotlib
 
@@ -149,6 +159,12 @@ def main(argv: list[str] | None = None) -> int:
             kw["n_sessions"] = 1
         steps = cfg.routing_steps if "Routing" in env_id else cfg.admission_steps
         ppo = dict(spec["ppo"])
+        for key, unset in (("learning_rate", 0.0), ("gamma", -1.0), ("ent_coef", -1.0), ("num_envs", 0),
+                           ("num_steps", 0), ("update_epochs", 0), ("hidden", 0)):
+            if getattr(cfg, key) != unset:
+                ppo[key] = getattr(cfg, key)
+        if cfg.target_kl > 0:
+            ppo["target_kl"] = cfg.target_kl
         if cfg.smoke:
             ppo.update(num_envs=2, num_steps=64)
         args = Args(env_id=env_id, env_kwargs={**kw, **spec["train_kwargs"]}, seed=cfg.seed, total_timesteps=steps, **ppo)

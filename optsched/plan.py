@@ -43,6 +43,8 @@ POLICY_CLASSES: dict[tuple[str, str], str] = {
     ("routing", "mlp"): "optsched.policies.router_mlp:MLPRouter",
     ("routing", "assignment"): "optsched.plan:build_assignment_router",
     ("pd_ratio", "counts"): "optsched.plan:build_pd_cluster",
+    ("pd_ratio", "obs_mlp"): "optsched.policies.obs_mlp:ObsMLPPolicy",
+    ("residency", "obs_mlp"): "optsched.policies.obs_mlp:ObsMLPPolicy",
 }
 
 

@@ -59,7 +59,12 @@ def test_every_named_file_exists_or_is_written_earlier():
         argv = _argv(line)
         if argv[0] == "make":
             continue
-        if argv[0].endswith("python"):
+        if argv[0].endswith("python") and argv[1] == "-m":  # a module: it must import
+            import importlib.util
+
+            assert importlib.util.find_spec(argv[2]) is not None, line
+            argv = argv[3:]
+        elif argv[0].endswith("python"):
             assert (ROOT / argv[1]).is_file(), line
             argv = argv[2:]
         for i, tok in enumerate(argv):
@@ -67,6 +72,8 @@ def test_every_named_file_exists_or_is_written_earlier():
             if prev in OUTPUT_OPTIONS:
                 written.add(tok.rstrip("/"))
                 continue
+            if prev == "--env-id":
+                continue  # a Gymnasium env id (optsched/Routing-v0), not a path
             if tok.startswith("-") or "=" in tok or ":" in tok or not PATHLIKE.search(tok):
                 continue  # an option, a key=value or a generator spec, or not a path
             if not (ROOT / tok).exists() and tok.rstrip("/") not in written \

@@ -2,7 +2,9 @@
 
 Routing-v0 actors become ``{"kind": "routing", "type": "mlp"}`` (`optsched.policies.router_mlp.MLPRouter`,
 a simulator `Router`; ``Args.arch`` "flat" or "per_instance"); Admission-v0 actors ``{"kind": "admission", "type": "mlp"}``
-(`optsched.policies.admission_mlp.MLPAdmission`, acting on the Admission-v0 observation).
+(`optsched.policies.admission_mlp.MLPAdmission`, acting on the Admission-v0 observation); KVResidency-v0
+and PDRatio actors ``{"kind": "residency" / "pd_ratio", "type": "obs_mlp"}``
+(`optsched.policies.obs_mlp.ObsMLPPolicy`, acting on the env's flattened observation).
 """
 
 from __future__ import annotations
@@ -10,7 +12,6 @@ from __future__ import annotations
 from typing import Any
 
 from optsched.agents.ppo import Agent, Args, _git_revision, actor_mlp
-
 from optsched.plan import Plan, Provenance
 
 __all__ = ["learned_plan"]
@@ -35,4 +36,14 @@ def learned_plan(agent: Agent, args: Args, env: Any) -> Plan:
 
         adm = MLPAdmission(mlp, args.action_subset)
         return Plan("admission", "mlp", {**adm.to_parameters(), "env_id": args.env_id}, prov)
-    raise ValueError(f"no learned-policy export for {args.env_id!r} (Routing-v0 and Admission-v0 only)")
+    kind = next((k for tag, k in _OBS_KINDS if tag in args.env_id), None)
+    if kind is not None:
+        from optsched.policies.obs_mlp import ObsMLPPolicy
+
+        pol = ObsMLPPolicy(mlp, args.action_subset, args.env_id)
+        return Plan(kind, "obs_mlp", pol.to_parameters(), prov)
+    raise ValueError(f"no learned-policy export for {args.env_id!r} (Routing, Admission, KVResidency, PDRatio envs)")
+
+
+# env id fragment -> plan kind of the actors exported as `optsched.policies.obs_mlp.ObsMLPPolicy`
+_OBS_KINDS = (("KVResidency", "residency"), ("PDRatio", "pd_ratio"))

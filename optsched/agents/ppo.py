@@ -17,37 +17,77 @@ inputs and log-probabilities stay consistent). Observations are flattened with
 ``action_subset[j]``). The critic is always a flat MLP (it is not exported). Both actors export to
 `optsched.policies.mlp.MLP` with the frozen normalization (`actor_mlp`). The vector env resets in
 the same step (``AutoresetMode.SAME_STEP``), so a done step's successor observation is the next
-episode's first. ``train(args)`` returns the trained `Agent` and a log ``{"global_step",
-"episode_return" (training reward), "episode_ttft" (-Σ TTFT of the episode, s, from ``info["ttft_s"]``),
-"loss", ...}``; `write_provenance` records config, argv, git revision, versions and seed.
+episode's first. A step cut by a time limit (``truncated`` and not ``terminated``; the optsched ids
+register none, a caller's ``max_episode_steps`` does) is bootstrapped: ``gamma · V(final_obs)`` is added to
+its reward (Pardo et al., "Time Limits in Reinforcement Learning", ICML 2018), so truncation is not
+learned as termination. ``Args.target_kl`` stops an update's epochs early once the approximate KL
+(CleanRL's k3 estimator) exceeds it. ``train(args)`` returns the trained `Agent` and a log
+``{"global_step", "episode_return" (training reward), "episode_ttft" (-Σ TTFT of the episode, s, from
+``info["ttft_s"]``), "loss", "entropy", "approx_kl", "clip_frac" (share of samples whose ratio left the
+clip range), "explained_variance" (of the returns by the values), "sps" (env steps per wall-clock
+second: logged, never used), "truncations"}``; `write_provenance` records config, argv, git revision,
+versions and seed. ``python -m optsched.agents --help``: one flag per `Args` field (`optsched.agents.__main__`).
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import logging
 import platform
 import subprocess
 import sys
-from dataclasses import asdict, dataclass, field
+import time
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 import torch
-from optsched.agents.normalize import RunningMeanStd, normalize
 from torch import nn
 
+from optsched.agents.normalize import RunningMeanStd, normalize
 from optsched.policies.mlp import MLP
 from optsched.policies.routing_features import N_CALL_FEATURES, N_INSTANCE_FEATURES
 
-__all__ = ["ARCHS", "Agent", "Args", "actor_mlp", "make_vec_env", "train", "write_provenance"]
+__all__ = ["ARCHS", "ARG_HELP", "Agent", "Args", "actor_mlp", "arg_parser", "make_vec_env", "train",
+           "write_provenance"]
 
 log = logging.getLogger(__name__)
 
 ARCHS = ("flat", "per_instance")
 REWARD_CLIP = 10.0  # CleanRL / gymnasium NormalizeReward clip of the scaled reward
+
+
+ARG_HELP = {
+    "env_id": "registered env id (optsched/Routing-v0, KVResidency-v0, Admission-v0, PDRatio-v0 / -v1)",
+    "env_kwargs": "JSON object of env constructor arguments, e.g. '{\"n_sessions\": 2}'",
+    "seed": "seed of torch, the minibatch shuffles and the training episodes' seeds",
+    "total_timesteps": "env steps to train for (rounded down to whole rollouts of num_envs x num_steps)",
+    "num_envs": "parallel envs of the synchronous vector env",
+    "num_steps": "rollout length per env per update",
+    "learning_rate": "Adam step size (annealed linearly to 0 unless --no-anneal-lr)",
+    "anneal_lr": "anneal the learning rate linearly to 0",
+    "gamma": "discount factor",
+    "gae_lambda": "GAE lambda",
+    "num_minibatches": "minibatches per epoch (must divide num_envs x num_steps)",
+    "update_epochs": "epochs over each rollout",
+    "clip_coef": "PPO ratio clip",
+    "ent_coef": "entropy bonus coefficient",
+    "vf_coef": "value-loss coefficient",
+    "max_grad_norm": "global gradient-norm clip",
+    "hidden": "width of the two tanh hidden layers (actor and critic)",
+    "reward_scale": "factor on the (normalized) reward",
+    "norm_obs": "normalize observations by running mean/std (frozen per rollout, exported with the actor)",
+    "norm_reward": "scale rewards by the running std of the discounted return",
+    "obs_clip": "clip of the normalized observation",
+    "arch": "actor architecture: flat (MLP over the whole observation) or per_instance (Routing only)",
+    "action_subset": "env actions the actor chooses among (default: all)",
+    "torch_threads": "torch intra-op threads",
+    "target_kl": "stop an update's epochs once the approximate KL exceeds this (default: never)",
+}
+"""Command-line help of each `Args` field (`arg_parser`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +118,7 @@ class Args:
     arch: str = "flat"
     action_subset: tuple[int, ...] | None = None  # env actions the actor chooses among (None: all)
     torch_threads: int = 1
+    target_kl: float | None = None  # stop the epochs of an update once the approximate KL exceeds it (None: never)
 
     def __post_init__(self) -> None:
         for name in ("total_timesteps", "num_envs", "num_steps", "num_minibatches", "update_epochs", "hidden",
@@ -93,6 +134,8 @@ class Args:
                 raise ValueError(f"Args.{name} must be > 0, got {getattr(self, name)!r}")
         if not (0 <= self.gamma <= 1 and 0 <= self.gae_lambda <= 1):
             raise ValueError(f"Args.gamma and gae_lambda must lie in [0, 1], got {self.gamma}, {self.gae_lambda}")
+        if self.target_kl is not None and not (isinstance(self.target_kl, (int, float)) and self.target_kl > 0):
+            raise ValueError(f"Args.target_kl must be None or > 0, got {self.target_kl!r}")
         if self.arch not in ARCHS:
             raise ValueError(f"Args.arch must be one of {ARCHS}, got {self.arch!r}")
         if self.action_subset is not None and (len(self.action_subset) < 2 or len(set(self.action_subset)) != len(
@@ -246,7 +289,9 @@ def train(args: Args) -> tuple[Agent, dict[str, list[float]]]:
     act_buf = torch.zeros((S, N), dtype=torch.long)
     logp_buf, rew_buf, done_buf, val_buf = (torch.zeros((S, N)) for _ in range(4))
     logs: dict[str, list[float]] = {"global_step": [], "episode_return": [], "episode_ttft": [], "update_step": [],
-                                    "loss": [], "entropy": [], "approx_kl": []}
+                                    "loss": [], "entropy": [], "approx_kl": [], "clip_frac": [],
+                                    "explained_variance": [], "sps": [], "truncations": []}
+    t_start = time.perf_counter()  # SPS only (logged, never used in a computation)
     global_step = 0
     seeds = [int(s) for s in rng.integers(0, 2**31 - 1, N)]
     raw_obs, _ = envs.reset(seed=seeds)
@@ -275,6 +320,13 @@ def train(args: Args) -> tuple[Agent, dict[str, list[float]]]:
                 r = np.clip(r / ret_rms.std, -REWARD_CLIP, REWARD_CLIP)
                 disc_ret[done] = 0.0
             rew_buf[step] = torch.as_tensor(r * args.reward_scale, dtype=torch.float32)
+            cut = np.flatnonzero(np.logical_and(trunc, np.logical_not(term)))
+            if cut.size:  # time-limit truncation: bootstrap gamma * V(cut-off state) (Pardo et al., 2018)
+                final = np.stack([info["final_obs"][k] for k in cut])
+                with torch.no_grad():
+                    v_cut = agent.value(agent.prepare(final)).flatten()
+                rew_buf[step, cut] += args.gamma * v_cut
+                logs["truncations"].append(float(cut.size))
             next_obs = agent.prepare(raw_obs)
             next_done = torch.as_tensor(done, dtype=torch.float32)
             ttft = dict(_final_infos(info, "episode_ttft"))
@@ -296,12 +348,17 @@ def train(args: Args) -> tuple[Agent, dict[str, list[float]]]:
         b_obs, b_act, b_logp = obs_buf.reshape(-1, *unit_shape), act_buf.reshape(-1), logp_buf.reshape(-1)
         b_adv, b_ret = adv.reshape(-1), ret.reshape(-1)
         mb = args.batch_size // args.num_minibatches
+        clip_fracs, kl = [], 0.0
         for _ in range(args.update_epochs):
             perm = torch.as_tensor(rng.permutation(args.batch_size))
             for start in range(0, args.batch_size, mb):
                 idx = perm[start:start + mb]
                 _, newlogp, ent, newv = agent.action_and_value(b_obs[idx], b_act[idx])
-                ratio = (newlogp - b_logp[idx]).exp()
+                logratio = newlogp - b_logp[idx]
+                ratio = logratio.exp()
+                with torch.no_grad():  # CleanRL: the k3 estimator of KL(old || new) and the clipped share
+                    kl = float(((ratio - 1) - logratio).mean())
+                    clip_fracs.append(float(((ratio - 1.0).abs() > args.clip_coef).float().mean()))
                 a = b_adv[idx]
                 a = (a - a.mean()) / (a.std() + 1e-8)
                 pg = torch.max(-a * ratio, -a * ratio.clamp(1 - args.clip_coef, 1 + args.clip_coef)).mean()
@@ -311,16 +368,24 @@ def train(args: Args) -> tuple[Agent, dict[str, list[float]]]:
                 loss.backward()
                 nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
                 opt.step()
+            if args.target_kl is not None and kl > args.target_kl:
+                break
         if args.norm_obs:
             obs_rms.update(np.concatenate(raw_units))
-        with torch.no_grad():
-            kl = float(((ratio - 1) - (newlogp - b_logp[idx])).mean())
+        y_pred, y_true = val_buf.reshape(-1).numpy(), b_ret.numpy()
+        var_y = float(np.var(y_true))
+        ev = float("nan") if var_y == 0 else 1.0 - float(np.var(y_true - y_pred)) / var_y
+        sps = global_step / max(time.perf_counter() - t_start, 1e-9)
         logs["update_step"].append(global_step)
         logs["loss"].append(float(loss.detach()))
         logs["entropy"].append(float(ent.mean().detach()))
         logs["approx_kl"].append(kl)
-        log.info("iter %d/%d step %d loss %.4f entropy %.3f", it + 1, args.num_iterations, global_step,
-                 float(loss.detach()), float(ent.mean().detach()))
+        logs["clip_frac"].append(float(np.mean(clip_fracs)))
+        logs["explained_variance"].append(ev)
+        logs["sps"].append(sps)
+        log.info("iter %d/%d step %d loss %.4f entropy %.3f approx_kl %.4f clip_frac %.3f explained_var %.3f SPS %.0f",
+                 it + 1, args.num_iterations, global_step, float(loss.detach()), float(ent.mean().detach()), kl,
+                 logs["clip_frac"][-1], ev, sps)
     envs.close()
     return agent, logs
 
@@ -346,4 +411,27 @@ def write_provenance(out_dir: str | Path, args: Args, extra: dict[str, Any] | No
            **(extra or {})}
     p = out / "provenance.json"
     p.write_text(json.dumps(doc, indent=2, sort_keys=True, default=str) + "\n")
+    return p
+
+
+def arg_parser() -> argparse.ArgumentParser:
+    """One ``--flag`` per `Args` field (CleanRL style; defaults shown), plus ``--out``."""
+    p = argparse.ArgumentParser(prog="python -m optsched.agents",
+                                description="Train the reference PPO on an optsched env and export its actor as "
+                                            "an optsched.policy/v1 JSON (weights inline).",
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    defaults = Args()
+    for f in fields(Args):
+        flag, d, text = "--" + f.name.replace("_", "-"), getattr(defaults, f.name), ARG_HELP[f.name]
+        if isinstance(d, bool):
+            p.add_argument(flag, action=argparse.BooleanOptionalAction, default=d, help=text)
+        elif f.name == "env_kwargs":
+            p.add_argument(flag, type=json.loads, default={}, help=text)
+        elif f.name == "action_subset":
+            p.add_argument(flag, type=int, nargs="+", default=None, help=text)
+        elif f.name == "target_kl":
+            p.add_argument(flag, type=float, default=None, help=text)
+        else:
+            p.add_argument(flag, type=type(d), default=d, help=text)
+    p.add_argument("--out", default="runs/ppo", help="folder for policy.json, train_log.json and provenance.json")
     return p

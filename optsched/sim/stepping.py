@@ -132,6 +132,15 @@ class SteppingMixin:
         out = s.call.output_tokens
         return ttft, ((s.finish_s - s.first_token_s) / (out - 1) if out > 1 else 0.0), s.finish_s
 
+    def call_tokens(self, call_index: int | np.integer) -> tuple[int, int, int, int]:
+        """``(hit_hbm, hit_dram, hit_ssd, prefilled)`` tokens of a call's latest admission (the
+        `optsched.sim.result` columns ``hit_*_tokens`` / ``prefilled_tokens``; 0 before its prefill
+        completed)."""
+        s = self._seqs[operator.index(call_index)]
+        if s is None:
+            return 0, 0, 0, 0
+        return s.hit_hbm, s.hit_dram, s.hit_ssd, s.prefilled
+
     def calls_frame(self) -> pd.DataFrame:
         """Per-call table (`optsched.sim.result.CALL_COLUMNS`) of the calls released so far."""
         return calls_frame(self._seqs, self._driver.calls)

@@ -9,10 +9,10 @@ import math
 import gymnasium as gym
 import numpy as np
 import pytest
+
 from optsched.agents.export import learned_plan
 from optsched.agents.normalize import RunningMeanStd
 from optsched.agents.ppo import Args, train
-
 from optsched.export import plan_from_json, plan_to_json
 from optsched.policies.mlp import MLP
 from optsched.policies.router_mlp import MLPRouter

@@ -14,6 +14,7 @@ SMALL = {
     "optsched/KVResidency-v0": {"n_sessions": 1},
     "optsched/Admission-v0": {"n_sessions": 2},
     "optsched/PDRatio-v0": {"horizon_s": 30.0, "mean_rate_per_s": 4.0, "interval_s": 10.0},
+    "optsched/PDRatio-v1": {"horizon_s": 300.0},
 }
 
 

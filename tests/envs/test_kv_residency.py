@@ -27,7 +27,7 @@ def _rollout(env, seed, actions):
     return obs_list, rewards
 
 
-def test_check_env_and_make():
+def test_check_env_and_make_without_step_limit():
     check_env(KVResidencyEnv(n_sessions=1), skip_render_check=True)
     env = gym.make(KV_RESIDENCY_ID, n_sessions=1)
     assert env.spec.max_episode_steps == KV_RESIDENCY_MAX_EPISODE_STEPS
@@ -73,7 +73,7 @@ def test_ttl_policy_choices_reproduce_simulator_run():
     assert len(menu) >= 3  # several distinct TTLs
     ref = simulate(wl, cluster, router=CacheAwareRouter(), residency=policy)
     env = KVResidencyEnv(workload=wl, cluster=cluster, decisions=menu)
-    env.reset(seed=0)
+    env.reset()
     done, ret = False, 0.0
     while not done:
         _, r, done, _, _ = env.step(menu.index(per_call[env.current_call.call_id]))

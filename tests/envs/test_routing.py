@@ -38,7 +38,7 @@ def test_check_env_passes():
     check_env(RoutingEnv(n_sessions=1), skip_render_check=True)
 
 
-def test_make_registered_with_episode_limit():
+def test_make_registered_without_episode_limit():
     env = gym.make(ROUTING_ID, n_sessions=1)
     assert env.spec.max_episode_steps == ROUTING_MAX_EPISODE_STEPS
     obs, info = env.reset(seed=3)
@@ -102,7 +102,7 @@ def test_cache_aware_choices_reproduce_simulator_run():
     ref = simulate(wl, cluster, router=CacheAwareRouter(cfg)).calls
     env = RoutingEnv(workload=wl, cluster=cluster)
     router = CacheAwareRouter(cfg)
-    env.reset(seed=0)
+    env.reset()
     done, ret = False, 0.0
     while not done:
         _, r, done, _, _ = env.step(router.route(env.current_call, env.cluster_view))

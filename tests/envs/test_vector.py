@@ -113,7 +113,10 @@ def test_prefetched_resets_change_nothing():
     ref = gym.make_vec(RID, num_envs=2, vectorization_mode="sync", **KW)
     bat = BatchedVectorEnv(RID, 2, **KW)
     n = bat.single_action_space.n
-    for seed, opts in ((3, None), (None, None), (None, {"x": 1}), (11, None), (None, None)):
+    from optsched.workload import generate_agentx
+
+    wl = generate_agentx(1, np.random.default_rng(9), variant="256k", max_context_tokens=131_072)
+    for seed, opts in ((3, None), (None, None), (None, {"workload": wl}), (11, None), (None, None)):
         _same(ref.reset(seed=seed, options=opts)[0], bat.reset(seed=seed, options=opts)[0])
         for k in range(400):  # until an episode ends on this step, so its reset is prefetched
             acts = np.array([(k + i) % n for i in range(2)], dtype=np.int64)

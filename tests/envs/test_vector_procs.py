@@ -291,7 +291,10 @@ def test_payloads_larger_than_a_pipe_buffer_do_not_hang():
     after signalling the other, so one over the pipe's 64 KiB buffer cannot block against a semaphore wait."""
     sh = ShardedVectorEnv(RID, 2, 2, **KW)
     try:
-        sh.reset(seed=0, options={"pad": "x" * 3_000_000})
+        from optsched.workload.samples import mooncake_sample
+
+        wl = mooncake_sample(load=True)  # 2,000 calls with their block hashes: over 64 KiB pickled
+        sh.reset(seed=0, options={"workload": wl})
         models = sh.get_attr("_cost_models")  # ~0.4 MB pickled per sub-env
         assert len(models) == 2 and all(len(m) == 1 for m in models)
         assert sh.call("__eq__", np.zeros(100_000)) == (NotImplemented, NotImplemented)

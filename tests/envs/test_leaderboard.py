@@ -1,0 +1,54 @@
+"""`python -m optsched.envs.leaderboard` at smoke size: every family scored, JSON and Markdown written."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from optsched.envs.leaderboard import main
+
+
+def test_pdratio_leaderboard_smoke(tmp_path):
+    assert main(["--smoke", "--envs", "pdratio", "--seeds", "2", "--ppo-steps", "pdratio=64", "--out", str(tmp_path)]) == 0
+    doc = json.loads((tmp_path / "leaderboard.json").read_text())
+    env = doc["envs"]["pdratio"]
+    fams = {row["family"] for row in env["policies"].values()}
+    assert fams == {"random", "heuristic", "derived", "oracle", "learned"}
+    assert {f"static_{k}p" for k in range(1, 8)} <= set(env["policies"])
+    for row in env["policies"].values():
+        assert len(row["returns"]) == 2 and row["trace_return"] is not None
+    best = env["best_reference"]
+    assert env["policies"][best]["minus_best"] == 0.0
+    assert env["training"]["ppo"]["steps"] == 64 and env["training"]["ppo"]["cpu_s"] > 0
+    md = (tmp_path / "leaderboard.md").read_text()
+    assert "optsched/PDRatio-v1" in md and "| ppo | learned |" in md
+
+
+def test_bad_arguments_exit_2(tmp_path):
+    with pytest.raises(SystemExit) as e:
+        main(["--seeds", "1", "--out", str(tmp_path)])
+    assert e.value.code == 2
+    with pytest.raises(SystemExit) as e:
+        main(["--ppo-steps", "nosuchenv=5", "--out", str(tmp_path)])
+    assert e.value.code == 2
+
+
+def test_add_scores_a_policy_file_on_an_existing_leaderboard(tmp_path):
+    from optsched.envs.pd_fluid_policies import FluidMPC
+
+    from optsched.agents.imitation import dagger
+    from optsched.export import dump_policy
+    from optsched.plan import Plan
+
+    out = tmp_path / "lb"
+    assert main(["--smoke", "--envs", "pdratio", "--seeds", "2", "--ppo-steps", "pdratio=0", "--out", str(out)]) == 0
+    learner, _ = dagger("optsched/PDRatio-v1", FluidMPC(1, "oracle"), [1], rounds=1, env_kwargs={"horizon_s": 100.0},
+                        epochs=2)
+    path = dump_policy(Plan("pd_ratio", "obs_mlp", learner.to_parameters()), tmp_path / "dagger.json")
+    assert main(["--smoke", "--out", str(out), "--add", "pdratio", "dagger", str(path)]) == 0
+    env = json.loads((out / "leaderboard.json").read_text())["envs"]["pdratio"]
+    row = env["policies"]["dagger"]
+    assert row["family"] == "learned" and len(row["returns"]) == 2 and "minus_best_static" in row
+    assert "| dagger | learned |" in (out / "leaderboard.md").read_text()
+    with pytest.raises(SystemExit):
+        main(["--smoke", "--out", str(out), "--add", "pdratio", "dagger", str(path)])  # already there
