@@ -94,6 +94,16 @@ class PagedSequences:
         for p in table:
             self.pool.release(p)
 
+    def reserve(self, items: Sequence[tuple[object, int]]) -> None:
+        """Allocate the pages that ``items`` = [(key, new token count)] will write, so that the step itself
+        allocates nothing (an allocation may evict a cached page and copy it to the host first)."""
+        s = self.pool.block_size
+        for key, n in items:
+            table = self.tables[key]
+            need = self.tokens[key] + n
+            while len(table) * s < need:
+                table.append(self._alloc())
+
     def step(self, model, items: Sequence[tuple[object, Sequence[int]]]) -> torch.Tensor:
         """Append ``items`` = [(key, new token ids)] (each key once; 1 token = a decode) and run ``model``
         once on all rows. Returns logits [len(items), V] of each item's last new token. Rows are laid
