@@ -17,10 +17,11 @@ into its pages at positions ``cached .. cached + n - 1``.
   [B, 1, 1, C_max] hides the padding; GQA by folding the G query heads of a KV head into SDPA's query
   length ([B, K, G, D] queries), so K/V are never repeated.
 - Prefill chunks run one SDPA call each over [1, K, cached + n, D] keys with the causal mask aligned
-  to the lower right (``torch.nn.attention.bias.causal_lower_right``: query i sees keys 0 .. cached + i),
-  chunked prefill against a cached prefix. A ``CausalBias`` rather than a boolean mask tensor lets SDPA
-  pick its causal kernels (flash / memory-efficient on CUDA), which skip the masked upper triangle
-  instead of computing the whole n x (cached + n) rectangle.
+  to the lower right (query i sees keys 0 .. cached + i), chunked prefill against a cached prefix. On
+  CUDA the mask is a ``torch.nn.attention.bias.causal_lower_right`` ``CausalBias`` (``is_causal`` when
+  nothing is cached) rather than a boolean mask tensor, so SDPA picks its causal kernels (flash /
+  memory-efficient), which skip the masked upper triangle instead of computing the whole
+  n x (cached + n) rectangle; on CPU, where a ``CausalBias`` is materialized anyway, a ``tril`` mask.
 GQA in prefill: query head h reads KV head h // G through SDPA's ``enable_gqa`` (torch >= 2.5): the K/V
 of a chunk are never repeated per query head.
 Scores and the softmax of the varlen path are float32 (bf16 inputs on CUDA are upcast).
@@ -163,8 +164,13 @@ def prefill_attention(q: torch.Tensor, k_pool: torch.Tensor, v_pool: torch.Tenso
     kk = _gather(k_pool, table)[:, :, :c]  # [1, K, C, D]
     vv = _gather(v_pool, table)[:, :, :c]
     qq = q.transpose(0, 1).unsqueeze(0)  # [1, H, n, D]
-    o = F.scaled_dot_product_attention(qq, kk, vv, attn_mask=causal_lower_right(n, c), scale=1.0 / math.sqrt(d),
-                                       enable_gqa=h != k_pool.shape[2])  # [1, H, n, D]
+    gqa = h != k_pool.shape[2]
+    if cached == 0:  # plain causal: SDPA's causal kernels
+        o = F.scaled_dot_product_attention(qq, kk, vv, is_causal=True, scale=1.0 / math.sqrt(d), enable_gqa=gqa)
+    else:  # lower-right causal: CUDA kernels through CausalBias; on CPU (where it would materialize) a mask
+        mask = (causal_lower_right(n, c) if q.is_cuda
+                else torch.ones(n, c, dtype=torch.bool, device=q.device).tril(diagonal=cached))  # [n, C]
+        o = F.scaled_dot_product_attention(qq, kk, vv, attn_mask=mask, scale=1.0 / math.sqrt(d), enable_gqa=gqa)
     return o[0].transpose(0, 1)
 
 
