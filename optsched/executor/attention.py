@@ -123,13 +123,18 @@ def decode_attention(q: torch.Tensor, k_pool: torch.Tensor, v_pool: torch.Tensor
     seq = plan.seq
     kk = k_pool.reshape(-1, kh, d).index_select(0, plan.slots)  # [N, K, D]
     vv = v_pool.reshape(-1, kh, d).index_select(0, plan.slots)  # [N, K, D]
-    sc = (qq.index_select(0, seq).float() @ kk.float().unsqueeze(-1)).squeeze(-1) * scale  # [N, K, G]
+    f32 = q.dtype == torch.float32  # upcast bf16 inputs; float32 ones as they are (.float() is an op too)
+    qs, kk = qq.index_select(0, seq), kk
+    if not f32:
+        qs, kk, vv = qs.float(), kk.float(), vv.float()
+    sc = (qs @ kk.unsqueeze(-1)).squeeze(-1) * scale  # [N, K, G]
     mx = torch.full((b, kh, g), -math.inf, device=q.device).scatter_reduce_(
         0, seq.view(-1, 1, 1).expand_as(sc), sc, "amax")  # [B, K, G] per-decode max
     e = torch.exp(sc - mx.index_select(0, seq))  # [N, K, G]
     den = torch.zeros(b, kh, g, device=q.device).index_add_(0, seq, e)  # [B, K, G]
-    o = torch.zeros(b, kh, g, d, device=q.device).index_add_(0, seq, e.unsqueeze(-1) * vv.float().unsqueeze(2))
-    return (o / den.unsqueeze(-1)).to(q.dtype).reshape(b, h, d)  # [B, H, D]
+    o = torch.zeros(b, kh, g, d, device=q.device).index_add_(0, seq, e.unsqueeze(-1) * vv.unsqueeze(2))
+    o = o / den.unsqueeze(-1)
+    return (o if f32 else o.to(q.dtype)).reshape(b, h, d)  # [B, H, D]
 
 
 def paged_attention(q: torch.Tensor, k_pool: torch.Tensor, v_pool: torch.Tensor, segments: list[Segment],

@@ -37,9 +37,18 @@ def _rms(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + 1e-6)).to(x.dtype) * w
 
 
+def _f32(x: torch.Tensor) -> torch.Tensor:
+    """``x`` in float32 (itself when it already is: ``.float()`` would still dispatch an op)."""
+    return x if x.dtype == torch.float32 else x.float()
+
+
+def _as(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    return x if x.dtype == dtype else x.to(dtype)
+
+
 def _rms_fused(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     """``_rms`` as torch's one fused op (``F.rms_norm``, eps 1e-6), computed in float32."""
-    return torch.nn.functional.rms_norm(x.float(), (x.shape[-1],), eps=1e-6).to(x.dtype) * w
+    return _as(torch.nn.functional.rms_norm(_f32(x), (x.shape[-1],), eps=1e-6), x.dtype) * w
 
 
 class TinyDecoder:
@@ -129,8 +138,8 @@ class TinyDecoder:
         """``_rope`` as one complex product: the pair (2i, 2i+1) is x_{2i} + i·x_{2i+1}, rotated by
         multiplying with cos + i·sin. x [T, N, D] -> [T, N, D] (float32 arithmetic)."""
         t, nh, d = x.shape
-        xc = torch.view_as_complex(x.float().reshape(t, nh, d // 2, 2))  # [T, N, D/2]
-        return torch.view_as_real(xc * cis).reshape(t, nh, d).to(x.dtype)
+        xc = torch.view_as_complex(_f32(x).reshape(t, nh, d // 2, 2))  # [T, N, D/2]
+        return _as(torch.view_as_real(xc * cis).reshape(t, nh, d), x.dtype)
 
     @torch.inference_mode()
     def forward_plan(self, plan, pool: PagedKVPool) -> torch.Tensor:
@@ -167,7 +176,7 @@ class TinyDecoder:
             gu = _rms_fused(x, lw["n2"]) @ lw["wgu"]  # [T, 2F]
             x = torch.addmm(x, torch.nn.functional.silu(gu[:, :f]) * gu[:, f:], lw["wd"])  # [T, E]
         y = _rms_fused(x.index_select(0, plan.logit_rows), self.norm)  # [R, E]
-        return (y @ self.lm_head).float()  # [R, V]
+        return _f32(y @ self.lm_head)  # [R, V]
 
     @torch.inference_mode()
     def forward_dense(self, tokens: torch.Tensor) -> torch.Tensor:
