@@ -162,7 +162,6 @@ def kernels(cfg, device: str, size: dict, ceil: dict) -> dict:
     gather; GQA folded into the query length); prefill chunks of n new over c cached tokens."""
     import torch
     import torch.nn.functional as F
-
     from torch.nn.attention.bias import causal_lower_right
 
     from optsched.executor.attention import (
@@ -220,13 +219,14 @@ def kernels(cfg, device: str, size: dict, ceil: dict) -> dict:
         vp = torch.randn_like(kp)
         table = torch.arange(per, device=dev).view(1, per)  # built before the timing: no host copy inside
         q = torch.randn(n, h, d, device=dev, dtype=dt)
-        sec = _median_time(t, lambda q=q, kp=kp, vp=vp, table=table: prefill_attention(q, kp, vp, c, table),
+        sec = _median_time(t, lambda q=q, kp=kp, vp=vp, table=table, c=c: prefill_attention(q, kp, vp, c, table),
                            inner=inner)
         kc = kp[:per].reshape(1, per * s, k, d)[:, : c + n].transpose(1, 2).contiguous()  # [1, K, C, D]
         vc = vp[:per].reshape(1, per * s, k, d)[:, : c + n].transpose(1, 2).contiguous()
         qc = q.transpose(0, 1).unsqueeze(0)
         bias = causal_lower_right(n, c + n)
-        sec_c = _median_time(t, lambda: F.scaled_dot_product_attention(qc, kc, vc, attn_mask=bias, enable_gqa=h != k),
+        sec_c = _median_time(t, lambda qc=qc, kc=kc, vc=vc, bias=bias: F.scaled_dot_product_attention(
+            qc, kc, vc, attn_mask=bias, enable_gqa=h != k),
                              inner=inner)
         flops = 4.0 * h * d * n * (c + (n + 1) / 2)  # QK^T and PV over the causal pairs only
         out["prefill"].append({"new": n, "cached": c, "time_s": sec, "achieved_flops": flops / sec,
@@ -288,13 +288,13 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--out", default="runs/gpu_check", help="output folder (default runs/gpu_check)")
     args = ap.parse_args(argv)
     import torch
-    from optsched.reproduce.provenance import collect_provenance
 
     from optsched.executor.calibrate import calibrate, measure_ceilings, set_threads
     from optsched.executor.config import ExecModelConfig, check_device
     from optsched.executor.model import dtype_for
     from optsched.executor.scale import scale_workload
     from optsched.executor.validate import default_variants, validate
+    from optsched.reproduce.provenance import collect_provenance
     from optsched.workload.spec import workload_from_spec
 
     argv_rec = sys.argv if argv is None else ["gpu_check.py", *argv]

@@ -56,9 +56,9 @@ def register(subparsers) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from optsched.executor.config import ExecModelConfig, check_device
-
     import sys
+
+    from optsched.executor.config import ExecModelConfig, check_device
 
     if args.kv_blocks is None:
         args.kv_blocks = DEFAULT_KV_BLOCKS if args.workload == DEFAULT_WORKLOAD else 2048

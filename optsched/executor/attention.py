@@ -124,7 +124,7 @@ def decode_attention(q: torch.Tensor, k_pool: torch.Tensor, v_pool: torch.Tensor
     kk = k_pool.reshape(-1, kh, d).index_select(0, plan.slots)  # [N, K, D]
     vv = v_pool.reshape(-1, kh, d).index_select(0, plan.slots)  # [N, K, D]
     f32 = q.dtype == torch.float32  # upcast bf16 inputs; float32 ones as they are (.float() is an op too)
-    qs, kk = qq.index_select(0, seq), kk
+    qs = qq.index_select(0, seq)
     if not f32:
         qs, kk, vv = qs.float(), kk.float(), vv.float()
     sc = (qs @ kk.unsqueeze(-1)).squeeze(-1) * scale  # [N, K, G]

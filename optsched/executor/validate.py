@@ -28,9 +28,25 @@ from optsched.executor.validate_keys import ordered
 from optsched.sim.config import SchedulerConfig
 from optsched.sim.step_backend import CostModelBackend, StepRecord
 
-__all__ = ["CALIBRATIONS", "METRICS", "FittedBackend", "ShapeRecorder", "Variant", "calibration_shapes", "default_variants",
-           "fit_host_link", "merge_policies", "predict_steps", "step_counts", "policy_variant", "policy_variants", "router_variants", "scheduler_for", "split_steps",
-           "validate"]
+__all__ = [
+    "CALIBRATIONS",
+    "METRICS",
+    "FittedBackend",
+    "ShapeRecorder",
+    "Variant",
+    "calibration_shapes",
+    "default_variants",
+    "fit_host_link",
+    "merge_policies",
+    "policy_variant",
+    "policy_variants",
+    "predict_steps",
+    "router_variants",
+    "scheduler_for",
+    "split_steps",
+    "step_counts",
+    "validate",
+]
 
 log = logging.getLogger(__name__)
 METRICS = ("ttft_p50_s", "ttft_p90_s", "tpot_p50_s", "p90_interactivity_tok_s", "tpgs")
@@ -209,9 +225,9 @@ def _fit_frame(steps: pd.DataFrame) -> pd.DataFrame:
 
 def step_counts(steps: pd.DataFrame) -> dict:
     """{"total", "mixed" (prefill and decode rows in one step), "max_batch" (sequences in one step:
-    decodes plus the chunk's sequence, >= the decodes + 1 when a chunk is present), "batch_ge_8"}."""
+    decodes plus one for the prefill chunk(s): a lower bound when several chunks share a step), "batch_ge_8"}."""
     batch = steps["decode_seqs"] + (steps["prefill_tokens"] > 0)
-    return {"total": int(len(steps)), "mixed": int(((steps["prefill_tokens"] > 0) & (steps["decode_seqs"] > 0)).sum()),
+    return {"total": len(steps), "mixed": int(((steps["prefill_tokens"] > 0) & (steps["decode_seqs"] > 0)).sum()),
             "max_batch": int(batch.max()) if len(steps) else 0, "batch_ge_8": int((batch >= 8).sum())}
 
 
