@@ -57,7 +57,8 @@ __all__ = ["STEP_LOG_COLUMNS", "TRANSFER_COLUMNS", "MeasuredHostCopies", "TorchS
 log = logging.getLogger(__name__)
 
 STEP_LOG_COLUMNS = STEP_RECORD_COLUMNS
-TRANSFER_COLUMNS = ("reload_pages", "offload_pages", "transfer_s")  # per step, ``TorchStepBackend.transfers``
+# per step, ``TorchStepBackend.transfers``: host copies before the step, and the step's sequences (chunks + decodes)
+TRANSFER_COLUMNS = ("reload_pages", "offload_pages", "transfer_s", "sequences")
 
 
 class MeasuredHostCopies:
@@ -231,6 +232,7 @@ class TorchStepBackend:
             after = host.seconds
             tr["offload_pages"] = host.copies["offload"] - copies["offload"]
             tr["transfer_s"] = (after["offload"] - before["offload"]) + (after["reload"] - before["reload"])
+        tr["sequences"] = len(items)
         self.transfers.append(tr)
         base = {key: ps.tokens[key] for key, _ in items}
         times: list[float] = []

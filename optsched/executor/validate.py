@@ -224,9 +224,9 @@ def _fit_frame(steps: pd.DataFrame) -> pd.DataFrame:
 
 
 def step_counts(steps: pd.DataFrame) -> dict:
-    """{"total", "mixed" (prefill and decode rows in one step), "max_batch" (sequences in one step:
-    decodes plus one for the prefill chunk(s): a lower bound when several chunks share a step), "batch_ge_8"}."""
-    batch = steps["decode_seqs"] + (steps["prefill_tokens"] > 0)
+    """{"total", "mixed" (prefill and decode rows in one step), "max_batch" (most sequences in one step: the
+    executor's ``sequences`` column, else decodes plus one for the prefill chunks), "batch_ge_8"}."""
+    batch = steps["sequences"] if "sequences" in steps else steps["decode_seqs"] + (steps["prefill_tokens"] > 0)
     return {"total": len(steps), "mixed": int(((steps["prefill_tokens"] > 0) & (steps["decode_seqs"] > 0)).sum()),
             "max_batch": int(batch.max()) if len(steps) else 0, "batch_ge_8": int((batch >= 8).sum())}
 

@@ -43,7 +43,7 @@ VALIDATE_KEYS: tuple[tuple[str, str], ...] = (
     ("ranking_agrees", "every pair of variants is ordered the same by simulator and executor"),
     ("steps.total", "executor steps of the scored runs (all variants)"),
     ("steps.mixed", "of which mixed steps (prefill chunk and decodes in one step)"),
-    ("steps.max_batch", "most sequences in one step (decodes plus one for the prefill chunks: a lower bound)"),
+    ("steps.max_batch", "most sequences in one step (prefill chunks plus decodes)"),
     ("steps.batch_ge_8", "steps with 8 or more sequences"),
     ("dram_reloads.pages", "KV pages the scored executor runs reloaded from the host (DRAM) tier"),
     ("dram_reloads.steps", "steps that reloaded at least one page"),

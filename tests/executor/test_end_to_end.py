@@ -103,6 +103,7 @@ def test_workload_exercises_every_path(e2e):
     assert ((st["prefill_tokens"] > 0) & (st["decode_seqs"] > 0)).sum() > 0  # mixed steps
     assert (st["prefill_kv_tokens"] > st["prefill_tokens"]).sum() > 0  # chunks over a cached prefix
     assert (st["decode_seqs"] >= 6).any()
+    assert (st["sequences"] >= st["decode_seqs"] + (st["prefill_tokens"] > 0)).all()
 
 
 def test_every_logit_matches_the_dense_reference(e2e):
