@@ -1,7 +1,8 @@
 """Host (DRAM) tier of the paged KV cache: pages copied to host memory and back, every copy timed.
 
-Storage: ``k``/``v`` [L, N, S, K, D] in host memory, pinned on CUDA (page-locked, so a copy is one DMA
-without a pageable staging buffer).
+Storage: ``k``/``v`` [N, L, S, K, D] in host memory, pinned on CUDA (page-locked, so a copy is one DMA
+without a pageable staging buffer); slot-major, so that a slot is one contiguous block (a strided pinned
+destination would make torch stage the copy through pageable memory, synchronously).
 
 CUDA: every copy is issued ``non_blocking`` on a side stream and returns at once (no host round trip).
 The side stream first waits for the compute stream (an offload reads a page the model has just
@@ -37,7 +38,7 @@ class HostTier:
             raise ValueError(f"num_slots must be >= 0, got {num_slots}")
         self.pool = pool
         self.cuda = pool.k.is_cuda
-        shape = (pool.k.shape[0], max(num_slots, 1), *pool.k.shape[2:])  # [L, N, S, K, D]
+        shape = (max(num_slots, 1), pool.k.shape[0], *pool.k.shape[2:])  # [N, L, S, K, D]: a slot is contiguous
         self.k = torch.zeros(shape, dtype=pool.k.dtype, pin_memory=self.cuda)
         self.v = torch.zeros(shape, dtype=pool.k.dtype, pin_memory=self.cuda)
         self.num_slots = num_slots
@@ -97,7 +98,7 @@ class HostTier:
             return False
         slot = self.free.pop()
         pool = self.pool
-        self._copy("offload", self.k[:, slot], pool.k[:, page], self.v[:, slot], pool.v[:, page])
+        self._copy("offload", self.k[slot], pool.k[:, page], self.v[slot], pool.v[:, page])
         self.by_hash[block_hash] = slot
         return True
 
@@ -107,7 +108,7 @@ class HostTier:
         if slot is None:
             return False
         pool = self.pool
-        self._copy("reload", pool.k[:, page], self.k[:, slot], pool.v[:, page], self.v[:, slot])
+        self._copy("reload", pool.k[:, page], self.k[slot], pool.v[:, page], self.v[slot])
         return True
 
     def discard(self, block_hash: object) -> None:

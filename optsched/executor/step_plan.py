@@ -5,9 +5,9 @@
 slots [T] (slot = page · S + offset of each new token's KV), logit rows [R], and the decode plan (rows
 [B] and, for ``decode="varlen"``, the slots [N] and owner [N] of every decode KV token; for
 ``"padded"``, the page table [B, Pmax] and KV lengths [B]) and every prefill chunk's page table. The
-buffer is assembled with numpy on the host; on CUDA it is staged in a persistent pinned buffer and
-copied with ``non_blocking=True`` (the host never waits for the device; before the staging buffer is
-reused, the previous copy's event is waited for), on CPU the device tensor IS the numpy buffer (no
+buffer is assembled with numpy on the host; on CUDA it is staged in one of two persistent pinned buffers
+(used in turn) and copied with ``non_blocking=True``; before a staging buffer is reused, the event of its
+previous copy (two steps back) is waited for, so the host runs up to a step ahead of the device. On CPU the device tensor IS the numpy buffer (no
 copy). Nothing in the step reads a device value back (no ``.item()``, ``.tolist()``, no list-to-tensor):
 the per-chunk sizes the prefill loop slices with are host ints kept beside the buffer.
 
@@ -41,7 +41,7 @@ class StepPlan:
 
 
 class StepPacker:
-    """Packs steps for ``device`` (module docstring). On CUDA it owns a pinned staging buffer that grows
+    """Packs steps for ``device`` (module docstring). On CUDA it owns two pinned staging buffers that grow
     as needed. Raises ValueError for a ``decode`` not in ``DECODE_IMPLS``."""
 
     def __init__(self, device: torch.device | str, decode: str = "varlen") -> None:
@@ -50,25 +50,26 @@ class StepPacker:
         self.device = torch.device(device)
         self.decode = decode
         self.cuda = self.device.type == "cuda"
-        self._staging: torch.Tensor | None = None
-        self._event = None
+        self._staging: list[torch.Tensor | None] = [None, None]
+        self._events: list = [None, None]
+        self._turn = 0
         self.transfers = 0  # host-to-device copies issued (one per step on CUDA)
 
     def _to_device(self, buf: np.ndarray) -> torch.Tensor:
         host = torch.from_numpy(buf)
         if not self.cuda:
             return host
-        if self._staging is None or self._staging.numel() < buf.size:
-            if self._event is not None:
-                self._event.synchronize()
-            self._staging = torch.empty(max(buf.size, 1 << 16), dtype=torch.long, pin_memory=True)
-        elif self._event is not None:
-            self._event.synchronize()  # the previous step's copy has left the staging buffer
-        stage = self._staging[: buf.size]
+        i = self._turn = 1 - self._turn  # two staging buffers used in turn: packing step k + 1 never waits
+        staging, event = self._staging[i], self._events[i]  # for step k's copy, only for step k - 1's
+        if event is not None:
+            event.synchronize()  # that buffer's previous copy has left it
+        if staging is None or staging.numel() < buf.size:
+            staging = self._staging[i] = torch.empty(max(buf.size, 1 << 16), dtype=torch.long, pin_memory=True)
+        stage = staging[: buf.size]
         stage.copy_(host)
         dev = stage.to(self.device, non_blocking=True)
-        self._event = torch.cuda.Event()
-        self._event.record(torch.cuda.current_stream(self.device))
+        event = self._events[i] = torch.cuda.Event()
+        event.record(torch.cuda.current_stream(self.device))
         self.transfers += 1
         return dev
 
