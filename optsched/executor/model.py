@@ -48,6 +48,8 @@ def _as(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
 
 def _rms_fused(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     """``_rms`` as torch's one fused op (``F.rms_norm``, eps 1e-6), computed in float32."""
+    if x.dtype == torch.float32 and w.dtype == torch.float32:  # the weight multiply inside the same op
+        return torch.nn.functional.rms_norm(x, (x.shape[-1],), weight=w, eps=1e-6)
     return _as(torch.nn.functional.rms_norm(_f32(x), (x.shape[-1],), eps=1e-6), x.dtype) * w
 
 

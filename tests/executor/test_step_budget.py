@@ -17,10 +17,10 @@ from optsched.executor.paged import PagedSequences
 
 # aten ops of one mixed step (8 decodes + a chunk over a cached prefix + a fresh chunk) on torch 2.13 (CPU):
 # the reference path makes 46 + 145·L ops and one list-to-tensor copy per index tensor (5 inputs, the decode
-# plan, a page table per chunk per layer); the packed one 24 + 93·L and one (measured; the budget allows
+# plan, a page table per chunk per layer); the packed one 23 + 91·L and one (measured; the budget allows
 # no growth)
-OPS_PER_LAYER = 93
-OPS_FIXED = 24
+OPS_PER_LAYER = 91
+OPS_FIXED = 23
 
 
 class _Count(TorchDispatchMode):
