@@ -14,7 +14,10 @@ Stages (each timed; the whole run is sized to finish in < 8 minutes on one CUDA 
    path and SDPA over contiguous KV (the kernel's own limit, without the page gather); achieved
    bandwidth = KV bytes read (B·C·K·D·2 tensors·itemsize) / t, as a fraction of the copy ceiling.
    ``prefill_attention``: one chunk of n new tokens over c cached; FLOP/s = 4·H·D·n·(c + (n+1)/2) / t
-   (QK^T and PV over the causal pairs), as a fraction of the matmul peak. Median of 5 after 2 warm-ups,
+   (QK^T and PV over the causal pairs), as a fraction of the matmul peak; the kernel gets a lower-right
+   ``CausalBias`` (not a mask tensor), so SDPA's causal kernels skip the masked triangle (with a mask
+   tensor the whole rectangle was computed and the figure was capped near 50%); ``contiguous``: the same
+   SDPA over KV already contiguous (no page gather). Median of 5 after 2 warm-ups,
    each timing 10 back-to-back calls on CUDA (CUDA events), so the figure is kernel time, not launch latency.
 4. ``calibrate``: the executor's grid calibration (fit APE on the grid).
 5. ``sim_to_real``: ``optsched.executor.validate`` on the scaled copilot workload, threshold 512 vs none
@@ -25,7 +28,12 @@ Budget at ``--size full`` on an H200 (reasoned, not yet run on one): parity and 
 < 10 s (largest decode point 4.3 GB of KV); calibration grid 29 shapes x 7 runs; sim-to-real 2 executor
 passes of ~1,250 steps at a few ms of host launch time each, plus two simulator passes: 1-3 minutes.
 
-Writes ``OUT/gpu_check.json`` (stages, provenance) and ``OUT/gpu_check.txt`` (the table); prints the table.
+Writes ``OUT/gpu_check.json`` (stages, provenance), ``OUT/gpu_check.txt`` (the table) and ``OUT/gpu_check.md``
+(the same as Markdown); prints the table. Without a CUDA device and without ``--device`` (e.g. under
+``CUDA_VISIBLE_DEVICES=""``) it writes the three files with status "no CUDA device" and exits 0.
+CUDA: ``torch.cuda.set_device`` first, so kernels, events and the host tier's side stream are on ``cuda:N``;
+kernel times are CUDA events on that device's stream with no host copy inside the timed region (plans and
+page tables built before). CUDA-graph capture of decode is not implemented (``cuda_graph_speedup`` null).
 Usage: ``.venv/bin/python experiments/gpu_check.py [--device cuda] [--size full|tiny] [--out DIR]``.
 """
 
@@ -133,16 +141,17 @@ def _parity_one(cfg, device: str, seqs: list[list[int]], impl: str) -> dict:
             ref = model.forward_dense(torch.tensor(seqs[i][: done[i]], device=model.device))[-1]
             worst = max(worst, float((row.float() - ref.float()).abs().max()))
     used = [p for t in ps.tables.values() for p in t]
-    before_k = pool.k[:, used].clone()
+    before_k, before_v = pool.k[:, used].clone(), pool.v[:, used].clone()
     host = HostTier(pool, len(used))
     for j, p in enumerate(used):
         host.offload(("page", j), p)
     pool.k[:, used] = 0
+    pool.v[:, used] = 0
     for j, p in enumerate(used):
         host.reload(("page", j), p)
     if host.cuda:
         torch.cuda.synchronize(model.device)
-    exact = bool(torch.equal(pool.k[:, used], before_k))
+    exact = bool(torch.equal(pool.k[:, used], before_k)) and bool(torch.equal(pool.v[:, used], before_v))
     return {"max_abs": worst, "exact": exact, "dtype": str(model.dtype)}
 
 
@@ -153,13 +162,14 @@ def kernels(cfg, device: str, size: dict, ceil: dict) -> dict:
     gather; GQA folded into the query length); prefill chunks of n new over c cached tokens."""
     import torch
     import torch.nn.functional as F
+    from torch.nn.attention.bias import causal_lower_right
 
     from optsched.executor.attention import (
         DECODE_IMPLS,
         Segment,
         decode_attention,
-        paged_attention,
         plan_decodes,
+        prefill_attention,
     )
     from optsched.executor.calibrate import timer
     from optsched.executor.model import dtype_for
@@ -207,13 +217,22 @@ def kernels(cfg, device: str, size: dict, ceil: dict) -> dict:
         per = -(-(c + n) // s)
         kp = torch.randn(per + 1, s, k, d, device=dev, dtype=dt)
         vp = torch.randn_like(kp)
-        segs = [Segment(0, n, c, tuple(range(per)))]
+        table = torch.arange(per, device=dev).view(1, per)  # built before the timing: no host copy inside
         q = torch.randn(n, h, d, device=dev, dtype=dt)
-        sec = _median_time(t, lambda q=q, kp=kp, vp=vp, segs=segs: paged_attention(q, kp, vp, segs, [], [0]),
+        sec = _median_time(t, lambda q=q, kp=kp, vp=vp, table=table, c=c: prefill_attention(q, kp, vp, c, table),
                            inner=inner)
-        flops = 4.0 * h * d * n * (c + (n + 1) / 2)
+        kc = kp[:per].reshape(1, per * s, k, d)[:, : c + n].transpose(1, 2).contiguous()  # [1, K, C, D]
+        vc = vp[:per].reshape(1, per * s, k, d)[:, : c + n].transpose(1, 2).contiguous()
+        qc = q.transpose(0, 1).unsqueeze(0)
+        bias = causal_lower_right(n, c + n)
+        sec_c = _median_time(t, lambda qc=qc, kc=kc, vc=vc, bias=bias: F.scaled_dot_product_attention(
+            qc, kc, vc, attn_mask=bias, enable_gqa=h != k),
+                             inner=inner)
+        flops = 4.0 * h * d * n * (c + (n + 1) / 2)  # QK^T and PV over the causal pairs only
         out["prefill"].append({"new": n, "cached": c, "time_s": sec, "achieved_flops": flops / sec,
-                               "fraction_of_matmul": flops / sec / ceil["matmul_flops"]})
+                               "fraction_of_matmul": flops / sec / ceil["matmul_flops"],
+                               "contiguous": {"time_s": sec_c, "achieved_flops": flops / sec_c,
+                                              "fraction_of_matmul": flops / sec_c / ceil["matmul_flops"]}})
     return out
 
 
@@ -241,9 +260,30 @@ def table(res: dict) -> str:
     return "\n".join(lines)
 
 
+def markdown(res: dict) -> str:
+    """The report as Markdown: a header with device and provenance, the table in a code block."""
+    lines = [f"# gpu_check: {res['device']}", ""]
+    if res.get("status") != "ok":
+        lines += [f"**{res['status']}**: nothing was measured.", ""]
+    else:
+        lines += [f"size {res['size']}, {res.get('device_name', res['device'])}, wall {res['wall_s']:.1f} s", "",
+                  "```", table(res), "```", ""]
+    prov = res.get("provenance", {})
+    lines.append(f"provenance: git {json.dumps(prov.get('git'), default=str)}")
+    return "\n".join(lines) + "\n"
+
+
+def _write(out: Path, res: dict, txt: str) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "gpu_check.json").write_text(json.dumps(res, sort_keys=True, indent=1, default=str) + "\n")
+    (out / "gpu_check.txt").write_text(txt + "\n")
+    (out / "gpu_check.md").write_text(markdown(res))
+
+
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--device", default=None, help="cuda / cuda:N / cpu (default: cuda when available)")
+    ap.add_argument("--device", default=None, help="cuda / cuda:N / cpu (default: cuda; without a CUDA device the "
+                                                   "report says 'no CUDA device' and the command exits 0)")
     ap.add_argument("--size", choices=sorted(SIZES), default=None, help="full (default on CUDA) or tiny")
     ap.add_argument("--out", default="runs/gpu_check", help="output folder (default runs/gpu_check)")
     args = ap.parse_args(argv)
@@ -257,13 +297,23 @@ def main(argv: list[str] | None = None) -> dict:
     from optsched.reproduce.provenance import collect_provenance
     from optsched.workload.spec import workload_from_spec
 
-    device = check_device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    argv_rec = sys.argv if argv is None else ["gpu_check.py", *argv]
+    out = Path(args.out)
+    if args.device is None and not torch.cuda.is_available():  # e.g. CUDA_VISIBLE_DEVICES=""
+        res = {"device": "none", "status": "no CUDA device", "size": None, "stage_s": {}, "wall_s": 0.0,
+               "provenance": collect_provenance({"device": None}, argv_rec, 0, [])}
+        txt = "no CUDA device: nothing measured (pass --device cpu --size tiny to exercise the code on the CPU)"
+        _write(out, res, txt)
+        print(txt)
+        return res
+    device = check_device(args.device or "cuda")
     size_name = args.size or ("full" if device.startswith("cuda") else "tiny")
     size = SIZES[size_name]
     set_threads(1)
     t0 = time.perf_counter()
-    res: dict = {"device": device, "size": size_name, "stage_s": {}}
+    res: dict = {"device": device, "status": "ok", "size": size_name, "stage_s": {}}
     if device.startswith("cuda"):
+        torch.cuda.set_device(torch.device(device))  # every kernel, event and stream on this device
         res["device_name"] = torch.cuda.get_device_name(torch.device(device))
     cfg = ExecModelConfig(**size["model"])
     for stage in ("parity", "ceilings", "kernels", "calibrate", "sim_to_real"):
@@ -285,16 +335,13 @@ def main(argv: list[str] | None = None) -> dict:
                          retime_rounds=size["retime_rounds"])
             res["sim_to_real"] = {k: v[k] for k in ("step_time_ape", "ranking_agrees", "rankings", "metric_error",
                                                     "calibration", "calibration_fit", "calibration_shapes", "step_time_bias_median",
-                                                    "executions_per_step")}
+                                                    "executions_per_step", "steps", "dram_reloads")}
         res["stage_s"][stage] = time.perf_counter() - ts
+    res["cuda_graph_speedup"] = None  # decode is not captured in CUDA graphs yet: nothing to compare
     res["wall_s"] = time.perf_counter() - t0
-    res["provenance"] = collect_provenance({"device": device, "size": size_name, **size}, sys.argv if argv is None
-                                           else ["gpu_check.py", *argv], 0, [])
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "gpu_check.json").write_text(json.dumps(res, sort_keys=True, indent=1, default=str) + "\n")
+    res["provenance"] = collect_provenance({"device": device, "size": size_name, **size}, argv_rec, 0, [])
     txt = table(res)
-    (out / "gpu_check.txt").write_text(txt + "\n")
+    _write(out, res, txt)
     print(txt)
     assert math.isfinite(res["wall_s"])
     return res

@@ -16,10 +16,14 @@ into its pages at positions ``cached .. cached + n - 1``.
   rectangle): block tables padded to the longest, pages gathered to [B, K, C_max, D], a key mask
   [B, 1, 1, C_max] hides the padding; GQA by folding the G query heads of a KV head into SDPA's query
   length ([B, K, G, D] queries), so K/V are never repeated.
-- Prefill chunks run one SDPA call each over [1, K, cached + n, D] keys with the causal mask shifted
-  by ``cached`` (query i sees keys 0 .. cached + i): chunked prefill against a cached prefix.
-GQA in prefill: query head h reads KV head h // G (``enable_gqa`` semantics, done with
-``repeat_interleave`` so that the same code runs on every torch >= 2.3).
+- Prefill chunks run one SDPA call each over [1, K, cached + n, D] keys with the causal mask aligned
+  to the lower right (query i sees keys 0 .. cached + i), chunked prefill against a cached prefix. On
+  CUDA the mask is a ``torch.nn.attention.bias.causal_lower_right`` ``CausalBias`` (``is_causal`` when
+  nothing is cached) rather than a boolean mask tensor, so SDPA picks its causal kernels (flash /
+  memory-efficient), which skip the masked upper triangle instead of computing the whole
+  n x (cached + n) rectangle; on CPU, where a ``CausalBias`` is materialized anyway, a ``tril`` mask.
+GQA in prefill: query head h reads KV head h // G through SDPA's ``enable_gqa`` (torch >= 2.5): the K/V
+of a chunk are never repeated per query head.
 Scores and the softmax of the varlen path are float32 (bf16 inputs on CUDA are upcast).
 """
 
@@ -30,9 +34,10 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
+from torch.nn.attention.bias import causal_lower_right
 
 __all__ = ["DECODE_IMPLS", "DecodePlan", "Segment", "decode_attention", "dense_causal_attention",
-           "paged_attention", "plan_decodes"]
+           "paged_attention", "plan_decodes", "prefill_attention"]
 
 DECODE_IMPLS = ("varlen", "padded")
 
@@ -95,11 +100,6 @@ def plan_decodes(segments: list[Segment], decode_idx: list[int], block_size: int
     return DecodePlan(impl, rows, slots=slots, seq=seq[keep])
 
 
-def _expand_kv(x: torch.Tensor, groups: int) -> torch.Tensor:
-    # [B, K, C, D] -> [B, H, C, D] with H = K * groups (query head h uses KV head h // groups)
-    return x if groups == 1 else x.repeat_interleave(groups, dim=1)
-
-
 def _gather(pool: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
     """pool [P, S, K, D], table [B, Pmax] -> [B, K, Pmax*S, D]."""
     b, pmax = table.shape
@@ -123,13 +123,18 @@ def decode_attention(q: torch.Tensor, k_pool: torch.Tensor, v_pool: torch.Tensor
     seq = plan.seq
     kk = k_pool.reshape(-1, kh, d).index_select(0, plan.slots)  # [N, K, D]
     vv = v_pool.reshape(-1, kh, d).index_select(0, plan.slots)  # [N, K, D]
-    sc = (qq.index_select(0, seq).float() @ kk.float().unsqueeze(-1)).squeeze(-1) * scale  # [N, K, G]
+    f32 = q.dtype == torch.float32  # upcast bf16 inputs; float32 ones as they are (.float() is an op too)
+    qs = qq.index_select(0, seq)
+    if not f32:
+        qs, kk, vv = qs.float(), kk.float(), vv.float()
+    sc = (qs @ kk.unsqueeze(-1)).squeeze(-1) * scale  # [N, K, G]
     mx = torch.full((b, kh, g), -math.inf, device=q.device).scatter_reduce_(
         0, seq.view(-1, 1, 1).expand_as(sc), sc, "amax")  # [B, K, G] per-decode max
     e = torch.exp(sc - mx.index_select(0, seq))  # [N, K, G]
     den = torch.zeros(b, kh, g, device=q.device).index_add_(0, seq, e)  # [B, K, G]
-    o = torch.zeros(b, kh, g, d, device=q.device).index_add_(0, seq, e.unsqueeze(-1) * vv.float().unsqueeze(2))
-    return (o / den.unsqueeze(-1)).to(q.dtype).reshape(b, h, d)  # [B, H, D]
+    o = torch.zeros(b, kh, g, d, device=q.device).index_add_(0, seq, e.unsqueeze(-1) * vv.unsqueeze(2))
+    o = o / den.unsqueeze(-1)
+    return (o if f32 else o.to(q.dtype)).reshape(b, h, d)  # [B, H, D]
 
 
 def paged_attention(q: torch.Tensor, k_pool: torch.Tensor, v_pool: torch.Tensor, segments: list[Segment],
@@ -141,10 +146,6 @@ def paged_attention(q: torch.Tensor, k_pool: torch.Tensor, v_pool: torch.Tensor,
     ``prefill_idx`` index ``segments`` (segments with n == 1 may be listed as decodes); ``plan``: the
     step's ``plan_decodes`` (built here from ``decode`` when None).
     """
-    _t, h, d = q.shape  # [T, H, D]
-    kh = k_pool.shape[2]
-    groups = h // kh
-    scale = 1.0 / math.sqrt(d)
     out = torch.empty_like(q)  # [T, H, D]
     dev = q.device
     if plan is None:
@@ -153,16 +154,29 @@ def paged_attention(q: torch.Tensor, k_pool: torch.Tensor, v_pool: torch.Tensor,
         out[plan.rows] = decode_attention(q, k_pool, v_pool, plan)
     for i in prefill_idx:
         sg = segments[i]
-        c = sg.cached + sg.n
         table = torch.tensor([list(sg.pages)], dtype=torch.long, device=dev)  # [1, Pn]
-        kk = _expand_kv(_gather(k_pool, table)[:, :, :c], groups)  # [1, H, C, D]
-        vv = _expand_kv(_gather(v_pool, table)[:, :, :c], groups)
-        qq = q[sg.row0: sg.row0 + sg.n].transpose(0, 1).unsqueeze(0)  # [1, H, n, D]
-        qpos = torch.arange(sg.cached, c, device=dev)[:, None]  # [n, 1]
-        mask = torch.arange(c, device=dev)[None, :] <= qpos  # [n, C]
-        o = F.scaled_dot_product_attention(qq, kk, vv, attn_mask=mask, scale=scale)  # [1, H, n, D]
-        out[sg.row0: sg.row0 + sg.n] = o[0].transpose(0, 1)
+        out[sg.row0: sg.row0 + sg.n] = prefill_attention(q[sg.row0: sg.row0 + sg.n], k_pool, v_pool, sg.cached, table)
     return out
+
+
+def prefill_attention(q: torch.Tensor, k_pool: torch.Tensor, v_pool: torch.Tensor, cached: int,
+                      table: torch.Tensor) -> torch.Tensor:
+    """One prefill chunk: queries ``q`` [n, H, D] at positions ``cached .. cached + n - 1`` over the pages
+    ``table`` [1, Pn] (long, on the pools' device) of pools [P, S, K, D] -> [n, H, D]. Lower-right causal
+    mask, GQA by ``enable_gqa`` (module docstring)."""
+    n, h, d = q.shape
+    c = cached + n
+    kk = _gather(k_pool, table)[:, :, :c]  # [1, K, C, D]
+    vv = _gather(v_pool, table)[:, :, :c]
+    qq = q.transpose(0, 1).unsqueeze(0)  # [1, H, n, D]
+    gqa = h != k_pool.shape[2]
+    if cached == 0:  # plain causal: SDPA's causal kernels
+        o = F.scaled_dot_product_attention(qq, kk, vv, is_causal=True, scale=1.0 / math.sqrt(d), enable_gqa=gqa)
+    else:  # lower-right causal: CUDA kernels through CausalBias; on CPU (where it would materialize) a mask
+        mask = (causal_lower_right(n, c) if q.is_cuda
+                else torch.ones(n, c, dtype=torch.bool, device=q.device).tril(diagonal=cached))  # [n, C]
+        o = F.scaled_dot_product_attention(qq, kk, vv, attn_mask=mask, scale=1.0 / math.sqrt(d), enable_gqa=gqa)
+    return o[0].transpose(0, 1)
 
 
 def dense_causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:

@@ -49,18 +49,22 @@ _COLS = ["prefill_tokens", "prefill_attn_pairs", "prefill_kv_tokens", "decode_se
 
 
 def timer(device: torch.device):
-    """A function ``f -> seconds`` timing one call of ``f``: CUDA events on CUDA; on CPU the CPU time of
+    """A function ``f -> seconds`` timing one call of ``f``: CUDA events on CUDA (recorded on ``device``'s
+    current stream, after ``torch.cuda.set_device(device)``); on CPU the CPU time of
     the calling thread (``time.thread_time_ns``) when torch runs one intra-op thread (``set_threads(1)``),
     else wall time (``perf_counter_ns``). With one thread every operation of a step runs in the calling
     thread, so its CPU time is the step's time on a dedicated core: time slices lost to other processes
     on a shared machine do not count (wall time on a 2-core machine at load average 10 is mostly such
     waiting)."""
     if device.type == "cuda":
+        torch.cuda.set_device(device)  # events and kernels on cuda:N, not on the default device 0
+
         def run(f) -> float:
+            stream = torch.cuda.current_stream(device)
             s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            s.record()
+            s.record(stream)
             f()
-            e.record()
+            e.record(stream)
             e.synchronize()
             return s.elapsed_time(e) / 1e3
     else:

@@ -18,9 +18,19 @@ every step start, cached pages that the index no longer counts as HBM-resident a
 (index tier DRAM/SSD) or freed (dropped), and a hit on a block the index promoted back is reloaded from
 the host. A divergence (a hit the pages cannot serve) raises RuntimeError.
 
+Host copies on the executor's clock: the offloads and drops above, the reloads of a step's new
+sequences and the page allocations of the step (an allocation may evict a cached page to the host) all
+happen before the step executes, through ``HostTier`` (CUDA: pinned pages, side-stream copies ordered by
+events; CPU: plain copies), and each copy is timed (CUDA events / the thread's CPU time). A step's
+measured time is its execution time plus the measured seconds of its copies (``transfers``: per step
+``reload_pages``, ``offload_pages``, ``transfer_s``); with a measured clock the instances' cost model
+prices PCIe promotions at 0 (``MeasuredHostCopies``), so no reload time on the clock comes from the
+cost model. With ``model_clock`` the cost model's times, LOADING delays included, drive the clock.
+
 Token content: position p of a call holds a token derived from the call's block hash of block p // S
 (or from the call id beyond its hashed blocks), so equal hashes mean equal tokens and equal KV; decodes
-are teacher-forced with these tokens (logits are computed and discarded), as when replaying a trace.
+are teacher-forced with these tokens, as when replaying a trace. With ``keep_logits`` every step's logits
+of each sequence's last new token are kept (``logits``), for end-to-end checks against a dense model.
 
 Several instances in one process share one device (and one copy of the weights); each owns its KV
 pool and host tier. Steps run one at a time in event order, each measured alone (CUDA events on
@@ -42,11 +52,37 @@ from optsched.executor.paged import PagedSequences
 from optsched.sim.seq import DECODE, PREFILL
 from optsched.sim.step_backend import STEP_RECORD_COLUMNS, StepRecord
 
-__all__ = ["STEP_LOG_COLUMNS", "TorchStepBackend", "check_executor_cluster", "set_capacities", "token_ids"]
+__all__ = ["STEP_LOG_COLUMNS", "TRANSFER_COLUMNS", "MeasuredHostCopies", "TorchStepBackend", "check_executor_cluster", "set_capacities", "token_ids"]
 
 log = logging.getLogger(__name__)
 
 STEP_LOG_COLUMNS = STEP_RECORD_COLUMNS
+# per step, ``TorchStepBackend.transfers``: host copies before the step, and the step's sequences (chunks + decodes)
+TRANSFER_COLUMNS = ("reload_pages", "offload_pages", "transfer_s", "sequences")
+
+
+class MeasuredHostCopies:
+    """A cost model whose PCIe (HBM <-> DRAM) KV transfers take 0 s, everything else delegated to ``cm``:
+    the executor performs those copies itself and puts their measured time on its clock, so the
+    simulator's LOADING delay of a DRAM promotion must not add the cost model's estimate on top."""
+
+    def __init__(self, cm: Any) -> None:
+        self._cm = cm
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._cm, name)
+
+    def kv_transfer_time(self, tokens, link: str):
+        """0 for ``link == "pcie"`` (shape of ``tokens``), else ``cm.kv_transfer_time``."""
+        if link == "pcie":
+            import numpy as np
+
+            t = np.zeros(np.shape(tokens))
+            return float(t) if t.ndim == 0 else t
+        return self._cm.kv_transfer_time(tokens, link)
+
+    def __repr__(self) -> str:
+        return f"MeasuredHostCopies({self._cm!r})"
 _MIX = 0x9E3779B1  # Knuth's multiplicative hash constant (2^32 / golden ratio)
 
 
@@ -79,7 +115,7 @@ class TorchStepBackend:
     step), ``model_clock`` (execute every step but return the cost model's time: the simulator's exact
     schedule replayed on real KV, for accounting checks), ``repeats`` (execute each step this many times,
     rolling its sequences back to their pre-step length in between so the same pages are rewritten with
-    the same values, and keep the shortest time: noise from a shared machine only ever adds time).
+    the same values, and keep the shortest time; the host copies before it run once and are added: noise from a shared machine only ever adds time).
     ``max_repeats`` (default ``repeats``): beyond ``repeats``, keep executing until the two shortest
     times are within ``confirm`` (relative) of each other: a minimum seen twice is the step's floor, not
     one lucky or unlucky slice (on the shared 2-core VM identical single-decode steps ranged 2.5-6.2 ms
@@ -93,13 +129,14 @@ class TorchStepBackend:
     shared 2-vCPU VM the speed of identical work drifts in phases of tens of seconds (back-to-back minima
     of the same step differ by 10-20% between passes; BENCHMARKS.md "Executor"), so back-to-back
     repetitions all see one phase while round executions see several. The run's clock advanced by the
-    in-run times (``steps.clock_s`` of ``optsched.executor.runner.run``); the refined times are the per-step
+    in-run times (``steps.clock_s`` of ``optsched.executor.runner.run``); the refined times (plus each step's
+    measured host copies) are the per-step
     measurement (``steps.time_s``), and the runner replays the run on them for the per-call results.
     """
 
     def __init__(self, model, *, block_size: int, hbm_blocks: int, dram_blocks: int, max_num_seqs: int,
                  check: bool = False, model_clock: bool = False, repeats: int = 1, max_repeats: int | None = None,
-                 confirm: float = 0.03, retime_rounds: int = 0) -> None:
+                 confirm: float = 0.03, retime_rounds: int = 0, keep_logits: bool = False) -> None:
         if not isinstance(repeats, int) or repeats < 1:
             raise ValueError(f"repeats must be an int >= 1, got {repeats!r}")
         max_repeats = repeats if max_repeats is None else max_repeats
@@ -126,6 +163,10 @@ class TorchStepBackend:
         self.paged: dict[int, PagedSequences] = {}
         self.live: dict[int, dict[int, Any]] = {}  # instance -> call index -> Seq holding pages
         self.records: list[StepRecord] = []
+        self.step_s: list[float] = []  # per step: its execution time without the host copies
+        self.transfers: list[dict[str, float]] = []  # per step: host copies before it (TRANSFER_COLUMNS)
+        self.keep_logits = bool(keep_logits)
+        self.logits: list[list[tuple[Any, int, Any]]] = []  # per step: (call, position, logits [V]) per sequence
 
     def _pages(self, inst) -> PagedSequences:
         ps = self.paged.get(inst.iid)
@@ -164,14 +205,18 @@ class TorchStepBackend:
 
     # ---- one step ------------------------------------------------------------------------------
     def _execute(self, inst, b) -> float:
-        self._sync(inst)
-        ps = self.paged[inst.iid]
+        ps = self._pages(inst)
         live = self.live[inst.iid]
         bs, vocab = self.block_size, self.model.cfg.vocab_size
+        host = ps.host
+        before = host.seconds if host is not None else None
+        copies = dict(host.copies) if host is not None else None
+        reloaded = ps.reloaded_pages
+        self._sync(inst)  # offloads and drops of pages the index moved out of HBM
         items = []
         for seq, n, c in b.chunks:
             if seq.idx not in ps.tables:
-                ps.begin(seq.idx, seq.hashes, c)
+                ps.begin(seq.idx, seq.hashes, c)  # prefix pages shared or reloaded from the host
                 live[seq.idx] = seq
             elif ps.tokens[seq.idx] != c:
                 raise RuntimeError(f"call {seq.call.call_id}: {ps.tokens[seq.idx]} tokens in pages, scheduler says {c}")
@@ -181,20 +226,39 @@ class TorchStepBackend:
             if ps.tokens.get(seq.idx) != ctx:
                 raise RuntimeError(f"call {seq.call.call_id}: decode at context {ctx}, pages hold {ps.tokens.get(seq.idx)}")
             items.append((seq.idx, token_ids(seq.call, ctx, 1, bs, vocab)))
+        ps.reserve([(key, len(new)) for key, new in items])  # evictions (offloads) happen here, not in the step
+        tr = {"reload_pages": ps.reloaded_pages - reloaded, "offload_pages": 0, "transfer_s": 0.0}
+        if host is not None:
+            after = host.seconds
+            tr["offload_pages"] = host.copies["offload"] - copies["offload"]
+            tr["transfer_s"] = (after["offload"] - before["offload"]) + (after["reload"] - before["reload"])
+        tr["sequences"] = len(items)
+        self.transfers.append(tr)
         base = {key: ps.tokens[key] for key, _ in items}
         times: list[float] = []
+        kept: list = []
         gc_on = gc.isenabled()
         gc.disable()  # a collection of the simulator's objects inside a timed step is not the step's time
         try:
             while len(times) < self.max_repeats:  # the identical step again over the same pages
                 for key, c in base.items():
                     ps.tokens[key] = c
-                times.append(self.timer(lambda: ps.step(self.model, items).argmax(-1)))
+
+                def once() -> None:
+                    out = ps.step(self.model, items)
+                    out.argmax(-1)
+                    if not kept:
+                        kept.append(out)
+                times.append(self.timer(once))
                 if len(times) >= self.repeats and _confirmed(times, self.confirm):
                     break
         finally:
             if gc_on:
                 gc.enable()
+        if self.keep_logits:
+            seqs = {seq.idx: seq for seq, _, _ in b.chunks} | {seq.idx: seq for seq in inst.dec.values()}
+            self.logits.append([(seqs[key].call, base[key] + len(new) - 1, row)
+                                for (key, new), row in zip(items, kept[0].cpu())])
         dt = min(times)
         self.executions += len(times)
         for seq, n, c in b.chunks:  # in-flight prefix sharing, as the index publishes after every chunk
@@ -211,6 +275,8 @@ class TorchStepBackend:
         """Execute ``batch`` on ``inst``'s pages; its measured time (s), or the cost model's with
         ``model_clock``."""
         dt = self._execute(inst, batch)
+        self.step_s.append(dt)
+        dt += self.transfers[-1]["transfer_s"]  # the host copies before the step, measured (module docstring)
         if self.model_clock:
             b = batch
             dt = float(inst.cm.step_time(b.prefill_tokens, b.attn_pairs, b.prefill_kv, b.n_dec, b.dec_kv))
@@ -232,7 +298,11 @@ class TorchStepBackend:
         order, each step over a copy of its own block tables on its instance's pool; the pools' contents
         are garbage after this) and return ``retimed_s``, per step the minimum of its in-run and round
         times (s). With ``retime_rounds`` = 0 the in-run times."""
-        best = [r.time_s for r in self.records]
+        if self.model_clock:  # the cost model's times (no rounds: checked at construction)
+            self.retimed_s = [r.time_s for r in self.records]
+            return self.retimed_s
+        tr = [x["transfer_s"] for x in self.transfers]
+        best = list(self.step_s)  # each step's own execution time (its host copies added below)
         gc_on = gc.isenabled()
         gc.disable()
         try:
@@ -248,6 +318,7 @@ class TorchStepBackend:
             if gc_on:
                 gc.enable()
         self._replay = []
+        best = [t + c for t, c in zip(best, tr)]  # each step's measured host copies, once (they ran once)
         self.retimed_s = best
         return best
 

@@ -1,10 +1,21 @@
-"""Host (DRAM) tier of the paged KV cache: pages copied to host memory and back, bandwidth measured.
+"""Host (DRAM) tier of the paged KV cache: pages copied to host memory and back, every copy timed.
 
-Storage: ``k``/``v`` [L, N, S, K, D] in host memory (pinned on CUDA so copies are DMA). On CUDA the
-copies run on a side stream and each offloaded slot records a ``torch.cuda.Event``; a reload of that
-slot first waits for it (asynchronous offload, ordered reload). On CPU they are plain tensor copies.
-Bytes and seconds of every copy are accumulated (``bandwidth_gb_s``); timing uses CUDA events on CUDA
-and ``time.perf_counter_ns`` on CPU.
+Storage: ``k``/``v`` [N, L, S, K, D] in host memory, pinned on CUDA (page-locked, so a copy is one DMA
+without a pageable staging buffer); slot-major, so that a slot is one contiguous block (a strided pinned
+destination would make torch stage the copy through pageable memory, synchronously).
+
+CUDA: every copy is issued ``non_blocking`` on a side stream and returns at once (no host round trip).
+The side stream first waits for the compute stream (an offload reads a page the model has just
+written; a reload overwrites a page that a kernel still in flight may read), and the compute stream
+waits for the copy's end event before its next kernel (a reloaded page is read by the next step, an
+offloaded page may be reallocated and overwritten by it). Each copy is bracketed by a pair of timing
+events on the side stream; their elapsed times are collected lazily (``settle``, called by the
+``seconds`` / ``bandwidth_gb_s`` readers), so no copy synchronizes the host.
+CPU: plain tensor copies, timed with the calling thread's CPU time when torch runs one intra-op thread
+(the executor's step clock, ``optsched.executor.calibrate.timer``), else wall time.
+
+Bytes and seconds of every copy are accumulated per kind ("offload", "reload"); ``copies[kind]``
+counts them (one page each).
 """
 
 from __future__ import annotations
@@ -19,39 +30,66 @@ __all__ = ["HostTier", "measure_host_bandwidth"]
 
 
 class HostTier:
-    """``num_slots`` host pages mirroring ``pool``'s page shape; a map block hash -> slot."""
+    """``num_slots`` host pages mirroring ``pool``'s page shape; a map block hash -> slot.
+    Raises ValueError for ``num_slots`` < 0."""
 
     def __init__(self, pool: PagedKVPool, num_slots: int) -> None:
         if num_slots < 0:
             raise ValueError(f"num_slots must be >= 0, got {num_slots}")
         self.pool = pool
         self.cuda = pool.k.is_cuda
-        shape = (pool.k.shape[0], max(num_slots, 1), *pool.k.shape[2:])  # [L, N, S, K, D]
+        shape = (max(num_slots, 1), pool.k.shape[0], *pool.k.shape[2:])  # [N, L, S, K, D]: a slot is contiguous
         self.k = torch.zeros(shape, dtype=pool.k.dtype, pin_memory=self.cuda)
         self.v = torch.zeros(shape, dtype=pool.k.dtype, pin_memory=self.cuda)
         self.num_slots = num_slots
         self.free = list(range(num_slots - 1, -1, -1))
         self.by_hash: dict[object, int] = {}
-        self.events: dict[int, object] = {}
         self.stream = torch.cuda.Stream(device=pool.k.device) if self.cuda else None
         self.bytes = {"offload": 0, "reload": 0}
-        self.seconds = {"offload": 0.0, "reload": 0.0}
+        self.copies = {"offload": 0, "reload": 0}
+        self._seconds = {"offload": 0.0, "reload": 0.0}
+        self._pending: list[tuple[str, object, object]] = []  # CUDA: (kind, start event, end event)
 
-    def _timed(self, kind: str, fn) -> None:
-        nbytes = self.pool.page_bytes
+    # ---- timing ----------------------------------------------------------------------------------
+    def settle(self) -> None:
+        """Wait for the issued copies (CUDA) and add their event-timed durations to ``seconds``."""
+        if not self._pending:
+            return
+        self._pending[-1][2].synchronize()  # events on one stream complete in order
+        for kind, s, e in self._pending:
+            self._seconds[kind] += s.elapsed_time(e) / 1e3
+        self._pending.clear()
+
+    @property
+    def seconds(self) -> dict[str, float]:
+        """Measured seconds of all copies so far, per kind (settles pending CUDA copies first)."""
+        self.settle()
+        return dict(self._seconds)
+
+    def _copy(self, kind: str, dst_k: torch.Tensor, src_k: torch.Tensor, dst_v: torch.Tensor,
+              src_v: torch.Tensor) -> None:
         if self.cuda:
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record(self.stream)
-            fn()
-            end.record(self.stream)
-            end.synchronize()
-            self.seconds[kind] += start.elapsed_time(end) / 1e3
+            dev = self.pool.k.device
+            comp = torch.cuda.current_stream(dev)
+            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            self.stream.wait_stream(comp)
+            with torch.cuda.stream(self.stream):
+                s.record(self.stream)
+                dst_k.copy_(src_k, non_blocking=True)
+                dst_v.copy_(src_v, non_blocking=True)
+                e.record(self.stream)
+            comp.wait_event(e)
+            self._pending.append((kind, s, e))
         else:
-            t0 = time.perf_counter_ns()
-            fn()
-            self.seconds[kind] += (time.perf_counter_ns() - t0) / 1e9
-        self.bytes[kind] += nbytes
+            clock = time.thread_time_ns if torch.get_num_threads() == 1 else time.perf_counter_ns
+            t0 = clock()
+            dst_k.copy_(src_k)
+            dst_v.copy_(src_v)
+            self._seconds[kind] += (clock() - t0) / 1e9
+        self.bytes[kind] += self.pool.page_bytes
+        self.copies[kind] += 1
 
+    # ---- the tier --------------------------------------------------------------------------------
     def offload(self, block_hash: object, page: int) -> bool:
         """Copy ``page`` to a host slot under ``block_hash`` (no-op True if already there); False if full."""
         if block_hash in self.by_hash:
@@ -60,18 +98,7 @@ class HostTier:
             return False
         slot = self.free.pop()
         pool = self.pool
-
-        def copy() -> None:
-            if self.cuda:
-                self.stream.wait_stream(torch.cuda.current_stream(pool.k.device))
-                with torch.cuda.stream(self.stream):
-                    self.k[:, slot].copy_(pool.k[:, page], non_blocking=True)
-                    self.v[:, slot].copy_(pool.v[:, page], non_blocking=True)
-            else:
-                self.k[:, slot].copy_(pool.k[:, page])
-                self.v[:, slot].copy_(pool.v[:, page])
-
-        self._timed("offload", copy)
+        self._copy("offload", self.k[slot], pool.k[:, page], self.v[slot], pool.v[:, page])
         self.by_hash[block_hash] = slot
         return True
 
@@ -81,18 +108,7 @@ class HostTier:
         if slot is None:
             return False
         pool = self.pool
-
-        def copy() -> None:
-            if self.cuda:
-                with torch.cuda.stream(self.stream):
-                    pool.k[:, page].copy_(self.k[:, slot], non_blocking=True)
-                    pool.v[:, page].copy_(self.v[:, slot], non_blocking=True)
-                torch.cuda.current_stream(pool.k.device).wait_stream(self.stream)
-            else:
-                pool.k[:, page].copy_(self.k[:, slot])
-                pool.v[:, page].copy_(self.v[:, slot])
-
-        self._timed("reload", copy)
+        self._copy("reload", pool.k[:, page], self.k[slot], pool.v[:, page], self.v[slot])
         return True
 
     def discard(self, block_hash: object) -> None:

@@ -13,9 +13,11 @@ import torch
 from optsched.executor.attention import (
     DECODE_IMPLS,
     Segment,
+    decode_attention,
     dense_causal_attention,
     paged_attention,
     plan_decodes,
+    prefill_attention,
 )
 from optsched.executor.config import ExecModelConfig
 from optsched.executor.kv_pool import PagedKVPool
@@ -33,6 +35,22 @@ def dtype_for(device: str) -> torch.dtype:
 def _rms(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     xf = x.float()
     return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + 1e-6)).to(x.dtype) * w
+
+
+def _f32(x: torch.Tensor) -> torch.Tensor:
+    """``x`` in float32 (itself when it already is: ``.float()`` would still dispatch an op)."""
+    return x if x.dtype == torch.float32 else x.float()
+
+
+def _as(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    return x if x.dtype == dtype else x.to(dtype)
+
+
+def _rms_fused(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """``_rms`` as torch's one fused op (``F.rms_norm``, eps 1e-6), computed in float32."""
+    if x.dtype == torch.float32 and w.dtype == torch.float32:  # the weight multiply inside the same op
+        return torch.nn.functional.rms_norm(x, (x.shape[-1],), weight=w, eps=1e-6)
+    return _as(torch.nn.functional.rms_norm(_f32(x), (x.shape[-1],), eps=1e-6), x.dtype) * w
 
 
 class TinyDecoder:
@@ -64,6 +82,9 @@ class TinyDecoder:
                 "n1": torch.ones(e, device=self.device, dtype=self.dtype),
                 "n2": torch.ones(e, device=self.device, dtype=self.dtype),
             })
+        for lw in self.layers:  # fused weights of the packed path (forward_plan): one GEMM for Q, K, V, one for gate+up
+            lw["wqkv"] = torch.cat((lw["wq"], lw["wk"], lw["wv"]), dim=1)  # [E, (H + 2K)·D]
+            lw["wgu"] = torch.cat((lw["wg"], lw["wu"]), dim=1)  # [E, 2F]
         self.norm = torch.ones(e, device=self.device, dtype=self.dtype)
         self.lm_head = w(e, v)  # [E, V]
         inv = 1.0 / _ROPE_BASE ** (torch.arange(0, d, 2, dtype=torch.float32) / d)  # [D/2]
@@ -108,6 +129,56 @@ class TinyDecoder:
             x = x + (torch.nn.functional.silu(m @ lw["wg"]) * (m @ lw["wu"])) @ lw["wd"]  # [T, E]
         y = _rms(x[logit_rows], self.norm)  # [R, E]
         return (y @ self.lm_head).float()  # [R, V]
+
+    def _rope_cis(self, pos: torch.Tensor) -> torch.Tensor:
+        """cos + i·sin [T, 1, D/2] (complex64) of positions ``pos`` [T], once per step for every layer."""
+        ang = pos.float()[:, None] * self.inv_freq[None, :]  # [T, D/2]
+        return torch.polar(torch.ones_like(ang), ang)[:, None, :]
+
+    @staticmethod
+    def _rope_complex(x: torch.Tensor, cis: torch.Tensor) -> torch.Tensor:
+        """``_rope`` as one complex product: the pair (2i, 2i+1) is x_{2i} + i·x_{2i+1}, rotated by
+        multiplying with cos + i·sin. x [T, N, D] -> [T, N, D] (float32 arithmetic)."""
+        t, nh, d = x.shape
+        xc = torch.view_as_complex(_f32(x).reshape(t, nh, d // 2, 2))  # [T, N, D/2]
+        return _as(torch.view_as_real(xc * cis).reshape(t, nh, d), x.dtype)
+
+    @torch.inference_mode()
+    def forward_plan(self, plan, pool: PagedKVPool) -> torch.Tensor:
+        """One engine step from a packed ``optsched.executor.step_plan.StepPlan``: the same computation as
+        ``forward_step`` (the reference path) with every index a view of the step's one device buffer,
+        RoPE angles computed once for all layers and applied to Q and K together as one complex product,
+        one GEMM for Q/K/V and one for gate/up (fused weights), residual adds fused into ``addmm``, RMSNorm
+        as ``F.rms_norm``, KV written by ``index_copy_`` into the flattened pages and prefill GQA through
+        SDPA's ``enable_gqa``. Equal to ``forward_step`` up to float rounding (tests/executor). Returns
+        logits [R, V] (float32)."""
+        cfg = self.cfg
+        t = plan.tokens.shape[0]
+        h, k, d = cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
+        cis = self._rope_cis(plan.positions)
+        x = self.embed.index_select(0, plan.tokens)  # [T, E]
+        e, f = cfg.hidden_size, cfg.mlp_size
+        for li, lw in enumerate(self.layers):
+            a = _rms_fused(x, lw["n1"])
+            qkv = (a @ lw["wqkv"]).view(t, h + 2 * k, d)  # [T, H + 2K, D]
+            qk = self._rope_complex(qkv[:, : h + k], cis)  # [T, H + K, D]: RoPE on Q and K at once
+            q, kk, vv = qk[:, :h], qk[:, h:], qkv[:, h + k:]  # [T, H, D], [T, K, D], [T, K, D]
+            kp, vp = pool.k[li], pool.v[li]  # [P, S, K, D]
+            kp.view(-1, k, d).index_copy_(0, plan.slots, kk)
+            vp.view(-1, k, d).index_copy_(0, plan.slots, vv)
+            if plan.decode is not None and not plan.prefills and plan.decode.rows.shape[0] == t:
+                o = decode_attention(q, kp, vp, plan.decode)  # decode-only step: rows 0 .. T-1 in order
+            else:
+                o = torch.empty_like(q)
+                if plan.decode is not None:
+                    o[plan.decode.rows] = decode_attention(q, kp, vp, plan.decode)
+                for row0, n, cached, table in plan.prefills:
+                    o[row0: row0 + n] = prefill_attention(q[row0: row0 + n], kp, vp, cached, table)
+            x = torch.addmm(x, o.reshape(t, e), lw["wo"])  # x + o @ wo, [T, E]
+            gu = _rms_fused(x, lw["n2"]) @ lw["wgu"]  # [T, 2F]
+            x = torch.addmm(x, torch.nn.functional.silu(gu[:, :f]) * gu[:, f:], lw["wd"])  # [T, E]
+        y = _rms_fused(x.index_select(0, plan.logit_rows), self.norm)  # [R, E]
+        return _f32(y @ self.lm_head)  # [R, V]
 
     @torch.inference_mode()
     def forward_dense(self, tokens: torch.Tensor) -> torch.Tensor:

@@ -18,6 +18,7 @@ import torch
 from optsched.executor.attention import Segment
 from optsched.executor.host_tier import HostTier
 from optsched.executor.kv_pool import PagedKVPool
+from optsched.executor.step_plan import StepPacker
 
 __all__ = ["PagedSequences"]
 
@@ -34,6 +35,7 @@ class PagedSequences:
         self.tables: dict[object, list[int]] = {}
         self.tokens: dict[object, int] = {}
         self.reloaded_pages = 0
+        self._packers: dict[int, StepPacker] = {}  # per model (its decode attention impl): staging buffers
 
     def _alloc(self) -> int:
         return self.pool.alloc(self.may_evict)
@@ -94,10 +96,25 @@ class PagedSequences:
         for p in table:
             self.pool.release(p)
 
-    def step(self, model, items: Sequence[tuple[object, Sequence[int]]]) -> torch.Tensor:
+    def reserve(self, items: Sequence[tuple[object, int]]) -> None:
+        """Allocate the pages that ``items`` = [(key, new token count)] will write, so that the step itself
+        allocates nothing (an allocation may evict a cached page and copy it to the host first)."""
+        s = self.pool.block_size
+        for key, n in items:
+            table = self.tables[key]
+            need = self.tokens[key] + n
+            while len(table) * s < need:
+                table.append(self._alloc())
+
+    def step(self, model, items: Sequence[tuple[object, Sequence[int]]], packed: bool = True) -> torch.Tensor:
         """Append ``items`` = [(key, new token ids)] (each key once; 1 token = a decode) and run ``model``
         once on all rows. Returns logits [len(items), V] of each item's last new token. Rows are laid
-        out in ``items`` order."""
+        out in ``items`` order. ``packed`` (default): the step's plan in one buffer, one host-to-device
+        transfer (``optsched.executor.step_plan``, ``TinyDecoder.forward_plan``); False: the reference
+        path (``TinyDecoder.forward_step``, one list-to-tensor per index, the decode plan built on the
+        device)."""
+        if packed:
+            return self._step_packed(model, items)
         pool = self.pool
         s = pool.block_size
         toks: list[int] = []
@@ -128,3 +145,23 @@ class PagedSequences:
             return torch.tensor(x, dtype=torch.long, device=dev)
 
         return model.forward_step(t(toks), t(pos), pool, t(pages), t(offs), segs, t(last))
+
+    def _step_packed(self, model, items: Sequence[tuple[object, Sequence[int]]]) -> torch.Tensor:
+        s = self.pool.block_size
+        segs: list[Segment] = []
+        toks: list[int] = []
+        for key, new in items:
+            table = self.tables[key]
+            c = self.tokens[key]
+            n = len(new)
+            if n < 1:
+                raise ValueError(f"sequence {key!r}: a step needs at least one new token")
+            while len(table) * s < c + n:
+                table.append(self._alloc())
+            segs.append(Segment(len(toks), n, c, tuple(table[: -(-(c + n) // s)])))
+            toks.extend(new)
+            self.tokens[key] = c + n
+        packer = self._packers.get(id(model))
+        if packer is None:
+            packer = self._packers[id(model)] = StepPacker(self.pool.k.device, model.decode)
+        return model.forward_plan(packer.pack(segs, toks, s), self.pool)

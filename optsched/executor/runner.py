@@ -79,7 +79,7 @@ def check_fits_memory(workload: Workload, hbm_blocks: int, where: str = "workloa
 def run(workload: Workload, cluster: ClusterConfig, cost_model: Any, *, router: Any = None, admission: Any = None,
         residency: Any = None, executor: bool, model: Any = None, hbm_blocks: int, dram_blocks: int,
         check: bool = False, model_clock: bool = False, backend: Any = None, repeats: int = 1,
-        max_repeats: int | None = None, retime_rounds: int = 0) -> ExecRun:
+        max_repeats: int | None = None, retime_rounds: int = 0, keep_logits: bool = False) -> ExecRun:
     """Run ``workload`` (already scaled) on the executor (``executor=True``, needs ``model``) or the
     simulator (``backend``: a ``CostModelBackend`` subclass for the simulator side, default the plain one;
     ``repeats`` / ``max_repeats``: executions per step, min time kept; ``retime_rounds``: that many more
@@ -90,9 +90,15 @@ def run(workload: Workload, cluster: ClusterConfig, cost_model: Any, *, router: 
     (``optsched.executor.clock_replay``; copies of the policies taken before the run), ``extra["clock"] =
     "retimed"``; when the replay plans a step the executor did not run, the in-run results are kept and
     ``extra["clock"]`` says where it diverged.
+    On the executor the step log also has ``TRANSFER_COLUMNS`` (host copies before each step, measured and
+    included in ``time_s`` and ``clock_s``); with a measured clock the instances price PCIe promotions at 0
+    (``MeasuredHostCopies``: the executor's copies are on its clock instead). ``keep_logits``: the backend
+    keeps every step's logits (``extra["backend"]`` is the ``TorchStepBackend``).
     Raises ValueError for a call that does not fit ``hbm_blocks``."""
     from optsched.executor.engine import (
         STEP_LOG_COLUMNS,
+        TRANSFER_COLUMNS,
+        MeasuredHostCopies,
         TorchStepBackend,
         check_executor_cluster,
         set_capacities,
@@ -106,10 +112,12 @@ def run(workload: Workload, cluster: ClusterConfig, cost_model: Any, *, router: 
     cms = [cost_model] * len(cluster.instances)
     if executor:
         check_executor_cluster(cluster)
+        if not model_clock:
+            cms = [MeasuredHostCopies(cost_model)] * len(cluster.instances)
         backend = TorchStepBackend(model, block_size=workload.block_size, hbm_blocks=hbm_blocks,
                                    dram_blocks=dram_blocks, max_num_seqs=cluster.scheduler.max_num_seqs,
                                    check=check, model_clock=model_clock, repeats=repeats,
-                                   max_repeats=max_repeats, retime_rounds=retime_rounds)
+                                   max_repeats=max_repeats, retime_rounds=retime_rounds, keep_logits=keep_logits)
     elif backend is None:
         backend = CostModelBackend()
     fresh = copy.deepcopy((router, admission, residency)) if executor and retime_rounds else None
@@ -160,6 +168,10 @@ def run(workload: Workload, cluster: ClusterConfig, cost_model: Any, *, router: 
     if executor:
         steps["clock_s"] = steps["time_s"]
         steps["time_s"] = backend.retimed_s
+        for col in TRANSFER_COLUMNS:
+            steps[col] = [x[col] for x in backend.transfers]
+        if keep_logits:
+            extra["backend"] = backend
     return ExecRun(SimResult(df, summary, ts, config), steps, extra)
 
 

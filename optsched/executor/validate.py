@@ -28,9 +28,25 @@ from optsched.executor.validate_keys import ordered
 from optsched.sim.config import SchedulerConfig
 from optsched.sim.step_backend import CostModelBackend, StepRecord
 
-__all__ = ["CALIBRATIONS", "METRICS", "FittedBackend", "ShapeRecorder", "Variant", "calibration_shapes", "default_variants",
-           "merge_policies", "policy_variant", "policy_variants", "router_variants", "scheduler_for", "split_steps",
-           "validate"]
+__all__ = [
+    "CALIBRATIONS",
+    "METRICS",
+    "FittedBackend",
+    "ShapeRecorder",
+    "Variant",
+    "calibration_shapes",
+    "default_variants",
+    "fit_host_link",
+    "merge_policies",
+    "policy_variant",
+    "policy_variants",
+    "predict_steps",
+    "router_variants",
+    "scheduler_for",
+    "split_steps",
+    "step_counts",
+    "validate",
+]
 
 log = logging.getLogger(__name__)
 METRICS = ("ttft_p50_s", "ttft_p90_s", "tpot_p50_s", "p90_interactivity_tok_s", "tpgs")
@@ -166,18 +182,71 @@ def split_steps(steps: pd.DataFrame) -> np.ndarray:
     return np.arange(len(steps)) % 2 == 0
 
 
-CALIBRATIONS = ("interleave", "run", "shapes")
+CALIBRATIONS = ("workload", "interleave", "run", "shapes")
+
+
+def fit_host_link(gpu, cfg: ExecModelConfig, device: str, steps: pd.DataFrame):
+    """The executor's host link fitted from its measured copies: every copy moves one page (S tokens of
+    KV, ``ModelSpec`` bytes per token), so the effective PCIe bandwidth is bytes moved / seconds measured
+    over all copies of ``steps`` (columns ``reload_pages``, ``offload_pages``, ``transfer_s``), the
+    per-copy fixed cost included. Returns (``gpu`` with that ``pcie_bw``, {"pcie_bw", "pages",
+    "seconds"}); ``gpu`` unchanged (and pcie_bw its own) when no copy was measured."""
+    from optsched.cost.model import CostModel
+
+    pages = float((steps["reload_pages"] + steps["offload_pages"]).sum()) if "transfer_s" in steps else 0.0
+    sec = float(steps["transfer_s"].sum()) if "transfer_s" in steps else 0.0
+    if pages <= 0 or sec <= 0:
+        return gpu, {"pcie_bw": float(gpu.pcie_bw), "pages": pages, "seconds": sec, "fitted": False}
+    per_token = CostModel(gpu, cfg.model_spec(device), 1).kv_bytes_per_token
+    bw = pages * cfg.block_size * per_token / sec
+    return dataclasses.replace(gpu, pcie_bw=bw, link_latency_s=0.0), {"pcie_bw": bw, "pages": pages, "seconds": sec,
+                                                                      "fitted": True}
+
+
+def predict_steps(cm, steps: pd.DataFrame, block_size: int) -> np.ndarray:
+    """Predicted time (s) of each executor step: ``CostModel.step_time`` of its aggregates plus the PCIe
+    transfer of its measured host copies (``reload_pages + offload_pages`` pages of ``block_size`` tokens)."""
+    pred = np.asarray(cm.step_time(*[steps[c].to_numpy(float) for c in _STEP_COLS]), dtype=float)
+    if "reload_pages" in steps:
+        tok = (steps["reload_pages"] + steps["offload_pages"]).to_numpy(float) * block_size
+        pred = pred + np.asarray(cm.kv_transfer_time(tok, "pcie"), dtype=float)
+    return pred
+
+
+def _fit_frame(steps: pd.DataFrame) -> pd.DataFrame:
+    """``steps`` with ``time_s`` less the measured host copies (the step's own execution, what the step
+    model is fitted to)."""
+    if "transfer_s" not in steps:
+        return steps
+    out = steps.copy()
+    out["time_s"] = out["time_s"] - out["transfer_s"]
+    return out
+
+
+def step_counts(steps: pd.DataFrame) -> dict:
+    """{"total", "mixed" (prefill and decode rows in one step), "max_batch" (most sequences in one step: the
+    executor's ``sequences`` column, else decodes plus one for the prefill chunks), "batch_ge_8"}."""
+    batch = steps["sequences"] if "sequences" in steps else steps["decode_seqs"] + (steps["prefill_tokens"] > 0)
+    return {"total": len(steps), "mixed": int(((steps["prefill_tokens"] > 0) & (steps["decode_seqs"] > 0)).sum()),
+            "max_batch": int(batch.max()) if len(steps) else 0, "batch_ge_8": int((batch >= 8).sum())}
 
 
 def validate(workload, variants: list[Variant], *, cfg: ExecModelConfig, device: str, instances: int = 1,
              budget: int = 2048, max_seqs: int = 32, hbm_blocks: int = 2048, dram_blocks: int = 8192,
              repeats: int = 5, threads: int = 1, max_shapes: int = 48, scale: int = 1,
              step_repeats: int = 3, step_max_repeats: int = 8, calibration: str = "interleave",
-             retime_rounds: int = 16) -> dict:
+             retime_rounds: int = 16, calibration_workload=None, progress=None) -> dict:
     """Run every variant on simulator and executor (``workload`` already scaled). Returns the dict of the
     module docstring. ``scale``: the factor ``workload`` was scaled down by (thresholds are divided by it).
-    Raises ValueError when a call does not fit ``hbm_blocks``, for an unknown ``calibration`` or a repeated
-    variant label.
+    Raises ValueError when a call does not fit ``hbm_blocks``, for an unknown ``calibration``, a repeated
+    variant label, or ``calibration="workload"`` without ``calibration_workload``.
+
+    ``calibration="workload"`` (out of sample): every variant runs on the executor on ``calibration_workload``
+    (another workload, already scaled: other sessions and shapes), all its steps are fitted, and the scored
+    runs of ``workload`` (executor and simulator, instances priced by the fitted model) never took part in
+    the fit. ``progress``: a callable receiving one line per stage (the CLI prints them to stderr).
+    Every mode also fits the host link (``fit_host_link``) from the fitted runs' measured copies, and
+    a step's prediction includes the PCIe time of its copies (``predict_steps``).
 
     Calibration, ``calibration="interleave"`` (default): every variant runs once on the executor (instances
     priced by the uncalibrated cost model over the measured ceilings); its steps are split in execution
@@ -200,6 +269,11 @@ def validate(workload, variants: list[Variant], *, cfg: ExecModelConfig, device:
     update exec15). The fit and the scored steps use these times; the run's clock (TTFT, TPOT) keeps the
     in-run minima (``steps.clock_s``)."""
     t0 = time.perf_counter()
+
+    def say(msg: str) -> None:
+        if progress is not None:
+            progress(f"[{time.perf_counter() - t0:6.1f} s] {msg}")
+
     labels = [v.label for v in variants]
     dup = sorted({x for x in labels if labels.count(x) > 1})
     if dup:  # the report is keyed by label: a repeated one silently kept only the last variant's results
@@ -207,6 +281,13 @@ def validate(workload, variants: list[Variant], *, cfg: ExecModelConfig, device:
     check_fits_memory(workload, hbm_blocks)
     if calibration not in CALIBRATIONS:
         raise ValueError(f"calibration must be one of {CALIBRATIONS}, got {calibration!r}")
+    if calibration == "workload":
+        if calibration_workload is None:
+            raise ValueError('calibration="workload" needs a calibration_workload')
+        if calibration_workload.block_size != workload.block_size:
+            raise ValueError(f"calibration workload block size {calibration_workload.block_size} differs from "
+                             f"the scored workload's {workload.block_size} (scale them by matching factors)")
+        check_fits_memory(calibration_workload, hbm_blocks, where="calibration workload")
     if cfg.block_size != workload.block_size:
         cfg = dataclasses.replace(cfg, block_size=workload.block_size)
     set_threads(threads)
@@ -224,9 +305,13 @@ def validate(workload, variants: list[Variant], *, cfg: ExecModelConfig, device:
     def clusters(v: Variant):
         return executor_cluster(instances, scheduler_for(v, budget, max_seqs, scale))
 
-    def execute(v: Variant, cm):
-        return run(workload, clusters(v), cm, executor=True, model=model, repeats=step_repeats,
-                   max_repeats=step_max_repeats, retime_rounds=retime_rounds, **kwargs(v))
+    def execute(v: Variant, cm, wl=None):
+        say(f"executor: {(wl or workload).name} / {v.label} ...")
+        r = run(wl or workload, clusters(v), cm, executor=True, model=model, repeats=step_repeats,
+                max_repeats=step_max_repeats, retime_rounds=retime_rounds, **kwargs(v))
+        say(f"executor: {(wl or workload).name} / {v.label}: {len(r.steps)} steps, "
+            f"{int(r.steps['reload_pages'].sum())} pages reloaded")
+        return r
 
     exes: dict = {}
     scored: dict = {}
@@ -242,6 +327,9 @@ def validate(workload, variants: list[Variant], *, cfg: ExecModelConfig, device:
             scored[v.label] = st[~mask]
         steps = pd.concat(fit_parts, ignore_index=True)
         n_cal, n_run = len(steps), sum(len(e.steps) for e in exes.values())
+    elif calibration == "workload":
+        steps = pd.concat([execute(v, cm0, calibration_workload).steps for v in variants], ignore_index=True)
+        n_cal = n_run = len(steps)
     elif calibration == "shapes":
         shapes: list = []
         for v in variants:
@@ -254,18 +342,22 @@ def validate(workload, variants: list[Variant], *, cfg: ExecModelConfig, device:
     else:  # a separate executor pass: all its measured steps (the scored passes are new executions)
         steps = pd.concat([execute(v, cm0).steps for v in variants], ignore_index=True)
         n_cal = n_run = len(steps)
-    log.info("validate: fitting the cost model on %d measured steps", len(steps))
-    cal, fit = fit_executor(gpu, cfg, device, steps, name=f"{gpu.name} {cfg.name(device)}")
-    cm = CostModel(gpu, cfg.model_spec(device), 1, cal)
+    say(f"fit on {len(steps)} steps ({calibration})")
+    cal, fit = fit_executor(gpu, cfg, device, _fit_frame(steps), name=f"{gpu.name} {cfg.name(device)}")
+    gpu_fit, link = fit_host_link(gpu, cfg, device, steps)
+    fit = {**fit, "host_link": link}
+    cm = CostModel(gpu_fit, cfg.model_spec(device), 1, cal)
     out: dict = {"device": device, "variants": [v.label for v in variants], "metric_error": {},
                  "sim": {}, "executor": {}, "executor_clock": {}, "calibration_fit": fit, "calibration_shapes": n_cal,
-                 "run_shapes": n_run, "calibration": calibration, "threads": threads, "retime_rounds": retime_rounds,
+                 "run_shapes": n_run,
+                 "calibration": {"mode": calibration,
+                                 "workload": (calibration_workload.name if calibration == "workload" else workload.name),
+                                 "out_of_sample": calibration == "workload"}, "threads": threads, "retime_rounds": retime_rounds,
                  "ceilings": ceil}
     apes, kinds, rels = [], [], []
     execs = nsteps = 0
-    for k, v in enumerate(variants, 1):
-        log.info("validate: simulating%s %d/%d (%s)", "" if calibration == "interleave" else " and executing", k,
-                 len(variants), v.label)
+    for v in variants:
+        say(f"simulator: {workload.name} / {v.label}")
         if calibration == "interleave":
             sim = run(workload, clusters(v), cm0, executor=False, backend=FittedBackend(cm), **kwargs(v))
         else:
@@ -276,7 +368,7 @@ def validate(workload, variants: list[Variant], *, cfg: ExecModelConfig, device:
         st = scored[v.label]
         execs += exe.extra["step_executions"]
         nsteps += len(exe.steps)
-        pred = np.asarray(cm.step_time(*[st[c].to_numpy(float) for c in _STEP_COLS]), dtype=float)
+        pred = predict_steps(cm, st, cfg.block_size)
         rels.append(pred / st["time_s"].to_numpy(float) - 1)
         apes.append(np.abs(rels[-1]))
         kinds.append(np.where(st["prefill_tokens"] == 0, "decode", np.where(st["decode_seqs"] == 0, "prefill", "mixed")))
@@ -285,6 +377,11 @@ def validate(workload, variants: list[Variant], *, cfg: ExecModelConfig, device:
         out["executor"][v.label] = {k: e.get(k) for k in (*METRICS, RANK_METRIC)}
         out["executor_clock"][v.label] = exe.extra["clock"]
         out["metric_error"][v.label] = {k: (s[k] - e[k]) / e[k] if e.get(k) else None for k in METRICS}
+    all_steps = pd.concat([exes[v.label].steps for v in variants], ignore_index=True)
+    out["steps"] = step_counts(all_steps)
+    out["dram_reloads"] = {"pages": int(all_steps["reload_pages"].sum()),
+                           "steps": int((all_steps["reload_pages"] > 0).sum()),
+                           "offloaded_pages": int(all_steps["offload_pages"].sum())}
     ape = np.concatenate(apes)
     out["step_time_ape"] = {"median": float(np.median(ape)), "p90": float(np.quantile(ape, 0.9)), "n": int(ape.size)}
     out["step_time_bias_median"] = float(np.median(np.concatenate(rels)))
@@ -297,4 +394,6 @@ def validate(workload, variants: list[Variant], *, cfg: ExecModelConfig, device:
     out["rank_metric"] = RANK_METRIC
     out["ranking_agrees"] = order["sim"] == order["executor"]
     out["wall_s"] = time.perf_counter() - t0
+    say(f"done: step-time APE median {out['step_time_ape']['median']:.3f} p90 {out['step_time_ape']['p90']:.3f}, "
+        f"ranking agrees {out['ranking_agrees']}")
     return ordered(out)

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -25,3 +28,19 @@ def test_gpu_check_tiny_on_cpu(tmp_path):
     assert isinstance(res["sim_to_real"]["ranking_agrees"], bool)
     assert "git" in saved["provenance"]
     assert (tmp_path / "gpu_check.txt").read_text().startswith("device cpu")
+    assert (tmp_path / "gpu_check.md").read_text().startswith("# gpu_check: cpu")
+    assert saved["status"] == "ok" and saved["parity"]["offload_reload_bit_exact"]  # K and V both compared
+    assert all(r["contiguous"]["time_s"] > 0 for r in res["kernels"]["prefill"])
+
+
+def test_gpu_check_without_cuda_reports_no_device(tmp_path):
+    """Under CUDA_VISIBLE_DEVICES="" (no --device) the command reports "no CUDA device", writes its three files
+    and exits 0."""
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
+    r = subprocess.run([sys.executable, str(ROOT / "experiments" / "gpu_check.py"), "--out", str(tmp_path)], env=env,
+                       capture_output=True, text=True, timeout=300, check=False)
+    assert r.returncode == 0, r.stderr
+    assert "no CUDA device" in r.stdout
+    saved = json.loads((tmp_path / "gpu_check.json").read_text())
+    assert saved["status"] == "no CUDA device" and saved["stage_s"] == {}
+    assert "no CUDA device" in (tmp_path / "gpu_check.md").read_text()

@@ -20,14 +20,14 @@ def _written_keys(out: dict) -> set[str]:
     step kinds -> <kind>), down to the documented keys (their values are not walked) or to the leaves."""
     documented = {k for k, _ in VALIDATE_KEYS}
 
-    def name(k: str) -> str:
+    def name(k: str, path: str) -> str:
         return ("<variant>" if k in out["variants"] else "<metric>" if k in (*METRICS, RANK_METRIC)
-                else "<kind>" if k in ("decode", "prefill", "mixed") else k)
+                else "<kind>" if path == "step_time_ape_by_kind" else k)
 
     def walk(x, path: str) -> set[str]:
         if path in documented or not isinstance(x, dict):
             return {path}
-        return set().union(*(walk(v, f"{path}.{name(k)}" if path else name(k)) for k, v in x.items()))
+        return set().union(*(walk(v, f"{path}.{name(k, path)}" if path else name(k, path)) for k, v in x.items()))
     return walk(out, "")
 
 
@@ -46,7 +46,7 @@ def test_admission_pair_ranks_the_same():
     assert _written_keys(out) == {k for k, _ in VALIDATE_KEYS}
     assert list(out) == list(dict.fromkeys(k.split(".")[0] for k, _ in VALIDATE_KEYS))
     # calibration="interleave": every other step of each executor run fitted, the rest scored, none both
-    assert out["calibration"] == "interleave"
+    assert out["calibration"] == {"mode": "interleave", "workload": w.name, "out_of_sample": False}
     assert out["calibration_shapes"] + out["step_time_ape"]["n"] == out["run_shapes"] > 0
     assert 0 <= out["calibration_shapes"] - out["step_time_ape"]["n"] <= len(out["variants"])
 
@@ -56,3 +56,24 @@ def test_unknown_calibration_mode_is_one_error():
     with pytest.raises(ValueError, match="calibration must be one of"):
         validate(w, default_variants(), cfg=ExecModelConfig(num_layers=1, block_size=w.block_size), device="cpu",
                  calibration="scored")
+
+
+def test_out_of_sample_calibration_fits_another_workload():
+    """calibration="workload": the fit uses only the calibration workload's executor steps; every step of the
+    scored workload's executor runs is scored (none was fitted), and the report counts its steps and reloads."""
+    w = scale_workload(workload_from_spec("hotprompt:sessions=4,calls=2,seed=1,stagger=0.1"), SCALE, 0.05)
+    cw = scale_workload(workload_from_spec("chat:calls=12,seed=3"), SCALE, 0.05)
+    lines: list[str] = []
+    out = validate(w, default_variants(), cfg=ExecModelConfig(num_layers=1, block_size=w.block_size), device="cpu",
+                   step_repeats=1, step_max_repeats=1, scale=SCALE, retime_rounds=0, hbm_blocks=60,
+                   calibration="workload", calibration_workload=cw, progress=lines.append)
+    assert out["calibration"] == {"mode": "workload", "workload": cw.name, "out_of_sample": True}
+    assert out["step_time_ape"]["n"] == out["steps"]["total"] > 0  # every scored step, none of them fitted
+    assert out["calibration_fit"]["n"] == out["calibration_shapes"] > 0
+    assert out["steps"]["max_batch"] >= 2 and out["steps"]["mixed"] >= 0
+    assert out["dram_reloads"]["pages"] >= 0 and out["calibration_fit"]["host_link"]["pcie_bw"] > 0
+    assert _written_keys(out) == {k for k, _ in VALIDATE_KEYS}
+    assert any("fit on" in ln for ln in lines) and lines[-1].split("] ", 1)[1].startswith("done")
+    with pytest.raises(ValueError, match="needs a calibration_workload"):
+        validate(w, default_variants(), cfg=ExecModelConfig(num_layers=1, block_size=w.block_size), device="cpu",
+                 calibration="workload")

@@ -18,7 +18,8 @@ def test_help_lists_every_documented_key(capsys):
     assert [ln.split()[0] for ln in body.splitlines()[1:] if ln.startswith("  ") and not ln.startswith("   ")] == \
         [k for k, _ in VALIDATE_KEYS]
     for key in ("step_time_ape.median", "step_time_ape.p90", "step_time_ape.n", "metric_error.<variant>.<metric>",
-                "ranking_agrees", "rankings.sim", "device", "calibration", "calibration_fit"):
+                "ranking_agrees", "rankings.sim", "device", "calibration.workload", "calibration_fit", "steps.total",
+                "steps.mixed", "steps.max_batch", "dram_reloads.pages"):
         assert key in body
 
 
