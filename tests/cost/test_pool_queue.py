@@ -66,3 +66,49 @@ def test_predicted_goodput_matches_simulator_at_full_load(wl_name, cand):
         xfer = np.asarray(cm.kv_transfer_time(tr.input_tokens, "rdma"), dtype=float)
         pred.append(predict_pool(cm, tr, r, n, 10.0, 0.1, transfer_s=xfer).goodput_rps)
     assert abs(min(pred) / sim - 1.0) <= 0.10, (min(pred), sim)
+
+
+def test_decode_slots_hand_solved():
+    """Three calls of 10 KV tokens arrive at 0 s and decode for 5 s each. One instance holding 20 tokens runs two
+    at once and starts the third when one finishes (5 s); two instances of 10 tokens run one each: 0, 0, 5; one
+    instance of 30 tokens runs all three at once. Head of line blocks: a 25-token call arriving at 0 s waits for
+    both running calls (until 5 s) and the 5-token call behind it waits with it."""
+    from optsched.cost.pool_queue import _decode_slots
+
+    three, svc = np.zeros(3), np.full(3, 5.0)
+    assert list(_decode_slots(three, np.full(3, 10.0), svc, 1, 20.0)) == [0.0, 0.0, 5.0]
+    assert list(_decode_slots(three, np.full(3, 10.0), svc, 2, 10.0)) == [0.0, 0.0, 5.0]
+    assert list(_decode_slots(three, np.full(3, 10.0), svc, 1, 30.0)) == [0.0, 0.0, 0.0]
+    hol = _decode_slots(np.zeros(4), np.array([10.0, 10.0, 25.0, 5.0]), np.array([5.0, 7.0, 1.0, 1.0]), 1, 30.0)
+    assert list(hol) == [0.0, 0.0, 7.0, 7.0]
+
+
+def test_a_kv_saturated_decode_instance_serves_at_its_kv_batch():
+    """One TP2 Llama-3-70B decode instance fed faster than its KV-limited batch can drain: calls of 20,000 prompt
+    tokens (none cached) and 201 output tokens, one every 0.05 s, 120 calls. Its KV (391,993 tokens) holds
+    S = 19 such calls, so the batch runs at S, a step takes t(S) and call k starts its decode at
+    max(its KV arrival, start of call k − S + 200·t(S)) (FIFO slots, hand-rolled below); TPOT_k =
+    (decode finish − first token) / 200 and goodput = calls with TPOT <= 0.1 s / (last finish − first release).
+    The model before this correction returned 0 calls/s: the Little's-law batch exceeds the KV, so it called the
+    TPOT infinite for every call."""
+    from optsched.cost.pool_queue import CallTrace
+
+    cm = CostModel.from_names("h200-sxm", "llama-3-70b", tp=2)
+    m, inp, out = 120, 20000.0, 201.0
+    rel = np.arange(m) * 0.05
+    tr = CallTrace(rel, np.full(m, inp), np.zeros(m), np.full(m, out))
+    s = int(cm.kv_capacity_tokens() // (inp + out))
+    assert s == 19
+    pre = float(cm.prefill_time(inp, 0.0))
+    first = rel + pre
+    arrive = first + float(cm.kv_transfer_time(inp, "rdma"))
+    svc = 200 * float(cm.decode_step_time(cm.kv_capacity_tokens() / (inp + out),
+                                          cm.kv_capacity_tokens() / (inp + out) * (inp + out / 2)))
+    start = np.zeros(m)
+    for k in range(m):
+        start[k] = max(arrive[k], start[k - s] + svc) if k >= s else arrive[k]
+    tpot = (start + svc - first) / 200
+    want = float((tpot <= 0.1).sum()) / float(start[-1] + svc - rel[0])
+    got = predict_pool(cm, tr, "decode", 1, 10.0, 0.1).goodput_rps
+    assert want > 0.1
+    assert got == pytest.approx(want, rel=1e-9)
