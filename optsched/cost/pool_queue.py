@@ -26,8 +26,9 @@ Model (documented approximation of `optsched.sim` with the round-robin router):
   first version counted only prefills STARTING in the unstretched window [fin_i, fin_i + O_i·τ_d], so under a
   saturated waiting queue (every step mixed; vLLM-v1 chunked prefill, Agrawal et al. OSDI 2024 "stall")
   it predicted TPOT P90 0.03-0.05 s where the simulator shows 0.18-0.40 s on the Mooncake sample at 1.0x.
-- decode instances: the running batch B = min(λ/n · O · t(B) (fixed point), KV tokens / mean(input + output)),
-  a step takes τ = t(B). Calls reach the decode pool at release + prefill + KV transfer (the prefill side taken
+- decode instances: each call's steps take τ_i = t(B_i) with B_i the mean number of calls running on its instance
+  over its own decode window (``DECODE_ITERS`` passes from the fixed-point batch min(λ/n · O · t(B), KV tokens /
+  mean(input + output))): bursts run at a larger batch than the mean rate's. Calls reach the decode pool at release + prefill + KV transfer (the prefill side taken
   uncontended) in that order, each to the instance where it starts first; an instance admits FIFO (head of line
   blocks, as the simulator's pending-transfer queue) once its running calls' KV tokens plus the call's
   input + output fit its KV capacity, and a call holds them for its (O − 1)·τ decode. TPOT_i = (decode finish −
@@ -52,8 +53,9 @@ import numpy as np
 from optsched.cost.model import CostModel
 from optsched.cost.queueing import decode_fixed_point
 
-__all__ = ["CLOSED_LOOP_ITERS", "CallTrace", "PoolPrediction", "predict_pool"]
+__all__ = ["CLOSED_LOOP_ITERS", "DECODE_ITERS", "CallTrace", "PoolPrediction", "predict_pool"]
 
+DECODE_ITERS = 4  # passes of the per-call decode batch (each call's steps at the mean batch it sees)
 CLOSED_LOOP_ITERS = 6  # Little's-law passes of the closed-loop decode batch (change < 1% after 4 on the samples)
 
 
@@ -172,11 +174,12 @@ def _colocated_window(start, svc, pre, fin, out, inst, n, tau) -> np.ndarray:
     return d
 
 
-def _decode_slots(arrive: np.ndarray, tokens: np.ndarray, service: np.ndarray, n: int, cap_tokens: float) -> np.ndarray:
-    """Start of each call's decode on ``n`` decode instances of ``cap_tokens`` KV tokens each (module docstring):
+def _decode_slots(arrive: np.ndarray, tokens: np.ndarray, service: np.ndarray, n: int,
+                  cap_tokens: float) -> tuple[np.ndarray, np.ndarray]:
+    """(start, instance) of each call's decode on ``n`` decode instances of ``cap_tokens`` KV tokens each (module docstring):
     calls in arrival order, each to the instance where it starts first; an instance admits FIFO (head of line
     blocks) once its running calls' tokens plus the call's fit, a call holds its tokens for ``service`` s."""
-    starts = np.empty(len(arrive))
+    starts, where = np.empty(len(arrive)), np.zeros(len(arrive), dtype=int)
     running: list[list[tuple[float, float]]] = [[] for _ in range(n)]  # per instance: heap of (finish, tokens)
     used, last = [0.0] * n, [-math.inf] * n
     for i in np.argsort(arrive, kind="stable"):
@@ -194,8 +197,30 @@ def _decode_slots(arrive: np.ndarray, tokens: np.ndarray, service: np.ndarray, n
             used[best_k] -= heapq.heappop(h)[1]
         heapq.heappush(h, (best + float(service[i]), need))
         used[best_k] += need
-        last[best_k], starts[i] = best, best
-    return starts
+        last[best_k], starts[i], where[i] = best, best, best_k
+    return starts, where
+
+
+def _mean_concurrency(start: np.ndarray, fin: np.ndarray, where: np.ndarray, n: int) -> np.ndarray:
+    """Per call: the mean number of calls running on its instance over [start, fin] (itself included)."""
+    occ = np.ones(len(start))
+    for k in range(n):
+        idx = np.flatnonzero(where == k)
+        if len(idx) == 0:
+            continue
+        t = np.concatenate([start[idx], fin[idx]])
+        step = np.concatenate([np.ones(len(idx)), -np.ones(len(idx))])
+        o = np.lexsort((-step, t))  # at equal times starts first: a call overlaps itself
+        t, cnt = t[o], np.cumsum(step[o])
+        area = np.concatenate([[0.0], np.cumsum(cnt[:-1] * np.diff(t))])  # ∫ running calls dt up to t[j]
+
+        def at(x, t=t, cnt=cnt, area=area):
+            j = np.clip(np.searchsorted(t, x, side="right") - 1, 0, len(t) - 1)
+            return area[j] + cnt[j] * (x - t[j])
+
+        dur = fin[idx] - start[idx]
+        occ[idx] = np.where(dur > 0, (at(fin[idx]) - at(start[idx])) / np.where(dur > 0, dur, 1.0), 1.0)
+    return occ
 
 
 def predict_pool(cm: CostModel, tr: CallTrace, role: str, n: int, ttft_slo_s: float, tpot_slo_s: float,
@@ -247,9 +272,13 @@ def predict_pool(cm: CostModel, tr: CallTrace, role: str, n: int, ttft_slo_s: fl
     if role == "decode":
         first = rel + pre  # first token on the (uncontended) prefill side
         arrive = first + np.asarray(cm.kv_transfer_time(tr.input_tokens, "rdma"), dtype=float)
-        tau_run = t_dec(max(1.0, min(b, max_b)))  # the running batch never exceeds what the KV holds
-        fin = _decode_slots(arrive, tr.input_tokens + out, (out - 1) * tau_run, n, cm.kv_capacity_tokens()) \
-            + (out - 1) * tau_run
+        svc = (out - 1) * t_dec(max(1.0, min(b, max_b)))  # the running batch never exceeds what the KV holds
+        for _ in range(DECODE_ITERS):  # each call's steps at the mean batch its own decode window sees
+            start, where = _decode_slots(arrive, tr.input_tokens + out, svc, n, cm.kv_capacity_tokens())
+            occ = np.maximum(1.0, _mean_concurrency(start, start + svc, where, n))
+            svc = (out - 1) * np.asarray(cm.decode_step_time(occ, occ * ctx), dtype=float)
+        start, where = _decode_slots(arrive, tr.input_tokens + out, svc, n, cm.kv_capacity_tokens())
+        fin = start + svc
         multi = out > 1
         per_call = np.where(multi, (fin - first) / np.maximum(out - 1, 1.0), np.nan)
         ok = ~multi | (per_call <= tpot_slo_s)
