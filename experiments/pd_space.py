@@ -33,6 +33,9 @@ so a regret CI that covers 0 is a tie with the best of N plans). Predictor error
 coefficients) − simulated mean goodput; ``predicted_in`` is the same predictor on the scored replications
 themselves (the model's error without the out-of-sample shift).
 
+Predicted goodput of a plan: the pool MILP's coefficient (a colocated pool's, or a (prefill, decode) pair's as one
+pipeline, `optsched.cost.pool_queue.predict_pd`).
+
 Simulations are cached in ``out``/sims.jsonl keyed by workload digest, plan and seed (a changed simulator needs a
 fresh ``out``); predictions are always recomputed. Writes results.json, plans.csv (per workload, load, plan),
 summary.csv (per workload, load, pick), predictor.csv (held-out error per workload and load), regret.png,
@@ -141,25 +144,29 @@ def label(rows) -> str:
 
 def space(inst, cfg: Config) -> dict[str, dict]:
     """Every plan of the pool MILP's space: {label: {rows, predicted}} (module docstring)."""
-    g = {(o.tp, o.role, o.size): o.goodput_rps for o in inst.options}
     plans = {}
-    for (tp, role, n), v in g.items():
-        if role == "colocated":
-            rows = (("colocated", tp, n),)
-            plans[label(rows)] = {"rows": rows, "predicted": v}
-    for (tp, role, n), v in g.items():
-        if role != "prefill":
-            continue
-        for (tq, rq, m), w in g.items():
-            if rq == "decode" and tp * n + tq * m <= cfg.gpu_budget:
-                rows = (("prefill", tp, n), ("decode", tq, m))
-                plans[label(rows)] = {"rows": rows, "predicted": min(v, w)}
+    for o in inst.options:
+        if o.role == "colocated":
+            rows = (("colocated", o.tp, o.size),)
+            plans[label(rows)] = {"rows": rows, "predicted": predicted(inst, rows)}
+    for p in inst.options:
+        for d in inst.options:
+            if p.role == "prefill" and d.role == "decode" and p.gpus + d.gpus <= cfg.gpu_budget:
+                rows = (("prefill", p.tp, p.size), ("decode", d.tp, d.size))
+                plans[label(rows)] = {"rows": rows, "predicted": predicted(inst, rows)}
     return plans
 
 
 def predicted(inst, rows) -> float:
-    g = {(o.tp, o.role, o.size): o.goodput_rps for o in inst.options}
-    return min(g.get((tp, r, n), 0.0) for r, tp, n in rows) if rows else 0.0
+    """The pool MILP's predicted goodput of plan ``rows`` (the pair's when the instance has pair coefficients,
+    else min over the pools); NaN for a plan outside its space (no pick, or several pools in one role)."""
+    idx = {(o.tp, o.role, o.size): i for i, o in enumerate(inst.options)}
+    if not rows or len({r for r, _, _ in rows}) != len(rows) or any((tp, r, n) not in idx for r, tp, n in rows):
+        return float("nan")
+    if len(rows) == 2 and inst.pair_goodput_rps is not None:
+        return inst.pair_goodput_rps.get((idx[rows[0][1], "prefill", rows[0][2]], idx[rows[1][1], "decode", rows[1][2]]),
+                                         float("nan"))
+    return min(inst.options[idx[tp, r, n]].goodput_rps for r, tp, n in rows)
 
 
 def simulate_plan(wl, rows, seed: int, cfg: Config) -> dict:

@@ -121,3 +121,30 @@ def test_mean_concurrency_hand_solved():
 
     occ = _mean_concurrency(np.array([0.0, 5.0, 0.0, 3.0]), np.array([10.0, 15.0, 4.0, 3.0]), np.array([0, 0, 1, 1]), 2)
     assert list(occ) == [1.5, 1.5, 1.0, 1.0]
+
+
+def test_a_pd_plan_counts_calls_meeting_both_slos_not_the_min_of_its_pools():
+    """Three calls at 0 s on 1 prefill + 1 decode TP2 Llama-3-70B instance (391,993 KV tokens), TTFT 10 s, TPOT
+    0.1 s. A: 300,000 tokens, 299,000 cached, 1,001 out (prefill 0.74 s); B: 100,000 tokens, 90,000 cached, 101
+    out (prefill 2.98 s, so TTFT 4.1 s, but its KV does not fit beside A's: it decodes once A is done, ~30 s later,
+    a TPOT of ~0.3 s); C: 60,000 new tokens, 2,001 out (prefill 9.84 s behind A and B: TTFT 13.8 s; its long output
+    amortizes its wait: TPOT 0.04 s). TTFT holds for A, B; TPOT for A, C; both only for A. Goodput × makespan =
+    calls meeting both = 1, where min(prefill pool, decode pool) counts 2."""
+    from optsched.cost.pool_queue import CallTrace, predict_pd
+
+    cm = CostModel.from_names("h200-sxm", "llama-3-70b", tp=2)
+    inp, cached = np.array([300000.0, 100000.0, 60000.0]), np.array([299000.0, 90000.0, 0.0])
+    out = np.array([1001.0, 101.0, 2001.0])
+    tr = CallTrace(np.zeros(3), inp, cached, out)
+    x = np.asarray(cm.kv_transfer_time(inp, "rdma"), dtype=float)
+    d = predict_pd(cm, cm, tr, 1, 1, 10.0, 0.1, transfer_s=x)
+    assert list(d.ttft_s <= 10.0) == [True, True, False]
+    assert list(d.tpot_s_per_call <= 0.1) == [True, False, True]
+    assert round(d.goodput_rps * d.makespan_s, 9) == 1.0
+    pre = predict_pool(cm, tr, "prefill", 1, 10.0, 0.1, transfer_s=x)
+    assert round(pre.goodput_rps * pre.makespan_s, 9) == 2.0
+    # B waits for A's KV: its decode starts when A's ends (A's first token + 1,000 × A's TPOT), together with C
+    # (queued behind B, both fit once A is gone), so its 100 steps run at batch 2 (mean context of the trace)
+    a_end = d.first_token_s[0] + 1000 * d.tpot_s_per_call[0]
+    b_tpot = (a_end - d.first_token_s[1] + 100 * float(cm.decode_step_time(2.0, 2.0 * (inp.mean() + out.mean() / 2)))) / 100
+    assert d.tpot_s_per_call[1] == pytest.approx(b_tpot, rel=1e-9)

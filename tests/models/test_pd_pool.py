@@ -30,6 +30,24 @@ def test_hand_solved(budget, label, goodput, gpus):
     assert s.plan.label() == label and s.plan.goodput_rps == pytest.approx(goodput) and s.plan.gpus == gpus
 
 
+def test_pair_coefficients_replace_the_min_of_the_pools():
+    """B=4 with pair goodput (one pipeline) equal to min(P, D) except 2P2D, predicted 5.0 instead of min(7, 6.8):
+    the best pair is 5.0, so 3C = 6.0 wins (the min composition picks 2P2D = 6.8). A pair missing from the dict
+    cannot be built: with 1P1D alone at 10.0 the pick is 1P1D."""
+    base = hand(4)
+    idx = {(o.role, o.size): i for i, o in enumerate(base.options)}
+    pairs = {(idx["prefill", p], idx["decode", d]): min(HAND["prefill"][p - 1], HAND["decode"][d - 1])
+             for p in (1, 2, 3) for d in (1, 2, 3) if p + d <= 4}
+    pairs[idx["prefill", 2], idx["decode", 2]] = 5.0
+    s = solve_pool(PoolInstance(base.options, 4, pair_goodput_rps=pairs))
+    assert s.result.status == "optimal" and s.plan.label() == "3C" and s.plan.goodput_rps == pytest.approx(6.0)
+    one = {(idx["prefill", 1], idx["decode", 1]): 10.0}
+    s = solve_pool(PoolInstance(base.options, 4, pair_goodput_rps=one))
+    assert s.plan.label() == "1P1D" and s.plan.goodput_rps == pytest.approx(10.0)
+    with pytest.raises(ValueError, match="not \\(prefill option, decode option\\)"):
+        PoolInstance(base.options, 4, pair_goodput_rps={(idx["decode", 1], idx["prefill", 1]): 1.0})
+
+
 def test_lp_relaxation_bounds_milp():
     from pyomo.environ import TransformationFactory
 
