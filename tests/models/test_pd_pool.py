@@ -139,3 +139,24 @@ def test_a_tp_whose_weights_leave_no_kv_room_is_no_candidate():
     assert {o.tp for o in inst.options} == {4}
     with pytest.raises(ValueError, match="no configuration"):
         pool_instance([wl], [("h200-sxm", "llama-3-70b", 1)], 16, 10.0, 0.1)
+
+
+def test_the_door_cuts_calls_longer_than_the_context_as_the_experiments_do():
+    """A session whose one call (140,000 prompt tokens) exceeds Llama-3-70B's 131,072-token context is cut by the
+    door (`optsched.workload.context.cap_context`, the experiments' rule), so the plan is the one of the workload
+    without it, for both formulations."""
+    import dataclasses
+
+    from optsched.pipelines.pd import plan_from_workload
+
+    wl = poisson(40, 1.0, 4000, 0, 100)
+    big = Session(session_id="big", start_s=5.0, calls=(Call(
+        call_id="big0", session_id="big", input_tokens=140000, new_tokens=140000, output_tokens=100, arrival_s=5.0,
+        block_hashes=tuple(range(9 * 10**6, 9 * 10**6 + 140000 // 16)), block_size=16),))
+    longer = dataclasses.replace(wl, sessions=(*wl.sessions, big))
+    for form in ("md1", "pool"):
+        kw = dict(gpu_budget=8, ttft_p90_s=10.0, tpot_s=0.1, tps=(2, 4), objective="goodput", formulation=form)
+        a, _ = plan_from_workload(longer, "h200-sxm", "llama-3-70b", 2, **kw)
+        b, _ = plan_from_workload(wl, "h200-sxm", "llama-3-70b", 2, **kw)
+        assert a.parameters["counts"] == b.parameters["counts"]
+        assert a.parameters["goodput_rps"] == b.parameters["goodput_rps"]
