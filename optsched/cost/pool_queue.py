@@ -40,7 +40,10 @@ Model (documented approximation of `optsched.sim` with the round-robin router):
   plus its KV transfer is its arrival at the decode pool (instead of the uncontended prefill), and a call counts
   when it meets TTFT AND TPOT. Correction: the MILP took a plan's goodput as min(prefill pool's, decode pool's),
   but the calls that miss TTFT in a prefill burst and those that miss TPOT behind a full decode KV are different
-  calls (Mooncake sample 1.0x, 3P TP4 + 1D TP2: min 1.09, pipeline 0.77, simulated 0.73 calls/s).
+  calls (Mooncake sample 1.0x, 3P TP4 + 1D TP2: min 1.09, pipeline 0.77, simulated 0.73 calls/s). In a closed
+  loop the output after the first token is paced by the decode pool's instance (batch-1 step), not the prefill
+  instance's: it sets when the children are released (LMCache sessions 2.0x, 4P TP2 + 1D TP8: 14.0 predicted with
+  the TP2 step, 28.7 with the TP8 one, 27.4 simulated).
 Preemptions (KV exhaustion) are not modelled. Goodput = calls with TTFT ≤ SLO (and TPOT ≤ SLO) / span from
 the first release to the last finish (calls/s), the simulator's ``goodput_calls_s`` (per makespan). Correction
 (issue 12 item 3): the first version divided by the release span (or the TTFT tail), leaving out the last
@@ -241,10 +244,13 @@ def _mean_concurrency(start: np.ndarray, fin: np.ndarray, where: np.ndarray, n: 
 
 
 def predict_pool(cm: CostModel, tr: CallTrace, role: str, n: int, ttft_slo_s: float, tpot_slo_s: float,
-                 transfer_s: np.ndarray | None = None, chunk: int = 8192) -> PoolPrediction:
+                 transfer_s: np.ndarray | None = None, chunk: int = 8192,
+                 decode_cm: CostModel | None = None) -> PoolPrediction:
     """Prediction for ``n`` instances of ``cm`` in ``role`` ("prefill", "decode", "colocated"), module docstring.
 
-    For "decode" the TTFT array is zeros (the prefill pool owns TTFT) and goodput counts TPOT only.
+    For "decode" the TTFT array is zeros (the prefill pool owns TTFT) and goodput counts TPOT only. For "prefill",
+    ``decode_cm`` (default ``cm``) is the decode instance whose batch-1 step paces a call's output after its first
+    token (in a closed loop that sets when the children are released).
 
     Raises:
         ValueError: unknown role or n < 1.
@@ -264,6 +270,7 @@ def predict_pool(cm: CostModel, tr: CallTrace, role: str, n: int, ttft_slo_s: fl
     b, tau = decode_fixed_point(t_dec, lam, max(1, round(float(np.mean(out)))), max_b) if math.isfinite(lam) \
         else (1.0, t_dec(1))
     pre = np.asarray(cm.prefill_time(new, tr.cached_tokens.astype(float)), dtype=float)
+    t_out = float((decode_cm or cm).decode_step_time(1.0, ctx))
     xfer = transfer_s if transfer_s is not None and role == "prefill" else np.zeros(m)
     closed = tr.parents is not None
     for _ in range(CLOSED_LOOP_ITERS if closed else 1):
@@ -274,7 +281,7 @@ def predict_pool(cm: CostModel, tr: CallTrace, role: str, n: int, ttft_slo_s: fl
             steps = np.ceil(new / chunk)
             svc = pre + (steps * t_dec(max(1.0, min(b, max_b))) if role == "colocated" else 0.0)
             extra = xfer + t_dec(1.0)
-        post = out * (tau_eff if role != "prefill" else t_dec(1.0))
+        post = out * (tau_eff if role != "prefill" else t_out)
         rel, wait, inst = _serve(tr, svc, extra, post, n)
         if role == "colocated":
             post = _colocated_window(rel + wait, svc, pre, rel + wait + svc, out, inst, n, tau_eff)
@@ -343,7 +350,7 @@ def predict_pd(cm_p: CostModel, cm_d: CostModel, tr: CallTrace, n_p: int, n_d: i
     release to last finish): the calls that miss TTFT in a prefill burst and those that miss TPOT in a decode burst
     are different calls, so the plan's goodput is below min(prefill pool's, decode pool's).
 
-    ``prefill`` (that `predict_pool` result) and ``batch`` (`decode_batch` of the decode pool) may be passed when
+    ``prefill`` (that `predict_pool` result, with ``decode_cm=cm_d``) and ``batch`` (`decode_batch` of the decode pool) may be passed when
     already computed; they are computed otherwise.
 
     Raises:
@@ -351,7 +358,8 @@ def predict_pd(cm_p: CostModel, cm_d: CostModel, tr: CallTrace, n_p: int, n_d: i
     """
     if n_p < 1 or n_d < 1:
         raise ValueError(f"predict_pd: n_p and n_d must be >= 1, got {n_p}, {n_d}")
-    p = prefill or predict_pool(cm_p, tr, "prefill", n_p, ttft_slo_s, tpot_slo_s, transfer_s=transfer_s)
+    p = prefill or predict_pool(cm_p, tr, "prefill", n_p, ttft_slo_s, tpot_slo_s, transfer_s=transfer_s,
+                                decode_cm=cm_d)
     m = len(tr.release_s)
     xfer = transfer_s if transfer_s is not None else np.zeros(m)
     out = np.maximum(1.0, tr.output_tokens.astype(float))

@@ -56,7 +56,9 @@ def pool_instance(workloads: Sequence[Workload], configs: Sequence[tuple[str, st
         raise ValueError("pool_instance needs at least one workload")
     opts: list[PoolOption] = []
     played: dict[str, tuple] = {}  # config -> (cost model, traces, transfer times)
-    prefill_play: dict[int, list] = {}  # prefill option -> its prediction per workload (reused by every pair)
+    # (prefill option, decode config) -> the prefill pool's prediction per workload, its output paced by that decode
+    # config (a closed loop's releases depend on it); reused by every decode pool size
+    prefill_play: dict[tuple[int, str], list] = {}
     for gpu, model, tp in configs:
         try:
             cm = CostModel.from_names(gpu, model, tp=tp)
@@ -83,7 +85,7 @@ def pool_instance(workloads: Sequence[Workload], configs: Sequence[tuple[str, st
                 opts.append(PoolOption(f"{model}/{gpu}/tp{tp}", gpu, tp, role, n, g,
                                        (prices or {}).get(gpu, 1.0)))
                 if role == "prefill":
-                    prefill_play[len(opts) - 1] = preds
+                    prefill_play[len(opts) - 1, opts[-1].config] = preds
     if not opts:
         raise ValueError(f"pool_instance: no configuration of {list(configs)} leaves KV room for the longest call after its "
                          "model's weights")
@@ -103,11 +105,15 @@ def pool_instance(workloads: Sequence[Workload], configs: Sequence[tuple[str, st
                         v > avail.get(t, v) for t, v in by_type.items()):
                     continue
                 cm_d = played[d.config][0]
+                if (i, d.config) not in prefill_play:
+                    prefill_play[i, d.config] = [predict_pool(cm_p, tr, "prefill", p.size, ttft_slo_s, tpot_slo_s,
+                                                              transfer_s=x, decode_cm=cm_d)
+                                                 for tr, x in zip(trs, xfers, strict=True)]
                 if (d.config, d.size) not in batch:
                     batch[d.config, d.size] = [decode_batch(cm_d, tr, d.size) for tr in trs]
                 pairs[i, j] = float(np.mean([predict_pd(cm_p, cm_d, tr, p.size, d.size, ttft_slo_s, tpot_slo_s,
                                                         transfer_s=x, prefill=q, batch=b).goodput_rps
-                                             for tr, x, q, b in zip(trs, xfers, prefill_play[i],
+                                             for tr, x, q, b in zip(trs, xfers, prefill_play[i, d.config],
                                                                     batch[d.config, d.size], strict=True)]))
     return PoolInstance(tuple(opts), gpu_budget, gpus_available, pair_goodput_rps=pairs)
 

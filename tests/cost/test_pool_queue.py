@@ -148,3 +148,22 @@ def test_a_pd_plan_counts_calls_meeting_both_slos_not_the_min_of_its_pools():
     a_end = d.first_token_s[0] + 1000 * d.tpot_s_per_call[0]
     b_tpot = (a_end - d.first_token_s[1] + 100 * float(cm.decode_step_time(2.0, 2.0 * (inp.mean() + out.mean() / 2)))) / 100
     assert d.tpot_s_per_call[1] == pytest.approx(b_tpot, rel=1e-9)
+
+
+def test_closed_loop_children_are_paced_by_the_decode_pools_instances():
+    """A parent and its child (no think time) on 1 TP2 prefill + 1 TP8 decode instance: the child is released when
+    the parent finishes, i.e. its prefill + KV transfer + one TP2 step + its 200 output tokens at the TP8 decode
+    step (batch 1, the trace's mean context). The model before this correction paced the output at the prefill
+    instance's TP2 step, so a plan with a faster decode pool released closed-loop calls too late (LMCache
+    sessions at 2.0x, 4 TP2 prefill + 1 TP8 decode: 14.0 predicted vs 27.4 calls/s simulated; 28.7 after)."""
+    from optsched.cost.pool_queue import CallTrace, predict_pd
+
+    cm2, cm8 = (CostModel.from_names("h200-sxm", "llama-3-70b", tp=t) for t in (2, 8))
+    inp, out = np.array([4000.0, 5000.0]), np.array([200.0, 100.0])
+    tr = CallTrace(np.zeros(2), inp, np.zeros(2), out, parents=((), (0,)), think_s=np.zeros(2), wait_s=np.zeros(2))
+    x = np.asarray(cm2.kv_transfer_time(inp, "rdma"), dtype=float)
+    d = predict_pd(cm2, cm8, tr, 1, 1, 10.0, 0.1, transfer_s=x)
+    ctx = float(inp.mean() + out.mean() / 2)
+    want = float(cm2.prefill_time(4000.0, 0.0)) + x[0] + float(cm2.decode_step_time(1.0, ctx)) \
+        + 200 * float(cm8.decode_step_time(1.0, ctx))
+    assert d.release_s[1] == pytest.approx(want, rel=1e-12)
