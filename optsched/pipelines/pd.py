@@ -88,7 +88,8 @@ def pd_profile(wl: Workload, cm: CostModel) -> PDWorkload:
 def _capped(wl: Workload, model: str) -> Workload:
     """``wl`` under the model's context rule (`optsched.workload.context.cap_context`, the rule every experiment
     applies): a call longer than the context cannot be served, and one such call flipped the md1 pick between the
-    CLI and the experiments. The cut is logged; an unknown model is left to the cost model's error."""
+    CLI and the experiments. The cut is logged; an unknown model is left to the cost model's error, and a workload
+    the rule would empty is sized as given (with a warning)."""
     from optsched.cost.catalog import load_model
     from optsched.workload.context import cap_context
 
@@ -96,7 +97,11 @@ def _capped(wl: Workload, model: str) -> Workload:
         limit = load_model(model).max_context_tokens
     except (KeyError, ValueError):
         return wl
-    out, cut = cap_context(wl, limit)
+    try:
+        out, cut = cap_context(wl, limit)
+    except ValueError as exc:  # every session starts too long: nothing would be left, size the calls as given
+        logger.warning("pd: context rule not applied (%s); sizing the calls as given", exc)
+        return wl
     if cut["calls_cut"]:
         logger.warning("pd: %d calls of %d sessions cut by %s's %d-token context (each session ends before its first "
                        "call longer than the context)", cut["calls_cut"], cut["sessions_cut"], model, limit)
