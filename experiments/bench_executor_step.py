@@ -105,7 +105,7 @@ def bench(shape: str, reps: int, rev_impl=None) -> dict:
 
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--reps", type=int, default=300)
+    ap.add_argument("--reps", type=int, default=300, help="timed repetitions of each step shape (the minimum and median over them are reported)")
     ap.add_argument("--rev", default="main", help="git revision to time side by side ('' to skip)")
     args = ap.parse_args(argv)
     torch.set_num_threads(1)

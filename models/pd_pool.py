@@ -19,7 +19,11 @@ Constraints (one architecture serves the whole workload, as the round-robin rout
   G ≤ Σ_{o∈C} g[o]·y[o] + Σ_{o∈D} g[o]·y[o]                            (decode side)
   Σ gpus[o]·y[o] ≤ B;  per GPU type g: Σ_{o of type g} gpus[o]·y[o] ≤ B_g;  Σ price[o]·gpus[o]·y[o] ≤ $ budget.
 So a disaggregated plan's goodput is min(g_P, g_D): DistServe (Zhong et al., OSDI 2024) §3, goodput = min of
-the phases; the prefill and decode pools may use different GPU types and TP (Splitwise, Patel et al., ISCA
+the phases. With ``pair_goodput_rps`` (goodput g[p, d] of prefill pool p feeding decode pool d, predicted as one
+pipeline, `optsched.cost.pool_queue.predict_pd`) the two side constraints are replaced by one binary x[p, d] per
+pair: Σ_d x[p, d] = y[p], Σ_p x[p, d] = y[d] (the product y[p]·y[d] linearized) and
+G ≤ Σ_{o∈C} g[o]·y[o] + Σ g[p, d]·x[p, d]: the calls that miss TTFT and those that miss TPOT differ, so min(g_P, g_D)
+overstates a plan; a pair missing from the dict cannot be built; the prefill and decode pools may use different GPU types and TP (Splitwise, Patel et al., ISCA
 2024 §5). Objective: max G − ε·GPUs (ε = 1e-6: fewest GPUs among equal goodput).
 """
 
@@ -71,12 +75,15 @@ class PoolOption:
 @dataclass(frozen=True, slots=True)
 class PoolInstance:
     """Candidate pools, GPU budget ``gpu_budget``, optional per-type limits ``gpus_available`` and
-    ``cost_budget_per_hour``. Raises ValueError naming the field (no options, duplicates, budget < 1)."""
+    ``cost_budget_per_hour``; optional ``pair_goodput_rps`` {(prefill option index, decode option index): goodput
+    of that pair as one plan (calls/s)} (module docstring). Raises ValueError naming the field (no options,
+    duplicates, budget < 1, a pair key that is not (prefill, decode) or a negative pair goodput)."""
 
     options: tuple[PoolOption, ...]
     gpu_budget: int
     gpus_available: dict[str, int] | None = None
     cost_budget_per_hour: float = math.inf
+    pair_goodput_rps: dict[tuple[int, int], float] | None = None
 
     def __post_init__(self) -> None:
         if not self.options:
@@ -88,6 +95,12 @@ class PoolInstance:
             raise ValueError(f"PoolInstance.gpu_budget must be an int >= 1, got {self.gpu_budget!r}")
         if not (self.cost_budget_per_hour > 0):
             raise ValueError(f"PoolInstance.cost_budget_per_hour must be > 0, got {self.cost_budget_per_hour!r}")
+        for (i, j), v in (self.pair_goodput_rps or {}).items():
+            if not (0 <= i < len(self.options) and 0 <= j < len(self.options) and self.options[i].role == "prefill"
+                    and self.options[j].role == "decode"):
+                raise ValueError(f"PoolInstance.pair_goodput_rps key {(i, j)!r} is not (prefill option, decode option)")
+            if not (math.isfinite(v) and v >= 0):
+                raise ValueError(f"PoolInstance.pair_goodput_rps[{(i, j)!r}] must be finite and >= 0, got {v!r}")
 
 
 def build_pd_pool(inst: PoolInstance) -> pyo.ConcreteModel:
@@ -106,8 +119,18 @@ def build_pd_pool(inst: PoolInstance) -> pyo.ConcreteModel:
     m.one_colocated_pool = pyo.Constraint(expr=sum(m.y[i] for i in by_role["colocated"]) == 1 - m.z)
     m.one_prefill_pool = pyo.Constraint(expr=sum(m.y[i] for i in by_role["prefill"]) == m.z)
     m.one_decode_pool = pyo.Constraint(expr=sum(m.y[i] for i in by_role["decode"]) == m.z)
-    m.prefill_side = pyo.Constraint(expr=m.G <= colo + sum(g[i] * m.y[i] for i in by_role["prefill"]))
-    m.decode_side = pyo.Constraint(expr=m.G <= colo + sum(g[i] * m.y[i] for i in by_role["decode"]))
+    if inst.pair_goodput_rps is None:
+        m.prefill_side = pyo.Constraint(expr=m.G <= colo + sum(g[i] * m.y[i] for i in by_role["prefill"]))
+        m.decode_side = pyo.Constraint(expr=m.G <= colo + sum(g[i] * m.y[i] for i in by_role["decode"]))
+    else:
+        pairs = inst.pair_goodput_rps
+        m.PD = pyo.Set(initialize=sorted(pairs), dimen=2)
+        m.x = pyo.Var(m.PD, domain=pyo.Binary)
+        m.pair_of_prefill = pyo.Constraint(by_role["prefill"], rule=lambda m, i: sum(
+            m.x[p, d] for p, d in pairs if p == i) == m.y[i])
+        m.pair_of_decode = pyo.Constraint(by_role["decode"], rule=lambda m, j: sum(
+            m.x[p, d] for p, d in pairs if d == j) == m.y[j])
+        m.pair_side = pyo.Constraint(expr=m.G <= colo + sum(v * m.x[k] for k, v in pairs.items()))
     m.gpu_budget = pyo.Constraint(expr=m.gpus <= inst.gpu_budget)
     avail = inst.gpus_available or {}
     m.Gt = pyo.Set(initialize=sorted(avail))

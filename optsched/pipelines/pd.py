@@ -50,6 +50,29 @@ def pd_profile(wl: Workload, cm: CostModel) -> PDWorkload:
     return PDWorkload(max(1, round(float(inp.mean()))), max(1, round(float(out.mean()))), float(frac))
 
 
+def _capped(wl: Workload, model: str) -> Workload:
+    """``wl`` under the model's context rule (`optsched.workload.context.cap_context`, the rule every experiment
+    applies): a call longer than the context cannot be served, and one such call flipped the md1 pick between the
+    CLI and the experiments. The cut is logged; an unknown model is left to the cost model's error, and a workload
+    the rule would empty is sized as given (with a warning)."""
+    from optsched.cost.catalog import load_model
+    from optsched.workload.context import cap_context
+
+    try:
+        limit = load_model(model).max_context_tokens
+    except (KeyError, ValueError):
+        return wl
+    try:
+        out, cut = cap_context(wl, limit)
+    except ValueError as exc:  # every session starts too long: nothing would be left, size the calls as given
+        logger.warning("pd: context rule not applied (%s); sizing the calls as given", exc)
+        return wl
+    if cut["calls_cut"]:
+        logger.warning("pd: %d calls of %d sessions cut by %s's %d-token context (each session ends before its first "
+                       "call longer than the context)", cut["calls_cut"], cut["sessions_cut"], model, limit)
+    return out
+
+
 def plan_from_workload(wl: Workload, gpu: str, model: str, tp: int, options: SolverOptions | None = None,
                        seed: int | None = None, gpu_budget: int = 16, ttft_p90_s: float = 2.0, tpot_s: float = 0.1,
                        tps: tuple[int, ...] = (1, 2, 4, 8),
@@ -66,10 +89,13 @@ def plan_from_workload(wl: Workload, gpu: str, model: str, tp: int, options: Sol
     ``colocated_tp`` (when one TP serves that role), ``gpu_budget``, ``gpus``, ``goodput_rps``,
     ``goodput_per_gpu``, ``profile`` (the `PDWorkload`), ``slo`` (s), ``capacities_rps`` per config.
 
+    Calls longer than the model's context are cut first (``_capped``: the context rule of the experiments).
+
     Raises:
         ValueError: unknown gpu / model, gpu_budget < 1, an SLO no configuration can meet (naming the
             fastest prefill and decode step it would need), or an infeasible MILP (with the diagnosis).
     """
+    wl = _capped(wl, model)
     if formulation == "pool":
         from optsched.pipelines.pd_pool_plan import pool_plan_from_workload
 

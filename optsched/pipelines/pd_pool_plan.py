@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from optsched.cost import CostModel
-from optsched.cost.pool_queue import predict_pool
+from optsched.cost.pool_queue import decode_batch, predict_pd, predict_pool
 from optsched.models.pd_data import PDPlan
 from optsched.models.pd_pool import PoolInstance, PoolOption, build_pd_pool, extract_pd_pool
 from optsched.solvers import SolveResult, SolverOptions, solve
@@ -40,10 +40,12 @@ class PoolSolve:
 def pool_instance(workloads: Sequence[Workload], configs: Sequence[tuple[str, str, int]], gpu_budget: int,
                   ttft_slo_s: float, tpot_slo_s: float, gpus_available: dict[str, int] | None = None,
                   prices: dict[str, float] | None = None, link: str = "rdma",
-                  roles: tuple[str, ...] = ("prefill", "decode", "colocated")) -> PoolInstance:
+                  roles: tuple[str, ...] = ("prefill", "decode", "colocated"), joint: bool = True) -> PoolInstance:
     """Candidate pools of ``configs`` ((gpu, model, tp) triples) with predicted goodput (module docstring);
     ``roles`` restricts the candidates (("prefill", "decode") = disaggregated only), ``prices`` $/GPU-hour per
-    GPU type (default 1).
+    GPU type (default 1). ``joint`` (default): every (prefill pool, decode pool) pair within the budgets also gets
+    its goodput as one pipeline (`optsched.cost.pool_queue.predict_pd`, the MILP's ``pair_goodput_rps``); False
+    keeps the min(prefill pool, decode pool) composition.
 
     Raises:
         ValueError: no workload, or no configuration whose weights leave KV room for the longest call.
@@ -53,6 +55,10 @@ def pool_instance(workloads: Sequence[Workload], configs: Sequence[tuple[str, st
     if not workloads:
         raise ValueError("pool_instance needs at least one workload")
     opts: list[PoolOption] = []
+    played: dict[str, tuple] = {}  # config -> (cost model, traces, transfer times)
+    # (prefill option, decode config) -> the prefill pool's prediction per workload, its output paced by that decode
+    # config (a closed loop's releases depend on it); reused by every decode pool size
+    prefill_play: dict[tuple[int, str], list] = {}
     for gpu, model, tp in configs:
         try:
             cm = CostModel.from_names(gpu, model, tp=tp)
@@ -70,16 +76,46 @@ def pool_instance(workloads: Sequence[Workload], configs: Sequence[tuple[str, st
             continue
         cap = min(gpu_budget, (gpus_available or {}).get(gpu, gpu_budget)) // tp
         xfers = [np.asarray(cm.kv_transfer_time(tr.input_tokens, link), dtype=float) for tr in trs]
+        played[f"{model}/{gpu}/tp{tp}"] = (cm, trs, xfers)
         for role in roles:
             for n in range(1, cap + 1):
-                g = float(np.mean([predict_pool(cm, tr, role, n, ttft_slo_s, tpot_slo_s, transfer_s=x).goodput_rps
-                                   for tr, x in zip(trs, xfers, strict=True)]))
+                preds = [predict_pool(cm, tr, role, n, ttft_slo_s, tpot_slo_s, transfer_s=x)
+                         for tr, x in zip(trs, xfers, strict=True)]
+                g = float(np.mean([q.goodput_rps for q in preds]))
                 opts.append(PoolOption(f"{model}/{gpu}/tp{tp}", gpu, tp, role, n, g,
                                        (prices or {}).get(gpu, 1.0)))
+                if role == "prefill":
+                    prefill_play[len(opts) - 1, opts[-1].config] = preds
     if not opts:
         raise ValueError(f"pool_instance: no configuration of {list(configs)} leaves KV room for the longest call after its "
                          "model's weights")
-    return PoolInstance(tuple(opts), gpu_budget, gpus_available)
+    pairs = None
+    if joint:
+        avail = gpus_available or {}
+        pairs = {}
+        batch: dict[tuple[str, int], list[float]] = {}  # (decode config, size) -> fixed-point batch per workload
+        for i, p in enumerate(opts):
+            if p.role != "prefill":
+                continue
+            cm_p, trs, xfers = played[p.config]
+            for j, d in enumerate(opts):
+                by_type = {p.gpu: p.gpus}
+                by_type[d.gpu] = by_type.get(d.gpu, 0) + d.gpus
+                if d.role != "decode" or p.gpus + d.gpus > gpu_budget or any(
+                        v > avail.get(t, v) for t, v in by_type.items()):
+                    continue
+                cm_d = played[d.config][0]
+                if (i, d.config) not in prefill_play:
+                    prefill_play[i, d.config] = [predict_pool(cm_p, tr, "prefill", p.size, ttft_slo_s, tpot_slo_s,
+                                                              transfer_s=x, decode_cm=cm_d)
+                                                 for tr, x in zip(trs, xfers, strict=True)]
+                if (d.config, d.size) not in batch:
+                    batch[d.config, d.size] = [decode_batch(cm_d, tr, d.size) for tr in trs]
+                pairs[i, j] = float(np.mean([predict_pd(cm_p, cm_d, tr, p.size, d.size, ttft_slo_s, tpot_slo_s,
+                                                        transfer_s=x, prefill=q, batch=b).goodput_rps
+                                             for tr, x, q, b in zip(trs, xfers, prefill_play[i, d.config],
+                                                                    batch[d.config, d.size], strict=True)]))
+    return PoolInstance(tuple(opts), gpu_budget, gpus_available, pair_goodput_rps=pairs)
 
 
 def solve_pool(inst: PoolInstance, options: SolverOptions | None = None) -> PoolSolve:

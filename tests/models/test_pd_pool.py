@@ -30,6 +30,24 @@ def test_hand_solved(budget, label, goodput, gpus):
     assert s.plan.label() == label and s.plan.goodput_rps == pytest.approx(goodput) and s.plan.gpus == gpus
 
 
+def test_pair_coefficients_replace_the_min_of_the_pools():
+    """B=4 with pair goodput (one pipeline) equal to min(P, D) except 2P2D, predicted 5.0 instead of min(7, 6.8):
+    the best pair is 5.0, so 3C = 6.0 wins (the min composition picks 2P2D = 6.8). A pair missing from the dict
+    cannot be built: with 1P1D alone at 10.0 the pick is 1P1D."""
+    base = hand(4)
+    idx = {(o.role, o.size): i for i, o in enumerate(base.options)}
+    pairs = {(idx["prefill", p], idx["decode", d]): min(HAND["prefill"][p - 1], HAND["decode"][d - 1])
+             for p in (1, 2, 3) for d in (1, 2, 3) if p + d <= 4}
+    pairs[idx["prefill", 2], idx["decode", 2]] = 5.0
+    s = solve_pool(PoolInstance(base.options, 4, pair_goodput_rps=pairs))
+    assert s.result.status == "optimal" and s.plan.label() == "3C" and s.plan.goodput_rps == pytest.approx(6.0)
+    one = {(idx["prefill", 1], idx["decode", 1]): 10.0}
+    s = solve_pool(PoolInstance(base.options, 4, pair_goodput_rps=one))
+    assert s.plan.label() == "1P1D" and s.plan.goodput_rps == pytest.approx(10.0)
+    with pytest.raises(ValueError, match="not \\(prefill option, decode option\\)"):
+        PoolInstance(base.options, 4, pair_goodput_rps={(idx["decode", 1], idx["prefill", 1]): 1.0})
+
+
 def test_lp_relaxation_bounds_milp():
     from pyomo.environ import TransformationFactory
 
@@ -121,3 +139,24 @@ def test_a_tp_whose_weights_leave_no_kv_room_is_no_candidate():
     assert {o.tp for o in inst.options} == {4}
     with pytest.raises(ValueError, match="no configuration"):
         pool_instance([wl], [("h200-sxm", "llama-3-70b", 1)], 16, 10.0, 0.1)
+
+
+def test_the_door_cuts_calls_longer_than_the_context_as_the_experiments_do():
+    """A session whose one call (140,000 prompt tokens) exceeds Llama-3-70B's 131,072-token context is cut by the
+    door (`optsched.workload.context.cap_context`, the experiments' rule), so the plan is the one of the workload
+    without it, for both formulations."""
+    import dataclasses
+
+    from optsched.pipelines.pd import plan_from_workload
+
+    wl = poisson(40, 1.0, 4000, 0, 100)
+    big = Session(session_id="big", start_s=5.0, calls=(Call(
+        call_id="big0", session_id="big", input_tokens=140000, new_tokens=140000, output_tokens=100, arrival_s=5.0,
+        block_hashes=tuple(range(9 * 10**6, 9 * 10**6 + 140000 // 16)), block_size=16),))
+    longer = dataclasses.replace(wl, sessions=(*wl.sessions, big))
+    for form in ("md1", "pool"):
+        kw = dict(gpu_budget=8, ttft_p90_s=10.0, tpot_s=0.1, tps=(2, 4), objective="goodput", formulation=form)
+        a, _ = plan_from_workload(longer, "h200-sxm", "llama-3-70b", 2, **kw)
+        b, _ = plan_from_workload(wl, "h200-sxm", "llama-3-70b", 2, **kw)
+        assert a.parameters["counts"] == b.parameters["counts"]
+        assert a.parameters["goodput_rps"] == b.parameters["goodput_rps"]
