@@ -243,6 +243,9 @@ RESIDENCY_NOTES: dict[str, str] = {
                            "No engine flag sets an eviction order; without such a hook only the keep / offload / "
                            "drop part runs and eviction stays LRU. All weights 0: no order, LRU eviction is "
                            "already right.",
+    "obs_mlp": "A learned residency actor (an MLP over the KVResidency-v0 observation) needs a KV connector that "
+               "builds that observation at each pause and applies the action it returns (keep / TTL / offload / "
+               "drop).",
 }
 
 
