@@ -125,7 +125,7 @@ def workload(cfg: Config, name: str, train: bool, seed: int, load: float):
         return _window(SAMPLES / "mooncake/conversation_trace_first2000.jsonl", 1000 if train else 0, cfg.calls,
                        seed, load)
     if name == "mooncake_w8001":
-        return _window(SAMPLES / "mooncake/conversation_trace_lines8001-8600.jsonl", 300 if train else 0,
+        return _window(SAMPLES / "mooncake_lines8001/conversation_trace_lines8001-8600.jsonl", 300 if train else 0,
                        cfg.calls, seed, load)
     if name == "lmcache":
         return _lmcache("tail" if train else "head", seed, load)
