@@ -75,7 +75,9 @@ def _run(ctx: StageContext) -> StageResult:
 
 
 def best_router(summ: dict[str, dict[str, Any]], key: str = "goodput (calls/s)") -> tuple[str, float] | None:
-    """(label, value) of the router baseline with the highest ``key`` (TPGS breaks ties)."""
+    """(label, value) of the router baseline with the highest ``key`` (TPGS breaks ties) in this stage's one
+    run at scale 1: a reading, not a ranking (no CI, not at the target); the report's routing winner is
+    stage 5's (`comparison.decision_winner`)."""
     cand = [(metric(v, key), metric(v, "TPGS (tok/s/GPU)"), k) for k, v in summ.items() if k.startswith("router=")]
     cand = [c for c in cand if not math.isnan(c[0])]
     if not cand:
@@ -95,8 +97,10 @@ def _summary(summaries: dict[str, dict[str, Any]], skipped: dict[str, str]) -> s
         label, g = best
         hit_best, hit_rr = metric(summ[label], "hit HBM"), metric(rr, "hit HBM")
         rel = f"{(g / rr_g - 1):+.1%}" if rr_g > 0 else "n/a"
-        parts.append(f"On {w}, the best baseline router is {label.split('=')[1]} with goodput {g:.3g} calls/s "
-                     f"({rel} vs round-robin) and HBM hit rate {hit_best:.1%} (round-robin {hit_rr:.1%}).")
+        parts.append(f"On {w}, in this one run at the workload's own load, {label.split('=')[1]} has the highest "
+                     f"goodput of the routers, {g:.3g} calls/s ({rel} vs round-robin), HBM hit rate {hit_best:.1%} "
+                     f"(round-robin {hit_rr:.1%}): a single reading without a CI, not a ranking (the routing "
+                     "winner, compared at the target, is the headline's).")
         adm = {k: metric(v, "TPGS (tok/s/GPU)") for k, v in summ.items() if k.startswith("admission=")}
         if adm:
             k, v = max(adm.items(), key=lambda kv: (kv[1], kv[0]))
