@@ -69,7 +69,11 @@ def _base(source: str, gen_seed: int | None) -> Any:
         return workload_from_spec(source)
     kind, kw = parse_generator_spec(source)
     kw["seed"] = gen_seed
-    return workload_from_spec(f"{kind}:" + ",".join(f"{k}={v}" for k, v in kw.items()))
+    spec = f"{kind}:" + ",".join(f"{k}={v}" for k, v in kw.items())
+    try:
+        return workload_from_spec(spec)
+    except ValueError as exc:  # name the spec the user wrote, not the one with the replication's seed added
+        raise ValueError(str(exc).replace(repr(spec), f"{source!r} (generator seed {gen_seed})")) from None
 
 
 def per_session(wl: Any, max_calls_per_session: int) -> Any:
