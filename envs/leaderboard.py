@@ -378,8 +378,8 @@ def _markdown(doc: dict[str, Any]) -> str:
                    f"{env['held_out_seeds'][-1]}; trace: {env['trace']})"), ""]
         for k, tr in env["training"].items():
             lines.append(f"- {k}: {tr['steps']} training steps, {tr['cpu_s']:.0f} CPU-s, {tr['wall_s']:.0f} s wall")
-        lines += ["", f"| policy | family | mean | 95% CI | minus {env['best_reference']} (paired) | 95% CI | trace | "
-                      "transfer |", "|---|---|---|---|---|---|---|---|"]
+        lines += ["", (f"| policy | family | mean | 95% CI | minus {env['best_reference']} (paired) | 95% CI | trace | "
+                       "transfer |"), "|---|---|---|---|---|---|---|---|"]
         for lab, row in sorted(env["policies"].items(), key=lambda kv: -kv[1]["mean"]):
             tr = row["trace_return"]
             flag = transfer_flag(env["policies"], lab)

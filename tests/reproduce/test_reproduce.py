@@ -228,6 +228,17 @@ def test_smoke_one_winner_one_unit_no_unmeasured_value(tiny_run):
     assert "best baseline router" not in res.report_path.read_text()
 
 
+def test_smoke_results_do_not_depend_on_the_checkout_path(tiny_run):
+    """results.json and the report name the shipped sample relative to the package, never by this checkout's
+    absolute path (another clone would give other bytes)."""
+    import optsched
+
+    _, res = tiny_run
+    root = str(Path(optsched.__file__).resolve().parent.parent)
+    assert root not in (res.run_dir / "results.json").read_text()
+    assert root not in res.report_path.read_text().split(TIMINGS_HEADING)[0]
+
+
 def test_rerun_skips_finished_stages_and_gives_identical_numbers(tiny_run):
     from optsched.reproduce.run import run_reproduce
 

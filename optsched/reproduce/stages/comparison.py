@@ -93,6 +93,20 @@ def decision_winner(res: dict[str, Any]) -> str | None:
     return res["best_heuristic"]
 
 
+def _portable(source: str) -> str:
+    """``source`` as the report shows it: a file inside the installed package as a path relative to the
+    package's parent folder (``optsched/data/samples/...``), so results.json and the figures are the same bytes
+    in every checkout; anything else (a generator spec, an outside file) unchanged."""
+    from pathlib import Path
+
+    import optsched
+
+    try:
+        return Path(source).resolve().relative_to(Path(optsched.__file__).resolve().parent.parent).as_posix()
+    except (ValueError, OSError):
+        return source
+
+
 def _front_rows(w: str, res: dict[str, Any]) -> list[list[Any]]:
     rows = []
     for p in res["policies"]:
@@ -131,6 +145,8 @@ def _run(ctx: StageContext) -> StageResult:
             parts.append(f"{w.name} is not compared: {NOT_COMPARED[w.kind]}.")
             continue
         res = run_compare(cc, ctx.run_dir / "cache" / "compare", workers=cfg.workers or (os.cpu_count() or 1))
+        src, label = res["workload"], _portable(res["workload"])
+        res = dict(res, workload=label, verdict_line=res["verdict_line"].replace(src, label, 1))
         head += headline_rows(w.name, res)
         fronts += _front_rows(w.name, res)
         path, rel = ctx.figure_path(f"fronts_{w.name}.png")
@@ -140,7 +156,8 @@ def _run(ctx: StageContext) -> StageResult:
         parts.append(_summary(w.name, res))
         win = decision_winner(res)
         data[w.name] = {"best_heuristic": res["best_heuristic"], "winner": win,
-                        "winner_kind": next((p["kind"] for p in res["policies"] if p["name"] == win), None),"bound": res["bound_at_target"],
+                        "winner_kind": next((p["kind"] for p in res["policies"] if p["name"] == win), None),
+                        "bound": res["bound_at_target"],
                         "verdict_line": res["verdict_line"], "n": res["n"], "split": res["split"],
                         "optimized_derivation": res["optimized_derivation"], "failed": res["failed"],
                         "context_cut": res["context_cut"], "source": res["workload"]}
