@@ -131,7 +131,8 @@ def split_sessions(wl: Any, train_fraction: float) -> tuple[Any, Any]:
     k = math.ceil(train_fraction * len(order))
     if k < 1 or k >= len(order):
         raise ValueError(f"{wl.name}: {len(order)} sessions cannot be split {train_fraction:g} / "
-                         f"{1 - train_fraction:g} into a training and an evaluation part (each needs a session)")
+                         f"{1 - train_fraction:g} into a training and an evaluation part (each needs a session: keep more "
+                         "calls, --max-calls or sessions=, or compare heuristics only with --train-fraction 0)")
     train_ids = {s.session_id for s in order[:k]}
     return (dataclasses.replace(wl, sessions=tuple(s for s in wl.sessions if s.session_id in train_ids)),
             dataclasses.replace(wl, sessions=tuple(s for s in wl.sessions if s.session_id not in train_ids)))
