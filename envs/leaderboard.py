@@ -24,7 +24,8 @@ to its last call); KVResidency-v0 and Admission-v0 the packaged LMCache agent sa
 packaged Mooncake sample (``--pd-trace`` another Mooncake-format file, ``--pd-speedup`` a faster
 replay) against a TTFT 3 s / TPOT 25 ms SLO (`PD_TRACE_SLO`: its long prompts cannot meet the
 env's 15 ms TPOT at any split). Warnings name a learned policy that ranks in the lower half on the trace, or
-whose held-out rank and trace rank differ by more than a third of the table (it does not transfer).
+whose held-out rank and trace rank differ by more than a third of the table; a learned policy whose trace
+return is below the best heuristic's is flagged in its own row ("does not transfer", `transfer_flag`).
 Writes ``leaderboard.json`` (every return, config, argv, git revision, CPU and wall times) and
 ``leaderboard.md``. ``--add ENV LABEL POLICY_JSON`` scores one more policy file (a learner trained
 elsewhere, e.g. ``python -m optsched.agents.imitation``) on an existing leaderboard (`add_policy`).
@@ -48,7 +49,7 @@ import gymnasium as gym
 import numpy as np
 from optsched.envs.evaluate import EvalResult, evaluate, paired_difference
 
-__all__ = ["SPECS", "EnvSpec", "MenuProjection", "RandomAction", "add_policy", "main", "run_env"]
+__all__ = ["SPECS", "EnvSpec", "MenuProjection", "RandomAction", "add_policy", "main", "run_env", "transfer_flag"]
 
 log = logging.getLogger(__name__)
 HELD_OUT_BASE = 10_000
@@ -328,6 +329,24 @@ def add_policy(doc_path: str | Path, name: str, label: str, policy_json: str | P
     return row
 
 
+def transfer_flag(table: dict[str, dict[str, Any]], label: str) -> str:
+    """The flag of a learned policy that does not transfer (its real-trace return is below the best
+    heuristic's), else an empty string. The trace column is one episode of a fixed trace (deterministic, no CI), so the shortfall is
+    exact; the flag goes in every row of the policy, so a learned policy ranked first on held-out seeds is never
+    shown without it."""
+    row = table[label]
+    tr = row.get("trace_return")
+    heur = [(r["trace_return"], lab) for lab, r in table.items()
+            if r["family"] == "heuristic" and r.get("trace_return") is not None]
+    if row["family"] != "learned" or tr is None or not heur:
+        return ""
+    best_tr, best = max(heur)
+    if tr >= best_tr:
+        return ""
+    ratio = f", {tr / best_tr:.3g}x" if best_tr < 0 and tr < 0 else ""
+    return f"does not transfer: trace {tr:.2f} vs best heuristic {best} {best_tr:.2f}{ratio}"
+
+
 def _warnings(table: dict[str, dict[str, Any]]) -> list[str]:
     labels = list(table)
     held = sorted(labels, key=lambda lab: -table[lab]["mean"])
@@ -343,6 +362,9 @@ def _warnings(table: dict[str, dict[str, Any]]) -> list[str]:
                 out.append(f"{lab} ranks {r_t}/{len(trace_rank)} on the real trace (lower half)")
             if abs(r_t - r_h) > n / 3:
                 out.append(f"{lab} does not transfer: rank {r_h} on held-out seeds, {r_t} on the trace")
+        flag = transfer_flag(table, lab)
+        if flag:
+            out.append(f"{lab} {flag}")
         if table[lab]["minus_best"] + table[lab]["minus_best_ci95"] < 0:
             out.append(f"{lab} is worse than the best heuristic/derived policy beyond the 95% CI on held-out seeds")
     return out
@@ -356,20 +378,23 @@ def _markdown(doc: dict[str, Any]) -> str:
                    f"{env['held_out_seeds'][-1]}; trace: {env['trace']})"), ""]
         for k, tr in env["training"].items():
             lines.append(f"- {k}: {tr['steps']} training steps, {tr['cpu_s']:.0f} CPU-s, {tr['wall_s']:.0f} s wall")
-        lines += ["", f"| policy | family | mean | 95% CI | minus {env['best_reference']} (paired) | 95% CI | trace |",
-                  "|---|---|---|---|---|---|---|"]
+        lines += ["", (f"| policy | family | mean | 95% CI | minus {env['best_reference']} (paired) | 95% CI | trace | "
+                       "transfer |"), "|---|---|---|---|---|---|---|---|"]
         for lab, row in sorted(env["policies"].items(), key=lambda kv: -kv[1]["mean"]):
             tr = row["trace_return"]
+            flag = transfer_flag(env["policies"], lab)
             lines.append(f"| {lab} | {row['family']} | {row['mean']:.2f} | ±{row['ci95']:.2f} | {row['minus_best']:.2f} | "
-                         f"±{row['minus_best_ci95']:.2f} | {'' if tr is None else f'{tr:.2f}'} |")
+                         f"±{row['minus_best_ci95']:.2f} | {'' if tr is None else f'{tr:.2f}'} | "
+                         f"{f'**{flag}**' if flag else ''} |")
         if env.get("best_static"):
             lines += ["", f"Against the best static split ({env['best_static']}), paired over the held-out seeds:", ""]
             for lab, row in sorted(env["policies"].items(), key=lambda kv: -kv[1]["mean"]):
                 if row["family"] in ("derived", "oracle", "learned") or lab == "balance":
                     d, h = row["minus_best_static"], row["minus_best_static_ci95"]
                     verdict = "better beyond the CI" if d - h > 0 else "worse beyond the CI" if d + h < 0 else "tie"
+                    flag = transfer_flag(env["policies"], lab)
                     lines.append(f"- {lab}: {d:+.1f} ± {h:.1f} ({100 * d / env['policies'][env['best_static']]['mean']:+.1f}%"
-                                 f", {verdict})")
+                                 f", {verdict})" + (f" **{flag}**" if flag else ""))
         lines += [""] + [f"**warning**: {w}" for w in env["warnings"]] + [""]
     return "\n".join(lines)
 

@@ -24,14 +24,25 @@ def _num(e: dict | None, fmt: str = "{:.3g}") -> str:
 
 
 def _not_measured(p: dict) -> str:
+    """Why policy block ``p`` has no value: per side of the searched range, the replications that ended there,
+    the extreme load tried there (arrival-rate multiplier) and the option that extends the search."""
     st = p["goodput_at_target"].get("status") or []
+    cr = {c["seed"]: c for c in p.get("crossings", [])}
+    seeds = [c["seed"] for c in p.get("crossings", [])]
+
+    def tried(side: str, pick) -> str:
+        loads = [ld for s, x in zip(seeds, st) if x == side for ld, _ in cr[s].get("points", [])]
+        return f" (load {pick(loads):g})" if loads else ""
+
     up = sum(s == "above_range" for s in st)
     down = sum(s == "below_range" for s in st)
     parts = []
     if up:
-        parts.append(f"target still met at the highest load tried in {up} of {len(st)} replications (above range)")
+        parts.append(f"target still met at the highest load tried{tried('above_range', max)} in {up} of {len(st)} "
+                     "replications (above range: raise --loads or --max-widen)")
     if down:
-        parts.append(f"target missed at the lowest load tried in {down} of {len(st)} replications (below range)")
+        parts.append(f"target missed at the lowest load tried{tried('below_range', min)} in {down} of {len(st)} "
+                     "replications (below range: lower --loads or raise --max-widen)")
     return "not measured: " + ("; ".join(parts) if parts else "no reference heuristic was measured")
 
 

@@ -69,7 +69,11 @@ def _base(source: str, gen_seed: int | None) -> Any:
         return workload_from_spec(source)
     kind, kw = parse_generator_spec(source)
     kw["seed"] = gen_seed
-    return workload_from_spec(f"{kind}:" + ",".join(f"{k}={v}" for k, v in kw.items()))
+    spec = f"{kind}:" + ",".join(f"{k}={v}" for k, v in kw.items())
+    try:
+        return workload_from_spec(spec)
+    except ValueError as exc:  # name the spec the user wrote, not the one with the replication's seed added
+        raise ValueError(str(exc).replace(repr(spec), f"{source!r} (generator seed {gen_seed})")) from None
 
 
 def per_session(wl: Any, max_calls_per_session: int) -> Any:
@@ -127,7 +131,8 @@ def split_sessions(wl: Any, train_fraction: float) -> tuple[Any, Any]:
     k = math.ceil(train_fraction * len(order))
     if k < 1 or k >= len(order):
         raise ValueError(f"{wl.name}: {len(order)} sessions cannot be split {train_fraction:g} / "
-                         f"{1 - train_fraction:g} into a training and an evaluation part (each needs a session)")
+                         f"{1 - train_fraction:g} into a training and an evaluation part (each needs a session: keep more "
+                         "calls, --max-calls or sessions=, or compare heuristics only with --train-fraction 0)")
     train_ids = {s.session_id for s in order[:k]}
     return (dataclasses.replace(wl, sessions=tuple(s for s in wl.sessions if s.session_id in train_ids)),
             dataclasses.replace(wl, sessions=tuple(s for s in wl.sessions if s.session_id not in train_ids)))

@@ -108,7 +108,9 @@ def test_cli_errors_are_one_line(tmp_path):
                        "--target-interactivity must be a positive number"),
                       (["compare", "no/such/file.jsonl"], "no such file"),
                       # one call: every seed's permutation is the identity, 5 copies of one run with a 0-width CI
-                      (["compare", SRC, "--max-calls", "1"], "cannot be split"),
+                      (["compare", SRC, "--max-calls", "1"], "cannot be split 0.3 / 0.7 into a training and an evaluation part "
+                       "(each needs a session: keep more calls, --max-calls or sessions=, or compare heuristics only "
+                       "with --train-fraction 0)"),
                       (["compare", SRC, "--precision", "0"], "--precision must be a finite number > 0"),
                       (["compare", SRC, "--max-seeds", "3"], "--max-seeds must be an int >= seeds (5), got 3"),
                       (["compare", SRC, "--load-tol", "0"], "--load-tol must be in (0, 1]"),

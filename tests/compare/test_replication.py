@@ -71,3 +71,13 @@ def test_all_at_once_closed_loop_sessions_get_staggered_starts():
     out = R._stagger(same, R.stream(0, "arrivals"))
     starts = [s.start_s for s in out.sessions]
     assert starts[0] == 0.0 and len(set(starts)) == 5 and _calls(out) == _calls(same)
+
+
+def test_a_bad_generator_spec_is_named_as_written():
+    """The error names the spec the user typed (the replication's seed apart), not the rebuilt one with a
+    seed they never wrote."""
+    with pytest.raises(ValueError) as e:
+        build_replication("agentx:sessions=0", 3, 1.0, 131_072)
+    msg = str(e.value)
+    assert msg.startswith("'agentx:sessions=0' (generator seed ") and "n_sessions must be an int >= 1, got 0" in msg
+    assert ",seed=" not in msg

@@ -52,3 +52,28 @@ def test_add_scores_a_policy_file_on_an_existing_leaderboard(tmp_path):
     assert "| dagger | learned |" in (out / "leaderboard.md").read_text()
     with pytest.raises(SystemExit):
         main(["--smoke", "--out", str(out), "--add", "pdratio", "dagger", str(path)])  # already there
+
+
+def _lb_row(family: str, mean: float, trace: float | None) -> dict:
+    return {"family": family, "returns": [mean, mean], "mean": mean, "ci95": 1.0, "trace_return": trace,
+            "minus_best": 0.0, "minus_best_ci95": 1.0}
+
+
+def test_a_learned_policy_that_does_not_transfer_is_flagged_in_its_row():
+    """The routing leaderboard's case: PPO first on held-out seeds, 123x worse than least-outstanding on the
+    Mooncake trace; its row carries the flag (never ranked first without it), a transferring one has none."""
+    from optsched.envs.leaderboard import _markdown, transfer_flag
+
+    pols = {"ppo": _lb_row("learned", -50.0, -582_711.0), "least_outstanding": _lb_row("heuristic", -56.0, -4_718.0),
+            "round_robin": _lb_row("heuristic", -60.0, -9_000.0), "derived:price": _lb_row("derived", -51.0, -1_000.0),
+            "good_learner": _lb_row("learned", -52.0, -4_000.0), "uniform_random": _lb_row("random", -90.0, -1.0)}
+    assert transfer_flag(pols, "ppo") == ("does not transfer: trace -582711.00 vs best heuristic least_outstanding "
+                                          "-4718.00, 124x")
+    assert transfer_flag(pols, "good_learner") == "" and transfer_flag(pols, "least_outstanding") == ""
+    doc = {"git_revision": "0" * 40, "argv": ["x"], "envs": {"routing": {
+        "env_id": "optsched/Routing-v0", "unit": "-Σ TTFT (s)", "held_out_seeds": [10000, 10001], "trace": "t",
+        "training": {}, "best_reference": "derived:price", "policies": pols, "warnings": []}}}
+    rows = [line for line in _markdown(doc).splitlines() if line.startswith("| ")]
+    assert rows[1].startswith("| ppo | learned |") and rows[1].endswith(
+        "| **does not transfer: trace -582711.00 vs best heuristic least_outstanding -4718.00, 124x** |")
+    assert next(r for r in rows if r.startswith("| good_learner ")).endswith("| -4000.00 |  |")

@@ -200,6 +200,45 @@ def test_smoke_every_stage_ran_with_real_results(tiny_run):
     assert text.index("## Headline comparison") < text.index("| # | stage | status |")  # the headline comes first
 
 
+def test_smoke_one_winner_one_unit_no_unmeasured_value(tiny_run):
+    """The report names one routing winner per workload (headline reference or the better policy = the
+    exported heuristic file = the export summary); a percent column and its CI are the same unit; a policy
+    whose crossing was not bracketed shows no value (never a lower bound as a result)."""
+    import math
+    import re
+
+    _, res = tiny_run
+    by = {r.stage: r for r in res.results}
+    head = res.headline.records()
+    exported = {p.name for p in (res.run_dir / "policies").glob("*__routing__*.json")}
+    for w in ("mooncake", "agentx", "lmcache"):
+        ref = [r["policy"] for r in head if r["workload"] == w and r["verdict"] == "reference"]
+        heur_files = {f for f in exported if f.startswith(f"{w}__") and not f.endswith("__price.json")}
+        assert heur_files == {f"{w}__routing__{n}.json" for n in ref}, (w, ref, heur_files)
+        if ref:
+            assert f"{w}: routing winner " in by["export"].summary
+            assert f"best heuristic {ref[0]}" in by["comparison"].summary or f"{ref[0]} wins" in by["comparison"].summary
+    for r in head:
+        if r["verdict"] == "not_measured":
+            assert math.isnan(r["goodput at target (calls/s)"]) and r["95% CI"] == "n/a"
+        v, ci = r["vs best heuristic (%)"], r["95% CI (vs)"]
+        if not math.isnan(v):  # mean inside its CI: both in percent
+            lo, hi = (float(x) for x in re.findall(r"[-+]?[0-9.]+(?=%)", ci))
+            assert lo <= v <= hi, r
+    assert "best baseline router" not in res.report_path.read_text()
+
+
+def test_smoke_results_do_not_depend_on_the_checkout_path(tiny_run):
+    """results.json and the report name the shipped sample relative to the package, never by this checkout's
+    absolute path (another clone would give other bytes)."""
+    import optsched
+
+    _, res = tiny_run
+    root = str(Path(optsched.__file__).resolve().parent.parent)
+    assert root not in (res.run_dir / "results.json").read_text()
+    assert root not in res.report_path.read_text().split(TIMINGS_HEADING)[0]
+
+
 def test_rerun_skips_finished_stages_and_gives_identical_numbers(tiny_run):
     from optsched.reproduce.run import run_reproduce
 

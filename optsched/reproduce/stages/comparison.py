@@ -24,7 +24,7 @@ from typing import Any
 from optsched.reproduce.config import ReproduceConfig, WorkloadSpec
 from optsched.reproduce.stages.base import Stage, StageContext, StageResult, StageUnavailable, Table
 
-__all__ = ["STAGE", "compare_config", "headline_rows"]
+__all__ = ["STAGE", "compare_config", "decision_winner", "headline_rows"]
 
 HEAD_COLUMNS = ["workload", "policy", "kind", "goodput at target (calls/s)", "95% CI", "vs best heuristic (%)",
                 "95% CI (vs)", "verdict", "bound at target (calls/s)", "headroom closed (%)"]
@@ -81,6 +81,32 @@ def headline_rows(w: str, res: dict[str, Any]) -> list[list[Any]]:
     return rows
 
 
+def decision_winner(res: dict[str, Any]) -> str | None:
+    """The one routing winner of a compare result (``run_compare``'s dict): the policy with the largest mean
+    gain among those whose paired CI vs the best heuristic is above 0 (verdict "better"; the policy the verdict
+    line names as winning), else the best heuristic itself (nothing separates from it), else None (no
+    heuristic's crossing was bracketed: nothing measured, no winner). The headline, section 3 and the exported
+    policy files all name this policy, so the report has one winner per workload."""
+    better = [p for p in res["policies"] if p["verdict"] == "better"]
+    if better:
+        return str(max(better, key=lambda p: p["vs_best_heuristic"]["mean"])["name"])  # as the verdict line
+    return res["best_heuristic"]
+
+
+def _portable(source: str) -> str:
+    """``source`` as the report shows it: a file inside the installed package as a path relative to the
+    package's parent folder (``optsched/data/samples/...``), so results.json and the figures are the same bytes
+    in every checkout; anything else (a generator spec, an outside file) unchanged."""
+    from pathlib import Path
+
+    import optsched
+
+    try:
+        return Path(source).resolve().relative_to(Path(optsched.__file__).resolve().parent.parent).as_posix()
+    except (ValueError, OSError):
+        return source
+
+
 def _front_rows(w: str, res: dict[str, Any]) -> list[list[Any]]:
     rows = []
     for p in res["policies"]:
@@ -119,6 +145,8 @@ def _run(ctx: StageContext) -> StageResult:
             parts.append(f"{w.name} is not compared: {NOT_COMPARED[w.kind]}.")
             continue
         res = run_compare(cc, ctx.run_dir / "cache" / "compare", workers=cfg.workers or (os.cpu_count() or 1))
+        src, label = res["workload"], _portable(res["workload"])
+        res = dict(res, workload=label, verdict_line=res["verdict_line"].replace(src, label, 1))
         head += headline_rows(w.name, res)
         fronts += _front_rows(w.name, res)
         path, rel = ctx.figure_path(f"fronts_{w.name}.png")
@@ -126,7 +154,10 @@ def _run(ctx: StageContext) -> StageResult:
         figures.append({"path": rel, "caption": f"{w.name}: each policy's measured P90 interactivity vs load per "
                         f"replication and the crossing found (n = {res['n']}), and goodput at the target with 95% CI"})
         parts.append(_summary(w.name, res))
-        data[w.name] = {"best_heuristic": res["best_heuristic"], "bound": res["bound_at_target"],
+        win = decision_winner(res)
+        data[w.name] = {"best_heuristic": res["best_heuristic"], "winner": win,
+                        "winner_kind": next((p["kind"] for p in res["policies"] if p["name"] == win), None),
+                        "bound": res["bound_at_target"],
                         "verdict_line": res["verdict_line"], "n": res["n"], "split": res["split"],
                         "optimized_derivation": res["optimized_derivation"], "failed": res["failed"],
                         "context_cut": res["context_cut"], "source": res["workload"]}
@@ -155,5 +186,5 @@ STAGE = Stage(
     deps=("workloads",),
     inputs=_inputs,
     run=_run,
-    version=3,
+    version=4,
 )

@@ -3,8 +3,11 @@
 the serving-engine settings each maps to (``engine_settings`` for every engine in ``ENGINES``, or the
 plain statement that no mapping exists), also written to ``policies/ENGINE_SETTINGS.md``.
 
-Exported: every online policy derived from a formulation (stage 4) and, per workload, the heuristics
-it is compared with — the best baseline router and vLLM's long-prefill threshold.
+Exported: every online policy derived from a formulation (stage 4) and the heuristics it is compared with:
+per compared workload the best heuristic router of ``optsched compare`` (stage 5, at the interactivity target;
+the same router the headline names, `comparison.decision_winner`), and vLLM's long-prefill threshold. A
+workload with no measured best heuristic (not compared, or no crossing bracketed) gets no heuristic router
+file, and the summary says why; the single-run baseline table of stage 3 never picks one.
 """
 
 from __future__ import annotations
@@ -16,7 +19,6 @@ from typing import Any
 
 from optsched.reproduce.config import ReproduceConfig
 from optsched.reproduce.stages.base import Stage, StageContext, StageResult, Table
-from optsched.reproduce.stages.baselines import best_router
 from optsched.reproduce.stages.simrun import short_reason
 from optsched.runcache import atomic_write_text
 
@@ -29,25 +31,40 @@ def _num(v: Any) -> float | None:
     return float(v) if isinstance(v, (int, float)) and math.isfinite(v) else None
 
 
-def _heuristic_plans(ctx: StageContext) -> list[tuple[str, dict[str, Any]]]:
-    out = []
-    for w, summ in ctx.deps["baselines"].data["summaries"].items():
-        best = best_router(summ)
-        if best is None:
+def _heuristic_plans(ctx: StageContext) -> tuple[list[tuple[str, dict[str, Any]]], list[str]]:
+    """(stem, plan document) of the heuristics exported, and one sentence per workload saying which routing
+    winner (stage 5) the files carry or why no heuristic router is exported."""
+    out, said = [], []
+    comp = ctx.deps.get("comparison")
+    compared = comp.data if comp is not None else {}
+    for w in ctx.config.workloads:
+        d = compared.get(w.name)
+        r = d.get("best_heuristic") if d else None
+        if r is None:
+            why = ("the comparison stage is unavailable" if comp is None else "it is not compared"
+                   if d is None else "no heuristic's crossing of the target was bracketed, nothing was measured")
+            said.append(f"{w.name}: no heuristic router exported ({why}; no winner).")
             continue
-        r = best[0].split("=", 1)[1]
         params: dict[str, Any] = {}
         if r == "cache_aware":
             from optsched.policies import CacheAwareConfig
 
             params = {k: v for k, v in dataclasses.asdict(CacheAwareConfig()).items()}
-        out.append((f"{w}__routing__{r}", {"kind": "routing", "type": r, "parameters": params,
-                                            "note": f"best baseline router on {w} (heuristic)"}))
+        stem = f"{w.name}__routing__{r}"
+        win = d.get("winner")
+        if win == r:
+            note = f"routing winner on {w.name}: best heuristic at the target, nothing separable from it (section 5)"
+            said.append(f"{w.name}: routing winner {r} (best heuristic; section 5) -> policies/{stem}.json.")
+        else:
+            note = f"best heuristic router on {w.name} at the target (section 5); {win} wins against it"
+            said.append(f"{w.name}: routing winner {win} (beats the best heuristic {r} beyond the CI; section 5); "
+                        f"{r} -> policies/{stem}.json.")
+        out.append((stem, {"kind": "routing", "type": r, "parameters": params, "note": note}))
     out.append(("all__admission__vllm_threshold", {
         "kind": "admission", "type": "vllm_threshold",
         "parameters": {"long_prefill_token_threshold": 512},
         "note": "vLLM long-prefill threshold (heuristic)"}))
-    return out
+    return out, said
 
 
 def _derived_plans(ctx: StageContext) -> list[tuple[str, dict[str, Any]]]:
@@ -78,7 +95,8 @@ def _run(ctx: StageContext) -> StageResult:
     rev = git_revision()["commit"]
     rows, eng_rows, md = [], [], ["# Engine settings of the exported policies", ""]
     n_pairs = n_mapped = 0
-    for stem, doc in _heuristic_plans(ctx) + _derived_plans(ctx):
+    heuristics, winners = _heuristic_plans(ctx)
+    for stem, doc in heuristics + _derived_plans(ctx):
         prov = Provenance(workload_digest=str(doc.get("workload_digest", "")),
                           cost_model=f"{cfg.gpu}/{cfg.model}/tp{cfg.tp}", solver=str(doc.get("solver", "")),
                           solver_version=str(doc.get("solver_version", "")), objective=_num(doc.get("objective")),
@@ -114,6 +132,7 @@ def _run(ctx: StageContext) -> StageResult:
                     "there is no mapping) are in policies/ENGINE_SETTINGS.md.", ["policy", *ENGINES], eng_rows)
     summary = (f"{len(rows)} policies exported; {n_mapped} of {n_pairs} (policy, engine) pairs map to engine "
                "settings, the rest have no corresponding engine knob (stated per pair in ENGINE_SETTINGS.md).")
+    summary += " Routing per workload: " + " ".join(winners)
     if "formulations" not in ctx.deps:
         summary += " No optimized policy exported: the formulations stage is unavailable."
     return StageResult("export", STAGE.title, tables=[files, engines], summary=summary,
@@ -123,7 +142,7 @@ def _run(ctx: StageContext) -> StageResult:
 STAGE = Stage(
     name="export",
     title="Policies exported (optsched.policy/v1) with engine settings",
-    deps=("baselines",),
+    deps=(),
     soft_deps=("formulations", "comparison"),
     inputs=_inputs,
     run=_run,
