@@ -31,7 +31,7 @@ def test_verdict_line_first_and_not_measured_says_why():
     rows = [ln for ln in md.splitlines() if ln.startswith("| b |")]
     assert rows == [("| b | heuristic | not_measured | not measured: target still met at the highest load tried in 1 "
                      "of 5 replications (above range); target missed at the lowest load tried in 1 of 5 "
-                     "replications (below range) | n/a | n/a | n/a |")]
+                     "replications (below range) | n/a | n/a | n/a | n/a |")]
 
 
 def test_failed_policy_is_named_under_the_table():
