@@ -43,9 +43,15 @@ headroom_closed = (policy - best heuristic) / (bound - best heuristic).
   policies[].explain {queue_s, prefill_s, reload_s, transfer_s, tpot_mean_s, hit_hbm, hit_dram, hit_ssd,
       recomputed_frac, prefill_tokens_max_over_mean, calls_max_over_mean, preemptions: each {mean, ci95}}
       (window calls at the crossing; null when not measured),
+  policies[].prediction_error {median_abs_s, p90_abs_s, mean_s (bias: simulated - predicted TTFT, s),
+      median_rel (median |error| / simulated TTFT): each {mean, ci95} over replications; calls, source}: the
+      policy's own TTFT prediction at routing time against the simulated TTFT of the window calls at its
+      crossing (null for a policy that predicts nothing, e.g. a heuristic, or when not measured; the
+      session router's in-sample value, from its calibration run:
+      optimized_derivation.session.prediction_in_sample),
   policies[].non_monotone_seeds[], policies[].crossings[] (per replication: seed, status, crossing_load,
       bracket, goodput_at_target, interactivity_at_crossing, points [[load, P90 interactivity]],
-      bound_calls_s, ttft_p90_s, hit_rate), policies[].front[] (per grid load: steady-state metrics
+      bound_calls_s, ttft_p90_s, hit_rate, prediction), policies[].front[] (per grid load: steady-state metrics
       {mean, ci95, std, n}),
   bound_at_target {mean, ci95, std, n, per_seed[]} (null when not every replication has one),
   bound_method, bound_over_best, split (how derivation data was kept apart from evaluated data),

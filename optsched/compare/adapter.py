@@ -15,6 +15,7 @@ __all__ = [
     "component_plan_from_workload",
     "digest",
     "policy_names",
+    "prediction_error",
     "price_plan_from_workload",
     "rolling_router",
     "router_from_plan",
@@ -84,6 +85,14 @@ def component_plan_from_workload(kind: str, wl: Any, gpu: str, model: str, tp: i
     doc = None if plan is None else json_roundtrip({"kind": plan.kind, "type": plan.type,
                                                     "parameters": dict(plan.parameters)})
     return doc, _record(res)
+
+
+def prediction_error(predicted: dict[str, float], calls: Any) -> dict[str, Any]:
+    """The session router's predicted vs simulated TTFT per routed call
+    (`optsched.pipelines.session_calibrate.prediction_error`, the statistic its derivation records)."""
+    from optsched.pipelines.session_calibrate import prediction_error as err
+
+    return err(predicted, calls)
 
 
 def json_roundtrip(obj: Any) -> Any:

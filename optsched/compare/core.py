@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from optsched.compare.search import Crossing
-from optsched.compare.window import EXPLAIN_KEYS
+from optsched.compare.window import EXPLAIN_KEYS, PREDICTION_KEYS
 from optsched.replicate import Estimate, mean_ci, paired_difference, verdict
 
 __all__ = ["DEFAULT_TARGET", "LOAD_KNOB", "SCHEMA", "TARGET_SOURCE", "CompareConfig", "headroom_closed", "run_compare"]
@@ -289,12 +289,14 @@ def _policy_block(spec: dict, seeds: list[int], search: _Search, grid: tuple[flo
                           "bound_calls_s": run["steady"]["bound"]["value"] if run else None,
                           "ttft_p90_s": run["steady"]["ttft_p90_s"] if run else None,
                           "explain": run["steady"].get("explain") if run else None,
+                          "prediction": run["steady"].get("prediction") if run else None,
                           "hit_rate": run["steady"]["hit_rate"] if run else None})
     ex = [cr["explain"] for cr in crossings if cr["explain"]]
     explain = ({k: _est([e[k] for e in ex]) if all(e.get(k) is not None and math.isfinite(e[k]) for e in ex)
                 else None for k in EXPLAIN_KEYS} if bracketed and ex else None)
     return {
         "name": name, "kind": spec["kind"], "n": len(seeds), "explain": explain,
+        "prediction_error": _prediction_block(crossings) if bracketed else None,
         "crossing_bracketed": bracketed,
         "crossing_load": {**_est(loads), "per_seed": loads} if bracketed else None,
         "goodput_at_target": ({**_est(g), "per_seed": g, "status": status} if bracketed
@@ -302,6 +304,17 @@ def _policy_block(spec: dict, seeds: list[int], search: _Search, grid: tuple[flo
         "non_monotone_seeds": [s for s, r in zip(seeds, res) if r["non_monotone"]],
         "crossings": crossings, "front": front,
     }
+
+
+def _prediction_block(crossings: list[dict]) -> dict[str, Any] | None:
+    """The router's TTFT prediction error at its crossings (`optsched.compare.window.prediction_in_window`): each
+    of `PREDICTION_KEYS` as {mean, ci95, ...} over replications, and ``calls`` (predicted window calls, summed);
+    None when the policy predicts nothing (a heuristic) or some crossing run has no predicted call."""
+    pr = [cr.get("prediction") for cr in crossings]
+    if not pr or any(not p or not p.get("n") for p in pr):
+        return None
+    return {**{k: _est([p[k] for p in pr]) for k in PREDICTION_KEYS}, "calls": sum(int(p["n"]) for p in pr),
+            "source": pr[0].get("source")}
 
 
 def _rank(blocks: list[dict], seeds: list[int]) -> tuple[dict | None, float]:

@@ -19,7 +19,9 @@ Optional keys: ``train_fraction`` (the trace split, `optsched.compare.replicatio
 `run_job` returns the simulator's summary (``SimResult.summary``), ``steady`` (the steady-state window
 metrics the comparison reads, `optsched.compare.window.steady_state`, with the run's bound at the target,
 `optsched.compare.target_bound`; ``{"error": why}`` when the run has too few calls for a window) and ``context_cut`` (what the
-context rule removed), passed through canonical JSON so that a fresh result and a cached one are
+context rule removed). A router that predicts each call's TTFT (a ``predicted_ttft_s`` attribute, the session
+router) adds ``steady["prediction"]``: its predicted vs simulated TTFT over the window calls
+(`optsched.compare.window.prediction_in_window`). Everything is passed through canonical JSON so that a fresh result and a cached one are
 identical objects. Everything a result depends on is in the job, so its hash is its cache key.
 """
 
@@ -101,7 +103,11 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
                                 load_model(c["model"]).max_context_tokens, int(job.get("max_calls", 0)),
                                 int(job.get("max_calls_per_session", 0)), float(job.get("train_fraction", 0.0)))
     pol, seed = job["policy"], int(job["seed"])
-    res = simulate(wl, cluster_config(c), router=make_router(pol, c, seed),
+    router = make_router(pol, c, seed)
+    predicts = hasattr(router, "predicted_ttft_s")
+    if predicts:
+        router.predicted_ttft_s = {}  # the router logs call id -> predicted TTFT (s) of every call it routes
+    res = simulate(wl, cluster_config(c), router=router,
                    admission=make_component("admission", pol.get("admission"), seed),
                    residency=make_component("residency", pol.get("residency"), seed),
                    slo=SLO(ttft_s=float(job["slo"]["ttft_s"]), tpot_s=float(job["slo"]["tpot_s"])),
@@ -116,5 +122,10 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
         from optsched.compare.target_bound import target_bound
 
         steady["bound"] = target_bound(wl, c, job["slo"], steady["window"])
+        if predicts:
+            from optsched.compare.window import prediction_in_window
+
+            steady["prediction"] = prediction_in_window(res.calls, router.predicted_ttft_s,
+                                                        WindowSpec(float(q[0]), float(q[1])))
     out = {**res.summary, "steady": steady, "context_cut": cut}
     return json.loads(canonical_json(out))

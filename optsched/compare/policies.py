@@ -86,7 +86,9 @@ def derive_optimized(source: str, cluster: dict[str, Any], base_seed: int, sizes
     sdoc, srec = session_plan_from_workload(*args, opts, train_seed, cluster=cluster_config(cluster))
     _check_not_timed("session router LP", srec, time_limit_s)
     sp = sdoc["parameters"]
-    srec = {**srec, **{k: sp.get(k) for k in ("bucket_s", "n_buckets", "reprice_s", "move_margin_s")}}
+    srec = {**srec, **{k: sp.get(k) for k in ("bucket_s", "n_buckets", "reprice_s", "move_margin_s",
+                                              "incumbent_margin_s")},
+            "prediction_in_sample": ((sp.get("derived") or {}).get("move_margin") or {}).get("prediction")}
     rec = {**rec, "train_seed": train_seed, "split": split, "rho_s_per_token": doc["parameters"].get("recompute_s_per_token"),
            "limits": limits, "session": srec}
     specs = [{"name": "price", "kind": "optimized", "router": "plan", "plan": doc},

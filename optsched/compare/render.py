@@ -48,7 +48,8 @@ def _not_measured(p: dict) -> str:
 
 def markdown_table(res: dict[str, Any]) -> str:
     """The verdict line, then one row per policy: verdict, goodput at the target, its crossing load, the paired
-    difference to the best heuristic (percent everywhere), headroom closed; then the bound, the window and
+    difference to the best heuristic (percent everywhere), headroom closed, and the error of the policy's own TTFT
+    prediction at its crossing (`_prediction`; n/a for a policy that predicts nothing); then the bound, the window and
     split rules, and one "Failed:" line per policy whose runs raised."""
     cfg = res["config"]
     lines = [f"**Verdict.** {res['verdict_line']}", "",
@@ -57,8 +58,8 @@ def markdown_table(res: dict[str, Any]) -> str:
               f"{cfg['target']:g} tok/s (found by search to {100 * cfg['load_tol']:g}% in load); mean [95% CI] "
               f"over n = {res['n']} replications."), "",
              "| policy | kind | verdict | goodput at target (calls/s) | crossing load | vs best heuristic | "
-             "headroom closed |",
-             "|---|---|---|---|---|---|---|"]
+             "headroom closed | TTFT prediction error (s) |",
+             "|---|---|---|---|---|---|---|---|"]
 
     def key(p: dict) -> float:
         g = p["goodput_at_target"].get("mean")
@@ -66,13 +67,13 @@ def markdown_table(res: dict[str, Any]) -> str:
 
     for p in sorted(res["policies"], key=key):
         if not p["crossing_bracketed"]:
-            lines.append(f"| {p['name']} | {p['kind']} | not_measured | {_not_measured(p)} | n/a | n/a | n/a |")
+            lines.append(f"| {p['name']} | {p['kind']} | not_measured | {_not_measured(p)} | n/a | n/a | n/a | n/a |")
             continue
         h = p.get("headroom_closed")
         nm = f" (non-monotone front in {len(p['non_monotone_seeds'])})" if p["non_monotone_seeds"] else ""
         lines.append(f"| {p['name']} | {p['kind']} | {p['verdict']} | {_num(p['goodput_at_target'])} | "
                      f"{_num(p['crossing_load'])}{nm} | {_pct(p['vs_best_heuristic'])} | "
-                     f"{'n/a' if h is None else f'{100 * h:.1f}%'} |")
+                     f"{'n/a' if h is None else f'{100 * h:.1f}%'} | {_prediction(p.get('prediction_error'))} |")
     b = res.get("bound_at_target")
     ratio = res.get("bound_over_best")
     lines += ["", f"Best heuristic: {res['best_heuristic'] or 'none measured'}. Bound at the target: "
@@ -109,6 +110,15 @@ def explain_table(res: dict[str, Any]) -> str:
         cells = [("n/a" if ex.get(k) is None else f"{s * ex[k]['mean']:.3g}") for k, _, s in EXPLAIN_HEAD]
         lines.append(f"| {p['name']} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+def _prediction(e: dict | None) -> str:
+    """The prediction-error cell: median |simulated - predicted TTFT| [95% CI over replications], then the mean
+    P90 |error| and the mean bias (simulated - predicted, s; > 0: the model is optimistic)."""
+    if not e:
+        return "n/a"
+    return (f"median {_num(e['median_abs_s'])}, P90 {e['p90_abs_s']['mean']:.3g}, "
+            f"bias {e['mean_s']['mean']:+.3g}")
 
 
 def _pp(x: float | None) -> str:

@@ -33,11 +33,15 @@ import numpy as np
 
 from optsched.sim.metrics import meet_or_beat
 
-__all__ = ["EXPLAIN_KEYS", "MIN_WINDOW_CALLS", "WINDOW_RULE", "WindowSpec", "steady_state"]
+__all__ = ["EXPLAIN_KEYS", "MIN_WINDOW_CALLS", "PREDICTION_KEYS", "WINDOW_RULE", "WindowSpec", "prediction_in_window",
+           "steady_state"]
 
 # the decomposition of a run's window (`_explain`), in the order `optsched compare --explain` prints it
 EXPLAIN_KEYS = ("queue_s", "prefill_s", "reload_s", "transfer_s", "tpot_mean_s", "hit_hbm", "hit_dram", "hit_ssd",
                 "recomputed_frac", "prefill_tokens_max_over_mean", "calls_max_over_mean", "preemptions")
+
+# a router's TTFT prediction error over the window (`prediction_in_window`), as compare's table states it
+PREDICTION_KEYS = ("median_abs_s", "p90_abs_s", "mean_s", "median_rel")
 
 MIN_WINDOW_CALLS = 10
 WINDOW_RULE = ("release-rank window: calls ranked by release time, ranks floor(q_lo N)+1 .. ceil(q_hi N); "
@@ -79,7 +83,7 @@ def steady_state(calls: Any, num_gpus: int, ttft_slo_s: float, tpot_slo_s: float
     if hi - lo < MIN_WINDOW_CALLS:
         raise ValueError(f"the steady-state window holds {hi - lo} of {n} calls (< {MIN_WINDOW_CALLS}): "
                          "use a larger workload")
-    order = np.argsort(rel, kind="stable")
+    order = _order(rel)
     t_lo = float(rel[order[max(lo - 1, 0)]])
     t_hi = float(rel[order[hi - 1]])
     span = t_hi - t_lo
@@ -106,6 +110,33 @@ def steady_state(calls: Any, num_gpus: int, ttft_slo_s: float, tpot_slo_s: float
                    "q_lo": spec.q_lo, "q_hi": spec.q_hi,
                    "max_output_tokens": int(np.asarray(calls["output_tokens"])[w].max())},
     }
+
+
+def _order(rel: np.ndarray) -> np.ndarray:
+    """Call rows by release time, ties in call order (the window's ranks, module docstring)."""
+    return np.argsort(rel, kind="stable")
+
+
+def prediction_in_window(calls: Any, predicted: dict[str, float], spec: WindowSpec = WindowSpec()) -> dict[str, Any]:
+    """A router's TTFT prediction against the simulation over the window calls of one run: e = simulated -
+    predicted TTFT (s) per window call the router predicted (``predicted``: call id -> predicted TTFT, s, as the
+    session router logs it at routing time, `optsched.policies.router_session.SessionRouter.route`).
+
+    Returns `optsched.pipelines.session_calibrate.prediction_error` of those calls: ``{"n", "median_abs_s",
+    "p90_abs_s", "mean_s" (bias: > 0 = the model is optimistic), "median_rel" (median |e| / simulated TTFT),
+    ...}`` (s; n = 0 and zeros when none was predicted). The same window as `steady_state` (release ranks), so
+    the error is measured on the calls the goodput is.
+    """
+    from optsched.compare.adapter import prediction_error
+
+    rel = np.asarray(calls["release_s"], dtype=float)
+    lo, hi = spec.ranks(rel.size)
+    w = _order(rel)[lo:hi]
+    sub = {"call_id": np.asarray(calls["call_id"])[w], "ttft_s": np.asarray(calls["ttft_s"], dtype=float)[w]}
+    out = prediction_error(predicted, sub)
+    out.pop("incumbent_margin_s", None)
+    out["source"] = "simulated - predicted TTFT per window call, at routing time, in the scored run"
+    return out
 
 
 def _explain(calls: Any, w: np.ndarray) -> dict[str, float]:

@@ -139,7 +139,8 @@ def test_help_documents_the_json_keys():
                          check=True).stdout
     for key in ("policies[].name", "policies[].kind", "policies[].verdict", "crossing_bracketed", "crossing_load",
                 "goodput_at_target", "vs_best_heuristic", "headroom_closed", "best_heuristic", "bound_at_target",
-                "split", "verdict_line", "optsched.compare/v2"):
+                "split", "verdict_line", "optsched.compare/v2", "policies[].prediction_error",
+                "prediction_in_sample"):
         assert key in out
 
 

@@ -32,7 +32,7 @@ def test_verdict_line_first_and_not_measured_says_why():
     assert rows == [("| b | heuristic | not_measured | not measured: target still met at the highest load tried "
                      "(load 1) in 1 of 5 replications (above range: raise --loads or --max-widen); target missed at "
                      "the lowest load tried (load 0.5) in 1 of 5 replications (below range: lower --loads or raise "
-                     "--max-widen) | n/a | n/a | n/a |")]
+                     "--max-widen) | n/a | n/a | n/a | n/a |")]
 
 
 def test_failed_policy_is_named_under_the_table():
