@@ -83,6 +83,28 @@ class ResidencyStore(TieredBlockStore):
                 moved[src] += 1
         return BlockMoves(moved[0], moved[1], moved[2], skipped_blocks=skipped)
 
+    def prefetch(self, block_hashes: Sequence[int], now_s: float) -> BlockMoves:
+        """Move the DRAM / SSD blocks of the cached path ``block_hashes`` back to HBM, root first, into FREE HBM
+        only (nothing is evicted for them), unpinned; stops at the first absent block or when HBM is full.
+
+        The path stays hottest first (each moved block's parent is in HBM). Returns blocks moved by source
+        tier (charge ``CostModel.kv_transfer_time``); ``now_s`` is accepted for symmetry (moves are
+        instantaneous in the cache; the caller times them).
+        """
+        moved = [0, 0, 0]
+        for i in range(len(block_hashes)):
+            b = self._blocks.get(block_hashes[i])
+            if b is None or b.depth != i:
+                break
+            if b.tier == HBM:
+                continue
+            if self.free(HBM) < 1:
+                break
+            src = b.tier
+            self._set_tier(b, HBM)
+            moved[src] += 1
+        return BlockMoves(moved[0], moved[1], moved[2])
+
     def drop(self, block_hashes: Sequence[int]) -> BlockMoves:
         """Remove the cached blocks of ``block_hashes`` now (deepest first; pinned or with children: kept)."""
         moved = [0, 0, 0]
