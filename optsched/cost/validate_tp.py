@@ -10,6 +10,11 @@ Two splits over Vidur-format ``mlp.csv`` profiles (one transformer layer's non-a
   shapes alone. If the sharding or the efficiency's size argument were wrong (e.g. efficiency of the
   unsharded GEMM), the error would grow with TP here.
 
+A cross-GPU check, ``transfer_rows``: calibrate on every sample of one GPU (e.g. the A100 profiles) and predict
+another GPU's measured layers (e.g. Vidur's H100 or A40 profiles), with the calibration as fitted (split
+``<source> fit``) and carried to the target by ``optsched.cost.transfer.transfer_calibration`` (split
+``<source> fit, transferred``); no parameter sees a sample of the target.
+
 A third check, ``aic_tp_rows``, reads the H200 GEMM table of NVIDIA AIConfigurator (``measured.aic_gemm_samples``)
 at the Megatron shard shapes (``ops.dense_gemms``) of the dense catalog models at TP 1/2/4/8: 5-fold held-out over
 weight shapes (the grouping of ``validate``), errors grouped by the TP degree whose shard has that (n, k). This is
@@ -30,13 +35,14 @@ import numpy as np
 import pandas as pd
 
 from optsched.cost.calibration import Calibration
-from optsched.cost.catalog import list_models, load_model
+from optsched.cost.catalog import list_models, load_gpu, load_model
 from optsched.cost.fit import fit_calibration, predict_samples
 from optsched.cost.measured import LAYER_OPS, mlp_dir_samples
 from optsched.cost.model import CostModel
 from optsched.cost.ops import dense_gemms
+from optsched.cost.transfer import transfer_calibration
 
-__all__ = ["aic_tp_rows", "catalog_shard_shapes", "layer_times", "mlp_samples", "tp_rows"]
+__all__ = ["aic_tp_rows", "catalog_shard_shapes", "layer_times", "mlp_samples", "tp_rows", "transfer_rows"]
 
 TP_DEGREES = (1, 2, 4, 8)
 
@@ -89,6 +95,27 @@ def tp_rows(samples: pd.DataFrame, layers: pd.DataFrame, gpu: str, max_samples: 
                 meas = s.time_s.to_numpy(float)
                 errs.append(pd.DataFrame({"tp": int(tp), "e": (cm.linear_time_per_layer(s.m.to_numpy(float)) - meas)
                                           / meas}))
+        rows += _summ(gpu, split, pd.concat(errs, ignore_index=True))
+    return rows
+
+
+def transfer_rows(samples: pd.DataFrame, layers: pd.DataFrame, gpu: str, max_samples: int = 20000,
+                  base: Calibration | None = None) -> list[dict]:
+    """Per-TP rows of ``gpu``'s measured layers (``layer_times`` of its profiles) predicted by one calibration
+    fitted on ``samples`` (``mlp_samples`` of ANOTHER GPU, all models and TP degrees): split ``"<source> fit"``
+    (as fitted) and ``"<source> fit, transferred"`` (``transfer_calibration`` to ``gpu``). Raises ValueError
+    when ``samples`` are of ``gpu`` itself (that is not a transfer)."""
+    src = str(samples.gpu.iloc[0])
+    if load_gpu(src).name == load_gpu(gpu).name:
+        raise ValueError(f"transfer_rows: samples are of {src!r}, the target GPU itself")
+    cal = fit_calibration(samples, f"{src} all models", base, max_samples=max_samples)
+    rows: list[dict] = []
+    for split, c in ((f"{src} fit", cal), (f"{src} fit, transferred", transfer_calibration(cal, gpu))):
+        errs = []
+        for (grp, tp), s in layers.groupby(["group", "ranks"]):
+            meas = s.time_s.to_numpy(float)
+            pred = CostModel(gpu, grp, int(tp), c).linear_time_per_layer(s.m.to_numpy(float))
+            errs.append(pd.DataFrame({"tp": int(tp), "e": (pred - meas) / meas}))
         rows += _summ(gpu, split, pd.concat(errs, ignore_index=True))
     return rows
 
