@@ -10,8 +10,11 @@ samples predicts that GPU's layers, as fitted and carried over by ``optsched.cos
 ``--ablate-shape`` repeats every row with the GEMM shape dropped from the samples (the
 efficiency of m alone, the model before the shape terms), labelled ``<gpu> m-only``, in the same run.
 
+``--reverse`` fits on each ``--profiles`` GPU and predicts the A100; ``--allreduce CSV GPU`` scores the A100
+all-reduce link model on another GPU's Vidur ``all_reduce.csv``.
+
 Usage: .venv/bin/python experiments/cost_tp_check.py [--data DIR] [--profiles DIR GPU ...] [--ablate-shape]
-[--out runs/cost_tp_check]. Writes ``tp_accuracy.json`` and prints one table. Deterministic (fits subsample
+[--reverse] [--allreduce CSV GPU ...] [--out runs/cost_tp_check]. Writes ``tp_accuracy.json`` and prints one table. Deterministic (fits subsample
 with seed 0).
 """
 
@@ -23,9 +26,21 @@ import logging
 import sys
 from pathlib import Path
 
-from optsched.cost.measured import SHAPE_COLUMNS, aic_gemm_samples
+from optsched.cost.measured import (
+    SHAPE_COLUMNS,
+    aic_gemm_samples,
+    allreduce_csv_samples,
+    vidur_allreduce_samples,
+)
 from optsched.cost.validate import default_data_dir
-from optsched.cost.validate_tp import aic_tp_rows, layer_times, mlp_samples, tp_rows, transfer_rows
+from optsched.cost.validate_tp import (
+    aic_tp_rows,
+    allreduce_transfer_rows,
+    layer_times,
+    mlp_samples,
+    tp_rows,
+    transfer_rows,
+)
 
 
 def _variants(df, ablate: bool):
@@ -39,6 +54,11 @@ def main(argv: list[str] | None = None) -> int:
                     help="folder of the measured tables (vidur/, aiconfigurator_h200_sxm/; default ../shared/data)")
     ap.add_argument("--profiles", nargs=2, action="append", default=[], metavar=("DIR", "GPU"),
                     help="another GPU's Vidur-format compute profiles and its catalog GPU (repeatable)")
+    ap.add_argument("--allreduce", nargs=2, action="append", default=[], metavar=("CSV", "GPU"),
+                    help="another GPU's Vidur-format all_reduce.csv and its catalog GPU: the A100 link-model fit "
+                         "predicts it (repeatable)")
+    ap.add_argument("--reverse", action="store_true",
+                    help="also fit on each --profiles GPU and predict the A100 layers (the reverse transfer)")
     ap.add_argument("--max-samples", type=int, default=20000, help="most samples per kernel family in each fit (default 20000)")
     ap.add_argument("--ablate-shape", action="store_true", help="also the m-only efficiency (before the shape terms)")
     ap.add_argument("--out", default="runs/cost_tp_check", help="output folder (tp_accuracy.json; default runs/cost_tp_check)")
@@ -52,6 +72,12 @@ def main(argv: list[str] | None = None) -> int:
     a100 = mlp_samples(sets[0][0], sets[0][1])
     for d, gpu in sets[1:]:
         rows += transfer_rows(a100, layer_times(d), gpu, a.max_samples)
+        if a.reverse:
+            rows += transfer_rows(mlp_samples(d, gpu), layer_times(sets[0][0]), sets[0][1], a.max_samples)
+    if a.allreduce:
+        src = vidur_allreduce_samples(str(Path(a.data).resolve()))
+        for f, gpu in a.allreduce:
+            rows += allreduce_transfer_rows(src, allreduce_csv_samples(f, gpu))
     if Path(a.data, "aiconfigurator_h200_sxm").exists():
         gemm = aic_gemm_samples(str(Path(a.data).resolve()))
         for tag, shape in [("", True)] + ([(" m-only", False)] if a.ablate_shape else []):

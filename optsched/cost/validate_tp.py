@@ -36,13 +36,13 @@ import pandas as pd
 
 from optsched.cost.calibration import Calibration
 from optsched.cost.catalog import list_models, load_gpu, load_model
-from optsched.cost.fit import fit_calibration, predict_samples
+from optsched.cost.fit import fit_allreduce, fit_calibration, predict_samples
 from optsched.cost.measured import LAYER_OPS, mlp_dir_samples
 from optsched.cost.model import CostModel
 from optsched.cost.ops import dense_gemms
 from optsched.cost.transfer import transfer_calibration
 
-__all__ = ["aic_tp_rows", "catalog_shard_shapes", "layer_times", "mlp_samples", "tp_rows", "transfer_rows"]
+__all__ = ["aic_tp_rows", "allreduce_transfer_rows", "catalog_shard_shapes", "layer_times", "mlp_samples", "tp_rows", "transfer_rows"]
 
 TP_DEGREES = (1, 2, 4, 8)
 
@@ -118,6 +118,18 @@ def transfer_rows(samples: pd.DataFrame, layers: pd.DataFrame, gpu: str, max_sam
             errs.append(pd.DataFrame({"tp": int(tp), "e": (pred - meas) / meas}))
         rows += _summ(gpu, split, pd.concat(errs, ignore_index=True))
     return rows
+
+
+def allreduce_transfer_rows(source: pd.DataFrame, target: pd.DataFrame) -> list[dict]:
+    """Per-rank-count rows (column ``tp`` = ranks) of ``target``'s all-reduce samples predicted by the link
+    model (``fit.fit_allreduce``: latency + 2(n−1)/n · bytes / (nvlink_bw · ε)) fitted on ``source`` (another
+    GPU's samples) and carried by ``transfer_calibration``: split ``"<source gpu> fit, transferred"``."""
+    lat, eps = fit_allreduce(source)
+    src, gpu = str(source.gpu.iloc[0]), str(target.gpu.iloc[0])
+    cal = transfer_calibration(Calibration(allreduce_latency_s=lat, allreduce_eps=eps, gpu=src), gpu)
+    pred = predict_samples(target, cal)
+    err = pd.DataFrame({"tp": target.ranks.to_numpy(int), "e": pred / target.time_s.to_numpy(float) - 1.0})
+    return _summ(gpu + " all-reduce", f"{src} fit, transferred", err)
 
 
 def catalog_shard_shapes(tps: tuple[int, ...] = TP_DEGREES) -> pd.DataFrame:

@@ -20,6 +20,7 @@ import os
 from functools import cache
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -27,7 +28,7 @@ from optsched.cost.calibration import Calibration
 from optsched.cost.catalog import load_gpu
 from optsched.cost.efficiency import FamilyParams
 from optsched.cost.transfer import WAVE_FIELDS, elementwise_split, transfer_calibration
-from optsched.cost.validate_tp import layer_times, mlp_samples, transfer_rows
+from optsched.cost.validate_tp import allreduce_transfer_rows, layer_times, mlp_samples, transfer_rows
 
 DATA = Path(os.environ.get("OPTSCHED_SHARED_DATA", Path(__file__).resolve().parents[2].parent / "shared" / "data"))
 A100 = DATA / "vidur/profiling/compute/a100"
@@ -93,3 +94,42 @@ def test_transfer_needs_clocks_and_a_source():
         transfer_calibration(Calibration(), "h100-sxm")
     with pytest.raises(ValueError, match="target GPU itself"):
         transfer_rows(mlp_samples(TARGETS["a40"], "a40"), layer_times(TARGETS["a40"]), "a40")
+
+
+def test_allreduce_transfer_by_hand():
+    # source: exact link-model times on A100 (latency 20 us, eps 0.6 of 300 GB/s); target: H100 at the same eps
+    # fraction of its 450 GB/s -> the transferred fit predicts it exactly; at eps 0.8 the bias is known in closed form
+    from optsched.cost.fit import _allreduce
+
+    by = np.repeat(np.geomspace(1e5, 1e9, 12), 3)
+    rk = np.tile([2, 4, 8], 12)
+
+    def frame(gpu, bw, eps):
+        return pd.DataFrame({"gpu": gpu, "family": "allreduce", "bytes": by, "ranks": rk,
+                             "time_s": _allreduce(by, rk, bw, 2e-5, eps)})
+
+    src = frame("a100-80gb", 300e9, 0.6)
+    same = pd.DataFrame(allreduce_transfer_rows(src, frame("h100-sxm", 450e9, 0.6)))
+    assert list(same.tp) == [2, 4, 8] and (same.median_ape < 1e-6).all(), same
+    fast = frame("h100-sxm", 450e9, 0.8)
+    rows = pd.DataFrame(allreduce_transfer_rows(src, fast)).set_index("tp")
+    e = _allreduce(by, rk, 450e9, 2e-5, 0.6) / fast.time_s - 1
+    for tp in (2, 4, 8):
+        assert rows.loc[tp].bias == pytest.approx(np.median(e[rk == tp]), rel=1e-4)
+
+
+@needs_data
+def test_cost_tp_check_smoke_transfer_rows(tmp_path):
+    import json
+
+    from tests.experiments.loader import load_experiment
+
+    main = load_experiment("cost_tp_check").main
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "vidur").symlink_to(DATA / "vidur")  # the A100 profiles only (no AIConfigurator rows)
+    assert main(["--data", str(tmp_path / "data"), "--profiles", str(TARGETS["a40"]), "a40", "--reverse",
+                 "--max-samples", "300", "--out", str(tmp_path / "out")]) == 0
+    rows = json.loads((tmp_path / "out" / "tp_accuracy.json").read_text())["rows"]
+    got = {(r["gpu"], r["split"]) for r in rows}
+    assert {("a40", "a100-80gb fit, transferred"), ("a100-80gb", "a40 fit, transferred")} <= got
+    assert all(r["tp"] in (1, 2, 4, 8) and r["median_ape"] >= 0 for r in rows)
