@@ -10,11 +10,11 @@ samples predicts that GPU's layers, as fitted and carried over by ``optsched.cos
 ``--ablate-shape`` repeats every row with the GEMM shape dropped from the samples (the
 efficiency of m alone, the model before the shape terms), labelled ``<gpu> m-only``, in the same run.
 
-``--reverse`` fits on each ``--profiles`` GPU and predicts the A100; ``--allreduce CSV GPU`` scores the A100
+``--ablate-transfer`` adds the A100 fit carried by one transfer rule at a time. ``--reverse`` fits on each ``--profiles`` GPU and predicts the A100; ``--allreduce CSV GPU`` scores the A100
 all-reduce link model on another GPU's Vidur ``all_reduce.csv``.
 
 Usage: .venv/bin/python experiments/cost_tp_check.py [--data DIR] [--profiles DIR GPU ...] [--ablate-shape]
-[--reverse] [--allreduce CSV GPU ...] [--out runs/cost_tp_check]. Writes ``tp_accuracy.json`` and prints one table. Deterministic (fits subsample
+[--ablate-transfer] [--reverse] [--allreduce CSV GPU ...] [--out runs/cost_tp_check]. Writes ``tp_accuracy.json`` and prints one table. Deterministic (fits subsample
 with seed 0).
 """
 
@@ -57,6 +57,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--allreduce", nargs=2, action="append", default=[], metavar=("CSV", "GPU"),
                     help="another GPU's Vidur-format all_reduce.csv and its catalog GPU: the A100 link-model fit "
                          "predicts it (repeatable)")
+    ap.add_argument("--ablate-transfer", action="store_true",
+                    help="also the A100 fit carried by each single transfer rule (optsched.cost.transfer.RULES)")
     ap.add_argument("--reverse", action="store_true",
                     help="also fit on each --profiles GPU and predict the A100 layers (the reverse transfer)")
     ap.add_argument("--max-samples", type=int, default=20000, help="most samples per kernel family in each fit (default 20000)")
@@ -71,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
             rows += [{**r, "gpu": gpu + tag} for r in tp_rows(smp, layer_times(d), gpu, a.max_samples)]
     a100 = mlp_samples(sets[0][0], sets[0][1])
     for d, gpu in sets[1:]:
-        rows += transfer_rows(a100, layer_times(d), gpu, a.max_samples)
+        rows += transfer_rows(a100, layer_times(d), gpu, a.max_samples, ablate=a.ablate_transfer)
         if a.reverse:
             rows += transfer_rows(mlp_samples(d, gpu), layer_times(sets[0][0]), sets[0][1], a.max_samples)
     if a.allreduce:

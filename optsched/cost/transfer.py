@@ -10,15 +10,16 @@ Terms and rules (source s, target t; R = num_sms · sm_clock_hz, SM cycles per s
 
 - **Fractions of peak** (ε_c, ε_m of every kernel family, all-reduce ε): unchanged; the roofline applies them to
   the target's catalog ``bf16_flops``, ``hbm_bw`` and ``nvlink_bw`` (``optsched.cost.efficiency``).
-- **Fixed per-kernel cost** (``launch_s`` of every family): unchanged. Vidur's one-token kernels (launch-bound)
+- **Fixed per-kernel cost** (``launch_s`` of every family): unchanged by default. Rule ``launch_clock`` (off)
+  scales it by clock_s / clock_t, a fixed number of GPU cycles. Vidur's one-token kernels (launch-bound)
   take 0.80 of the A100 time on both A40 and H100, while the clock ratios are 0.81 and 0.71; scaling by the clock
   moved the H100 layer bias from +0.7% to −2.8% at TP 8 (docs/notebook/cost-tp-2026-12.md), so this term is
   not carried by the clock.
-- **Wave fill** (GEMM ``m_half``, ``n_half``, ``n_half_mem``): the rows/columns at which a GEMM's output tiles
+- **Wave fill** (rule ``wave``; GEMM ``m_half``, ``n_half``, ``n_half_mem``): the rows/columns at which a GEMM's output tiles
   half fill the SMs (NVIDIA, "Matrix Multiplication Background User's Guide", Ch. 3 "Wave quantization": the
   tiles are spread over the SMs, so a GPU with more SMs needs proportionally more tiles to fill one wave), so
   × num_sms_t / num_sms_s. ``k_half`` (the k-loop prologue of one tile, per SM) is unchanged.
-- **Non-GEMM ops** (``elementwise_op_eps``): unfused PyTorch kernels (RMSNorm, RoPE, SiLU·mul) run below the
+- **Non-GEMM ops** (rule ``elementwise``; ``elementwise_op_eps``): unfused PyTorch kernels (RMSNorm, RoPE, SiLU·mul) run below the
   streaming bandwidth of the plain residual add because they spend SM cycles per byte (reductions, index math,
   transcendental functions). Split each op's seconds per byte on the source into an HBM stream at the best
   op's fraction ε_hbm (the most memory-efficient op: the residual add, 0.95 of HBM on A100) plus an SM term:
@@ -42,9 +43,11 @@ from optsched.cost.calibration import Calibration
 from optsched.cost.catalog import load_gpu
 from optsched.cost.specs import GPUSpec
 
-__all__ = ["WAVE_FIELDS", "elementwise_split", "transfer_calibration"]
+__all__ = ["DEFAULT_RULES", "RULES", "WAVE_FIELDS", "elementwise_split", "transfer_calibration"]
 
 WAVE_FIELDS = ("m_half", "n_half", "n_half_mem")  # half-sizes set by filling the SMs with output tiles
+RULES = ("wave", "elementwise", "launch_clock")  # the rules of the module doc, by name (for ablations)
+DEFAULT_RULES = ("wave", "elementwise")  # launch_clock measured worse on H100 (module doc): off
 
 
 def _sm_rate(g: GPUSpec) -> float:
@@ -64,23 +67,33 @@ def elementwise_split(cal: Calibration, gpu: GPUSpec | str) -> tuple[float, dict
     return e_hbm, {op: max(0.0, (1.0 / (g.hbm_bw * e) - 1.0 / (g.hbm_bw * e_hbm)) * rate) for op, e in eps.items()}
 
 
-def transfer_calibration(cal: Calibration, target: GPUSpec | str, source: GPUSpec | str | None = None) -> Calibration:
-    """``cal`` (fitted on ``source``, default ``cal.gpu``) rewritten for ``target`` by the module's rules;
-    name ``"<cal.name> -> <target>"``, gpu = target, provenance records the source. Raises ValueError (a
-    GPU without ``sm_clock_hz``, or no source GPU named)."""
+def transfer_calibration(cal: Calibration, target: GPUSpec | str, source: GPUSpec | str | None = None,
+                         rules: tuple[str, ...] = DEFAULT_RULES) -> Calibration:
+    """``cal`` (fitted on ``source``, default ``cal.gpu``) rewritten for ``target`` by the named ``rules`` (a
+    subset of ``RULES``; the fractions of peak and the all-reduce latency rule always apply); name
+    ``"<cal.name> -> <target>"``, gpu = target, provenance records the source and the rules. Raises ValueError
+    (a GPU without ``sm_clock_hz``, no source GPU named, an unknown rule)."""
     if source is None and not cal.gpu:
         raise ValueError("transfer_calibration: the calibration names no GPU; pass source")
+    bad = [r for r in rules if r not in RULES]
+    if bad:
+        raise ValueError(f"transfer_calibration: unknown rule(s) {bad} (known: {', '.join(RULES)})")
     s, t = load_gpu(source if source is not None else cal.gpu), load_gpu(target)
     _sm_rate(s), _sm_rate(t)  # both clocks given
-    sms = t.num_sms / s.num_sms
-    fams = dict(cal.families)
-    fams["gemm"] = dataclasses.replace(fams["gemm"], **{f: getattr(fams["gemm"], f) * sms for f in WAVE_FIELDS})
-    e_hbm, cycles = elementwise_split(cal, s)
-    rt = _sm_rate(t)
-    op_eps = {op: min(1.5, 1.0 / (t.hbm_bw * (1.0 / (t.hbm_bw * e_hbm) + c / rt))) for op, c in cycles.items()}
-    e_fam = op_eps.pop("*") if "*" in op_eps else float(np.median(list(op_eps.values())))
-    fams["elementwise"] = dataclasses.replace(fams["elementwise"], eps_memory=e_fam)
+    fams, op_eps = dict(cal.families), dict(cal.elementwise_op_eps)
+    if "launch_clock" in rules:
+        fams = {k: dataclasses.replace(v, launch_s=v.launch_s * s.sm_clock_hz / t.sm_clock_hz) for k, v in fams.items()}
+    if "wave" in rules:
+        sms = t.num_sms / s.num_sms
+        fams["gemm"] = dataclasses.replace(fams["gemm"], **{f: getattr(fams["gemm"], f) * sms for f in WAVE_FIELDS})
+    if "elementwise" in rules:
+        e_hbm, cycles = elementwise_split(cal, s)
+        rt = _sm_rate(t)
+        op_eps = {op: min(1.5, 1.0 / (t.hbm_bw * (1.0 / (t.hbm_bw * e_hbm) + c / rt))) for op, c in cycles.items()}
+        e_fam = op_eps.pop("*") if "*" in op_eps else float(np.median(list(op_eps.values())))
+        fams["elementwise"] = dataclasses.replace(fams["elementwise"], eps_memory=e_fam)
     lat = cal.allreduce_latency_s * (t.link_latency_s / s.link_latency_s if s.link_latency_s > 0 else 1.0)
     return dataclasses.replace(cal, families=fams, elementwise_op_eps=op_eps, allreduce_latency_s=lat,
                                name=f"{cal.name} -> {t.name}", gpu=t.name,
-                               provenance={**cal.provenance, "transferred_from": s.name})
+                               provenance={**cal.provenance, "transferred_from": s.name,
+                                           "transfer_rules": list(rules)})

@@ -40,7 +40,7 @@ from optsched.cost.fit import fit_allreduce, fit_calibration, predict_samples
 from optsched.cost.measured import LAYER_OPS, mlp_dir_samples
 from optsched.cost.model import CostModel
 from optsched.cost.ops import dense_gemms
-from optsched.cost.transfer import transfer_calibration
+from optsched.cost.transfer import RULES, transfer_calibration
 
 __all__ = ["aic_tp_rows", "allreduce_transfer_rows", "catalog_shard_shapes", "layer_times", "mlp_samples", "tp_rows", "transfer_rows"]
 
@@ -100,17 +100,21 @@ def tp_rows(samples: pd.DataFrame, layers: pd.DataFrame, gpu: str, max_samples: 
 
 
 def transfer_rows(samples: pd.DataFrame, layers: pd.DataFrame, gpu: str, max_samples: int = 20000,
-                  base: Calibration | None = None) -> list[dict]:
+                  base: Calibration | None = None, ablate: bool = False) -> list[dict]:
     """Per-TP rows of ``gpu``'s measured layers (``layer_times`` of its profiles) predicted by one calibration
     fitted on ``samples`` (``mlp_samples`` of ANOTHER GPU, all models and TP degrees): split ``"<source> fit"``
-    (as fitted) and ``"<source> fit, transferred"`` (``transfer_calibration`` to ``gpu``). Raises ValueError
-    when ``samples`` are of ``gpu`` itself (that is not a transfer)."""
+    (as fitted) and ``"<source> fit, transferred"`` (``transfer_calibration`` to ``gpu``); with ``ablate``
+    also ``"<source> fit, only <rule>"`` for each single rule in ``transfer.RULES``. Raises ValueError when
+    ``samples`` are of ``gpu`` itself (that is not a transfer)."""
     src = str(samples.gpu.iloc[0])
     if load_gpu(src).name == load_gpu(gpu).name:
         raise ValueError(f"transfer_rows: samples are of {src!r}, the target GPU itself")
     cal = fit_calibration(samples, f"{src} all models", base, max_samples=max_samples)
     rows: list[dict] = []
-    for split, c in ((f"{src} fit", cal), (f"{src} fit, transferred", transfer_calibration(cal, gpu))):
+    variants = [(f"{src} fit", cal), (f"{src} fit, transferred", transfer_calibration(cal, gpu))]
+    if ablate:
+        variants += [(f"{src} fit, only {r}", transfer_calibration(cal, gpu, rules=(r,))) for r in RULES]
+    for split, c in variants:
         errs = []
         for (grp, tp), s in layers.groupby(["group", "ranks"]):
             meas = s.time_s.to_numpy(float)

@@ -133,3 +133,14 @@ def test_cost_tp_check_smoke_transfer_rows(tmp_path):
     got = {(r["gpu"], r["split"]) for r in rows}
     assert {("a40", "a100-80gb fit, transferred"), ("a100-80gb", "a40 fit, transferred")} <= got
     assert all(r["tp"] in (1, 2, 4, 8) and r["median_ape"] >= 0 for r in rows)
+
+
+def test_transfer_rules_are_selectable():
+    cal = Calibration(gpu="a100-80gb", elementwise_op_eps={"add": 0.9, "mlp_act": 0.5})
+    only_launch = transfer_calibration(cal, "h100-sxm", rules=("launch_clock",))
+    assert only_launch.families["gemm"].launch_s == pytest.approx(cal.families["gemm"].launch_s * 1.41 / 1.98)
+    assert only_launch.families["gemm"].m_half == cal.families["gemm"].m_half
+    assert only_launch.elementwise_op_eps == cal.elementwise_op_eps
+    assert transfer_calibration(cal, "h100-sxm").provenance["transfer_rules"] == ["wave", "elementwise"]
+    with pytest.raises(ValueError, match="unknown rule"):
+        transfer_calibration(cal, "h100-sxm", rules=("clock",))
