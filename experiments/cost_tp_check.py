@@ -88,9 +88,9 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "tp_accuracy.json").write_text(json.dumps({"sets": sets, "rows": rows}, indent=1) + "\n")
-    print(f"{'gpu':<28}{'split':<28}{'tp':>3}{'n':>6}{'bias':>8}{'median APE':>12}{'p90 APE':>9}")
+    print(f"{'gpu':<28}{'split':<34}{'tp':>3}{'n':>6}{'bias':>8}{'median APE':>12}{'p90 APE':>9}")
     for r in rows:
-        print(f"{r['gpu']:<28}{r['split']:<28}{r['tp']:>3}{r['n']:>6}{100 * r['bias']:>+7.1f}%"
+        print(f"{r['gpu']:<28}{r['split']:<34}{r['tp']:>3}{r['n']:>6}{100 * r['bias']:>+7.1f}%"
               f"{100 * r['median_ape']:>11.1f}%{100 * r['p90_ape']:>8.1f}%")
     return 0
 
