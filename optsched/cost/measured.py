@@ -46,6 +46,7 @@ __all__ = [
     "aic_attention_samples",
     "aic_gemm_samples",
     "all_samples",
+    "allreduce_csv_samples",
     "mlp_dir_samples",
     "read_samples",
     "subsample",
@@ -133,10 +134,17 @@ def vidur_allreduce_samples(data_dir: str) -> pd.DataFrame:
     f = Path(data_dir, "vidur/profiling/network/a100_dgx/all_reduce.csv")
     if not f.exists():
         return pd.DataFrame(columns=SAMPLE_COLUMNS + SHAPE_COLUMNS)
-    d = pd.read_csv(f)
+    return allreduce_csv_samples(str(f), "a100-80gb")
+
+
+def allreduce_csv_samples(path: str, gpu: str) -> pd.DataFrame:
+    """All-reduce samples of one Vidur-format ``all_reduce.csv`` (e.g. Vidur's ``network/h100_dgx``), labelled
+    with catalog GPU ``gpu``; rows with all ranks inside one node (devices_per_node == num_workers), the median
+    over ranks of each (workers, size)."""
+    d = pd.read_csv(path)
     d = d[d["num_workers"] == d["devices_per_node"]]
     d = d.groupby(["num_workers", "size"], as_index=False)["time_stats.all_reduce.median"].median()
-    return _frame({"source": "vidur", "gpu": "a100-80gb", "family": "allreduce",
+    return _frame({"source": "vidur", "gpu": gpu, "family": "allreduce",
                    "group": "n" + d["num_workers"].astype(str), "op": "all_reduce", "m": 0.0, "flops": 0.0,
                    "bytes": d["size"].to_numpy(float), "ranks": d["num_workers"].to_numpy(int),
                    "time_s": d["time_stats.all_reduce.median"].to_numpy() * 1e-3})

@@ -48,7 +48,8 @@ class GPUSpec:
     unsupported), ``hbm_bytes`` capacity, ``hbm_bw`` (B/s), ``nvlink_bw`` per direction per GPU (B/s),
     ``pcie_bw`` host link per direction (B/s), ``rdma_bw`` NIC per GPU (B/s), ``host_dram_bytes`` and
     ``ssd_bytes`` per GPU, ``ssd_bw`` per GPU (B/s), ``num_sms`` streaming multiprocessors,
-    ``link_latency_s`` per-transfer fixed latency, ``gpus_per_node``.
+    ``link_latency_s`` per-transfer fixed latency, ``gpus_per_node``, ``sm_clock_hz`` the SMs' boost clock
+    (Hz; 0 = not given: a calibration cannot be carried to this GPU by ``optsched.cost.transfer``).
     """
 
     name: str
@@ -65,6 +66,7 @@ class GPUSpec:
     num_sms: int = 108
     link_latency_s: float = 1e-5
     gpus_per_node: int = 8
+    sm_clock_hz: float = 0.0
     aliases: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
@@ -72,7 +74,7 @@ class GPUSpec:
             raise ValueError(f"GPUSpec.name must be a non-empty string, got {self.name!r}")
         _types(self)
         _pos(self, "bf16_flops", "hbm_bytes", "hbm_bw", "nvlink_bw", "pcie_bw", "rdma_bw", "ssd_bw", "num_sms")
-        _pos(self, "fp8_flops", "host_dram_bytes", "ssd_bytes", "link_latency_s", allow_zero=True)
+        _pos(self, "fp8_flops", "host_dram_bytes", "ssd_bytes", "link_latency_s", "sm_clock_hz", allow_zero=True)
         _pos(self, "gpus_per_node")
 
     def link_bw(self, link: str) -> float:

@@ -10,6 +10,11 @@ Two splits over Vidur-format ``mlp.csv`` profiles (one transformer layer's non-a
   shapes alone. If the sharding or the efficiency's size argument were wrong (e.g. efficiency of the
   unsharded GEMM), the error would grow with TP here.
 
+A cross-GPU check, ``transfer_rows``: calibrate on every sample of one GPU (e.g. the A100 profiles) and predict
+another GPU's measured layers (e.g. Vidur's H100 or A40 profiles), with the calibration as fitted (split
+``<source> fit``) and carried to the target by ``optsched.cost.transfer.transfer_calibration`` (split
+``<source> fit, transferred``); no parameter sees a sample of the target.
+
 A third check, ``aic_tp_rows``, reads the H200 GEMM table of NVIDIA AIConfigurator (``measured.aic_gemm_samples``)
 at the Megatron shard shapes (``ops.dense_gemms``) of the dense catalog models at TP 1/2/4/8: 5-fold held-out over
 weight shapes (the grouping of ``validate``), errors grouped by the TP degree whose shard has that (n, k). This is
@@ -30,13 +35,14 @@ import numpy as np
 import pandas as pd
 
 from optsched.cost.calibration import Calibration
-from optsched.cost.catalog import list_models, load_model
-from optsched.cost.fit import fit_calibration, predict_samples
+from optsched.cost.catalog import list_models, load_gpu, load_model
+from optsched.cost.fit import fit_allreduce, fit_calibration, predict_samples
 from optsched.cost.measured import LAYER_OPS, mlp_dir_samples
 from optsched.cost.model import CostModel
 from optsched.cost.ops import dense_gemms
+from optsched.cost.transfer import RULES, transfer_calibration
 
-__all__ = ["aic_tp_rows", "catalog_shard_shapes", "layer_times", "mlp_samples", "tp_rows"]
+__all__ = ["aic_tp_rows", "allreduce_transfer_rows", "catalog_shard_shapes", "layer_times", "mlp_samples", "tp_rows", "transfer_rows"]
 
 TP_DEGREES = (1, 2, 4, 8)
 
@@ -91,6 +97,43 @@ def tp_rows(samples: pd.DataFrame, layers: pd.DataFrame, gpu: str, max_samples: 
                                           / meas}))
         rows += _summ(gpu, split, pd.concat(errs, ignore_index=True))
     return rows
+
+
+def transfer_rows(samples: pd.DataFrame, layers: pd.DataFrame, gpu: str, max_samples: int = 20000,
+                  base: Calibration | None = None, ablate: bool = False) -> list[dict]:
+    """Per-TP rows of ``gpu``'s measured layers (``layer_times`` of its profiles) predicted by one calibration
+    fitted on ``samples`` (``mlp_samples`` of ANOTHER GPU, all models and TP degrees): split ``"<source> fit"``
+    (as fitted) and ``"<source> fit, transferred"`` (``transfer_calibration`` to ``gpu``); with ``ablate``
+    also ``"<source> fit, only <rule>"`` for each single rule in ``transfer.RULES``. Raises ValueError when
+    ``samples`` are of ``gpu`` itself (that is not a transfer)."""
+    src = str(samples.gpu.iloc[0])
+    if load_gpu(src).name == load_gpu(gpu).name:
+        raise ValueError(f"transfer_rows: samples are of {src!r}, the target GPU itself")
+    cal = fit_calibration(samples, f"{src} all models", base, max_samples=max_samples)
+    rows: list[dict] = []
+    variants = [(f"{src} fit", cal), (f"{src} fit, transferred", transfer_calibration(cal, gpu))]
+    if ablate:
+        variants += [(f"{src} fit, only {r}", transfer_calibration(cal, gpu, rules=(r,))) for r in RULES]
+    for split, c in variants:
+        errs = []
+        for (grp, tp), s in layers.groupby(["group", "ranks"]):
+            meas = s.time_s.to_numpy(float)
+            pred = CostModel(gpu, grp, int(tp), c).linear_time_per_layer(s.m.to_numpy(float))
+            errs.append(pd.DataFrame({"tp": int(tp), "e": (pred - meas) / meas}))
+        rows += _summ(gpu, split, pd.concat(errs, ignore_index=True))
+    return rows
+
+
+def allreduce_transfer_rows(source: pd.DataFrame, target: pd.DataFrame) -> list[dict]:
+    """Per-rank-count rows (column ``tp`` = ranks) of ``target``'s all-reduce samples predicted by the link
+    model (``fit.fit_allreduce``: latency + 2(n−1)/n · bytes / (nvlink_bw · ε)) fitted on ``source`` (another
+    GPU's samples) and carried by ``transfer_calibration``: split ``"<source gpu> fit, transferred"``."""
+    lat, eps = fit_allreduce(source)
+    src, gpu = str(source.gpu.iloc[0]), str(target.gpu.iloc[0])
+    cal = transfer_calibration(Calibration(allreduce_latency_s=lat, allreduce_eps=eps, gpu=src), gpu)
+    pred = predict_samples(target, cal)
+    err = pd.DataFrame({"tp": target.ranks.to_numpy(int), "e": pred / target.time_s.to_numpy(float) - 1.0})
+    return _summ(gpu + " all-reduce", f"{src} fit, transferred", err)
 
 
 def catalog_shard_shapes(tps: tuple[int, ...] = TP_DEGREES) -> pd.DataFrame:
