@@ -184,7 +184,13 @@ def _compare(src: Sources) -> Produced:
         if heur is None or opt is None:
             for k in ("heur", "heur-val", "opt", "opt-val", "opt-vs", "opt-verdict", "bound"):
                 macros[f"E6-{short}-{k}"] = "not measured"
+            macros[f"E6-{short}-result"] = ("no heuristic and optimized router both have a bracketed crossing of "
+                                            "the target, so this run ranks none")
         else:
+            macros[f"E6-{short}-result"] = (
+                f"the best heuristic is {heur['policy']} at {fmt(_value(heur))} calls/s; the best optimized router, "
+                f"{opt['policy']}, reaches {fmt(_value(opt))} calls/s (paired difference {opt['95% CI (vs)']}: "
+                f"{opt['verdict']}); the upper bound is {fmt(heur['bound at target (calls/s)'])} calls/s")
             macros.update({
                 f"E6-{short}-heur": heur["policy"], f"E6-{short}-heur-val": fmt(_value(heur)) + " calls/s",
                 f"E6-{short}-opt": opt["policy"], f"E6-{short}-opt-val": fmt(_value(opt)) + " calls/s",
@@ -388,7 +394,7 @@ PARTS: tuple[Part, ...] = (
          _breakeven, figures={"fig-E5": "Goodput per GPU of the best P/D plan over the best colocated plan against "
                                         "the input/output ratio (log scale); above 1 disaggregation pays."}),
     Part("E6.compare", "{demo}", _tags("E6", ("heur", "heur-val", "opt", "opt-vs", "opt-val", "opt-verdict", "bound",
-                                              "nm", "n")), _compare,
+                                              "nm", "n", "result")), _compare,
          {"tab-E6": "Routing on the same work at every load: goodput at the P90 interactivity target, measured in "
                     "steady state at each policy's crossing found by search (mean and 95% t CI over replications), "
                     "paired difference to the best heuristic; not_measured = the crossing was not bracketed in every "
