@@ -126,7 +126,7 @@ def _actor(policy: Any, env: gym.Env, env_id: str, seed: int) -> Callable[[Any],
         raise ValueError(f"a Residency rule ({type(policy).__name__}) decides at the pause from the cluster's state; "
                          f"{env_id} takes a menu index at the call's release, so the rule is scored in the cluster "
                          "simulator instead: optsched.sim.simulate(workload, cluster, residency=rule) or "
-                         "experiments/residency_hindsight.py")
+                         "experiments/residency/hindsight.py")
     raise ValueError(f"cannot act with {type(policy).__name__}: expected an int, a registry name, a Router, an Admission, "
                      "an object with act(obs) or a callable")
 

@@ -13,9 +13,8 @@ while DRAM has room, else drops them (the cluster cache demotes HBM evictions to
 smallest ``eviction_key(call, tokens, start_s)`` first (ties: earliest start), as its ``"priced"`` order
 does in the cluster cache (whole pauses here, blocks there); one that also has
 ``eviction_key_at(call, tokens, start_s, now_s)`` is keyed at each eviction with the slot's start time
-(orders that depend on the elapsed pause, which the cluster cache's static keys cannot express; used by
-``experiments/residency_eviction_orders.py``). Every path is demote-only and
-within capacity, i.e. feasible for the hindsight MILP, and is costed with its objective terms
+(orders that depend on the elapsed pause, which the cluster cache's static keys cannot express). Every path is
+demote-only and within capacity, i.e. feasible for the hindsight MILP, and is costed with its objective terms
 (`PricedResidencyInstance.path_cost`), so a policy's cost is >= the optimum (tested).
 """
 

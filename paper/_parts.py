@@ -184,12 +184,18 @@ def _compare(src: Sources) -> Produced:
         if heur is None or opt is None:
             for k in ("heur", "heur-val", "opt", "opt-val", "opt-vs", "opt-verdict", "bound"):
                 macros[f"E6-{short}-{k}"] = "not measured"
+            macros[f"E6-{short}-result"] = ("no heuristic and optimized router both have a bracketed crossing of "
+                                            "the target, so this run ranks none")
         else:
+            macros[f"E6-{short}-result"] = (
+                f"the best heuristic is {heur['policy']} at {fmt(_value(heur))} calls/s; the best optimized router, "
+                f"{opt['policy']}, reaches {fmt(_value(opt))} calls/s (paired difference {opt['95% CI (vs)']}: "
+                f"{opt['verdict']}); the upper bound is {fmt(heur['bound at target (calls/s)'])} calls/s")
             macros.update({
-                f"E6-{short}-heur": heur["policy"], f"E6-{short}-heur-val": fmt(_value(heur)),
-                f"E6-{short}-opt": opt["policy"], f"E6-{short}-opt-val": fmt(_value(opt)),
+                f"E6-{short}-heur": heur["policy"], f"E6-{short}-heur-val": fmt(_value(heur)) + " calls/s",
+                f"E6-{short}-opt": opt["policy"], f"E6-{short}-opt-val": fmt(_value(opt)) + " calls/s",
                 f"E6-{short}-opt-vs": opt["95% CI (vs)"], f"E6-{short}-opt-verdict": opt["verdict"],
-                f"E6-{short}-bound": fmt(heur["bound at target (calls/s)"])})
+                f"E6-{short}-bound": fmt(heur["bound at target (calls/s)"]) + " calls/s"})
         for r in rs:
             g = _value(r)
             out.append((wl, r["policy"], r["kind"], "n/a" if g is None else fmt(g), str(r["95% CI"]),
@@ -306,12 +312,37 @@ def _formulations(src: Sources) -> Produced:
     macros = {}
     for wl, short in WORKLOADS.items():
         win = w[wl]["window"]
+        row = next((r for r in rows if r["formulation"] == "routing" and str(r["instance"]).startswith(f"{wl}:")),
+                   None)
+        if row is None:
+            raise Missing(src.demo, f"no routing row of {wl} in the formulations table")
         macros[f"E11-route-{short}-ms"] = fmt(win["makespan_s"]) + " s"
         macros[f"E11-route-{short}-lp"] = fmt(win["lp_bound_s"]) + " s"
+        macros[f"E11-route-{short}-obj"] = fmt(row["objective"]) + " s"
         macros[f"E11-route-{short}-calls"] = fmt(win["calls"])
     macros["form-optimal"] = fmt(sum(r["status"] == "optimal" for r in rows))
     macros["form-n"] = fmt(len(rows))
     return Produced(macros=macros, tables={"tab-formulations": t})
+
+
+def _hit_gating(src: Sources) -> Produced:
+    st = src.stage("hit_gating")
+    rows = [dict(zip(t["columns"], r)) for t in st["tables"] if t["name"] == "hit_gating" for r in t["rows"]]
+    if not rows:
+        raise Missing(src.demo, "stage hit_gating has no table")
+    names = {"within_turn": "within a turn", "cross_turn": "across turns", "model_switch": "after a model switch"}
+    t = Table(("setup", "boundary", "hit rate (mean)", "min", "max", "calls"),
+              tuple((r["setup"], names[r["boundary"]], fmt(r["hit rate (mean)"]), fmt(r["min"]), fmt(r["max"]),
+                     fmt(r["calls"])) for r in rows))
+    d = st["data"]
+    h = d["hbm_lru"]
+    return Produced(macros={"E1-within": pct(h["within_turn"], signed=False),
+                            "E1-across": pct(h["cross_turn"], signed=False),
+                            "E1-switch": pct(h["model_switch"], signed=False),
+                            "E1-order": f"{d['order_holds']['HBM-only LRU']} of {d['seeds']}",
+                            "E1-seeds": fmt(d["seeds"]),
+                            "E1-levels": "within" if d["levels_within_0_1"] else "not within"},
+                    tables={"tab-E1": t}, figures={"fig-E1": src.figure("{demo}/figures/hit_gating.png")})
 
 
 def _missing_only(run: str):
@@ -336,11 +367,15 @@ PARTS: tuple[Part, ...] = (
                                  "gap distributions (log-scale axes)."}),
     Part("setup.cost", "{demo}", ("cost-heldout-lo", "cost-heldout-hi", "cost-prefill-cold"), _cost,
          {"tab-calibration": "Cost-model error against measured kernel times (absolute percentage error)."}),
-    Part("setup.formulations", "{demo}", ("form-optimal", "form-n") + _tags("E11-route", ("ms", "lp", "calls")),
+    Part("setup.formulations", "{demo}", ("form-optimal", "form-n") + _tags("E11-route", ("ms", "lp", "obj", "calls")),
          _formulations, {"tab-formulations": "Every formulation solved in the demo run (HiGHS, one thread): status, "
                                              "objective, proven bound and gap."}),
-    Part("E1.hits", "e1_cache_hits", (), _missing_only("e1_cache_hits"),
-         {"tab-E1": "Hit rate within a turn, across turns and after a model switch."}),
+    Part("E1.hits", "{demo}", ("E1-within", "E1-across", "E1-switch", "E1-order", "E1-seeds", "E1-levels"),
+         _hit_gating,
+         {"tab-E1": "Share of input tokens served from the prefix cache within a turn, across turns and after a "
+                    "model switch, Copilot-like sessions on one instance (mean and range over seeds)."},
+         {"fig-E1": "Hit rate by call boundary per residency setup (mean over seeds) next to the published "
+                    "HBM-only LRU levels."}),
     Part("E2.baselines", "{demo}", _tags("E2", ("tpgs", "p90", "ttft")),
          lambda s: _admission_vs_fcfs(s, "vllm_threshold", "E2"),
          {"tab-E2": "vLLM's long-prefill threshold against FCFS admission at each workload's own load (demo run)."}),
@@ -359,7 +394,7 @@ PARTS: tuple[Part, ...] = (
          _breakeven, figures={"fig-E5": "Goodput per GPU of the best P/D plan over the best colocated plan against "
                                         "the input/output ratio (log scale); above 1 disaggregation pays."}),
     Part("E6.compare", "{demo}", _tags("E6", ("heur", "heur-val", "opt", "opt-vs", "opt-val", "opt-verdict", "bound",
-                                              "nm", "n")), _compare,
+                                              "nm", "n", "result")), _compare,
          {"tab-E6": "Routing on the same work at every load: goodput at the P90 interactivity target, measured in "
                     "steady state at each policy's crossing found by search (mean and 95% t CI over replications), "
                     "paired difference to the best heuristic; not_measured = the crossing was not bracketed in every "

@@ -147,9 +147,9 @@ def plot_fronts(res: dict[str, Any], path: Path) -> tuple[float, float]:
     from matplotlib.ticker import NullFormatter, ScalarFormatter
 
     pols = res["policies"]
-    ncol = 4
+    ncol = 3  # with these font sizes the panels stay legible at a page's column width
     nrow = math.ceil((len(pols) + 1) / ncol)
-    fig, axes = plt.subplots(nrow, ncol, figsize=(4.0 * ncol, 3.0 * nrow), squeeze=False)
+    fig, axes = plt.subplots(nrow, ncol, figsize=(3.9 * ncol, 3.1 * nrow), squeeze=False)
     t = res["config"]["target"]
     for ax, p in zip(axes.flat, pols):
         for cr in p["crossings"]:
@@ -164,10 +164,10 @@ def plot_fronts(res: dict[str, Any], path: Path) -> tuple[float, float]:
         for axis in (ax.xaxis, ax.yaxis):
             axis.set_major_formatter(ScalarFormatter())
             axis.set_minor_formatter(NullFormatter())
-        ax.set_title(f"{p['name']} ({p['kind']}): {p['verdict']}", fontsize=9)
-        ax.set_xlabel("load (arrival-rate multiplier)", fontsize=8)
-        ax.set_ylabel("P90 interactivity (tok/s)", fontsize=8)
-        ax.tick_params(labelsize=7)
+        ax.set_title(f"{p['name']} ({p['kind']}): {p['verdict']}", fontsize=11)
+        ax.set_xlabel("load (arrival-rate multiplier)", fontsize=10)
+        ax.set_ylabel("P90 interactivity (tok/s)", fontsize=10)
+        ax.tick_params(labelsize=9)
     axg = axes.flat[len(pols)]
     meas = [(p["name"], p["goodput_at_target"]) for p in pols if p["crossing_bracketed"]]
     for i, (name, g) in enumerate(meas):
@@ -177,14 +177,14 @@ def plot_fronts(res: dict[str, Any], path: Path) -> tuple[float, float]:
     b = res.get("bound_at_target")
     if b and b.get("mean") is not None:
         axg.axhline(b["mean"], color="r", ls="-.", lw=1, label=f"bound {b['mean']:.3g}")
-        axg.legend(fontsize=7)
-    axg.set_xticks(range(len(meas)), [m[0] for m in meas], rotation=45, ha="right", fontsize=7)
-    axg.set_ylabel("goodput at target (calls/s)", fontsize=8)
-    axg.set_title("goodput at the target, 95% CI", fontsize=9)
+        axg.legend(fontsize=9)
+    axg.set_xticks(range(len(meas)), [m[0] for m in meas], rotation=45, ha="right", fontsize=9)
+    axg.set_ylabel("goodput at target (calls/s)", fontsize=10)
+    axg.set_title("goodput at the target, 95% CI", fontsize=11)
     for ax in list(axes.flat)[len(pols) + 1:]:
         ax.axis("off")
     fig.suptitle(f"{res['workload']}: crossings of P90 interactivity {t:g} tok/s (red) per replication "
-                 f"(n = {res['n']})", fontsize=10)
+                 f"(n = {res['n']})", fontsize=12)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -7,7 +7,7 @@ JSON form (``optsched/data/calibration/<gpu>.json``, schema ``optsched.cost.cali
      "allreduce_latency_s": ..., "allreduce_eps": ..., "step_overhead_s": ...,
      "provenance": {...}, "residuals": {...}}
 
-The fits are produced by ``experiments/calibrate_cost.py`` from the public measured tables
+The fits are produced by ``experiments/cost/calibrate.py`` from the public measured tables
 (Vidur A100 mlp.csv + NCCL all_reduce; NVIDIA AIConfigurator H200 GEMM / attention / all-reduce).
 """
 

@@ -4,7 +4,7 @@ the workload's own calls (the queueing the simulator shows), not an M/D/1 queue 
 Why: on the Mooncake sample the mean-request M/D/1 model predicts ~0.9 req/s per TP4 prefill instance at a
 10 s P90 TTFT, while the simulator shows a P90 TTFT of 7.7 s (colocated 4×TP4) and 14 s (2P2D TP4) at 1/16
 of the trace's rate: arrivals come in bursts and prompt lengths are heavy-tailed (P99 TTFT 19 s unloaded),
-so the pool's parallelism, not its mean throughput, sets the TTFT tail (experiments/pd_grid.py).
+so the pool's parallelism, not its mean throughput, sets the TTFT tail (experiments/pd/grid.py).
 
 Model (documented approximation of `optsched.sim` with the round-robin router):
 - calls are served in release order; the k-th released call goes to instance k mod n; each instance is one

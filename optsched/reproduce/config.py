@@ -75,7 +75,9 @@ class ReproduceConfig:
     optimality binds first — a solve it stops is reported as not reproducible (its result would depend
     on machine load). routing_window_calls / admission_calls /
     residency_pauses: sizes of the exact (hindsight) instances. workers: processes running simulations
-    in parallel (0 = one per CPU; results do not depend on it).
+    in parallel (0 = one per CPU; results do not depend on it). hit_gating_sessions / hit_gating_seeds:
+    Copilot-like sessions on one instance and replications of experiment E1 (the session count sets the
+    cache pressure).
     """
 
     name: str = "quick"
@@ -102,6 +104,8 @@ class ReproduceConfig:
     admission_calls: int = 8
     residency_pauses: int = 40
     workers: int = 2
+    hit_gating_sessions: int = 40
+    hit_gating_seeds: int = 3
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name or "/" in self.name or self.name.startswith("."):
@@ -109,7 +113,7 @@ class ReproduceConfig:
         if not isinstance(self.seed, int) or isinstance(self.seed, bool) or self.seed < 0:
             raise ValueError(f"seed must be a non-negative int, got {self.seed!r}")
         for f in ("tp", "num_instances", "max_num_batched_tokens", "routing_window_calls", "admission_calls",
-                  "residency_pauses", "solver_node_limit"):
+                  "residency_pauses", "solver_node_limit", "hit_gating_sessions", "hit_gating_seeds"):
             _pos(f, getattr(self, f), integer=True)
         for f in ("slo_ttft_s", "slo_tpot_s", "interactivity_target_tok_s", "solver_time_limit_s"):
             _pos(f, getattr(self, f))

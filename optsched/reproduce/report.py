@@ -1,4 +1,6 @@
-"""``runs/<name>/report.md``: the headline comparison first (``optsched compare`` per workload: goodput at
+"""``runs/<name>/report.md``: the one-line verdict of each experiment (E1–E11) first, then per experiment its
+published claims beside optsched's value and their evidence-ledger status, its table and its figure; then the
+headline comparison (``optsched compare`` per workload: goodput at
 the target ± CI, vs the best heuristic ± CI, bound, headroom closed), then every stage's tables, figures and
 "what this shows" paragraph, provenance, and (last, apart) the wall-clock timings.
 
@@ -78,14 +80,42 @@ def _section(i: int, r: StageResult) -> str:
     return "\n".join(out)
 
 
+def _experiments_md(experiments: Sequence[tuple[Any, Any]]) -> list[str]:
+    from optsched.reproduce.experiments import claim_rows
+
+    lines = ["## Verdicts", ""]
+    lines += [f"- **{e.id}** {e.question}: {o.verdict}" for e, o in experiments]
+    lines += ["", "## Experiments", ""]
+    for e, o in experiments:
+        lines += [f"### {e.id}. {e.question}", "", f"**Verdict.** {o.verdict}", ""]
+        claims = claim_rows(e, o)
+        if claims:
+            lines += [markdown_table(["published claim", "published", "source", "optsched (this run)",
+                                      "status (evidence ledger)"],
+                                     [[c["what"], c["published"], c["source"], c["optsched"], c["status"]]
+                                      for c in claims]), ""]
+        else:
+            lines += ["_No published number: optsched's own comparison._", ""]
+        if o.table is not None:
+            lines += [_table_md(o.table), ""]
+        if o.figure is not None:
+            lines += [f"![{o.figure['caption']}]({o.figure['path']})", ""]
+        missing = [f"`{cmd}`" for folder, cmd in e.folders]
+        if missing:
+            lines += ["Experiment folders read when present under the runs root: " + ", ".join(missing), ""]
+    return lines
+
+
 def render_report(
     config: dict[str, Any],
     results: Sequence[StageResult],
     provenance: dict[str, Any],
     headline: Table | None,
     timings: Sequence[dict[str, Any]],
+    experiments: Sequence[tuple[Any, Any]] = (),
 ) -> str:
-    """The report text (see module docstring for what is deterministic)."""
+    """The report text (see module docstring for what is deterministic). ``experiments``: (`Experiment`,
+    `Outcome`) pairs of `optsched.reproduce.experiments`, rendered first."""
     c = config
     lines = [
         f"# optsched reproduce — `{c['name']}`",
@@ -98,6 +128,7 @@ def render_report(
             f"user. Seed {c['seed']}. Everything is simulated on the CPU with optsched's cost model; no GPU was used."
         ),
         "",
+        *(_experiments_md(experiments) if experiments else []),
         "## Headline comparison",
         "",
         _table_md(headline) if headline is not None else "> headline comparison unavailable (see stage 5)",

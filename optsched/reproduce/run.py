@@ -46,6 +46,7 @@ class ReproduceOutcome:
     results: list[StageResult]
     headline: Table | None
     timings: list[dict[str, Any]] = field(default_factory=list)
+    verdicts: list[str] = field(default_factory=list)  # "E<k>: <verdict>" per experiment covered
 
     @property
     def unavailable(self) -> list[StageResult]:
@@ -99,13 +100,25 @@ def run_reproduce(
     progress: bool = True,
     force: bool = False,
     stages: Sequence[Stage] | None = None,
+    only: Sequence[str] | None = None,
+    backend: str = "local",
 ) -> ReproduceOutcome:
     """Run every stage (skipping cached ones unless ``force``) and write the report.
 
-    Returns the outcome; never raises for a failing stage (it is reported as unavailable).
-    Raises OSError if ``out_dir`` cannot be written.
+    ``only``: experiment ids (`optsched.reproduce.experiments`); then just the stages they read run, and the
+    report covers just them (None: all E1–E11). ``backend``: "local" or "ray" for the comparison's runs (same
+    numbers either way). Returns the outcome; never raises for a failing stage (it is reported as unavailable).
+    Raises OSError if ``out_dir`` cannot be written, ValueError for an unknown experiment id or backend.
     """
-    stages = list(STAGES if stages is None else stages)
+    from optsched.compare.backends import BACKENDS
+    from optsched.reproduce.experiments import EXPERIMENTS, claim_rows, parse_only, stages_for
+
+    if backend not in BACKENDS:
+        raise ValueError(f"--backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
+    ids = parse_only(",".join(only)) if only else parse_only(None)
+    if stages is None:
+        stages = STAGES if only is None else stages_for(ids, STAGES)
+    stages = list(stages)
     run_dir = Path(out_dir) / config.name
     run_dir.mkdir(parents=True, exist_ok=True)
     cache = RunCache(run_dir / "cache", salt=code_digest())
@@ -141,7 +154,7 @@ def run_reproduce(
         ctx = StageContext(config=config, run_dir=run_dir, cache=cache,
                            deps={d: results[d] for d in (*stage.deps, *stage.soft_deps)
                                  if d in results and results[d].ok},
-                           progress=prog, shared=shared)
+                           progress=prog, shared=shared, backend=backend)
         t0 = time.perf_counter()
         res = _run_stage(stage, ctx)
         wall = time.perf_counter() - t0
@@ -156,13 +169,16 @@ def run_reproduce(
         timings += [dict(t, cached=False) for t in res.timings]
 
     ordered = [results[s.name] for s in stages]
+    experiments = [(e, e.evaluate(results, run_dir.parent)) for e in EXPERIMENTS if e.id in ids]
     provenance = collect_provenance(cfg_dict, argv, config.seed, seed_stream_names(config))
     headline = headline_table(ordered)
     atomic_write_text(run_dir / "provenance.json", canonical_json(provenance))
     body = [dict(r.to_dict(), timings=[]) for r in ordered]
-    atomic_write_text(run_dir / "results.json", canonical_json({"config": cfg_dict, "stages": body}))
+    exp = {e.id: {"verdict": o.verdict, "claims": claim_rows(e, o)} for e, o in experiments}
+    atomic_write_text(run_dir / "results.json", canonical_json({"config": cfg_dict, "stages": body,
+                                                                "experiments": exp}))
     atomic_write_text(run_dir / "timings.json", canonical_json(timings))
-    text = render_report(cfg_dict, ordered, provenance, headline, timings)
+    text = render_report(cfg_dict, ordered, provenance, headline, timings, experiments)
     report = write_report(run_dir, text)
     return ReproduceOutcome(run_dir=run_dir, report_path=report, results=ordered, headline=headline,
-                            timings=timings)
+                            timings=timings, verdicts=[f"{e.id}: {o.verdict}" for e, o in experiments])

@@ -30,9 +30,10 @@ def _log_hist(ax, values, xlabel: str, ylabel: str, title: str, empty_note: str)
     v = a[a > 0]
     zeros = a.size - v.size
     ax.set_xscale("log")
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
-    ax.set_title(title + (f" ({zeros:,} zeros not shown)" if zeros else ""), fontsize=9)
+    ax.set_xlabel(xlabel, fontsize=11)
+    ax.set_ylabel(ylabel, fontsize=11)
+    ax.tick_params(labelsize=10)
+    ax.set_title(title + (f" ({zeros:,} zeros not shown)" if zeros else ""), fontsize=11)
     if not v.size:
         ax.set_yticks([])
         ax.xaxis.set_major_locator(LogLocator())
@@ -58,11 +59,11 @@ def _log_hist(ax, values, xlabel: str, ylabel: str, title: str, empty_note: str)
             ax.axvline(x, color=color, lw=1, ls=style, label=f"{name} {_fmt(x)}")
         else:  # not drawable on the log axis: legend entry only
             ax.plot([], [], color=color, lw=1, ls=style, label=f"{name} 0 (not on log axis)")
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=9)
 
 
 def plot_distributions(workload: Workload, path: str | Path) -> Path:
-    """Write a 1x3 PNG (13 x 3.6 in, 110 dpi): input length (tokens), output length (tokens), inter-call
+    """Write a 1x3 PNG (10.5 x 3.6 in, 110 dpi; fonts sized to stay legible at a page's column width): input length (tokens), output length (tokens), inter-call
     gap (s; definition as ``workload_stats``'s ``gap_s``), each a histogram (log-spaced bins over whole decades) on
     log-log axes with the median and p95 of all values marked.
 
@@ -76,7 +77,7 @@ def plot_distributions(workload: Workload, path: str | Path) -> Path:
     from matplotlib.figure import Figure
 
     calls = list(workload.calls())
-    fig = Figure(figsize=(13, 3.6))
+    fig = Figure(figsize=(10.5, 3.6))
     FigureCanvasAgg(fig)
     axes = fig.subplots(1, 3)
     _log_hist(axes[0], [c.input_tokens for c in calls], "input length (tokens)", "calls (count)",
@@ -85,7 +86,7 @@ def plot_distributions(workload: Workload, path: str | Path) -> Path:
               "output tokens per call", "no calls")
     _log_hist(axes[2], _gaps(workload), "inter-call gap (s)", "gaps (count)", "gap between calls",
               "no inter-call gaps\n(the trace has no arrival times)")
-    fig.suptitle(f"{workload.name}: {len(calls):,} calls, {len(workload.sessions):,} sessions", fontsize=10)
+    fig.suptitle(f"{workload.name}: {len(calls):,} calls, {len(workload.sessions):,} sessions", fontsize=12)
     fig.tight_layout()
     path = Path(path)
     fig.savefig(path, dpi=110)

@@ -1,4 +1,4 @@
-"""experiments/train_ppo.py at a tiny budget writes its table, curves, policies and provenance."""
+"""experiments/rl/train_ppo.py at a tiny budget writes its table, curves, policies and provenance."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 
 @pytest.mark.slow
 def test_train_ppo_smoke(tmp_path, monkeypatch):
-    path = Path(__file__).resolve().parents[2] / "experiments" / "train_ppo.py"
+    path = Path(__file__).resolve().parents[2] / "experiments" / "rl" / "train_ppo.py"
     spec = importlib.util.spec_from_file_location("train_ppo", path)
     mod = importlib.util.module_from_spec(spec)
     monkeypatch.setitem(sys.modules, "train_ppo", mod)  # dataclasses look their module up

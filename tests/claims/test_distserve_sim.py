@@ -1,7 +1,7 @@
 """DistServe's introduction example (OSDI 2024, §1 / Fig. 1) in the simulator under two calibrations of
 the engine factor, with the paper's goodput definition (P90 TTFT <= 0.4 s and P90 TPOT <= 0.04 s as two
 separate percentile constraints) and per-call joint attainment (>= 90% of calls meet both). Full-size
-figures: BENCHMARKS.md, "DistServe's example in the simulator" (experiments/distserve_sim.py, 3,000
+figures: BENCHMARKS.md, "DistServe's example in the simulator" (experiments/pd/distserve.py, 3,000
 requests, seeds 0-2); this test runs 400 requests, 8 bisection steps, seed 0 (short runs read ~10%
 higher: the empty start and the drain weigh more).
 
@@ -36,7 +36,7 @@ import pytest
 from optsched.cost import CostModel
 from optsched.cost.distserve import fit_prefill_scale
 
-SCRIPT = Path(__file__).resolve().parents[2] / "experiments" / "distserve_sim.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "experiments" / "pd" / "distserve.py"
 # bisection resolution of the 2P1D search at this budget: 24 req/s / 2**8 over 3 GPUs
 STEP_PER_GPU = 24.0 / 2**8 / 3
 

@@ -16,7 +16,7 @@ BENCHMARKS.md) were measured on the uncut workload, whose 262K-token calls no ll
 two tests are kept as strict xfails on the TP-4 c = 40 regime so a change that brings the claim back
 is noticed.
 
-RESULT ON THE UNCUT WORKLOAD (before the context limit; ``experiments/threshold_sweep.py``; BENCHMARKS.md):
+RESULT ON THE UNCUT WORKLOAD (before the context limit; ``experiments/admission/threshold_sweep.py``; BENCHMARKS.md):
 one Llama-3-70B TP-8 instance on H200 (2.87M KV tokens, HBM prefix cache only), AgentX 256K variant,
 ``extra_calls_mean=10``, 48 sessions, closed loop with ``concurrency`` sessions at a time. TPGS = all
 tokens (cached included) / (GPUs x makespan); P90 interactivity = 1 / P90 of the per-token ITL.

@@ -1,4 +1,4 @@
-"""Smoke test of ``experiments/router_table.py`` at a tiny budget: it writes the table and provenance."""
+"""Smoke test of ``experiments/routing/router_table.py`` at a tiny budget: it writes the table and provenance."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "experiments" / "router_table.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "experiments" / "routing" / "router_table.py"
 
 
 @pytest.fixture(scope="module")

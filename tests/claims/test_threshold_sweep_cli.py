@@ -1,4 +1,4 @@
-"""experiments/threshold_sweep.py as a user runs it: bad input is one error line, ratios need 'off'."""
+"""experiments/admission/threshold_sweep.py as a user runs it: bad input is one error line, ratios need 'off'."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-_PATH = Path(__file__).resolve().parents[2] / "experiments" / "threshold_sweep.py"
+_PATH = Path(__file__).resolve().parents[2] / "experiments" / "admission" / "threshold_sweep.py"
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,7 @@ DATA = Path(os.environ.get("OPTSCHED_SHARED_DATA", ROOT.parent / "shared" / "dat
 
 
 def _load(name):
-    spec = importlib.util.spec_from_file_location(name, ROOT / "experiments" / f"{name}.py")
+    spec = importlib.util.spec_from_file_location(name.replace("/", "_"), ROOT / "experiments" / f"{name}.py")
     mod = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = mod  # dataclasses look their module up in sys.modules
     spec.loader.exec_module(mod)
@@ -23,7 +23,7 @@ def _load(name):
 
 
 def test_bench_cost_smoke(tmp_path):
-    mod = _load("bench_cost")
+    mod = _load("bench/cost")
     res = mod.run(mod.Config(n=2000, repeats=1, scalar_calls=20, out=str(tmp_path)))
     assert len(res["rows"]) == 4
     for r in res["rows"]:
@@ -32,7 +32,7 @@ def test_bench_cost_smoke(tmp_path):
 
 @pytest.mark.skipif(not DATA.exists(), reason="../shared/data absent")
 def test_calibrate_cost_smoke_is_deterministic(tmp_path):
-    mod = _load("calibrate_cost")
+    mod = _load("cost/calibrate")
     outs = []
     for i in range(2):
         cfg = mod.Config(data=str(DATA), calibration_dir=str(tmp_path / f"cal{i}"), out=str(tmp_path / f"run{i}"),

@@ -1,7 +1,7 @@
 """The trace-driven pool prediction (`optsched.cost.pool_queue`) against the simulator on the same
 configuration. Stated tolerance: predicted P90 TTFT within 20% of the simulated one on the first 120
 Mooncake-sample calls at 1/8 of the trace's rate (round-robin, 16 H200 GPUs): colocated 4×TP4 and
-disaggregated 2P2D TP4 (measured: 7.7 vs 7.5 s and 14.0 vs 12.8 s on 300 calls, experiments/pd_grid.py)."""
+disaggregated 2P2D TP4 (measured: 7.7 vs 7.5 s and 14.0 vs 12.8 s on 300 calls, experiments/pd/grid.py)."""
 
 from pathlib import Path
 

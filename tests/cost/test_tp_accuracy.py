@@ -2,7 +2,7 @@
 mlp.csv profiles at TP 1/2/4/8 (skipped when ../shared/data is absent).
 
 Bars, derived from the TP-1 error of the same split rather than chosen freely:
-- median APE at TP t <= 1.6 x the TP-1 median APE. Measured (full data, ``experiments/cost_tp_check.py``):
+- median APE at TP t <= 1.6 x the TP-1 median APE. Measured (full data, ``experiments/cost/tp_check.py``):
   TP-1 2.5-2.7%, worst TP 3.5-3.8% (ratio 1.41); 1.6 leaves the subsampling noise of this quick version
   (about +-0.3 pp on 1,500 layer rows) and fails the reported defect (+8% at TP1 -> +39% at TP8 is a
   ratio near 5).

@@ -1,4 +1,4 @@
-"""Smoke test of experiments/gpu_check.py on CPU at its tiny size (the device figures live in BENCHMARKS.md)."""
+"""Smoke test of experiments/executor/gpu_check.py on CPU at its tiny size (the device figures live in BENCHMARKS.md)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_gpu_check_tiny_on_cpu(tmp_path):
-    spec = importlib.util.spec_from_file_location("gpu_check", ROOT / "experiments" / "gpu_check.py")
+    spec = importlib.util.spec_from_file_location("gpu_check", ROOT / "experiments" / "executor" / "gpu_check.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     res = mod.main(["--device", "cpu", "--size", "tiny", "--out", str(tmp_path)])
@@ -37,7 +37,7 @@ def test_gpu_check_without_cuda_reports_no_device(tmp_path):
     """Under CUDA_VISIBLE_DEVICES="" (no --device) the command reports "no CUDA device", writes its three files
     and exits 0."""
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
-    r = subprocess.run([sys.executable, str(ROOT / "experiments" / "gpu_check.py"), "--out", str(tmp_path)], env=env,
+    r = subprocess.run([sys.executable, str(ROOT / "experiments" / "executor" / "gpu_check.py"), "--out", str(tmp_path)], env=env,
                        capture_output=True, text=True, timeout=300, check=False)
     assert r.returncode == 0, r.stderr
     assert "no CUDA device" in r.stdout

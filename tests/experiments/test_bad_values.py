@@ -9,27 +9,27 @@ import pytest
 from tests.experiments.loader import load_experiment
 
 CASES = [
-    ("residency_imitation", ["--instances", "0"], "--instances: must be >= 1"),
-    ("residency_imitation", ["--slot-s", "nan"], "--slot-s: must be > 0"),
-    ("residency_imitation", ["--lam", "nan"], "--lam: must be > 0"),
-    ("residency_imitation", ["--hindsight", "2"], "--hindsight: invalid choice"),
-    ("residency_imitation", ["--gpu", "bogus"], "unknown gpu 'bogus'"),
-    ("residency_imitation", ["--sources", "bogus"], "source 'bogus' is neither"),
-    ("routing_window_rules", ["--windows", "0"], "--windows: must be >= 1"),
-    ("routing_window_rules", ["--window-calls", "0"], "--window-calls: must be >= 1"),
-    ("routing_window_rules", ["--big-seeds", "-1"], "--big-seeds: must be >= 0"),
-    ("routing_window_rules", ["--tp", "3"], "tp=3 must divide"),
-    ("pd_breakeven", ["--ttft-scale", "nan"], "ttft_scale > 1"),
-    ("pd_breakeven", ["--model", "bogus"], "unknown model 'bogus'"),
-    ("pd_grid", ["--seeds", "0"], "--seeds >= 2"),
-    ("pd_grid", ["--candidates", "9Z@tp1"], "unknown workload or candidate '9Z@tp1'"),
+    ("residency/imitation", ["--instances", "0"], "--instances: must be >= 1"),
+    ("residency/imitation", ["--slot-s", "nan"], "--slot-s: must be > 0"),
+    ("residency/imitation", ["--lam", "nan"], "--lam: must be > 0"),
+    ("residency/imitation", ["--hindsight", "2"], "--hindsight: invalid choice"),
+    ("residency/imitation", ["--gpu", "bogus"], "unknown gpu 'bogus'"),
+    ("residency/imitation", ["--sources", "bogus"], "source 'bogus' is neither"),
+    ("routing/window_rules", ["--windows", "0"], "--windows: must be >= 1"),
+    ("routing/window_rules", ["--window-calls", "0"], "--window-calls: must be >= 1"),
+    ("routing/window_rules", ["--big-seeds", "-1"], "--big-seeds: must be >= 0"),
+    ("routing/window_rules", ["--tp", "3"], "tp=3 must divide"),
+    ("pd/breakeven", ["--ttft-scale", "nan"], "ttft_scale > 1"),
+    ("pd/breakeven", ["--model", "bogus"], "unknown model 'bogus'"),
+    ("pd/grid", ["--seeds", "0"], "--seeds >= 2"),
+    ("pd/grid", ["--candidates", "9Z@tp1"], "unknown workload or candidate '9Z@tp1'"),
 ]
 
 
 @pytest.mark.parametrize(("script", "argv", "msg"), CASES, ids=[f"{s}{' '.join(a)}" for s, a, _ in CASES])
 def test_a_bad_value_is_one_error_line_and_exit_2(script, argv, msg, capsys, tmp_path):
     with pytest.raises(SystemExit) as exc:
-        load_experiment(script, f"bad_{script}").main([*argv, "--out", str(tmp_path / "out")])
+        load_experiment(script, f"bad_{script.replace('/', '_')}").main([*argv, "--out", str(tmp_path / "out")])
     err = capsys.readouterr().err.strip().splitlines()
     assert exc.value.code == 2 and "error:" in err[-1] and msg in err[-1]
     assert not (tmp_path / "out").exists()  # refused before any work

@@ -9,7 +9,7 @@ from tests.experiments.loader import load_experiment
 
 @pytest.mark.slow
 def test_bench_route_decision_quick(tmp_path):
-    mod = load_experiment("bench_route_decision")
+    mod = load_experiment("bench/route_decision")
     assert mod.main(["--quick", "--instances", "2", "--out", str(tmp_path)]) == 0
     res = json.loads((tmp_path / "summary.json").read_text())
     assert res["session"]["decisions"] == res["cache_aware"]["decisions"] > 0

@@ -12,7 +12,7 @@ import pytest
 from optsched.config_cli import config_parser, parse_config
 from tests.experiments.loader import EXPERIMENTS, load_experiment
 
-SCRIPTS = sorted(p for p in EXPERIMENTS.glob("*.py")
+SCRIPTS = sorted(p for p in EXPERIMENTS.glob("*/*.py")
                  if any(isinstance(n, ast.FunctionDef) and n.name == "main" for n in ast.parse(p.read_text()).body))
 SECTIONS = ("options:", "optional arguments:", "positional arguments:")
 
@@ -49,15 +49,24 @@ def test_undescribed_finds_options_without_help():
     assert undescribed(text) == ["STEPS", "--rounds ROUNDS", "--out OUT", "--flag"]
 
 
+GROUPS = {"workload", "cost", "routing", "pd", "admission", "residency", "rl", "executor", "bench"}
+
+
 def test_every_script_has_a_main():
     """--help must not run an experiment: every script's work is inside ``main(argv)``."""
-    assert SCRIPTS == sorted(EXPERIMENTS.glob("*.py")) and len(SCRIPTS) >= 26
+    assert SCRIPTS == sorted(EXPERIMENTS.glob("*/*.py")) and len(SCRIPTS) >= 25
 
 
-@pytest.mark.parametrize("path", SCRIPTS, ids=lambda p: p.stem)
+def test_scripts_live_in_their_question_group():
+    """No script at the top of ``experiments/``, none outside the groups (``configs/`` holds simulate configs)."""
+    assert list(EXPERIMENTS.glob("*.py")) == []
+    assert {p.parent.name for p in SCRIPTS} <= GROUPS
+
+
+@pytest.mark.parametrize("path", SCRIPTS, ids=lambda p: f"{p.parent.name}/{p.stem}")
 def test_help_exits_0_and_describes_every_option(path, capsys, monkeypatch):
     monkeypatch.setenv("COLUMNS", "100")
-    mod = load_experiment(path, f"help_{path.stem}")
+    mod = load_experiment(path, f"help_{path.parent.name}_{path.stem}")
     with pytest.raises(SystemExit) as exc:
         mod.main(["--help"])
     assert exc.value.code == 0
@@ -66,20 +75,20 @@ def test_help_exits_0_and_describes_every_option(path, capsys, monkeypatch):
     assert undescribed(out) == []
 
 
-CONFIG_SCRIPTS = ("admission_hindsight", "bench_cost", "calibrate_cost", "pd_breakeven", "residency_bound",
-                  "residency_hindsight", "residency_imitation", "routing_window_rules", "train_ppo")
+CONFIG_SCRIPTS = ("admission/hindsight", "bench/cost", "cost/calibrate", "pd/breakeven", "residency/bound",
+                  "residency/hindsight", "residency/imitation", "routing/window_rules", "rl/train_ppo")
 
 
 @pytest.mark.parametrize("name", CONFIG_SCRIPTS)
 def test_no_arguments_parse_to_the_default_config(name):
-    mod = load_experiment(name, f"help_{name}")
+    mod = load_experiment(name, f"help_{name.replace('/', '_')}")
     cfg = parse_config(config_parser(mod.Config), mod.Config, [])
     assert cfg == mod.Config()
     assert [type(v) for v in dataclasses.astuple(cfg)] == [type(v) for v in dataclasses.astuple(mod.Config())]
 
 
 def test_a_script_parses_its_own_command_line_to_its_config():
-    mod = load_experiment("routing_window_rules", "help_routing_window_rules")
+    mod = load_experiment("routing/window_rules", "help_routing_window_rules")
     assert mod.parse([]) == mod.Config()
     cfg = mod.parse(["--windows", "3", "--window-calls", "20", "--seed", "3"])
     assert cfg == dataclasses.replace(mod.Config(), windows=3, window_calls=20, seed=3)

@@ -1,4 +1,4 @@
-"""experiments/pd_space.py at a tiny budget: the space it enumerates is the pool MILP's (85 plans at 16 H200 GPUs,
+"""experiments/pd/space.py at a tiny budget: the space it enumerates is the pool MILP's (85 plans at 16 H200 GPUs,
 Llama-3-70B), the sampling rule keeps every colocated plan and the picks, and the verdict is a regret to the best of
 the simulated plans."""
 
@@ -8,7 +8,7 @@ from optsched.pipelines.pd_pool_plan import pool_instance
 
 from tests.experiments.loader import load_experiment
 
-ps = load_experiment("pd_space")
+ps = load_experiment("pd/space")
 
 
 def test_space_is_the_milps_and_sampling_keeps_colocated_and_picks():

@@ -1,4 +1,4 @@
-"""Smoke run of experiments/bench_kvcache.py at a tiny budget: it runs, writes provenance, and the
+"""Smoke run of experiments/bench/kvcache.py at a tiny budget: it runs, writes provenance, and the
 deterministic parts of its results (path lengths, eviction counts) are the expected ones."""
 
 import importlib.util
@@ -9,7 +9,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_bench_kvcache_smoke(tmp_path):
-    spec = importlib.util.spec_from_file_location("bench_kvcache", ROOT / "experiments" / "bench_kvcache.py")
+    spec = importlib.util.spec_from_file_location("bench_kvcache", ROOT / "experiments" / "bench" / "kvcache.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     assert mod.main(["--calls", "40", "--out", str(tmp_path)]) == 0

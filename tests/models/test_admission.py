@@ -280,12 +280,12 @@ def test_knapsack_cvxpy_milp_matches_pyomo_milp():
 
 
 def test_hindsight_benchmark_smoke(tmp_path):
-    """experiments/admission_hindsight.py at tiny size: every instance proven optimal, ratios >= 1."""
+    """experiments/admission/hindsight.py at tiny size: every instance proven optimal, ratios >= 1."""
     import importlib.util
     import json
     from pathlib import Path
 
-    path = Path(__file__).resolve().parents[2] / "experiments" / "admission_hindsight.py"
+    path = Path(__file__).resolve().parents[2] / "experiments" / "admission" / "hindsight.py"
     spec = importlib.util.spec_from_file_location("admission_hindsight_exp", path)
     mod = importlib.util.module_from_spec(spec)
     import sys
@@ -312,7 +312,7 @@ def test_hindsight_rescore_refuses_another_arrival_model_or_seed(tmp_path):
     import sys
     from pathlib import Path
 
-    path = Path(__file__).resolve().parents[2] / "experiments" / "admission_hindsight.py"
+    path = Path(__file__).resolve().parents[2] / "experiments" / "admission" / "hindsight.py"
     spec = importlib.util.spec_from_file_location("admission_hindsight_exp", path)
     mod = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = mod

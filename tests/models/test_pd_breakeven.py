@@ -1,4 +1,4 @@
-"""experiments/pd_breakeven.py: a tiny smoke run (files written) and the documented run's crossings pinned to
+"""experiments/pd/breakeven.py: a tiny smoke run (files written) and the documented run's crossings pinned to
 the brackets the model predicts within the cost model's stated error (an earlier version of this test accepted any crossing
 in (0.5, 64))."""
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "experiments" / "pd_breakeven.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "experiments" / "pd" / "breakeven.py"
 
 
 @pytest.fixture(scope="module")

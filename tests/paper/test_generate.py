@@ -196,3 +196,45 @@ def test_a_run_of_unknown_layout_shows_na_and_the_rest_still_generates(gen, tmp_
     assert [p["ok"] for p in res["experiments"]["E10"]] == [False]
     assert [p["ok"] for p in res["experiments"]["E5"]] == [True]
     assert _macros(tmp_path / "out")["E10-median"] == "n/a (run validate unreadable)"
+
+
+def _demo_hit_gating(runs: Path, within: float) -> None:
+    """A demo run folder holding only the ``hit_gating`` stage (E1) as ``optsched reproduce`` writes it."""
+    d = runs / "quick"
+    rows = [[s, b, v, v, v, 10, None] for s in ("HBM-only LRU", "tiered LRU", "tiered load-priced")
+            for b, v in (("within_turn", within), ("cross_turn", 0.5), ("model_switch", 0.25))]
+    stage = {"stage": "hit_gating", "status": "ok", "title": "E1", "reason": "", "summary": "", "timings": [],
+             "tables": [{"name": "hit_gating", "caption": "", "rows": rows,
+                         "columns": ["setup", "boundary", "hit rate (mean)", "min", "max", "calls", "published"]}],
+             "figures": [{"path": "figures/hit_gating.png", "caption": ""}],
+             "data": {"hbm_lru": {"within_turn": within, "cross_turn": 0.5, "model_switch": 0.25},
+                      "order_holds": {"HBM-only LRU": 3}, "seeds": 3, "levels_within_0_1": False}}
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "results.json").write_text(json.dumps({"config": {}, "stages": [stage]}))
+    _png(d / "figures" / "hit_gating.png")
+
+
+def test_a_demo_run_value_reaches_the_macro_the_markdown_and_the_pdf(gen, tmp_path):
+    """E1's hit rate within a turn, read from the demo run's results.json: change it there and the generated
+    macro, the Markdown and (with latexmk on the PATH) the PDF's text follow; nothing else changes."""
+    out = tmp_path / "paper"
+    shutil.copytree(PAPER / "sections", out / "sections")
+    shutil.copy(PAPER / "paper.tex", out / "paper.tex")
+    runs, seen = tmp_path / "runs", []
+    for within in (0.812, 0.934):
+        _demo_hit_gating(runs, within)
+        res = gen.generate(runs, out, demo="quick")
+        assert [p["ok"] for p in res["experiments"]["E1"]] == [True]
+        m = _macros(out)
+        assert m["E1-within"] == f"{100 * within:.1f}%" and m["E1-order"] == "3 of 3"
+        md = re.sub(r"\s+", " ", (out / "paper.md").read_text())
+        assert f"measures {100 * within:.1f}% within a turn" in md
+        pdf = ""
+        if shutil.which("latexmk") is not None and shutil.which("pdftotext") is not None:
+            assert gen.build_pdf(out), (out / "paper.log").read_text()[-3000:]
+            pdf = re.sub(r"\s+", " ", subprocess.run(["pdftotext", str(out / "paper.pdf"), "-"], capture_output=True,
+                                                     text=True, check=True).stdout)
+            assert f"measures {100 * within:.1f}% within a turn" in pdf
+        seen.append((dict(m), pdf))
+    (a, _), (b, _) = seen
+    assert {k for k in a if a[k] != b[k]} == {"E1-within"}

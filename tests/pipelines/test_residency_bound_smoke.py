@@ -1,4 +1,4 @@
-"""Smoke test of experiments/residency_bound.py at a tiny budget (the figures live in BENCHMARKS.md): the bound
+"""Smoke test of experiments/residency/bound.py at a tiny budget (the figures live in BENCHMARKS.md): the bound
 of every evaluated seed is a proven MILP bound, the penalty check is recorded per rule, bad arguments exit 2."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from tests.experiments.loader import load_experiment
 
 
 def test_residency_bound_experiment_writes_bound_rules_and_penalty_check(tmp_path):
-    mod = load_experiment("residency_bound")
+    mod = load_experiment("residency/bound")
     assert mod.main(["--seeds", "1", "--out", str(tmp_path)]) == 2
     assert mod.main(["--variant", "nope", "--out", str(tmp_path)]) == 2
     # every other bad argument: one line, exit 2, before any training (they raised a traceback, some after minutes)
@@ -30,7 +30,7 @@ def test_residency_bound_experiment_writes_bound_rules_and_penalty_check(tmp_pat
 
 
 def test_residency_bound_experiment_with_fixed_weights_and_no_rules(tmp_path):
-    mod = load_experiment("residency_bound", "residency_bound_fixed")
+    mod = load_experiment("residency/bound", "residency_bound_fixed")
     assert mod.main(["--lam", "1,2", "--out", str(tmp_path)]) == 2
     assert mod.main(["--lam", "1,2,x,4,5", "--out", str(tmp_path)]) == 2
     rc = mod.main(["--sessions", "4", "--seeds", "2", "--base-seed", "3", "--lam", "0.1,0.2,-0.1,0.3,0.2", "--rules", "0",
@@ -43,7 +43,7 @@ def test_residency_bound_experiment_with_fixed_weights_and_no_rules(tmp_path):
 
 
 def test_residency_bound_bad_arguments_name_the_option(tmp_path, capsys):
-    mod = load_experiment("residency_bound", "residency_bound_args")
+    mod = load_experiment("residency/bound", "residency_bound_args")
     # each bad value: one line naming its own option, exit 2, before any training (--rules 5 and -1 ran the
     # whole experiment; an --out under a file raised a traceback; one shared message named four options)
     for bad, named in ((["--rules", "5"], "--rules"), (["--rules", "-1"], "--rules"), (["--seeds", "1"], "--seeds"),

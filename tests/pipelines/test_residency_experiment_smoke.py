@@ -1,4 +1,4 @@
-"""Smoke test of experiments/residency_hindsight.py at a tiny budget (the figures live in BENCHMARKS.md)."""
+"""Smoke test of experiments/residency/hindsight.py at a tiny budget (the figures live in BENCHMARKS.md)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from tests.experiments.loader import load_experiment
 
 
 def test_residency_experiment_writes_paired_stats_and_ratios(tmp_path):
-    mod = load_experiment("residency_hindsight")
+    mod = load_experiment("residency/hindsight")
     rc = mod.main(["--sources", "agentx:sessions=3", "--seeds", "2", "--max-pauses", "8", "--instances", "2",
                    "--out", str(tmp_path)])
     assert rc == 0

@@ -1,4 +1,4 @@
-"""Smoke test of experiments/residency_imitation.py at a tiny budget (the figures live in BENCHMARKS.md)."""
+"""Smoke test of experiments/residency/imitation.py at a tiny budget (the figures live in BENCHMARKS.md)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from tests.experiments.loader import load_experiment
 
 
 def test_residency_imitation_experiment_writes_stats_ratios_and_plans(tmp_path):
-    mod = load_experiment("residency_imitation")
+    mod = load_experiment("residency/imitation")
     with pytest.raises(SystemExit) as exc:  # argparse's one error line (config_cli bound), before any work
         mod.main(["--seeds", "1", "--out", str(tmp_path)])
     assert exc.value.code == 2

@@ -3,6 +3,7 @@ at a tiny budget (all stages, determinism, resume after an interruption)."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
@@ -308,3 +309,63 @@ def test_different_seed_changes_generated_numbers(tiny_run, tmp_path):
     b = {r[0]: r for r in other.results[0].table("workload_stats").rows}
     assert a["agentx"] != b["agentx"]  # the generated workload depends on the seed
     assert a["mooncake"] == b["mooncake"]  # the real sample does not
+
+
+def test_report_opens_with_one_verdict_per_experiment_and_their_claims(tiny_run):
+    """Every experiment E1-E11 has its verdict line first, then its section; every published claim sits beside
+    optsched's value (or "not measured") and its ledger status, in the report and in results.json."""
+    from optsched.reproduce.experiments import IDS
+
+    _, res = tiny_run
+    text = res.report_path.read_text()
+    verdicts = text.split("## Verdicts")[1].split("## Experiments")[0]
+    assert [ln.split("**")[1] for ln in verdicts.splitlines() if ln.startswith("- **")] == list(IDS)
+    assert [v.split(":")[0] for v in res.verdicts] == list(IDS)
+    assert text.index("## Verdicts") < text.index("## Headline comparison")
+    exp = json.loads((res.run_dir / "results.json").read_text())["experiments"]
+    assert set(exp) == set(IDS)  # canonical JSON: keys sorted
+    e1 = exp["E1"]["claims"]
+    assert [c["published"] for c in e1] == ["~90%", "~64%", "~23%"]
+    assert all(c["optsched"] not in ("", "not measured") for c in e1)  # measured by the hit_gating stage
+    assert [c["optsched"] for c in exp["E9"]["claims"]] == ["not measured"]  # never measured: no verdict
+    assert exp["E9"]["verdict"].startswith("not measured")
+    by = {r.stage: r for r in res.results}
+    h = by["hit_gating"].data["hbm_lru"]
+    assert e1[0]["optsched"] == f"{h['within_turn']:.2g}"
+
+
+def test_only_runs_the_stages_its_experiments_read(tiny_run, tmp_path):
+    """``--only E1`` runs the hit_gating stage alone, reports E1 alone, and gives E1 the numbers of the full run."""
+    from optsched.reproduce.run import run_reproduce
+
+    _, first = tiny_run
+    one = run_reproduce(TINY, out_dir=tmp_path, argv=["test"], progress=False, only=["E1"])
+    assert [r.stage for r in one.results] == ["hit_gating"]
+    assert [v.split(":")[0] for v in one.verdicts] == ["E1"]
+    assert one.verdicts[0] == first.verdicts[0]
+    assert "### E2." not in one.report_path.read_text()
+
+
+def test_only_and_backend_errors_are_one_line(capsys, monkeypatch):
+    import importlib.util
+
+    from optsched.cli import main
+
+    assert main(["reproduce", "--quick", "--only", "E2,E12"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "unknown experiment(s) ['E12']" in err[0]
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "ray" else real(name, *a))
+    assert main(["reproduce", "--quick", "--backend", "ray"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--backend ray needs Ray, which is not installed" in err[0]
+
+
+@pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="ray not installed (optional extra)")
+def test_ray_backend_gives_the_local_numbers(tiny_run, tmp_path):
+    from optsched.reproduce.run import run_reproduce
+
+    _, first = tiny_run
+    other = run_reproduce(TINY, out_dir=tmp_path, argv=["test"], progress=False, only=["E6"], backend="ray")
+    by = {r.stage: r for r in first.results}
+    assert other.headline.rows == by["comparison"].table("headline").rows

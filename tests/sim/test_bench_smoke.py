@@ -1,4 +1,4 @@
-"""Smoke test of experiments/bench_sim.py at a tiny budget (the speed figures live in BENCHMARKS.md)."""
+"""Smoke test of experiments/bench/sim.py at a tiny budget (the speed figures live in BENCHMARKS.md)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ TRACE = DATA / "vidur" / "processed_traces" / "splitwise_conv.csv"
 
 @pytest.mark.skipif(not TRACE.is_file(), reason="Vidur trace not available")
 def test_bench_sim_runs_first_requests():
-    spec = importlib.util.spec_from_file_location("bench_sim", ROOT / "experiments" / "bench_sim.py")
+    spec = importlib.util.spec_from_file_location("bench_sim", ROOT / "experiments" / "bench" / "sim.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     r = mod.run_one("4x_replicas_4x_rate", 300, False)

@@ -6,10 +6,19 @@
 4. ``formulations`` routing, P/D ratio, admission, residency solved; derived online policies simulated
 5. ``comparison``   ``optsched compare`` per workload (seeds, CIs, equal loads, bound, headroom): the headline
 6. ``export``       the policies as ``optsched.policy/v1`` JSON with their engine settings
-(7. the report itself is written by ``optsched.reproduce.report``.)
+7. ``hit_gating``   experiment E1: prefix-cache hit rate by call boundary on Copilot-like sessions
+(8. the report itself is written by ``optsched.reproduce.report``.)
 """
 
-from optsched.reproduce.stages import baselines, calibration, comparison, export, formulations, workloads
+from optsched.reproduce.stages import (
+    baselines,
+    calibration,
+    comparison,
+    export,
+    formulations,
+    hit_gating,
+    workloads,
+)
 from optsched.reproduce.stages.base import Stage, StageContext, StageResult, StageUnavailable, Table
 
 __all__ = ["STAGES", "Stage", "StageContext", "StageResult", "StageUnavailable", "Table", "seed_stream_names"]
@@ -21,6 +30,7 @@ STAGES: tuple[Stage, ...] = (
     formulations.STAGE,
     comparison.STAGE,
     export.STAGE,
+    hit_gating.STAGE,
 )
 
 

@@ -102,7 +102,8 @@ class StageContext:
 
     config: the run config. run_dir: ``runs/<name>/``. cache: the run cache (for sub-step memo).
     deps: results of the stages this one depends on (all "ok"). progress: ``progress(iterable,
-    desc=..., total=...)`` wraps an iterable in a progress bar.
+    desc=..., total=...)`` wraps an iterable in a progress bar. backend: where ``optsched compare``'s runs go
+    ("local" processes or "ray" tasks; results do not depend on it, so it is no part of any cache key).
     """
 
     config: ReproduceConfig
@@ -111,6 +112,7 @@ class StageContext:
     deps: dict[str, StageResult]
     progress: Callable[..., Iterable] = lambda it, **kw: it
     shared: dict[str, Any] = field(default_factory=dict)  # in-process memo shared by stages (workloads)
+    backend: str = "local"
 
     def rng(self, stream: str) -> np.random.Generator:
         """The named random stream of this run (independent of request order)."""

@@ -144,7 +144,8 @@ def _run(ctx: StageContext) -> StageResult:
         if cc is None:
             parts.append(f"{w.name} is not compared: {NOT_COMPARED[w.kind]}.")
             continue
-        res = run_compare(cc, ctx.run_dir / "cache" / "compare", workers=cfg.workers or (os.cpu_count() or 1))
+        res = run_compare(cc, ctx.run_dir / "cache" / "compare", backend=ctx.backend,
+                          workers=cfg.workers or (os.cpu_count() or 1))
         src, label = res["workload"], _portable(res["workload"])
         res = dict(res, workload=label, verdict_line=res["verdict_line"].replace(src, label, 1))
         head += headline_rows(w.name, res)

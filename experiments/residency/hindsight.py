@@ -18,7 +18,7 @@ Statistics: `optsched.replicate` (Student-t 95% CI over seeds; differences to LR
 goodput relative, hit rate absolute; a CI containing 0 is a tie). Writes ``summary.json``,
 ``results.md`` and ``provenance.json`` to ``--out``.
 
-Usage: .venv/bin/python experiments/residency_hindsight.py --sources agentx:sessions=16 --seeds 5 --out runs/residency
+Usage: .venv/bin/python experiments/residency/hindsight.py --sources agentx:sessions=16 --seeds 5 --out runs/residency
 """
 
 from __future__ import annotations

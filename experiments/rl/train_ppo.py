@@ -3,7 +3,7 @@ optimization-derived policy on held-out seeds and on real traces.
 
 Usage::
 
-    python experiments/train_ppo.py --out runs/train_ppo [--routing-steps 30000] [--admission-steps 30000]
+    python experiments/rl/train_ppo.py --out runs/train_ppo [--routing-steps 30000] [--admission-steps 30000]
         [--seed 1] [--eval-seeds 10] [--env both|routing|admission] [--smoke]
         [--learning-rate F] [--gamma F] [--ent-coef F] [--target-kl F] [--num-envs N] [--num-steps N]
         [--update-epochs N] [--hidden N]   (PPO overrides; unset: the per-env settings below)

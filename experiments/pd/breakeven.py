@@ -13,7 +13,7 @@ Advantages above 10x (colocation infeasible) are drawn at 10. Deterministic (no 
 Writes to ``--out``: results.csv (ratio, cached, capacities, per-GPU goodputs, advantage),
 breakeven.png, summary.json (crossing ratios), provenance.json.
 
-Usage: .venv/bin/python experiments/pd_breakeven.py --out runs/pd_breakeven
+Usage: .venv/bin/python experiments/pd/breakeven.py --out runs/pd_breakeven
 """
 
 from __future__ import annotations

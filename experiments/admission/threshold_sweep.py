@@ -16,7 +16,7 @@ per-call P90 interactivity, TTFT P50, mean TTFT of the top decile of prefilled t
 preemptions, and a windowed TPGS (tokens of the calls finished by T / (GPUs x T), T = half the first
 variant's makespan, the same T for every variant of a (seed, concurrency)); then ratios to ``off``.
 
-Usage: .venv/bin/python experiments/threshold_sweep.py [--sessions 48] [--seeds 0 1] [--conc 16 32 48]
+Usage: .venv/bin/python experiments/admission/threshold_sweep.py [--sessions 48] [--seeds 0 1] [--conc 16 32 48]
        [--model llama-3-70b --tp 8] [--variants off v1_512 pp_uncached pp_v0] [--dram] [--gap-s 0.05 0.5]
 """
 

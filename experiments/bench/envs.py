@@ -19,7 +19,7 @@ seeds); ``--routing-single`` prints only Routing-v0's single-env figure with the
 ``--routing-procs`` only the ``--procs`` aggregate (BENCHMARKS.md, "Env speed, third pass");
 ``--routing-sharded`` only the ``ShardedVectorEnv`` figure (BENCHMARKS.md, "Sharded vector env").
 
-Usage: .venv/bin/python experiments/bench_envs.py [--episodes 3] [--num-envs 2] [--procs 2] [--only-routing] [--profile]
+Usage: .venv/bin/python experiments/bench/envs.py [--episodes 3] [--num-envs 2] [--procs 2] [--only-routing] [--profile]
        [--routing-single | --routing-steady [--warm-episodes N] | --routing-procs | --routing-sharded [--warm-steps N]]
 """
 

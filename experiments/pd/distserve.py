@@ -50,11 +50,11 @@ or the TPOT constraint alone and with mixed steps all at the prefill / all at th
 (`MixedAtCostModel`, bounds on the mixed-step rule). ``--fit-decode-scale`` refits ``DECODE_SCALE_FIT``
 (prints it; 14.6 min on 2 shared vCPUs at 3,000 requests).
 
-Usage: .venv/bin/python experiments/distserve_sim.py [--requests 1000] [--iters 12] [--seed 0]
+Usage: .venv/bin/python experiments/pd/distserve.py [--requests 1000] [--iters 12] [--seed 0]
            [--decode-scale 1.408] [--calibrations single per_phase] [--colocated-schedulers chunked v0]
            [--decode-scales 1.0 1.3]
            [--diagnostics] [--out runs/distserve_sim]
-       .venv/bin/python experiments/distserve_sim.py --fit-decode-scale [--requests 3000] [--iters 12]
+       .venv/bin/python experiments/pd/distserve.py --fit-decode-scale [--requests 3000] [--iters 12]
 """
 
 from __future__ import annotations
@@ -88,7 +88,7 @@ logger = logging.getLogger(__name__)
 # Engine factor on decode steps, fitted by `fit_decode_scale` (decode-only goodput at P90 TPOT <= 40 ms
 # averaged over seeds 0-2, 3,000 requests, 12 rate-bisection steps, 8 factor-bisection steps on
 # [1.2, 1.7], prefill factor from `fit_prefill_scale`; 14.6 min on 2 shared vCPUs). Refit with:
-#   .venv/bin/python experiments/distserve_sim.py --fit-decode-scale --requests 3000 --iters 12
+#   .venv/bin/python experiments/pd/distserve.py --fit-decode-scale --requests 3000 --iters 12
 DECODE_SCALE_FIT = 1.408  # fit 1.40801 (final bracket [1.40703, 1.40898]: 10.007 / 9.961 req/s)
 
 

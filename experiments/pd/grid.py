@@ -1,7 +1,7 @@
 """P/D sizing against simulation: every candidate of a small grid simulated, next to the P/D model's choice.
 
 A picture only: the grid is a subset of the model's space, so a tie with its best row says nothing about the
-pick; `experiments/pd_space.py` simulates every plan of the space and reports the pick's regret to the best.
+pick; `experiments/pd/space.py` simulates every plan of the space and reports the pick's regret to the best.
 
 Grid (16 H200 GPUs, Llama-3-70B): colocated 8×TP2, 4×TP4, 2×TP8; disaggregated TP4 1P3D, 2P2D, 3P1D;
 TP2 2P6D, 4P4D, 6P2D; TP8 1P1D. Per candidate and seed: goodput (calls/s meeting TTFT 10 s and TPOT
@@ -27,7 +27,7 @@ Writes ``--out``/results.json (per workload, candidate, seed: goodput, attainmen
 load; per workload the MILP's pick, solve record and predicted goodput per candidate) and prints a Markdown
 table.
 
-Usage: .venv/bin/python experiments/pd_grid.py --out runs/pd_grid --seeds 5
+Usage: .venv/bin/python experiments/pd/grid.py --out runs/pd_grid --seeds 5
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ def cluster(rows) -> ClusterConfig:
 
 def workload(name: str, seed: int, load: float, max_calls: int):
     if name == "mooncake":
-        src = str(Path(__file__).resolve().parents[1] / MOONCAKE)
+        src = str(Path(__file__).resolve().parents[2] / MOONCAKE)
         return build_replication(src, seed, load, load_model(MODEL).max_context_tokens, max_calls)[0]
     from optsched.replicate import scale_load
     from optsched.reproduce.stages.workloads import align_session_starts
@@ -164,7 +164,7 @@ def main(argv: list[str]) -> dict:
         print(f"\n{w}: highest of the {len(caps)} grid rows {best}; model pick {pick['pick']} (MILP objective "
               f"{pick['objective']:.4f}, bound {pick['bound']:.4f}, gap {pick['gap']}, {pick['options']} pool options, "
               f"{pick['wall_s']:.2f} s); M/D/1 baseline pick {pick['md1_pick']}. A picture of a subset, no verdict: "
-              "experiments/pd_space.py gives the pick's regret to the best of every plan of its space")
+              "experiments/pd/space.py gives the pick's regret to the best of every plan of its space")
         print("| candidate | predicted goodput | goodput calls/s mean [95% CI] | vs best row, paired [95% CI] |\n|---|---|---|---|")
         for c, v in caps.items():
             m, d = mean_ci(v), paired_difference(v, caps[best])

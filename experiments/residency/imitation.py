@@ -3,7 +3,7 @@ cluster simulator (seeds, 95% CIs, paired by seed) and against the hindsight opt
 
 Training (never an evaluated seed): ``--train-reps`` replications of stream "train" of ``--base-seed``. The
 first one is the load-priced rule's training replication (`optsched.pipelines.residency_priced_solve.solve_priced`,
-as in ``experiments/residency_hindsight.py``: price table, pause forecasts); on all of them the priced
+as in ``experiments/residency/hindsight.py``: price table, pause forecasts); on all of them the priced
 hindsight MILP is solved and its primal evictions are imitated by a pairwise-ranking fit of the online
 eviction score (`optsched.pipelines.residency_imitation_fit.ordered_plan`, the door's export). The exported Plan
 (``residency/load_priced_imitate``, ``policy.json``) records the load-priced solve and, under
@@ -20,7 +20,7 @@ cost / optimum. Statistics: `optsched.replicate` (Student-t 95% CI; differences 
 one FOR THAT SEED (chosen with the seed's own optimum: how far the key family can go at all, not a rule).
 Writes ``summary.json``, ``results.md``, ``policy.json`` and ``provenance.json`` to ``--out``.
 
-Usage: .venv/bin/python experiments/residency_imitation.py --sources agentx:sessions=16 --instances 1 --tp 2
+Usage: .venv/bin/python experiments/residency/imitation.py --sources agentx:sessions=16 --instances 1 --tp 2
        --max-pauses 300 --seeds 5 --out runs/residency_imitation
 """
 

@@ -14,7 +14,7 @@ The cost of ``acquire``/``release`` is O(log n + blocks moved or inserted) (only
 a prefix is pinned and time-stamped; ``optsched.kvcache.prefix_cache``), so ``extend_16`` should cost
 about the same as ``extend_512`` despite 32x longer paths.
 
-Usage: .venv/bin/python experiments/bench_kvcache.py [--calls 3000] [--out runs/bench_kvcache]
+Usage: .venv/bin/python experiments/bench/kvcache.py [--calls 3000] [--out runs/bench_kvcache]
 Writes ``results.json`` (figures + provenance) and prints a table.
 """
 

@@ -12,7 +12,7 @@ confidence intervals, the derived price / session / rolling-MILP routers next to
 ``optsched compare`` (`optsched.compare`).
 
 Writes ``--out``/windows.csv, big.csv, summary.md, provenance.json.
-Usage: .venv/bin/python experiments/routing_window_rules.py --out runs/routing_window_rules
+Usage: .venv/bin/python experiments/routing/window_rules.py --out runs/routing_window_rules
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ and writes:
   GPU's rows of the accuracy table under ``residuals.table``;
 - ``--out`` (default runs/calibrate_cost): ``accuracy.json``, ``accuracy.txt``, ``provenance.json``.
 
-Usage: .venv/bin/python experiments/calibrate_cost.py [--max-samples 20000] [--no-held-out]
+Usage: .venv/bin/python experiments/cost/calibrate.py [--max-samples 20000] [--no-held-out]
 Deterministic: subsampling uses numpy Generators with fixed seeds; same data ⇒ same files.
 """
 
@@ -60,7 +60,7 @@ def run(cfg: Config) -> dict:
         layers = layers.iloc[np.sort(np.random.default_rng(0).choice(len(layers), cfg.per_family, replace=False))]
     rows = accuracy_rows(df, cfg.max_samples, cfg.held_out, layers)
     cals = fit_shipped(df, cfg.max_samples)
-    prov = {"data": cfg.data, "script": "experiments/calibrate_cost.py", "max_samples": cfg.max_samples,
+    prov = {"data": cfg.data, "script": "experiments/cost/calibrate.py", "max_samples": cfg.max_samples,
             "per_family": cfg.per_family, "samples": {f"{s}/{f}": int(n) for (s, f), n in df.groupby(["source", "family"]).size().items()}}
     cdir = Path(cfg.calibration_dir)
     cdir.mkdir(parents=True, exist_ok=True)

@@ -34,7 +34,7 @@ Writes ``OUT/gpu_check.json`` (stages, provenance), ``OUT/gpu_check.txt`` (the t
 CUDA: ``torch.cuda.set_device`` first, so kernels, events and the host tier's side stream are on ``cuda:N``;
 kernel times are CUDA events on that device's stream with no host copy inside the timed region (plans and
 page tables built before). CUDA-graph capture of decode is not implemented (``cuda_graph_speedup`` null).
-Usage: ``.venv/bin/python experiments/gpu_check.py [--device cuda] [--size full|tiny] [--out DIR]``.
+Usage: ``.venv/bin/python experiments/executor/gpu_check.py [--device cuda] [--size full|tiny] [--out DIR]``.
 """
 
 from __future__ import annotations

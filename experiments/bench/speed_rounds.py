@@ -5,24 +5,24 @@ machine"); the job order is reversed every other round, so slow drifts of a shar
 builds. Per build (pure Python: ``OPTSCHED_PURE_PYTHON=1``; compiled: the `make compiled` build, skipped with
 a note when absent):
 
-- ``sim_full`` / ``sim_5000``: `bench_sim.py --one 1x_replica` on the whole Vidur splitwise_conv trace and on
+- ``sim_full`` / ``sim_5000``: `sim.py --one 1x_replica` on the whole Vidur splitwise_conv trace and on
   its first 5,000 requests (requests per CPU-second of ``simulate()``);
-- ``env_steady``: `bench_envs.py --routing-steady` (20 untimed episodes, 60 timed on unseen seeds; steps per
-  CPU-second); ``env_fresh10``: `bench_envs.py --routing-single --episodes 10` (a fresh process's first 10
+- ``env_steady``: `envs.py --routing-steady` (20 untimed episodes, 60 timed on unseen seeds; steps per
+  CPU-second); ``env_fresh10``: `envs.py --routing-single --episodes 10` (a fresh process's first 10
   episodes);
-- ``sharded_2x2`` / ``sharded_8x2``: `bench_envs.py --routing-sharded` with 2 and 8 envs over 2 processes;
+- ``sharded_2x2`` / ``sharded_8x2``: `envs.py --routing-sharded` with 2 and 8 envs over 2 processes;
   ``batched_8x1``: the same with 1 process; ``async_2``: gymnasium's AsyncVectorEnv with 2 workers (steps per
   wall-second after warm-up: run it on an otherwise idle machine);
 - ``pair_steady`` (compiled, or pure without a build): two ``env_steady`` processes started together, the sum
   of their steps per CPU-second: the ceiling of any vector env on 2 cores at today's step cost;
 - with ``--old-tree DIR`` (a source tree of an older commit, e.g. ``git archive f30948e | tar -x -C DIR``):
-  ``sim_full_old`` / ``sim_5000_old`` from that tree's own `bench_sim.py` (``PYTHONPATH=DIR``; a tree whose
+  ``sim_full_old`` / ``sim_5000_old`` from that tree's own simulator benchmark (``PYTHONPATH=DIR``; a tree whose
   ``optsched`` package lacks the mapped packages needs symlinks ``optsched/envs -> ../envs`` etc.).
 
 Writes one JSON line per job to ``--out`` (appending, so an interrupted run keeps its rounds) and prints the
 summary: mean ± 95% Student-t half-width per job over the rounds, and paired ratios by round.
 
-Usage: .venv/bin/python experiments/bench_speed_rounds.py [--rounds 6] [--old-tree OLD_CHECKOUT]
+Usage: .venv/bin/python experiments/bench/speed_rounds.py [--rounds 6] [--old-tree OLD_CHECKOUT]
        [--out runs/bench_speed_rounds.jsonl] [--summary-only]
 """
 
@@ -38,7 +38,7 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PURE = {"OPTSCHED_PURE_PYTHON": "1"}
 RATIOS = (("sim_full_pure", "sim_full_old"), ("sim_full_compiled", "sim_full_old"), ("sim_5000_pure", "sim_5000_old"),
           ("sim_5000_compiled", "sim_5000_old"), ("sharded_8x2_compiled", "async_2_compiled"),
@@ -53,14 +53,20 @@ def _value(rec: dict) -> float | None:
     return None
 
 
+def sim_script(tree: Path) -> str | None:
+    """The simulator benchmark of source ``tree``, relative to it: ``experiments/bench/sim.py``, or
+    ``experiments/bench_sim.py`` in a tree from before the scripts were grouped; None when it has neither."""
+    return next((s for s in ("experiments/bench/sim.py", "experiments/bench_sim.py") if (tree / s).is_file()), None)
+
+
 def jobs(old_tree: Path | None, builds: list[str]) -> list[tuple[str, list[str], dict, Path]]:
     """(name, command, extra environment, working folder) of one round."""
     py, out = sys.executable, []
-    envs = "experiments/bench_envs.py"
+    envs = "experiments/bench/envs.py"
     for build in builds:
         env = PURE if build == "pure" else {}
-        out += [(f"sim_full_{build}", [py, "experiments/bench_sim.py", "--one", "1x_replica"], env, ROOT),
-                (f"sim_5000_{build}", [py, "experiments/bench_sim.py", "--one", "1x_replica", "--limit", "5000"], env,
+        out += [(f"sim_full_{build}", [py, "experiments/bench/sim.py", "--one", "1x_replica"], env, ROOT),
+                (f"sim_5000_{build}", [py, "experiments/bench/sim.py", "--one", "1x_replica", "--limit", "5000"], env,
                  ROOT),
                 (f"env_steady_{build}", [py, envs, "--routing-steady", "--warm-episodes", "20", "--episodes", "60"],
                  env, ROOT),
@@ -74,10 +80,9 @@ def jobs(old_tree: Path | None, builds: list[str]) -> list[tuple[str, list[str],
                 (f"batched_8x1_{build}", [py, envs, "--routing-sharded", "--num-envs", "8", "--procs", "1",
                                           "--vec-steps", "600", "--warm-steps", "200"], env, ROOT)]
     if old_tree is not None:
-        env = {"PYTHONPATH": str(old_tree)}
-        out += [("sim_full_old", [py, "experiments/bench_sim.py", "--one", "1x_replica"], env, old_tree),
-                ("sim_5000_old", [py, "experiments/bench_sim.py", "--one", "1x_replica", "--limit", "5000"], env,
-                 old_tree)]
+        env, sim = {"PYTHONPATH": str(old_tree)}, sim_script(old_tree)
+        out += [("sim_full_old", [py, sim, "--one", "1x_replica"], env, old_tree),
+                ("sim_5000_old", [py, sim, "--one", "1x_replica", "--limit", "5000"], env, old_tree)]
     return out
 
 
@@ -99,7 +104,7 @@ def run_job(out: Path, name: str, cmd: list[str], extra: dict, cwd: Path) -> Non
 def run_pair(out: Path, name: str, extra: dict) -> None:
     """Two steady single-env processes released together: the sum of their steps per CPU-second."""
     code = ("import importlib.util, json, sys\nimport optsched.envs\n"
-            "sp = importlib.util.spec_from_file_location('b', 'experiments/bench_envs.py')\n"
+            "sp = importlib.util.spec_from_file_location('b', 'experiments/bench/envs.py')\n"
             "b = importlib.util.module_from_spec(sp); sp.loader.exec_module(b)\n"
             "print('ready', flush=True); sys.stdin.readline()\n"
             "print(json.dumps(b.steady('optsched/Routing-v0', 20, 60, 8)), flush=True)\n")
@@ -154,8 +159,8 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     if a.rounds < 1:
         ap.error("--rounds: must be >= 1")
-    if a.old_tree is not None and not (a.old_tree / "experiments" / "bench_sim.py").is_file():
-        ap.error(f"--old-tree: {a.old_tree} has no experiments/bench_sim.py")
+    if a.old_tree is not None and sim_script(a.old_tree) is None:
+        ap.error(f"--old-tree: {a.old_tree} has no experiments/bench/sim.py")
     if a.summary_only:
         if not a.out.is_file():
             ap.error(f"--out: {a.out} does not exist")

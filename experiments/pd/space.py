@@ -41,7 +41,7 @@ fresh ``out``); predictions are always recomputed. Writes results.json, plans.cs
 summary.csv (per workload, load, pick), predictor.csv (held-out error per workload and load), regret.png,
 predicted_vs_simulated.png, provenance.json.
 
-Usage: .venv/bin/python experiments/pd_space.py --workloads mooncake --loads 0.5 1 1.5 2 --seeds 3
+Usage: .venv/bin/python experiments/pd/space.py --workloads mooncake --loads 0.5 1 1.5 2 --seeds 3
 """
 
 from __future__ import annotations
@@ -69,7 +69,7 @@ from optsched.workload.digest import workload_digest
 logger = logging.getLogger("pd_space")
 
 GPU, MODEL = "h200-sxm", "llama-3-70b"
-SAMPLES = Path(__file__).resolve().parents[1] / "optsched/data/samples"
+SAMPLES = Path(__file__).resolve().parents[2] / "optsched/data/samples"
 WORKLOADS = ("mooncake", "mooncake_w8001", "lmcache", "agentx", "agentx256k")
 SHORT = {"prefill": "P", "decode": "D", "colocated": "C"}
 

@@ -18,7 +18,7 @@ Routers are every registered one (``optsched.sim.registry.policy_names("router")
 ``build_policy``: random routers draw from the registry's named stream of ``--seed``.
 
 Usage:
-    .venv/bin/python experiments/router_table.py --out runs/router_table
+    .venv/bin/python experiments/routing/router_table.py --out runs/router_table
 Writes ``<out>/router_table.md`` (the table), ``<out>/router_table.csv`` and ``<out>/provenance.json``
 (argv, config, git revision, package versions, seed), and prints the markdown table.
 """
@@ -82,7 +82,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
 
 
 def rebase(wl: Workload, stagger_s: float) -> Workload:

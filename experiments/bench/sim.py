@@ -16,7 +16,7 @@ tables only when they are first read, and nothing here reads them), CPU seconds,
 Writes ``runs/bench_sim/results.json`` with provenance. ``--limit N`` runs the first N requests
 (smoke test); ``--profile`` prints the top cProfile entries of the one-replica run.
 
-Usage: .venv/bin/python experiments/bench_sim.py [--limit N] [--repeat R] [--profile]
+Usage: .venv/bin/python experiments/bench/sim.py [--limit N] [--repeat R] [--profile]
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-TRACE = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "vidur" / "processed_traces" / "splitwise_conv.csv"
+TRACE = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "vidur" / "processed_traces" / "splitwise_conv.csv"
 CONFIGS = {"1x_replica": (1, 1.0), "4x_replicas_4x_rate": (4, 4.0), "agentx_32_sessions": (2, 1.0)}
 AGENTX_SPEC = "agentx:sessions=32,seed=0,variant=256k,max_context=131072"  # llama-3-70b context
 

@@ -8,7 +8,7 @@ hindsight MILP (`optsched.models.admission_hindsight`) is solved with HiGHS. Wri
 ``summary.json`` (mean / worst ratio per rule over instances with a proven optimum, solve times) and
 ``provenance.json`` (argv, config, git revision, package versions, seed).
 
-Usage: .venv/bin/python experiments/admission_hindsight.py --instances 50 --requests 7 --out runs/admission_hindsight [--rescore]
+Usage: .venv/bin/python experiments/admission/hindsight.py --instances 50 --requests 7 --out runs/admission_hindsight [--rescore]
 """
 
 from __future__ import annotations

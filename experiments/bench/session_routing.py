@@ -1,7 +1,7 @@
 """Solve times of the session routing model: re-pricing LP 8x32, the big-M FIFO MILP and the time-indexed
 exact MILP on 8x64 (BENCHMARKS.md).
 
-Usage: .venv/bin/python experiments/bench_session_routing.py [--skip-bigm]
+Usage: .venv/bin/python experiments/bench/session_routing.py [--skip-bigm]
 """
 import argparse
 import sys

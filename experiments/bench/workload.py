@@ -10,7 +10,7 @@ per wall-minute. Each phase runs in a fresh subprocess (one core, single thread)
 - ``chat_native``: ``load_jsonl`` of that N-call file (schema-equivalent fast validation + Call validation).
 - ``agentx_generate`` / ``agentx_native``: ``generate_agentx(400)`` and loading its native file.
 
-Usage: ``.venv/bin/python experiments/bench_workload.py [--calls 1000000] [--out runs/bench_workload]``.
+Usage: ``.venv/bin/python experiments/bench/workload.py [--calls 1000000] [--out runs/bench_workload]``.
 Writes ``results.json`` (figures + argv, git revision, versions, machine, load average) and prints a table.
 """
 
@@ -26,7 +26,7 @@ import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 DATA = REPO.parent / "shared" / "data" / "mooncake_fast25" / "conversation_trace.jsonl"
 
 

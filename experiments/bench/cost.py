@@ -6,7 +6,7 @@ cached, 0–255 decodes with 100–100k KV tokens each) from ``numpy.random.defa
 slice, and times ``--scalar-calls`` scalar calls. The process is pinned to one CPU core (Linux
 ``sched_setaffinity``). Writes ``--out``/results.json and provenance.json.
 
-Usage: .venv/bin/python experiments/bench_cost.py [--n 1000000] [--repeats 3]
+Usage: .venv/bin/python experiments/bench/cost.py [--n 1000000] [--repeats 3]
 """
 
 from __future__ import annotations
