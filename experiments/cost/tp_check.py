@@ -13,7 +13,7 @@ efficiency of m alone, the model before the shape terms), labelled ``<gpu> m-onl
 ``--ablate-transfer`` adds the A100 fit carried by one transfer rule at a time. ``--reverse`` fits on each ``--profiles`` GPU and predicts the A100; ``--allreduce CSV GPU`` scores the A100
 all-reduce link model on another GPU's Vidur ``all_reduce.csv``.
 
-Usage: .venv/bin/python experiments/cost_tp_check.py [--data DIR] [--profiles DIR GPU ...] [--ablate-shape]
+Usage: .venv/bin/python experiments/cost/tp_check.py [--data DIR] [--profiles DIR GPU ...] [--ablate-shape]
 [--ablate-transfer] [--reverse] [--allreduce CSV GPU ...] [--out runs/cost_tp_check]. Writes ``tp_accuracy.json`` and prints one table. Deterministic (fits subsample
 with seed 0).
 """

@@ -124,7 +124,7 @@ def test_cost_tp_check_smoke_transfer_rows(tmp_path):
 
     from tests.experiments.loader import load_experiment
 
-    main = load_experiment("cost_tp_check").main
+    main = load_experiment("cost/tp_check").main
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "vidur").symlink_to(DATA / "vidur")  # the A100 profiles only (no AIConfigurator rows)
     assert main(["--data", str(tmp_path / "data"), "--profiles", str(TARGETS["a40"]), "a40", "--reverse",
