@@ -1,16 +1,20 @@
 """Per-step host overhead of the executor: the packed step (one buffer, ``TinyDecoder.forward_plan``) vs the
-reference path (``forward_step``: a list-to-tensor per index, the decode plan built on the device), side by
-side in one process on the same pages, interleaved rep by rep (a slow phase of a shared machine hits both).
+reference path (``forward_step``: a list-to-tensor per index, the decode plan built on the device) and the
+packed step with ``attention="flex"`` (one eager flex_attention call per layer over the pool in place,
+``optsched.executor.flex``), side by side in one process on the same pages, interleaved rep by rep (a slow
+phase of a shared machine hits all of them).
 
 Shapes: ``tiny`` (2 layers, 2 heads of 8, contexts 8-40: compute is negligible, the time is host overhead:
 Python, aten dispatch, index building) and ``default`` (the executor's default 2-layer shape, contexts
 100-260). One step: 8 decodes + one 40-token chunk over a cached prefix. Time: the thread's CPU time with one
-torch thread, min and median of ``--reps`` executions; aten ops counted with a ``TorchDispatchMode``.
+torch thread, min and median of ``--reps`` executions; aten ops counted with a ``TorchDispatchMode`` (not for
+flex: flex_attention runs through torch.compile machinery even when eager, and that refuses a dispatch mode).
 
-``--rev REV`` (default ``main``) also times the executor as it is at git revision REV (its ``attention``,
-``model``, ``paged``, ``kv_pool``, ``config`` modules loaded from ``git show`` into a private package): "today's
+``--rev REV`` (default ``main``) also times the executor as it is at git revision REV (every
+``optsched/executor`` module of REV loaded from ``git show`` into a private package): "today's
 code" side by side with this one. Usage: ``.venv/bin/python experiments/bench_executor_step.py [--reps 300]
-[--rev main]``; prints one line per shape/path and the ratios (REV / packed, reference / packed).
+[--rev main]``; prints one line per shape/path and the ratios (REV / packed, reference / packed, flex /
+packed).
 """
 
 from __future__ import annotations
@@ -53,7 +57,9 @@ def load_rev(rev: str):
     pkg = tmp / "_optsched_rev_executor"
     pkg.mkdir()
     (pkg / "__init__.py").write_text("")
-    for name in ("attention", "model", "paged", "kv_pool", "config", "host_tier"):
+    names = subprocess.run(["git", "-C", str(root), "ls-tree", "--name-only", f"{rev}:optsched/executor"],
+                           capture_output=True, text=True, check=True).stdout.split()
+    for name in [n[:-3] for n in names if n.endswith(".py") and n != "__init__.py"]:  # every module REV has
         src = subprocess.run(["git", "-C", str(root), "show", f"{rev}:optsched/executor/{name}.py"], capture_output=True,
                              text=True, check=True).stdout
         (pkg / f"{name}.py").write_text(src.replace("optsched.executor.", "_optsched_rev_executor."))
@@ -63,11 +69,11 @@ def load_rev(rev: str):
             mod["paged"].PagedSequences)
 
 
-def _setup(impl, shape: str):
+def _setup(impl, shape: str, **model_kw):
     cfg_cls, model_cls, pool_cls, seq_cls = impl
     kw, c0, dc = SHAPES[shape]
     cfg = cfg_cls(block_size=16, **kw)
-    model = model_cls(cfg)
+    model = model_cls(cfg, **model_kw)
     ps = seq_cls(pool_cls(cfg.num_layers, 400, 16, cfg.num_kv_heads, cfg.head_dim))
     g = torch.Generator().manual_seed(0)
     for i in range(9):
@@ -79,13 +85,18 @@ def _setup(impl, shape: str):
 
 def bench(shape: str, reps: int, rev_impl=None) -> dict:
     here = (ExecModelConfig, TinyDecoder, PagedKVPool, PagedSequences)
-    paths = {"reference": (_setup(here, shape), {"packed": False}), "packed": (_setup(here, shape), {})}
+    paths = {"reference": (_setup(here, shape), {"packed": False}), "packed": (_setup(here, shape), {}),
+             "flex": (_setup(here, shape, attention="flex"), {})}
     if rev_impl is not None:
         paths = {"rev": (_setup(rev_impl, shape), {}), **paths}
     times: dict = collections.defaultdict(list)
     ops = {}
     for name, ((model, ps, items, base), kw) in paths.items():
         ps.tokens.update(base)
+        if name == "flex":  # flex_attention runs through torch.compile machinery, which refuses a dispatch mode
+            ops[name] = None
+            ps.step(model, items, **kw)
+            continue
         c = _Count()
         with c:
             ps.step(model, items, **kw)
@@ -115,11 +126,13 @@ def main(argv: list[str] | None = None) -> dict:
         r = res[shape] = bench(shape, args.reps, rev_impl)
         for path, x in r.items():
             label = f"{args.rev}" if path == "rev" else path
-            print(f"{shape:8s} {label:9s} min {x['min_us']:8.1f} us  median {x['median_us']:8.1f} us  aten ops {x['ops']}")
+            ops = "not counted" if x["ops"] is None else x["ops"]
+            print(f"{shape:8s} {label:9s} min {x['min_us']:8.1f} us  median {x['median_us']:8.1f} us  aten ops {ops}")
         for path in [p for p in r if p != "packed"]:
             label = f"{args.rev}" if path == "rev" else path
+            ops = "" if r[path]["ops"] is None else f"  ops {r[path]['ops'] / r['packed']['ops']:.2f}x"
             print(f"{shape:8s} {label}/packed  min {r[path]['min_us'] / r['packed']['min_us']:.2f}x  median "
-                  f"{r[path]['median_us'] / r['packed']['median_us']:.2f}x  ops {r[path]['ops'] / r['packed']['ops']:.2f}x")
+                  f"{r[path]['median_us'] / r['packed']['median_us']:.2f}x{ops}")
     return res
 
 
