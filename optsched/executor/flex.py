@@ -14,10 +14,11 @@ b's block table (``p2l[b, p] = j``, -1 when absent) and ``j · S + o <= pos[t]``
 sequence's own positions, so a chunk over a cached prefix and a decode are the same rule). A shared
 prefix page simply appears in several segments' tables.
 
-Block sparsity (``block_mask(..., sparse=True)``): a KV block is one page, a Q block ``q_block`` query
-rows; a page is listed for a Q block iff some row of the block sees some slot of it, and listed as full
-(the kernel skips the mask) iff every row sees all of it. Built from the page tables with device ops
-only (no host read-back), so the same code runs on CPU and CUDA; it equals the block mask that
+Block sparsity (``block_mask(..., sparse=True)``): a KV block is ``kv_pages`` consecutive physical pages
+(one page on CPU; on CUDA 128 tokens' worth, the kernels' KV tile), a Q block ``q_block`` query rows; a KV
+block is listed for a Q block iff some row of the block sees some slot of it, and listed as full (the
+kernel skips the mask) iff every row sees all of it. Built from the page tables with device ops only (no
+host read-back), so the same code runs on CPU and CUDA; it equals the block mask that
 ``create_block_mask`` derives by evaluating the mask on every (row, slot) pair (tests/executor).
 
 Kernels. Compiled (``torch.compile(flex_attention)``, the default on CUDA) flex runs a fused kernel that
@@ -76,20 +77,29 @@ def mask_mod_of(plan: FlexPlan, groups: int, block_size: int):
     return mask_mod
 
 
-def block_mask(plan: FlexPlan, groups: int, block_size: int, sparse: bool = True, q_block: int = 128) -> BlockMask:
-    """The ``BlockMask`` of ``plan`` over ``[T · G] x [Pk · S]``; ``sparse``: pages listed per Q block of
-    ``q_block`` rows (module docstring), else one block covering everything (eager flex)."""
+def block_mask(plan: FlexPlan, groups: int, block_size: int, sparse: bool = True, q_block: int = 128,
+               kv_pages: int = 1) -> BlockMask:
+    """The ``BlockMask`` of ``plan`` over ``[T · G] x [Pk · S]``; ``sparse``: KV blocks of ``kv_pages``
+    consecutive physical pages listed per Q block of ``q_block`` rows (module docstring; a KV block is
+    listed when any of its pages is, full when all are), else one block covering everything (eager
+    flex). ``kv_pages`` > 1 lets a kernel whose KV tile is larger than a page (CUDA: 64-128 tokens) use
+    the mask; pages past Pk in the last block are in no table."""
     t = plan.row_seg.shape[0]
     g, s, pk = groups, block_size, plan.pages
     m, n = t * g, pk * s
-    mm = mask_mod_of(plan, g, s)
     dev = plan.p2l.device
+    nkb = -(-pk // kv_pages)
+    if sparse and nkb * kv_pages > plan.p2l.shape[1]:  # pad the page map so that the mask can index it
+        extra = torch.full((plan.p2l.shape[0], nkb * kv_pages - plan.p2l.shape[1]), -1, dtype=plan.p2l.dtype,
+                           device=dev)
+        plan = FlexPlan(plan.row_seg, plan.row_pos, torch.cat((plan.p2l, extra), dim=1), pk)
+    mm = mask_mod_of(plan, g, s)
     if not sparse:
         one = torch.ones(1, 1, 1, dtype=torch.int32, device=dev)
         return BlockMask.from_kv_blocks(one, torch.zeros(1, 1, 1, 1, dtype=torch.int32, device=dev),
                                         BLOCK_SIZE=(max(m, 1), max(n, 1)), mask_mod=mm, seq_lengths=(m, n),
                                         compute_q_blocks=False)
-    j = plan.p2l.index_select(0, plan.row_seg)  # [T, Pk] logical page of each physical page, per row
+    j = plan.p2l[:, : nkb * kv_pages].index_select(0, plan.row_seg)  # [T, Pk'] logical page of each page, per row
     start = j * s  # first position of the page in the row's sequence
     pos = plan.row_pos[:, None]
     anyv = (j >= 0) & (start <= pos)  # [T, Pk] the row sees at least slot 0 of the page
@@ -97,23 +107,26 @@ def block_mask(plan: FlexPlan, groups: int, block_size: int, sparse: bool = True
     nq = -(-m // q_block)
     pad = nq * q_block - m
 
-    def per_block(x: torch.Tensor, fill: bool) -> torch.Tensor:  # [T, Pk] -> [nQ, q_block, Pk] over rows
-        rows = x.repeat_interleave(g, dim=0)  # [T·G, Pk] (booleans of the page table, not KV)
-        if pad:
-            rows = torch.cat((rows, torch.full((pad, pk), fill, dtype=torch.bool, device=dev)))
-        return rows.view(nq, q_block, pk)
+    allv[:, pk:] = False  # padding pages: never full (their slots lie past the KV length)
+    w = nkb * kv_pages
 
-    full = per_block(allv, True).all(1)  # [nQ, Pk]
-    part = per_block(anyv, False).any(1) & ~full
+    def per_block(x: torch.Tensor, fill: bool) -> torch.Tensor:  # [T, Pk'] -> [nQ, q_block, nKB, kv_pages]
+        rows = x.repeat_interleave(g, dim=0)  # [T·G, Pk'] (booleans of the page table, not KV)
+        if pad:
+            rows = torch.cat((rows, torch.full((pad, w), fill, dtype=torch.bool, device=dev)))
+        return rows.view(nq, q_block, nkb, kv_pages)
+
+    full = per_block(allv, True).all(3).all(1)  # [nQ, nKB]
+    part = per_block(anyv, False).any(3).any(1) & ~full
 
     def listed(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         num = x.sum(-1, dtype=torch.int32)  # [nQ]
-        idx = torch.argsort((~x).to(torch.int8), dim=-1, stable=True).to(torch.int32)  # listed pages first
-        return num[None, None], idx[None, None]  # [1, 1, nQ], [1, 1, nQ, Pk]
+        idx = torch.argsort((~x).to(torch.int8), dim=-1, stable=True).to(torch.int32)  # listed blocks first
+        return num[None, None], idx[None, None]  # [1, 1, nQ], [1, 1, nQ, nKB]
 
     kn, ki = listed(part)
     fn, fi = listed(full)
-    return BlockMask.from_kv_blocks(kn, ki, fn, fi, BLOCK_SIZE=(q_block, s), mask_mod=mm, seq_lengths=(m, n),
+    return BlockMask.from_kv_blocks(kn, ki, fn, fi, BLOCK_SIZE=(q_block, kv_pages * s), mask_mod=mm, seq_lengths=(m, n),
                                     compute_q_blocks=False)
 
 

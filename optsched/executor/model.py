@@ -169,7 +169,8 @@ class TinyDecoder:
         x = self.embed.index_select(0, plan.tokens)  # [T, E]
         e, f = cfg.hidden_size, cfg.mlp_size
         fx = plan.flex
-        bm = None if fx is None else block_mask(fx, h // k, pool.block_size, sparse=self.flex_compiled)  # all layers
+        bm = None if fx is None else block_mask(fx, h // k, pool.block_size, sparse=self.flex_compiled,
+                                                kv_pages=max(1, 128 // pool.block_size))  # one for all layers
         for li, lw in enumerate(self.layers):
             a = _rms_fused(x, lw["n1"])
             qkv = (a @ lw["wqkv"]).view(t, h + 2 * k, d)  # [T, H + 2K, D]

@@ -47,9 +47,10 @@ def _mixed_step(dtype=torch.float32):
     return q.to(dtype), kp.to(dtype), vp.to(dtype), segs
 
 
-def _plan(segs) -> FlexPlan:
+def _plan(segs, width: int = 0) -> FlexPlan:
+    """The step's ``FlexPlan``; the page map padded to ``width`` columns (as ``block_mask`` pads it)."""
     pk = max(max(s.pages) for s in segs) + 1
-    p2l = torch.full((len(segs), pk), -1, dtype=torch.long)
+    p2l = torch.full((len(segs), max(pk, width)), -1, dtype=torch.long)
     for i, s in enumerate(segs):
         p2l[i, list(s.pages)] = torch.arange(len(s.pages))
     seg = torch.tensor([i for i, s in enumerate(segs) for _ in range(s.n)])
@@ -63,11 +64,11 @@ def _reference(q, kp, vp, segs):
     return paged_attention(q, kp, vp, segs, dec, pre)
 
 
-@pytest.mark.parametrize("sparse", [False, True])
-def test_flex_equals_gathered_sdpa_on_a_mixed_step(sparse):
+@pytest.mark.parametrize(("sparse", "kv_pages"), [(False, 1), (True, 1), (True, 3), (True, 8)])
+def test_flex_equals_gathered_sdpa_on_a_mixed_step(sparse, kv_pages):
     q, kp, vp, segs = _mixed_step()
     fp = _plan(segs)
-    got = flex_paged_attention(q, kp, vp, block_mask(fp, G, S, sparse=sparse, q_block=8), fp.pages)
+    got = flex_paged_attention(q, kp, vp, block_mask(fp, G, S, sparse=sparse, q_block=8, kv_pages=kv_pages), fp.pages)
     ref = _reference(q, kp, vp, segs)
     assert got.shape == ref.shape == (q.shape[0], K * G, D)
     assert float((got - ref).abs().max()) <= FP32_ATOL
@@ -92,15 +93,16 @@ def test_flex_reads_kv_in_place_and_sees_only_its_pages():
         assert (float(moved[t]) > 1e-3) == (t in rows), t
 
 
-@pytest.mark.parametrize("q_block", [8, 16, 128])
-def test_sparse_block_mask_equals_create_block_mask(q_block):
+@pytest.mark.parametrize(("q_block", "kv_pages"), [(8, 1), (16, 1), (128, 1), (8, 3), (128, 8)])
+def test_sparse_block_mask_equals_create_block_mask(q_block, kv_pages):
     """The block mask built from the page tables lists exactly the (partial, full) blocks that
     ``create_block_mask`` finds by evaluating the mask at every (row, slot)."""
     _q, _kp, _vp, segs = _mixed_step()
-    fp = _plan(segs)
-    ours = block_mask(fp, G, S, sparse=True, q_block=q_block)
+    fp = _plan(segs, width=48)
+    ours = block_mask(_plan(segs), G, S, sparse=True, q_block=q_block, kv_pages=kv_pages)
     t = fp.row_seg.shape[0]
-    ref = create_block_mask(mask_mod_of(fp, G, S), 1, 1, t * G, fp.pages * S, device="cpu", BLOCK_SIZE=(q_block, S))
+    ref = create_block_mask(mask_mod_of(fp, G, S), 1, 1, t * G, fp.pages * S, device="cpu",
+                            BLOCK_SIZE=(q_block, kv_pages * S))
     assert ours.shape == ref.shape
     assert torch.equal(ours.to_dense(), ref.to_dense())
     assert torch.equal(ours.kv_num_blocks, ref.kv_num_blocks)
