@@ -14,7 +14,7 @@ flex: flex_attention runs through torch.compile machinery even when eager, and t
 ``optsched/executor`` module of REV loaded from ``git show`` into a private package): "today's
 code" side by side with this one. Usage: ``.venv/bin/python experiments/bench_executor_step.py [--reps 300]
 [--rev main]``; prints one line per shape/path and the ratios (REV / packed, reference / packed, flex /
-packed).
+packed; with ``--flex-compiled`` also flexc: flex through ``torch.compile``).
 """
 
 from __future__ import annotations
@@ -83,19 +83,21 @@ def _setup(impl, shape: str, **model_kw):
     return model, ps, items, dict(ps.tokens)
 
 
-def bench(shape: str, reps: int, rev_impl=None) -> dict:
+def bench(shape: str, reps: int, rev_impl=None, flex_compiled: bool = False) -> dict:
     here = (ExecModelConfig, TinyDecoder, PagedKVPool, PagedSequences)
     paths = {"reference": (_setup(here, shape), {"packed": False}), "packed": (_setup(here, shape), {}),
              "flex": (_setup(here, shape, attention="flex"), {})}
+    if flex_compiled:
+        paths["flexc"] = (_setup(here, shape, attention="flex", flex_compiled=True), {})
     if rev_impl is not None:
         paths = {"rev": (_setup(rev_impl, shape), {}), **paths}
     times: dict = collections.defaultdict(list)
     ops = {}
     for name, ((model, ps, items, base), kw) in paths.items():
         ps.tokens.update(base)
-        if name == "flex":  # flex_attention runs through torch.compile machinery, which refuses a dispatch mode
+        if name.startswith("flex"):  # flex runs through torch.compile machinery, which refuses a dispatch mode
             ops[name] = None
-            ps.step(model, items, **kw)
+            ps.step(model, items, **kw)  # also the (untimed) compilation of flexc
             continue
         c = _Count()
         with c:
@@ -118,12 +120,14 @@ def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--reps", type=int, default=300, help="timed repetitions of each step shape (the minimum and median over them are reported)")
     ap.add_argument("--rev", default="main", help="git revision to time side by side ('' to skip)")
+    ap.add_argument("--flex-compiled", action="store_true",
+                    help="also time flex through torch.compile (static shapes on CPU: one compile per shape, not timed)")
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
     rev_impl = load_rev(args.rev) if args.rev else None
     res = {}
     for shape in SHAPES:
-        r = res[shape] = bench(shape, args.reps, rev_impl)
+        r = res[shape] = bench(shape, args.reps, rev_impl, args.flex_compiled)
         for path, x in r.items():
             label = f"{args.rev}" if path == "rev" else path
             ops = "not counted" if x["ops"] is None else x["ops"]

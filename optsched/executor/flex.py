@@ -38,17 +38,20 @@ from torch.nn.attention.flex_attention import BlockMask, flex_attention
 
 __all__ = ["FlexPlan", "block_mask", "flex_paged_attention", "mask_mod_of"]
 
-_compiled = None
+_compiled: dict[bool, object] = {}
 
 
-def _flex(compiled: bool):
-    """``flex_attention``, compiled once per process when ``compiled`` (dynamic shapes: steps differ)."""
-    global _compiled
+def _flex(compiled: bool, device_type: str):
+    """``flex_attention``, compiled once per process when ``compiled``: with dynamic shapes on CUDA (steps
+    differ in T and Pk); on CPU with static shapes, because torch 2.13's C++ flex template fails to
+    build with dynamic ones (an undeclared ``cur_qSplitSize`` in the generated code), so compiled CPU
+    flex recompiles for every new step shape (20-40 s each): usable to time a fixed step, not to serve."""
     if not compiled:
         return flex_attention
-    if _compiled is None:
-        _compiled = torch.compile(flex_attention, dynamic=True)
-    return _compiled
+    dynamic = device_type == "cuda"
+    if dynamic not in _compiled:
+        _compiled[dynamic] = torch.compile(flex_attention, dynamic=dynamic)
+    return _compiled[dynamic]
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,5 +143,5 @@ def flex_paged_attention(q: torch.Tensor, k_pool: torch.Tensor, v_pool: torch.Te
     kk = k_pool[:pages].view(pages * s, k, d).permute(1, 0, 2).unsqueeze(0)  # [1, K, Pk·S, D] view
     vv = v_pool[:pages].view(pages * s, k, d).permute(1, 0, 2).unsqueeze(0)
     qq = q.view(t, k, g, d).permute(1, 0, 2, 3).reshape(1, k, t * g, d)  # [1, K, T·G, D], row t·G + g
-    o = _flex(compiled)(qq, kk, vv, block_mask=bm, scale=1.0 / math.sqrt(d))  # [1, K, T·G, D]
+    o = _flex(compiled, q.device.type)(qq, kk, vv, block_mask=bm, scale=1.0 / math.sqrt(d))  # [1, K, T·G, D]
     return o.view(k, t, g, d).permute(1, 0, 2, 3).reshape(t, h, d)  # [T, H, D], head k·G + g
