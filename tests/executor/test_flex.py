@@ -141,8 +141,18 @@ def _decoder_run(attention: str):
     return model, out, prompt, other
 
 
-def test_decoder_with_flex_equals_the_gather_path_and_dense():
+@pytest.mark.parametrize("cuda_mask", [False, True])
+def test_decoder_with_flex_equals_the_gather_path_and_dense(cuda_mask, monkeypatch):
+    """``cuda_mask``: the decoder builds the block mask CUDA builds (sparse, 128-token KV blocks) on CPU."""
     _, ref, prompt, other = _decoder_run("gather")
+    if cuda_mask:
+        import optsched.executor.model as model_mod
+
+        def sparse_mask(plan, groups, block_size, sparse=False, kv_pages=1):
+            assert not sparse and kv_pages == 128 // block_size  # what the decoder asks for on CPU
+            return block_mask(plan, groups, block_size, sparse=True, kv_pages=kv_pages)
+
+        monkeypatch.setattr(model_mod, "block_mask", sparse_mask)
     model, got, _, _ = _decoder_run("flex")
     assert len(got) == len(ref) == 7
     for a, b in zip(got, ref):
