@@ -74,11 +74,12 @@ def _setup(impl, shape: str, **model_kw):
     kw, c0, dc = SHAPES[shape]
     cfg = cfg_cls(block_size=16, **kw)
     model = model_cls(cfg, **model_kw)
+    fill = model_cls(cfg)  # the same weights and KV; a compiled flex would recompile for each fill shape
     ps = seq_cls(pool_cls(cfg.num_layers, 400, 16, cfg.num_kv_heads, cfg.head_dim))
     g = torch.Generator().manual_seed(0)
     for i in range(9):
         ps.begin(i, (), 0)
-        ps.step(model, [(i, torch.randint(0, cfg.vocab_size, (c0 + dc * i,), generator=g).tolist())])
+        ps.step(fill, [(i, torch.randint(0, cfg.vocab_size, (c0 + dc * i,), generator=g).tolist())])
     items = [(i, [3]) for i in range(8)] + [(8, list(range(40)))]
     return model, ps, items, dict(ps.tokens)
 
