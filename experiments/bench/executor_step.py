@@ -12,7 +12,7 @@ flex: flex_attention runs through torch.compile machinery even when eager, and t
 
 ``--rev REV`` (default ``main``) also times the executor as it is at git revision REV (every
 ``optsched/executor`` module of REV loaded from ``git show`` into a private package): "today's
-code" side by side with this one. Usage: ``.venv/bin/python experiments/bench_executor_step.py [--reps 300]
+code" side by side with this one. Usage: ``.venv/bin/python experiments/bench/executor_step.py [--reps 300]
 [--rev main]``; prints one line per shape/path and the ratios (REV / packed, reference / packed, flex /
 packed; with ``--flex-compiled`` also flexc: flex through ``torch.compile``).
 """
