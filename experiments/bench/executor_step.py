@@ -52,7 +52,7 @@ class _Count(TorchDispatchMode):
 
 def load_rev(rev: str):
     """(ExecModelConfig, TinyDecoder, PagedKVPool, PagedSequences) of the executor at git revision ``rev``."""
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]  # the repository (experiments/bench/ is two below)
     tmp = Path(tempfile.mkdtemp())
     pkg = tmp / "_optsched_rev_executor"
     pkg.mkdir()
