@@ -1,16 +1,20 @@
 """Per-step host overhead of the executor: the packed step (one buffer, ``TinyDecoder.forward_plan``) vs the
-reference path (``forward_step``: a list-to-tensor per index, the decode plan built on the device), side by
-side in one process on the same pages, interleaved rep by rep (a slow phase of a shared machine hits both).
+reference path (``forward_step``: a list-to-tensor per index, the decode plan built on the device) and the
+packed step with ``attention="flex"`` (one eager flex_attention call per layer over the pool in place,
+``optsched.executor.flex``), side by side in one process on the same pages, interleaved rep by rep (a slow
+phase of a shared machine hits all of them).
 
 Shapes: ``tiny`` (2 layers, 2 heads of 8, contexts 8-40: compute is negligible, the time is host overhead:
 Python, aten dispatch, index building) and ``default`` (the executor's default 2-layer shape, contexts
 100-260). One step: 8 decodes + one 40-token chunk over a cached prefix. Time: the thread's CPU time with one
-torch thread, min and median of ``--reps`` executions; aten ops counted with a ``TorchDispatchMode``.
+torch thread, min and median of ``--reps`` executions; aten ops counted with a ``TorchDispatchMode`` (not for
+flex: flex_attention runs through torch.compile machinery even when eager, and that refuses a dispatch mode).
 
-``--rev REV`` (default ``main``) also times the executor as it is at git revision REV (its ``attention``,
-``model``, ``paged``, ``kv_pool``, ``config`` modules loaded from ``git show`` into a private package): "today's
-code" side by side with this one. Usage: ``.venv/bin/python experiments/bench_executor_step.py [--reps 300]
-[--rev main]``; prints one line per shape/path and the ratios (REV / packed, reference / packed).
+``--rev REV`` (default ``main``) also times the executor as it is at git revision REV (every
+``optsched/executor`` module of REV loaded from ``git show`` into a private package): "today's
+code" side by side with this one. Usage: ``.venv/bin/python experiments/bench/executor_step.py [--reps 300]
+[--rev main]``; prints one line per shape/path and the ratios (REV / packed, reference / packed, flex /
+packed; with ``--flex-compiled`` also flexc: flex through ``torch.compile``).
 """
 
 from __future__ import annotations
@@ -48,12 +52,14 @@ class _Count(TorchDispatchMode):
 
 def load_rev(rev: str):
     """(ExecModelConfig, TinyDecoder, PagedKVPool, PagedSequences) of the executor at git revision ``rev``."""
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]  # the repository (experiments/bench/ is two below)
     tmp = Path(tempfile.mkdtemp())
     pkg = tmp / "_optsched_rev_executor"
     pkg.mkdir()
     (pkg / "__init__.py").write_text("")
-    for name in ("attention", "model", "paged", "kv_pool", "config", "host_tier"):
+    names = subprocess.run(["git", "-C", str(root), "ls-tree", "--name-only", f"{rev}:optsched/executor"],
+                           capture_output=True, text=True, check=True).stdout.split()
+    for name in [n[:-3] for n in names if n.endswith(".py") and n != "__init__.py"]:  # every module REV has
         src = subprocess.run(["git", "-C", str(root), "show", f"{rev}:optsched/executor/{name}.py"], capture_output=True,
                              text=True, check=True).stdout
         (pkg / f"{name}.py").write_text(src.replace("optsched.executor.", "_optsched_rev_executor."))
@@ -63,29 +69,37 @@ def load_rev(rev: str):
             mod["paged"].PagedSequences)
 
 
-def _setup(impl, shape: str):
+def _setup(impl, shape: str, **model_kw):
     cfg_cls, model_cls, pool_cls, seq_cls = impl
     kw, c0, dc = SHAPES[shape]
     cfg = cfg_cls(block_size=16, **kw)
-    model = model_cls(cfg)
+    model = model_cls(cfg, **model_kw)
+    fill = model_cls(cfg)  # the same weights and KV; a compiled flex would recompile for each fill shape
     ps = seq_cls(pool_cls(cfg.num_layers, 400, 16, cfg.num_kv_heads, cfg.head_dim))
     g = torch.Generator().manual_seed(0)
     for i in range(9):
         ps.begin(i, (), 0)
-        ps.step(model, [(i, torch.randint(0, cfg.vocab_size, (c0 + dc * i,), generator=g).tolist())])
+        ps.step(fill, [(i, torch.randint(0, cfg.vocab_size, (c0 + dc * i,), generator=g).tolist())])
     items = [(i, [3]) for i in range(8)] + [(8, list(range(40)))]
     return model, ps, items, dict(ps.tokens)
 
 
-def bench(shape: str, reps: int, rev_impl=None) -> dict:
+def bench(shape: str, reps: int, rev_impl=None, flex_compiled: bool = False) -> dict:
     here = (ExecModelConfig, TinyDecoder, PagedKVPool, PagedSequences)
-    paths = {"reference": (_setup(here, shape), {"packed": False}), "packed": (_setup(here, shape), {})}
+    paths = {"reference": (_setup(here, shape), {"packed": False}), "packed": (_setup(here, shape), {}),
+             "flex": (_setup(here, shape, attention="flex"), {})}
+    if flex_compiled:
+        paths["flexc"] = (_setup(here, shape, attention="flex", flex_compiled=True), {})
     if rev_impl is not None:
         paths = {"rev": (_setup(rev_impl, shape), {}), **paths}
     times: dict = collections.defaultdict(list)
     ops = {}
     for name, ((model, ps, items, base), kw) in paths.items():
         ps.tokens.update(base)
+        if name.startswith("flex"):  # flex runs through torch.compile machinery, which refuses a dispatch mode
+            ops[name] = None
+            ps.step(model, items, **kw)  # also the (untimed) compilation of flexc
+            continue
         c = _Count()
         with c:
             ps.step(model, items, **kw)
@@ -107,19 +121,23 @@ def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--reps", type=int, default=300, help="timed repetitions of each step shape (the minimum and median over them are reported)")
     ap.add_argument("--rev", default="main", help="git revision to time side by side ('' to skip)")
+    ap.add_argument("--flex-compiled", action="store_true",
+                    help="also time flex through torch.compile (static shapes on CPU: one compile per shape, not timed)")
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
     rev_impl = load_rev(args.rev) if args.rev else None
     res = {}
     for shape in SHAPES:
-        r = res[shape] = bench(shape, args.reps, rev_impl)
+        r = res[shape] = bench(shape, args.reps, rev_impl, args.flex_compiled)
         for path, x in r.items():
             label = f"{args.rev}" if path == "rev" else path
-            print(f"{shape:8s} {label:9s} min {x['min_us']:8.1f} us  median {x['median_us']:8.1f} us  aten ops {x['ops']}")
+            ops = "not counted" if x["ops"] is None else x["ops"]
+            print(f"{shape:8s} {label:9s} min {x['min_us']:8.1f} us  median {x['median_us']:8.1f} us  aten ops {ops}")
         for path in [p for p in r if p != "packed"]:
             label = f"{args.rev}" if path == "rev" else path
+            ops = "" if r[path]["ops"] is None else f"  ops {r[path]['ops'] / r['packed']['ops']:.2f}x"
             print(f"{shape:8s} {label}/packed  min {r[path]['min_us'] / r['packed']['min_us']:.2f}x  median "
-                  f"{r[path]['median_us'] / r['packed']['median_us']:.2f}x  ops {r[path]['ops'] / r['packed']['ops']:.2f}x")
+                  f"{r[path]['median_us'] / r['packed']['median_us']:.2f}x{ops}")
     return res
 
 

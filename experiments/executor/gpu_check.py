@@ -4,7 +4,8 @@ measured ceilings, calibration and sim-to-real, as JSON plus a short table.
 Stages (each timed; the whole run is sized to finish in < 8 minutes on one CUDA device at
 ``--size full``; ``--size tiny`` runs the same code on CPU in seconds, for the smoke test):
 1. ``parity``: paged + chunked + batched attention of three sequences (chunked prefills mixed with
-   decodes of different lengths), with each decode path (varlen, padded), vs the naive dense reference
+   decodes of different lengths), with each decode path (varlen, padded) and with flex attention reading
+   the pool in place (``flex_vs_dense_max_abs``; compiled on CUDA, eager on CPU), vs the naive dense reference
    on the device (max |logit difference|; tolerance 2e-4 in float32; in bf16 twice the dense path's own
    bf16 rounding error, at least 5e-2, ``bf16_tolerance``), and a host-tier offload/reload round trip of
    every page (bit-exact; pinned host memory, side-stream copies on CUDA).
@@ -44,6 +45,7 @@ import json
 import math
 import sys
 import time
+import warnings
 from pathlib import Path
 
 SIZES = {
@@ -97,7 +99,8 @@ def bf16_tolerance(cfg, device: str, seqs: list[list[int]]) -> float:
 
 
 def parity(cfg, device: str) -> dict:
-    """Both decode attention paths (``DECODE_IMPLS``) vs the dense reference, and a host round trip."""
+    """Both decode attention paths (``DECODE_IMPLS``) and flex in place (``attention="flex"``, compiled on
+    CUDA) vs the dense reference, and a host round trip."""
     import torch
 
     from optsched.executor.attention import DECODE_IMPLS
@@ -107,14 +110,18 @@ def parity(cfg, device: str) -> dict:
     out: dict = {}
     for impl in DECODE_IMPLS:
         out[impl] = _parity_one(cfg, device, seqs, impl)
+    with warnings.catch_warnings():  # eager flex on CPU warns that it is the unfused reference
+        warnings.filterwarnings("ignore", message="flex_attention called without torch.compile")
+        flex = _parity_one(cfg, device, seqs, "varlen", attention="flex")
     fp32 = out["varlen"]["dtype"] == "torch.float32"
     tol = 2e-4 if fp32 else bf16_tolerance(cfg, device, seqs)
-    worst = max(r["max_abs"] for r in out.values())
+    worst = max(r["max_abs"] for r in [*out.values(), flex])
     return {"paged_vs_dense_max_abs": worst, "by_decode_impl": {k: v["max_abs"] for k, v in out.items()},
-            "tolerance": tol, "paged_ok": worst <= tol, "offload_reload_bit_exact": out["varlen"]["exact"]}
+            "flex_vs_dense_max_abs": flex["max_abs"], "tolerance": tol, "paged_ok": worst <= tol,
+            "offload_reload_bit_exact": out["varlen"]["exact"]}
 
 
-def _parity_one(cfg, device: str, seqs: list[list[int]], impl: str) -> dict:
+def _parity_one(cfg, device: str, seqs: list[list[int]], impl: str, attention: str = "gather") -> dict:
     import torch
 
     from optsched.executor.host_tier import HostTier
@@ -122,7 +129,7 @@ def _parity_one(cfg, device: str, seqs: list[list[int]], impl: str) -> dict:
     from optsched.executor.model import TinyDecoder
     from optsched.executor.paged import PagedSequences
 
-    model = TinyDecoder(cfg, device, decode=impl)
+    model = TinyDecoder(cfg, device, decode=impl, attention=attention)
     pool = PagedKVPool(cfg.num_layers, 64, cfg.block_size, cfg.num_kv_heads, cfg.head_dim, model.device, model.dtype)
     ps = PagedSequences(pool)
     done = [0, 0, 0]
@@ -240,7 +247,8 @@ def table(res: dict) -> str:
     lines = [f"device {res['device']}  size {res['size']}  wall {res['wall_s']:.1f} s"]
     p = res["parity"]
     lines.append(f"parity: paged vs dense max |diff| {p['paged_vs_dense_max_abs']:.2e} (tol {p['tolerance']:.0e}) "
-                 f"ok={p['paged_ok']}  offload/reload bit-exact={p['offload_reload_bit_exact']}")
+                 f"ok={p['paged_ok']}  offload/reload bit-exact={p['offload_reload_bit_exact']}  "
+                 f"flex in place {p['flex_vs_dense_max_abs']:.2e}")
     c = res["ceilings"]
     lines.append(f"ceilings: matmul {c['matmul_flops'] / 1e12:.3f} TFLOP/s  copy {c['copy_bytes_s'] / 1e9:.1f} GB/s")
     for r in res["kernels"]["decode"]:

@@ -20,7 +20,9 @@ from optsched.executor.attention import (
     prefill_attention,
 )
 from optsched.executor.config import ExecModelConfig
+from optsched.executor.flex import block_mask, flex_paged_attention
 from optsched.executor.kv_pool import PagedKVPool
+from optsched.executor.step_plan import ATTENTION_IMPLS
 
 __all__ = ["TinyDecoder", "dtype_for"]
 
@@ -57,16 +59,24 @@ class TinyDecoder:
     """Decoder of shape ``cfg`` on ``device``; weights drawn from ``torch.Generator`` seeded with
     ``cfg.seed`` on the CPU (same weights on every device), N(0, 1/fan_in). ``decode``: the decode
     attention of ``optsched.executor.attention`` ("varlen" or "padded"; default varlen on CPU, padded
-    on CUDA). Raises ValueError for another ``decode``."""
+    on CUDA). ``attention``: the packed step's attention (``forward_plan``): "gather" (default; SDPA and
+    the ``decode`` path over gathered pages, ``optsched.executor.attention``, the reference) or "flex"
+    (one flex_attention call per layer reading the pool in place, ``optsched.executor.flex``).
+    ``flex_compiled``: run flex through ``torch.compile`` (default: on CUDA; eager flex on CPU is
+    torch's unfused reference). Raises ValueError for another ``decode`` or ``attention``."""
 
     def __init__(self, cfg: ExecModelConfig, device: str = "cpu", dtype: torch.dtype | None = None,
-                 decode: str | None = None) -> None:
+                 decode: str | None = None, attention: str = "gather", flex_compiled: bool | None = None) -> None:
         self.cfg = cfg
         self.device = torch.device(device)
         self.dtype = dtype or dtype_for(device)
         self.decode = decode or ("varlen" if self.device.type == "cpu" else "padded")
         if self.decode not in DECODE_IMPLS:
             raise ValueError(f"decode attention must be one of {DECODE_IMPLS}, got {decode!r}")
+        if attention not in ATTENTION_IMPLS:
+            raise ValueError(f"attention must be one of {ATTENTION_IMPLS}, got {attention!r}")
+        self.attention = attention
+        self.flex_compiled = self.device.type == "cuda" if flex_compiled is None else bool(flex_compiled)
         g = torch.Generator().manual_seed(cfg.seed)
         e, h, k, d, f, v = cfg.hidden_size, cfg.num_heads, cfg.num_kv_heads, cfg.head_dim, cfg.mlp_size, cfg.vocab_size
 
@@ -158,6 +168,9 @@ class TinyDecoder:
         cis = self._rope_cis(plan.positions)
         x = self.embed.index_select(0, plan.tokens)  # [T, E]
         e, f = cfg.hidden_size, cfg.mlp_size
+        fx = plan.flex
+        bm = None if fx is None else block_mask(fx, h // k, pool.block_size, sparse=self.flex_compiled,
+                                                kv_pages=max(1, 128 // pool.block_size))  # one for all layers
         for li, lw in enumerate(self.layers):
             a = _rms_fused(x, lw["n1"])
             qkv = (a @ lw["wqkv"]).view(t, h + 2 * k, d)  # [T, H + 2K, D]
@@ -166,7 +179,9 @@ class TinyDecoder:
             kp, vp = pool.k[li], pool.v[li]  # [P, S, K, D]
             kp.view(-1, k, d).index_copy_(0, plan.slots, kk)
             vp.view(-1, k, d).index_copy_(0, plan.slots, vv)
-            if plan.decode is not None and not plan.prefills and plan.decode.rows.shape[0] == t:
+            if fx is not None:  # every row in one call, KV read in place
+                o = flex_paged_attention(q, kp, vp, bm, fx.pages, compiled=self.flex_compiled)
+            elif plan.decode is not None and not plan.prefills and plan.decode.rows.shape[0] == t:
                 o = decode_attention(q, kp, vp, plan.decode)  # decode-only step: rows 0 .. T-1 in order
             else:
                 o = torch.empty_like(q)

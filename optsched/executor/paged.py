@@ -163,5 +163,5 @@ class PagedSequences:
             self.tokens[key] = c + n
         packer = self._packers.get(id(model))
         if packer is None:
-            packer = self._packers[id(model)] = StepPacker(self.pool.k.device, model.decode)
+            packer = self._packers[id(model)] = StepPacker(self.pool.k.device, model.decode, model.attention)
         return model.forward_plan(packer.pack(segs, toks, s), self.pool)

@@ -4,7 +4,8 @@
 ``StepPlan`` whose index tensors are all views of ONE device buffer: tokens [T], positions [T], write
 slots [T] (slot = page · S + offset of each new token's KV), logit rows [R], and the decode plan (rows
 [B] and, for ``decode="varlen"``, the slots [N] and owner [N] of every decode KV token; for
-``"padded"``, the page table [B, Pmax] and KV lengths [B]) and every prefill chunk's page table. The
+``"padded"``, the page table [B, Pmax] and KV lengths [B]) and every prefill chunk's page table; or, for
+``attention="flex"``, the row segments [T] and the page map [B, Pk] of ``optsched.executor.flex``. The
 buffer is assembled with numpy on the host; on CUDA it is staged in one of two persistent pinned buffers
 (used in turn) and copied with ``non_blocking=True``; before a staging buffer is reused, the event of its
 previous copy (two steps back) is waited for, so the host runs up to a step ahead of the device. On CPU the device tensor IS the numpy buffer (no
@@ -23,14 +24,18 @@ import numpy as np
 import torch
 
 from optsched.executor.attention import DECODE_IMPLS, DecodePlan, Segment
+from optsched.executor.flex import FlexPlan
 
-__all__ = ["StepPacker", "StepPlan"]
+__all__ = ["ATTENTION_IMPLS", "StepPacker", "StepPlan"]
+
+ATTENTION_IMPLS = ("gather", "flex")
 
 
 @dataclass(frozen=True, slots=True)
 class StepPlan:
     """A packed step (module docstring). ``prefills``: (row0, n, cached, table [1, Pn]) per prefill chunk
-    (host ints, device table view); ``decode``: the ``DecodePlan`` (None without decodes)."""
+    (host ints, device table view); ``decode``: the ``DecodePlan`` (None without decodes); ``flex``: the
+    page-table view of ``attention="flex"`` (then ``decode`` is None and ``prefills`` empty)."""
 
     tokens: torch.Tensor
     positions: torch.Tensor
@@ -38,17 +43,24 @@ class StepPlan:
     logit_rows: torch.Tensor
     decode: DecodePlan | None
     prefills: tuple[tuple[int, int, int, torch.Tensor], ...]
+    flex: FlexPlan | None = None
 
 
 class StepPacker:
     """Packs steps for ``device`` (module docstring). On CUDA it owns two pinned staging buffers that grow
-    as needed. Raises ValueError for a ``decode`` not in ``DECODE_IMPLS``."""
+    as needed. ``attention``: "gather" packs the decode plan and the chunks' page tables (SDPA over
+    gathered pages, ``optsched.executor.attention``), "flex" the ``FlexPlan`` (``optsched.executor.flex``).
+    Raises ValueError for a ``decode`` not in ``DECODE_IMPLS`` or an ``attention`` not in
+    ``ATTENTION_IMPLS``."""
 
-    def __init__(self, device: torch.device | str, decode: str = "varlen") -> None:
+    def __init__(self, device: torch.device | str, decode: str = "varlen", attention: str = "gather") -> None:
         if decode not in DECODE_IMPLS:
             raise ValueError(f"decode attention impl must be one of {DECODE_IMPLS}, got {decode!r}")
+        if attention not in ATTENTION_IMPLS:
+            raise ValueError(f"attention impl must be one of {ATTENTION_IMPLS}, got {attention!r}")
         self.device = torch.device(device)
         self.decode = decode
+        self.attention = attention
         self.cuda = self.device.type == "cuda"
         self._staging: list[torch.Tensor | None] = [None, None]
         self._events: list = [None, None]
@@ -88,6 +100,8 @@ class StepPacker:
             slot_parts.append(pages[p // s] * s + p % s)
         parts = [np.asarray(tokens, dtype=np.int64), *pos_parts, *slot_parts,
                  np.asarray([g.row0 + g.n - 1 for g in segments], dtype=np.int64)]
+        if self.attention == "flex":
+            return self._pack_flex(segments, parts, t)
         b = len(dec)
         n_tot = 0
         pmax = 0
@@ -130,3 +144,17 @@ class StepPacker:
                 plan = DecodePlan("padded", drows, table=table, mask=mask)
         prefills = tuple((g.row0, g.n, g.cached, take(len(g.pages)).view(1, -1)) for g in pre)
         return StepPlan(toks, pos, slots, rows, plan, prefills)
+
+    def _pack_flex(self, segments: Sequence[Segment], parts: list[np.ndarray], t: int) -> StepPlan:
+        """``parts`` (tokens, positions, slots, logit rows) + row segment [T] + page map p2l [B, Pk]."""
+        b = len(segments)
+        pk = max(max(g.pages) for g in segments) + 1
+        p2l = np.full((b, pk), -1, dtype=np.int64)
+        for i, g in enumerate(segments):
+            p2l[i, np.asarray(g.pages, dtype=np.int64)] = np.arange(len(g.pages), dtype=np.int64)
+        seg = np.repeat(np.arange(b, dtype=np.int64), [g.n for g in segments])
+        buf = self._to_device(np.concatenate([*parts, seg, p2l.reshape(-1)]))
+        toks, pos, slots, rows = buf[:t], buf[t: 2 * t], buf[2 * t: 3 * t], buf[3 * t: 3 * t + b]
+        o = 3 * t + b
+        flex = FlexPlan(buf[o: o + t], pos, buf[o + t: o + t + b * pk].view(b, pk), pk)
+        return StepPlan(toks, pos, slots, rows, None, (), flex)

@@ -25,6 +25,8 @@ from optsched.executor.runner import executor_cluster, run
 from optsched.sim.config import SchedulerConfig
 from optsched.workload.types import Call, Session, Workload
 
+pytestmark = pytest.mark.filterwarnings("ignore:flex_attention called without torch.compile")
+
 FP32_TOL = 5e-5
 BF16_TOL = 0.25
 S = 16  # tokens per block
@@ -50,12 +52,14 @@ def agentic_workload(sessions: int = 8, sys_blocks: int = 6) -> Workload:
     return Workload("e2e-agentic", tuple(out), block_size=S)
 
 
-def run_and_compare(device: str = "cpu", hbm_blocks: int = 40, dram_blocks: int = 400, budget: int = 64):
+def run_and_compare(device: str = "cpu", hbm_blocks: int = 40, dram_blocks: int = 400, budget: int = 64,
+                    attention: str = "gather"):
     """Run ``agentic_workload`` on the executor with the cost model's clock (a deterministic schedule)
-    and return (run, worst |logits - dense|, tolerance, rows compared)."""
+    and the packed step's ``attention`` ("gather" or "flex", ``TinyDecoder``), and return (run, worst
+    |logits - dense|, tolerance, rows compared)."""
     w = agentic_workload()
     cfg = ExecModelConfig(num_layers=2, head_dim=16, vocab_size=64, block_size=S)
-    model = TinyDecoder(cfg, device)
+    model = TinyDecoder(cfg, device, attention=attention)
     cm = CostModel(device_spec("cpu", 2e9, 1e9, 1e9), cfg.model_spec("cpu"), 1)
     cluster = executor_cluster(1, SchedulerConfig(max_num_batched_tokens=budget, max_num_seqs=16))
     exe = run(w, cluster, cm, executor=True, model=model, model_clock=True, check=True, keep_logits=True,
@@ -81,12 +85,12 @@ def run_and_compare(device: str = "cpu", hbm_blocks: int = 40, dram_blocks: int 
     return exe, worst, tol, rows
 
 
-@pytest.fixture(scope="module")
-def e2e():
+@pytest.fixture(scope="module", params=["gather", "flex"])
+def e2e(request):
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # ~7 s; the default threads on a loaded 2-core machine took ~60 s
     try:
-        return run_and_compare()
+        return run_and_compare(attention=request.param)
     finally:
         torch.set_num_threads(threads)
 
@@ -113,6 +117,7 @@ def test_every_logit_matches_the_dense_reference(e2e):
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
-def test_every_logit_matches_on_cuda():
-    _, worst, tol, _ = run_and_compare("cuda")
+@pytest.mark.parametrize("attention", ["gather", "flex"])
+def test_every_logit_matches_on_cuda(attention):
+    _, worst, tol, _ = run_and_compare("cuda", attention=attention)
     assert worst <= tol, f"max |logits - dense| = {worst:.3g} > {tol}"

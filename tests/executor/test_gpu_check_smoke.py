@@ -21,6 +21,7 @@ def test_gpu_check_tiny_on_cpu(tmp_path):
     assert saved["device"] == "cpu" and saved["size"] == "tiny"
     assert res["parity"]["paged_ok"] and res["parity"]["offload_reload_bit_exact"]
     assert res["parity"]["paged_vs_dense_max_abs"] <= 2e-4
+    assert 0 < res["parity"]["flex_vs_dense_max_abs"] <= 2e-4  # flex in place, within the same tolerance
     assert set(res["stage_s"]) == {"parity", "ceilings", "kernels", "calibrate", "sim_to_real"}
     d = res["kernels"]["decode"][0]
     assert d["achieved_bytes_s"] > 0 and 0 < d["fraction_of_copy"]
