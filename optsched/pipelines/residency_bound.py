@@ -153,14 +153,15 @@ class BoundResult:
 
 
 def relaxation_bound(inst: PricedResidencyInstance, lam: Sequence[float], cdf: Callable[[float], float],
-                     options: SolverOptions) -> BoundResult:
-    """Solve the penalized MILP of one outcome (module docstring).
+                     options: SolverOptions, prefetch_factor: float | None = None) -> BoundResult:
+    """Solve the penalized MILP of one outcome (module docstring); ``prefetch_factor`` as
+    `build_priced_residency` (a number: the bound of the class that may also promote DRAM -> HBM).
 
     Raises:
         RuntimeError: the solve proved no bound or found no incumbent (the message names the status).
     """
     feats, eh = penalty_features(inst), _outcome_terms(inst, _hazards_for(inst, cdf))
-    m = build_penalized_residency(inst, _terms(lam, feats, eh))
+    m = build_penalized_residency(inst, _terms(lam, feats, eh), prefetch_factor)
     r = solve(m, options)
     if r.bound is None or not r.has_solution:
         raise RuntimeError(f"penalized residency MILP ended '{r.status}' ({r.termination}) without a bound and an "
@@ -205,8 +206,9 @@ def _plane_step(planes: list[list[tuple[float, np.ndarray, np.ndarray]]], center
 
 
 def fit_penalty(train: Sequence[PricedResidencyInstance], cdf: Callable[[float], float], options: SolverOptions,
-                *, iters: int = 8, radius: float = 1.0) -> PenaltyFit:
-    """lam maximizing the mean relaxation bound over ``train`` (module docstring), from lam = 0.
+                *, iters: int = 8, radius: float = 1.0, prefetch_factor: float | None = None) -> PenaltyFit:
+    """lam maximizing the mean relaxation bound over ``train`` (module docstring), from lam = 0
+    (``prefetch_factor`` as `relaxation_bound`).
 
     Raises:
         ValueError: no training instance, iters < 1 or radius <= 0. RuntimeError: as `relaxation_bound`, or the
@@ -219,7 +221,7 @@ def fit_penalty(train: Sequence[PricedResidencyInstance], cdf: Callable[[float],
     planes: list[list[tuple[float, np.ndarray, np.ndarray]]] = [[] for _ in train]
     history = []
     for k in range(iters + 1):
-        res = [relaxation_bound(inst, lam, cdf, options) for inst in train]
+        res = [relaxation_bound(inst, lam, cdf, options, prefetch_factor) for inst in train]
         mean = float(np.mean([r.bound_s for r in res]))
         history.append((tuple(float(x) for x in lam), mean))
         logger.info("penalty fit %d: lam %s mean bound %.4f s (radius %.3g)", k, np.round(lam, 4).tolist(), mean, radius)
