@@ -5,7 +5,9 @@ arrival / eviction event) a rule fixes each present pause's tier knowing the pau
 demote HBM -> DRAM -> none, and prefetch DRAM -> HBM (``--prefetch-factor`` f: a promotion costs f c_j). For every
 slot length of ``--slots``, on source ``--source`` (priced slot model, one instance, HBM tight):
 
-1. the penalty weights lam of the wider class (`fit_penalty` with the prefetch model) on ``--bound-train-reps``
+1. the penalty weights lam: ``--lam`` (fixed before the run, the same at every slot length: any weights give a
+   valid bound, and the penalty's per-slot refund Delta h scales with the slot, so one Delta prices a pause alike
+   at every s), or fitted for the wider class (`fit_penalty` with the prefetch model) on ``--bound-train-reps``
    replications of stream "train" of ``--base-seed`` (never evaluated);
 2. on seeds ``base_seed .. base_seed + seeds - 1``: H (hindsight optimum, demote only), H_pf (hindsight with
    prefetch), L (penalized MILP with prefetch, the solver's proven bound: E[L] <= E[cost] of every rule of the
@@ -62,6 +64,8 @@ class Config:
     base_seed: int = arg(1000, "first evaluated seed; its stream 'train' draws the training replications")
     bound_train_reps: int = arg(3, "training replications of the penalty fit")
     fit_iters: int = arg(3, "cutting-plane iterations of the penalty fit")
+    lam: str = arg("", "penalty weights, comma-separated in FEATURES order, fixed for every slot length (a bound is "
+                       "valid for any weights fixed before the evaluated seeds); empty: fit them per slot length")
     prefetch_factor: float = arg(1.0, "cost of a prefetch DRAM -> HBM as a multiple of the one-way PCIe time c_j")
     max_pauses: int = arg(300, "tool pauses kept per replication (the first N by start time)")
     gpu: str = arg("h200-sxm", "catalog GPU of the cost model")
@@ -100,9 +104,13 @@ def run_slot(cfg: Config, slot_s: float, cdf, train_seeds: list[int], cm: CostMo
              opts: SolverOptions) -> dict:
     """Steps 1-3 of the module docstring for one slot length."""
     f = cfg.prefetch_factor
-    train = [inst for _, inst in _instances(cfg, train_seeds, slot_s, cm, ctx)]
-    fit = fit_penalty(train, cdf, opts, iters=cfg.fit_iters, prefetch_factor=f)
-    logger.info("slot %g s: lam %s, mean training bound %.4f s", slot_s, [round(x, 4) for x in fit.lam], fit.mean_bound_s)
+    if cfg.lam:
+        lam, train_bound = tuple(float(x) for x in cfg.lam.split(",")), None
+    else:
+        train = [inst for _, inst in _instances(cfg, train_seeds, slot_s, cm, ctx)]
+        fit = fit_penalty(train, cdf, opts, iters=cfg.fit_iters, prefetch_factor=f)
+        lam, train_bound = fit.lam, round(fit.mean_bound_s, 6)
+    logger.info("slot %g s: lam %s, mean training bound %s s", slot_s, [round(x, 4) for x in lam], train_bound)
     rows = []
     for seed, inst in _instances(cfg, list(range(cfg.base_seed, cfg.base_seed + cfg.seeds)), slot_s, cm, ctx):
         h = solve(build_priced_residency(inst), opts)
@@ -110,7 +118,7 @@ def run_slot(cfg: Config, slot_s: float, cdf, train_seeds: list[int], cm: CostMo
         for name, r in (("H", h), ("H_pf", hp)):
             if r.status != "optimal":
                 raise RuntimeError(f"seed {seed} slot {slot_s:g}: {name} MILP ended '{r.status}'; raise --time-limit-s")
-        b = relaxation_bound(inst, fit.lam, cdf, opts, f)
+        b = relaxation_bound(inst, lam, cdf, opts, f)
         row = {"seed": seed, "pauses": len(inst.pauses), "H": round(float(h.objective), 6),
                "H_pf": round(float(hp.objective), 6), "L": round(b.bound_s, 6), "L_status": b.status,
                "cost": {n: round(replay_adaptive(inst, r, cdf, f)[1], 6) for n, r in ADAPTIVE_RULES.items()}}
@@ -118,7 +126,7 @@ def run_slot(cfg: Config, slot_s: float, cdf, train_seeds: list[int], cm: CostMo
         rows.append(row)
     pen: dict[str, list[float]] = {n: [] for n in [*ADAPTIVE_RULES, "peek"]}
     for _, inst in _instances(cfg, list(range(cfg.base_seed, cfg.base_seed + cfg.sim_seeds)), slot_s, cm, ctx):
-        terms = penalty_terms(inst, fit.lam, cdf)  # what penalty_of_paths sums, computed once for every rule
+        terms = penalty_terms(inst, lam, cdf)  # what penalty_of_paths sums, computed once for every rule
         for n, r in [*ADAPTIVE_RULES.items(), ("peek", PEEK)]:
             paths = replay_adaptive(inst, r, cdf, f)[0]
             pen[n].append(round(sum(v for (j, t), v in terms.items() if paths[j][t - inst.slots(j)[0]] == 0), 6))
@@ -131,8 +139,8 @@ def run_slot(cfg: Config, slot_s: float, cdf, train_seeds: list[int], cm: CostMo
                             "over_H": (sum(r["cost"][n] for r in rows) / sum(col["H"])) if sum(col["H"]) > 0 else None,
                             "minus_L": _diff([r["cost"][n] for r in rows], col["L"])} for n in ADAPTIVE_RULES}
     summary["penalty"] = {n: _est(v) for n, v in pen.items()}
-    return {"slot_s": slot_s, "lam": [round(x, 6) for x in fit.lam], "features": list(FEATURES),
-            "mean_training_bound_s": round(fit.mean_bound_s, 6), "per_seed": rows, "penalty_per_seed": pen,
+    return {"slot_s": slot_s, "lam": [round(x, 6) for x in lam], "features": list(FEATURES),
+            "mean_training_bound_s": train_bound, "per_seed": rows, "penalty_per_seed": pen,
             "summary": summary}
 
 
@@ -170,6 +178,13 @@ def _problem(cfg: Config) -> str | None:
         return f"--seeds and --sim-seeds must be >= 2 (a CI needs spread), got {cfg.seeds}, {cfg.sim_seeds}"
     if min(cfg.bound_train_reps, cfg.fit_iters, cfg.max_pauses) < 1 or cfg.base_seed < 0:
         return "need --bound-train-reps, --fit-iters, --max-pauses >= 1 and --base-seed >= 0"
+    if cfg.lam:
+        try:
+            lam = [float(x) for x in cfg.lam.split(",")]
+        except ValueError:
+            lam = []
+        if len(lam) != len(FEATURES) or not all(math.isfinite(x) for x in lam):
+            return f"--lam must be {len(FEATURES)} finite numbers ({','.join(FEATURES)}), got {cfg.lam!r}"
     if not (math.isfinite(cfg.prefetch_factor) and cfg.prefetch_factor >= 0):
         return f"--prefetch-factor must be a finite number >= 0, got {cfg.prefetch_factor!r}"
     return None

@@ -1,0 +1,114 @@
+"""KV residency figures: one command reruns every run behind them and prints their tables from the committed JSON.
+
+Each entry of ``SUITE`` is one run of `experiments/residency_bound_wide.py` writing compact JSON into
+``docs/notebook/data/residency/<name>.json`` (committed); ``render`` turns those files into the tables of
+``docs/notebook/residency-bound-2026-12.md`` (its test re-derives every number from the per-seed values and
+checks the tables are the notebook's, verbatim).
+
+Usage:
+    .venv/bin/python experiments/residency_figures.py --run all --jobs 2   # regenerate every JSON (hours of CPU)
+    .venv/bin/python experiments/residency_figures.py --run agentx_iid_s10  # one entry
+    .venv/bin/python experiments/residency_figures.py                       # print the tables from the JSON
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT / "docs" / "notebook" / "data" / "residency"
+WIDE = "experiments/residency_bound_wide.py"
+IID = "agentx:sessions=16,variant=full-iid-gaps"
+# the weights of RESULTS' 10-s bound (fitted on 16 training replications of the demote-only class, 4 decimals as
+# published), fixed for every slot length and source: valid for any weights, never fitted on an evaluated seed
+LAM = "0.5942,-0.4127,0.3762,0.0520,-0.3574"
+
+# name -> arguments of residency_bound_wide.py (the seeds were fixed before the runs: the notebook's pre-registration)
+SUITE: dict[str, list[str]] = {
+    "agentx_iid_s1": ["--source", IID, "--slots", "1", "--seeds", "3", "--sim-seeds", "150", "--lam", LAM],
+    "agentx_iid_s10": ["--source", IID, "--slots", "10", "--seeds", "10", "--sim-seeds", "500", "--lam", LAM],
+    "agentx_iid_s2_5_30": ["--source", IID, "--slots", "30,5,2", "--seeds", "4", "--sim-seeds", "100", "--lam", LAM],
+    "agentx_full_s10": ["--source", "agentx:sessions=16,variant=full", "--slots", "10", "--seeds", "4",
+                        "--sim-seeds", "50", "--lam", LAM],
+    "copilot_s10": ["--source", "copilot:sessions=50", "--law", "empirical", "--slots", "10", "--seeds", "3",
+                    "--sim-seeds", "20", "--lam", LAM],
+}
+RULES = ("lru", "hazard_evict", "lru_prefetch", "hazard_prefetch")
+
+
+def load(names: list[str] | None = None) -> dict[str, dict]:
+    """name -> the committed JSON of every SUITE entry present (or of ``names``)."""
+    out = {}
+    for name in names or list(SUITE):
+        path = DATA / f"{name}.json"
+        if path.exists():
+            out[name] = json.loads(path.read_text())
+    return out
+
+
+def _ci(e: dict, fmt: str = ".2f") -> str:
+    return f"{e['mean']:{fmt}} [{e['ci95'][0]:{fmt}}, {e['ci95'][1]:{fmt}}]"
+
+
+def _sign(e: dict) -> str:
+    return "> 0" if e["ci95"][0] > 0 else "< 0" if e["ci95"][1] < 0 else "contains 0"
+
+
+def _ratio(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.3f}"
+
+
+def render(runs: dict[str, dict]) -> str:
+    """Markdown tables: the bound per source and slot length, the rules' cost over H, the penalty check."""
+    rows = [(run["config"]["source"], run["config"]["law"], s) for run in runs.values() for s in run["slots"]]
+    out = ["| source (law) | slot (s) | n | H (s) | H with prefetch | L (s) | L / H | L - 1.1 H (s) | sign |",
+           "|---|---|---|---|---|---|---|---|---|"]
+    for src, law, s in rows:
+        m = s["summary"]
+        out.append(f"| {src} ({law}) | {s['slot_s']:g} | {m['H']['n']} | {_ci(m['H'])} | {_ci(m['H_pf'])} | "
+                   f"{_ci(m['L'])} | {_ratio(m['L_over_H'])} | {_ci(m['L_minus_1.1H'])} | {_sign(m['L_minus_1.1H'])} |")
+    out += ["", "| source | slot (s) | " + " | ".join(f"{r} / H" for r in RULES) + " | best rule - L (s) |",
+            "|---|---|" + "---|" * (len(RULES) + 1)]
+    for src, _, s in rows:
+        r = s["summary"]["rules"]
+        best = min(RULES, key=lambda n: r[n]["cost"]["mean"])
+        out.append(f"| {src} | {s['slot_s']:g} | " + " | ".join(_ratio(r[n]["over_H"]) for n in RULES)
+                   + f" | {best}: {_ci(r[best]['minus_L'])} |")
+    out += ["", "| source | slot (s) | n | " + " | ".join(RULES) + " | peek |", "|---|---|---|" + "---|" * (len(RULES) + 1)]
+    for src, _, s in rows:
+        p = s["summary"]["penalty"]
+        out.append(f"| {src} | {s['slot_s']:g} | {p['lru']['n']} | "
+                   + " | ".join(_ci(p[n], ".3f") for n in (*RULES, "peek")) + " |")
+    return "\n".join(out) + "\n"
+
+
+def _run_one(name: str) -> int:
+    cmd = [sys.executable, WIDE, *SUITE[name], "--out", str((DATA / f"{name}.json").relative_to(ROOT))]
+    print(" ".join(cmd), flush=True)
+    return subprocess.call(cmd, cwd=ROOT)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--run", default="", help="'all' or comma-separated SUITE names to rerun (default: none, print)")
+    p.add_argument("--jobs", type=int, default=1, help="runs at once (default 1)")
+    a = p.parse_args(argv)
+    names = list(SUITE) if a.run == "all" else [x for x in a.run.split(",") if x]
+    bad = [n for n in names if n not in SUITE]
+    if bad or a.jobs < 1:
+        print(f"residency_figures: error: unknown --run {bad} (known: {', '.join(SUITE)}) or --jobs < 1", file=sys.stderr)
+        return 2
+    with ThreadPoolExecutor(a.jobs) as pool:
+        if any(rc != 0 for rc in pool.map(_run_one, names)):
+            return 1
+    print(render(load()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
