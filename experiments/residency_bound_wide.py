@@ -10,10 +10,13 @@ slot length of ``--slots``, on source ``--source`` (priced slot model, one insta
    at every s), or fitted for the wider class (`fit_penalty` with the prefetch model) on ``--bound-train-reps``
    replications of stream "train" of ``--base-seed`` (never evaluated);
 2. on seeds ``base_seed .. base_seed + seeds - 1``: H (hindsight optimum, demote only), H_pf (hindsight with
-   prefetch), L (penalized MILP with prefetch, the solver's proven bound: E[L] <= E[cost] of every rule of the
-   wider class), and the replayed cost of the rules of ``ADAPTIVE_RULES``;
+   prefetch; = H when f >= 1, not solved), L (penalized MILP with prefetch, the solver's proven bound: E[L] <=
+   E[cost] of every rule of the wider class), L_clip (the same with Delta = max(0, lam . features),
+   `penalty_terms` ``nonneg``: also valid for the wider class), L_demote (the demote-only class at this slot
+   length, for comparison), and the replayed cost of the rules of ``ADAPTIVE_RULES``;
 3. on seeds ``base_seed .. base_seed + sim_seeds - 1`` (replays only, no solve): the penalty each adaptive rule
-   pays, and a rule that peeks at the outcome (``peek``): mean 0 for a rule of the class, not for ``peek``.
+   pays (raw and clipped Delta), and a rule that peeks at the outcome (``peek``): mean 0 for a rule of the class,
+   not for ``peek``.
 
 The pause law of the hazards: ``--law generator`` (the AgentX generator's own `gap_cdf`; exact on the
 ``full-iid-gaps`` variant) or ``empirical`` (the empirical CDF of the training replications' pause lengths, for
@@ -51,6 +54,7 @@ from optsched.workload.gen_agentx import AGENTX_VARIANTS
 
 logger = logging.getLogger("residency_bound_wide")
 PEEK = AdaptiveRule("lru", peek=True)
+BOUNDS = ("H", "H_pf", "L", "L_clip", "L_demote")
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,7 +63,7 @@ class Config:
     law: str = arg("generator", "pause law of the hazards: generator (AgentX gap_cdf of the spec's variant) or "
                                 "empirical (CDF of the training replications' pause lengths)")
     slots: str = arg("1,2,5,10,30", "slot lengths (s), comma-separated")
-    seeds: int = arg(6, "seeds with the MILPs (H, H_pf, L), base_seed .. base_seed + N - 1 (>= 2)")
+    seeds: int = arg(6, "seeds with the MILPs (H, L, L_clip, L_demote), base_seed .. base_seed + N - 1 (>= 2)")
     sim_seeds: int = arg(500, "seeds of the replay-only penalty check (>= 2)")
     base_seed: int = arg(1000, "first evaluated seed; its stream 'train' draws the training replications")
     bound_train_reps: int = arg(3, "training replications of the penalty fit")
@@ -114,33 +118,45 @@ def run_slot(cfg: Config, slot_s: float, cdf, train_seeds: list[int], cm: CostMo
     rows = []
     for seed, inst in _instances(cfg, list(range(cfg.base_seed, cfg.base_seed + cfg.seeds)), slot_s, cm, ctx):
         h = solve(build_priced_residency(inst), opts)
-        hp = solve(build_priced_residency(inst, prefetch_factor=f), opts)
+        # f >= 1: a promotion costs at least the resume from DRAM it saves, so the hindsight optimum with prefetch
+        # is H (the model with prefetch contains every demote-only path); solved only when f < 1
+        hp = solve(build_priced_residency(inst, prefetch_factor=f), opts) if f < 1 else h
         for name, r in (("H", h), ("H_pf", hp)):
             if r.status != "optimal":
                 raise RuntimeError(f"seed {seed} slot {slot_s:g}: {name} MILP ended '{r.status}'; raise --time-limit-s")
         b = relaxation_bound(inst, lam, cdf, opts, f)
+        bc = relaxation_bound(inst, lam, cdf, opts, f, nonneg=True)
+        bd = relaxation_bound(inst, lam, cdf, opts)
         row = {"seed": seed, "pauses": len(inst.pauses), "H": round(float(h.objective), 6),
                "H_pf": round(float(hp.objective), 6), "L": round(b.bound_s, 6), "L_status": b.status,
+               "L_clip": round(bc.bound_s, 6), "L_demote": round(bd.bound_s, 6),
                "cost": {n: round(replay_adaptive(inst, r, cdf, f)[1], 6) for n, r in ADAPTIVE_RULES.items()}}
         logger.info("slot %g seed %d: %s", slot_s, seed, {k: v for k, v in row.items() if k != "seed"})
         rows.append(row)
     pen: dict[str, list[float]] = {n: [] for n in [*ADAPTIVE_RULES, "peek"]}
+    pen_clip: dict[str, list[float]] = {n: [] for n in [*ADAPTIVE_RULES, "peek"]}
     for _, inst in _instances(cfg, list(range(cfg.base_seed, cfg.base_seed + cfg.sim_seeds)), slot_s, cm, ctx):
         terms = penalty_terms(inst, lam, cdf)  # what penalty_of_paths sums, computed once for every rule
+        clip = penalty_terms(inst, lam, cdf, nonneg=True)
         for n, r in [*ADAPTIVE_RULES.items(), ("peek", PEEK)]:
             paths = replay_adaptive(inst, r, cdf, f)[0]
-            pen[n].append(round(sum(v for (j, t), v in terms.items() if paths[j][t - inst.slots(j)[0]] == 0), 6))
-    col = {k: [r[k] for r in rows] for k in ("H", "H_pf", "L")}
+            for tt, out in ((terms, pen), (clip, pen_clip)):
+                out[n].append(round(sum(v for (j, t), v in tt.items() if paths[j][t - inst.slots(j)[0]] == 0), 6))
+    col = {k: [r[k] for r in rows] for k in BOUNDS}
     summary = {k: _est(v) for k, v in col.items()}
-    summary["L_minus_H"] = _diff(col["L"], col["H"])
-    summary["L_minus_1.1H"] = _diff(col["L"], [1.1 * x for x in col["H"]])
-    summary["L_over_H"] = sum(col["L"]) / sum(col["H"]) if sum(col["H"]) > 0 else None
+    hsum = sum(col["H"])
+    for k in ("L", "L_clip", "L_demote"):
+        summary[f"{k}_minus_H"] = _diff(col[k], col["H"])
+        summary[f"{k}_minus_1.1H"] = _diff(col[k], [1.1 * x for x in col["H"]])
+        summary[f"{k}_over_H"] = sum(col[k]) / hsum if hsum > 0 else None
     summary["rules"] = {n: {"cost": _est([r["cost"][n] for r in rows]),
                             "over_H": (sum(r["cost"][n] for r in rows) / sum(col["H"])) if sum(col["H"]) > 0 else None,
-                            "minus_L": _diff([r["cost"][n] for r in rows], col["L"])} for n in ADAPTIVE_RULES}
+                            "minus_L": _diff([r["cost"][n] for r in rows], col["L"]),
+                            "minus_L_clip": _diff([r["cost"][n] for r in rows], col["L_clip"])} for n in ADAPTIVE_RULES}
     summary["penalty"] = {n: _est(v) for n, v in pen.items()}
+    summary["penalty_clip"] = {n: _est(v) for n, v in pen_clip.items()}
     return {"slot_s": slot_s, "lam": [round(x, 6) for x in lam], "features": list(FEATURES),
-            "mean_training_bound_s": train_bound, "per_seed": rows, "penalty_per_seed": pen,
+            "mean_training_bound_s": train_bound, "per_seed": rows, "penalty_per_seed": pen, "penalty_clip_per_seed": pen_clip,
             "summary": summary}
 
 

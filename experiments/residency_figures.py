@@ -30,13 +30,13 @@ LAM = "0.5942,-0.4127,0.3762,0.0520,-0.3574"
 
 # name -> arguments of residency_bound_wide.py (the seeds were fixed before the runs: the notebook's pre-registration)
 SUITE: dict[str, list[str]] = {
-    "agentx_iid_s1": ["--source", IID, "--slots", "1", "--seeds", "3", "--sim-seeds", "150", "--lam", LAM],
+    "agentx_iid_s1": ["--source", IID, "--slots", "1", "--seeds", "2", "--sim-seeds", "150", "--lam", LAM],
     "agentx_iid_s10": ["--source", IID, "--slots", "10", "--seeds", "10", "--sim-seeds", "500", "--lam", LAM],
     "agentx_iid_s2_5_30": ["--source", IID, "--slots", "30,5,2", "--seeds", "4", "--sim-seeds", "100", "--lam", LAM],
     "agentx_full_s10": ["--source", "agentx:sessions=16,variant=full", "--slots", "10", "--seeds", "4",
                         "--sim-seeds", "50", "--lam", LAM],
     "copilot_s10": ["--source", "copilot:sessions=50", "--law", "empirical", "--slots", "10", "--seeds", "3",
-                    "--sim-seeds", "20", "--lam", LAM],
+                    "--sim-seeds", "10", "--lam", LAM],
 }
 RULES = ("lru", "hazard_evict", "lru_prefetch", "hazard_prefetch")
 
@@ -64,26 +64,31 @@ def _ratio(x: float | None) -> str:
 
 
 def render(runs: dict[str, dict]) -> str:
-    """Markdown tables: the bound per source and slot length, the rules' cost over H, the penalty check."""
+    """Markdown tables: the bounds per source and slot length, the rules' cost over H, the penalty check."""
     rows = [(run["config"]["source"], run["config"]["law"], s) for run in runs.values() for s in run["slots"]]
-    out = ["| source (law) | slot (s) | n | H (s) | H with prefetch | L (s) | L / H | L - 1.1 H (s) | sign |",
-           "|---|---|---|---|---|---|---|---|---|"]
+    out = ["| source (law) | slot (s) | n | H (s) | L demote-only (s) | L wider class (s) | L wider, Delta >= 0 (s) | "
+           "best L / H | best L - 1.1 H (s) | sign |", "|---|---|---|---|---|---|---|---|---|---|"]
     for src, law, s in rows:
         m = s["summary"]
-        out.append(f"| {src} ({law}) | {s['slot_s']:g} | {m['H']['n']} | {_ci(m['H'])} | {_ci(m['H_pf'])} | "
-                   f"{_ci(m['L'])} | {_ratio(m['L_over_H'])} | {_ci(m['L_minus_1.1H'])} | {_sign(m['L_minus_1.1H'])} |")
-    out += ["", "| source | slot (s) | " + " | ".join(f"{r} / H" for r in RULES) + " | best rule - L (s) |",
+        best = max(("L", "L_clip"), key=lambda k: m[k]["mean"])
+        out.append(f"| {src} ({law}) | {s['slot_s']:g} | {m['H']['n']} | {_ci(m['H'])} | {_ci(m['L_demote'])} | "
+                   f"{_ci(m['L'])} | {_ci(m['L_clip'])} | {_ratio(m[best + '_over_H'])} | "
+                   f"{_ci(m[best + '_minus_1.1H'])} | {_sign(m[best + '_minus_1.1H'])} |")
+    out += ["", "| source | slot (s) | " + " | ".join(f"{r} / H" for r in RULES) + " | best rule - best L (s) |",
             "|---|---|" + "---|" * (len(RULES) + 1)]
     for src, _, s in rows:
-        r = s["summary"]["rules"]
+        r, m = s["summary"]["rules"], s["summary"]
         best = min(RULES, key=lambda n: r[n]["cost"]["mean"])
+        lk = "minus_L" if m["L"]["mean"] >= m["L_clip"]["mean"] else "minus_L_clip"
         out.append(f"| {src} | {s['slot_s']:g} | " + " | ".join(_ratio(r[n]["over_H"]) for n in RULES)
-                   + f" | {best}: {_ci(r[best]['minus_L'])} |")
-    out += ["", "| source | slot (s) | n | " + " | ".join(RULES) + " | peek |", "|---|---|---|" + "---|" * (len(RULES) + 1)]
+                   + f" | {best}: {_ci(r[best][lk])} |")
+    out += ["", "| source | slot (s) | Delta | n | " + " | ".join(RULES) + " | peek |",
+            "|---|---|---|---|" + "---|" * (len(RULES) + 1)]
     for src, _, s in rows:
-        p = s["summary"]["penalty"]
-        out.append(f"| {src} | {s['slot_s']:g} | {p['lru']['n']} | "
-                   + " | ".join(_ci(p[n], ".3f") for n in (*RULES, "peek")) + " |")
+        for key, label in (("penalty", "raw"), ("penalty_clip", ">= 0")):
+            p = s["summary"][key]
+            out.append(f"| {src} | {s['slot_s']:g} | {label} | {p['lru']['n']} | "
+                       + " | ".join(_ci(p[n], ".3f") for n in (*RULES, "peek")) + " |")
     return "\n".join(out) + "\n"
 
 

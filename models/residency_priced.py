@@ -35,6 +35,7 @@ capacities: Karlin, Manasse, McGeoch, Owicki, Algorithmica 11(1), 1994.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections import defaultdict
 from collections.abc import Mapping
@@ -101,7 +102,7 @@ class PricedResidencyInstance:
 
     def prefetch_path_cost(self, j: int, path, prefetch_factor: float) -> float:
         """`path_cost` plus ``prefetch_factor`` c_j per promotion (a slot in HBM after one in DRAM), s."""
-        ups = sum(1 for a, b in zip(path, path[1:]) if b == 0 and a == 1)
+        ups = sum(1 for a, b in itertools.pairwise(path) if b == 0 and a == 1)
         return self.path_cost(j, path) + prefetch_factor * self.pauses[j].pcie_s * ups
 
     def rows(self) -> dict[tuple[int, int], list[int]]:

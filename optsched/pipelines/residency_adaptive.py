@@ -30,7 +30,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from optsched.models.residency_priced import PricedResidencyInstance
-
 from optsched.pipelines.residency_bound import slot_hazards
 
 __all__ = ["ADAPTIVE_RULES", "AdaptiveRule", "replay_adaptive"]

@@ -7,12 +7,17 @@ import itertools
 
 import pytest
 from optsched.models.residency import Pause
-from optsched.models.residency_priced import PricedResidencyInstance, build_priced_residency, extract_priced_paths
+from optsched.models.residency_priced import (
+    PricedResidencyInstance,
+    build_priced_residency,
+    extract_priced_paths,
+)
 from optsched.models.residency_priced_slots import replay_priced
+from optsched.solvers import SolverOptions, solve
+
 from optsched.pipelines.residency_adaptive import ADAPTIVE_RULES, AdaptiveRule, replay_adaptive
 from optsched.pipelines.residency_bound import penalty_of_paths, relaxation_bound
 from optsched.policies.residency_lru import LRUResidency
-from optsched.solvers import SolverOptions, solve
 from optsched.workload.types import Call
 
 OPTS = SolverOptions(time_limit_s=60, mip_gap=1e-9)
@@ -78,11 +83,12 @@ def test_adaptive_paths_hand_values():
     assert replay_adaptive(two, ADAPTIVE_RULES["lru_prefetch"], law, 0.5) == (((0, 1, 0), (0,)), 7.5)
 
 
+@pytest.mark.parametrize("nonneg", [False, True])
 @pytest.mark.parametrize("name", sorted(ADAPTIVE_RULES))
-def test_penalty_mean_is_exactly_zero_for_adaptive_rules(name):
+def test_penalty_mean_is_exactly_zero_for_adaptive_rules(name, nonneg):
     rule = ADAPTIVE_RULES[name]
-    assert expected(lambda inst: penalty_of_paths(inst, replay_adaptive(inst, rule, law)[0], LAM, law)) == \
-        pytest.approx(0.0, abs=1e-12)
+    pen = expected(lambda inst: penalty_of_paths(inst, replay_adaptive(inst, rule, law)[0], LAM, law, nonneg))
+    assert pen == pytest.approx(0.0, abs=1e-12)
 
 
 def test_a_rule_that_peeks_at_the_outcome_pays_a_nonzero_mean_penalty():
@@ -101,3 +107,19 @@ def test_expected_bound_is_below_every_adaptive_rule():
     assert (bound, hind, demote_only) == pytest.approx((5.2421875, 8.0078125, 8.75), abs=1e-6)
     assert costs == pytest.approx({"lru": 10.0, "hazard_evict": 10.0, "lru_prefetch": 9.6875, "hazard_prefetch": 9.6875})
     assert all(bound <= c for c in costs.values())
+
+
+
+def test_clipped_weights_stop_the_prefetch_exploit():
+    # weights negative outside a pause's first slot: with prefetch the clairvoyant waits in DRAM and promotes
+    # into the slot it knows is the last, so the raw bound of the wider class falls below the demote-only one;
+    # Delta = max(0, .) (still valid: zero mean for every rule, exactly) lifts it above the hindsight optimum 8.0078125
+    lam = (-0.5, 0.0, 0.0, 0.0, 1.0)
+    raw = expected(lambda inst: relaxation_bound(inst, lam, law, OPTS, prefetch_factor=0.5).bound_s)
+    clip = expected(lambda inst: relaxation_bound(inst, lam, law, OPTS, prefetch_factor=0.5, nonneg=True).bound_s)
+    demote = expected(lambda inst: relaxation_bound(inst, lam, law, OPTS).bound_s)
+    assert (raw, clip, demote) == pytest.approx((6.9921875, 8.203125, 7.5390625), abs=1e-6)
+    for rule in ADAPTIVE_RULES.values():
+        pen = expected(lambda inst, r=rule: penalty_of_paths(inst, replay_adaptive(inst, r, law)[0], lam, law, True))
+        assert pen == pytest.approx(0.0, abs=1e-12)
+        assert clip <= expected(lambda inst, r=rule: replay_adaptive(inst, r, law, 0.5)[1])
