@@ -7,6 +7,7 @@ checks the tables are the notebook's, verbatim).
 
 Usage:
     .venv/bin/python experiments/residency_figures.py --run all --jobs 2   # regenerate every JSON (hours of CPU)
+    .venv/bin/python experiments/residency_figures.py --run published_480  # RESULTS' 480-seed table only
     .venv/bin/python experiments/residency_figures.py --run agentx_iid_s10  # one entry
     .venv/bin/python experiments/residency_figures.py                       # print the tables from the JSON
 """
@@ -30,15 +31,19 @@ LAM = "0.5942,-0.4127,0.3762,0.0520,-0.3574"
 
 # name -> arguments of residency_bound_wide.py (the seeds were fixed before the runs: the notebook's pre-registration)
 SUITE: dict[str, list[str]] = {
-    "agentx_iid_s1": ["--source", IID, "--slots", "1", "--seeds", "2", "--sim-seeds", "150", "--lam", LAM],
-    "agentx_iid_s10": ["--source", IID, "--slots", "10", "--seeds", "10", "--sim-seeds", "500", "--lam", LAM],
-    "agentx_iid_s2_5_30": ["--source", IID, "--slots", "30,5,2", "--seeds", "4", "--sim-seeds", "100", "--lam", LAM],
-    "agentx_full_s10": ["--source", "agentx:sessions=16,variant=full", "--slots", "10", "--seeds", "4",
-                        "--sim-seeds", "50", "--lam", LAM],
-    "copilot_s10": ["--source", "copilot:sessions=50", "--law", "empirical", "--slots", "10", "--seeds", "3",
-                    "--sim-seeds", "10", "--lam", LAM],
+    "agentx_iid_s1": ["--source", IID, "--slots", "1", "--seeds", "2", "--sim-seeds", "20", "--lam", LAM],
+    "agentx_iid_s10": ["--source", IID, "--slots", "10", "--seeds", "4", "--sim-seeds", "100", "--lam", LAM],
+    "agentx_iid_s2_5_30": ["--source", IID, "--slots", "30,5,2", "--seeds", "2", "--sim-seeds", "20", "--lam", LAM],
+    "agentx_full_s10": ["--source", "agentx:sessions=16,variant=full", "--slots", "10", "--seeds", "2",
+                        "--sim-seeds", "20", "--lam", LAM],
+    "copilot_s10": ["--source", "copilot:sessions=50", "--law", "empirical", "--slots", "10", "--seeds", "2",
+                    "--sim-seeds", "4", "--lam", LAM],
 }
 RULES = ("lru", "hazard_evict", "lru_prefetch", "hazard_prefetch")
+# RESULTS' 10-s demote-only table (480 seeds 240-719, lam fixed): experiments/residency_bound.py, whose per-seed H
+# and L are kept as compact JSON (``published_480.json``: seed, H, L); about 100 CPU-minutes
+PUBLISHED = ["experiments/residency_bound.py", "--variant", "full-iid-gaps", "--seeds", "480", "--base-seed", "240",
+             f"--lam={LAM}", "--rules", "0"]
 
 
 def load(names: list[str] | None = None) -> dict[str, dict]:
@@ -66,8 +71,9 @@ def _ratio(x: float | None) -> str:
 def render(runs: dict[str, dict]) -> str:
     """Markdown tables: the bounds per source and slot length, the rules' cost over H, the penalty check."""
     rows = [(run["config"]["source"], run["config"]["law"], s) for run in runs.values() for s in run["slots"]]
-    out = ["| source (law) | slot (s) | n | H (s) | L demote-only (s) | L wider class (s) | L wider, Delta >= 0 (s) | "
-           "best L / H | best L - 1.1 H (s) | sign |", "|---|---|---|---|---|---|---|---|---|---|"]
+    head = ("| source (law) | slot (s) | n | H (s) | L demote-only (s) | L wider class (s) | L wider, Delta >= 0 (s) | "
+            "best L / H | best L - 1.1 H (s) | sign |")
+    out = [head, "|---|---|---|---|---|---|---|---|---|---|"]
     for src, law, s in rows:
         m = s["summary"]
         best = max(("L", "L_clip"), key=lambda k: m[k]["mean"])
@@ -92,7 +98,29 @@ def render(runs: dict[str, dict]) -> str:
     return "\n".join(out) + "\n"
 
 
+def render_published(run: dict) -> str:
+    """The one-row table of RESULTS' 480-seed demote-only bound, from ``published_480.json``."""
+    from optsched.replicate import mean_ci, paired_difference
+
+    h, lb = [r["H"] for r in run["per_seed"]], [r["L"] for r in run["per_seed"]]
+    d = paired_difference(lb, [1.1 * x for x in h])
+    return (f"| {len(h)} | {_ci(mean_ci(h).to_dict())} | {_ci(mean_ci(lb).to_dict())} | {sum(lb) / sum(h):.3f} | "
+            f"{_ci(d.to_dict())} |\n")
+
+
 def _run_one(name: str) -> int:
+    if name == "published_480":
+        folder = ROOT / "runs" / "residency_bound_published_480"
+        cmd = [sys.executable, *PUBLISHED, "--out", str(folder.relative_to(ROOT))]
+        print(" ".join(cmd), flush=True)
+        rc = subprocess.call(cmd, cwd=ROOT)
+        if rc == 0:
+            res = json.loads((folder / "summary.json").read_text())
+            rows = [{"seed": r["seed"], "H": round(r["hindsight_s"], 6), "L": round(r["bound_s"], 6)}
+                    for r in res["per_seed"]]
+            (DATA / "published_480.json").write_text(json.dumps({"command": PUBLISHED, "per_seed": rows},
+                                                                 separators=(",", ":")) + "\n")
+        return rc
     cmd = [sys.executable, WIDE, *SUITE[name], "--out", str((DATA / f"{name}.json").relative_to(ROOT))]
     print(" ".join(cmd), flush=True)
     return subprocess.call(cmd, cwd=ROOT)
@@ -103,8 +131,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--run", default="", help="'all' or comma-separated SUITE names to rerun (default: none, print)")
     p.add_argument("--jobs", type=int, default=1, help="runs at once (default 1)")
     a = p.parse_args(argv)
-    names = list(SUITE) if a.run == "all" else [x for x in a.run.split(",") if x]
-    bad = [n for n in names if n not in SUITE]
+    names = [*SUITE, "published_480"] if a.run == "all" else [x for x in a.run.split(",") if x]
+    bad = [n for n in names if n not in SUITE and n != "published_480"]
     if bad or a.jobs < 1:
         print(f"residency_figures: error: unknown --run {bad} (known: {', '.join(SUITE)}) or --jobs < 1", file=sys.stderr)
         return 2
@@ -112,6 +140,9 @@ def main(argv: list[str] | None = None) -> int:
         if any(rc != 0 for rc in pool.map(_run_one, names)):
             return 1
     print(render(load()))
+    pub = DATA / "published_480.json"
+    if pub.exists():
+        print(render_published(json.loads(pub.read_text())))
     return 0
 
 
