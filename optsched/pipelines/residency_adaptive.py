@@ -7,6 +7,14 @@ slot, then eviction reacts to it), their elapsed slots, the running KV R[i,t] an
 whether a pause resumes in slot t. Actions: keep in HBM, demote HBM -> DRAM -> none, and promote DRAM -> HBM
 (prefetch). As s shrinks to 1 s the slot starts approach every arrival / eviction event of continuous time.
 
+What a slot's new pauses reveal: the next pause of a session starts inside the slot where its previous pause
+resumes, so an eviction that reacts to a slot's new pauses can see that an older pause of the same session resumes
+in that slot. Such a rule is NOT non-anticipative for the bound's penalty (`optsched.pipelines.residency_bound`):
+its penalty mean is negative (exactly -2.6875 s on the enumeration of
+``tests/pipelines/test_residency_adaptive.py``; measured per slot length by ``experiments/residency_bound_wide.py``),
+and the leak vanishes only as s -> 0 (a call shorter than s between two pauses). The rules here all react to
+arrivals; a rule that never evicts an older pause for a slot's new ones is inside the class at every s.
+
 One rule = an eviction order and an optional prefetch threshold (`AdaptiveRule`):
 
 - ``evict``: "lru" (earliest pause start first, the prefix cache's order) or "hazard" (smallest h_k c_j / tok_j

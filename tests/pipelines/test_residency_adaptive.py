@@ -123,3 +123,22 @@ def test_clipped_weights_stop_the_prefetch_exploit():
         pen = expected(lambda inst, r=rule: penalty_of_paths(inst, replay_adaptive(inst, r, law)[0], lam, law, True))
         assert pen == pytest.approx(0.0, abs=1e-12)
         assert clip <= expected(lambda inst, r=rule: replay_adaptive(inst, r, law, 0.5)[1])
+
+
+def with_successor(ns: tuple[int, int, int]) -> PricedResidencyInstance:
+    """A (start 0 s) and B (0.1 s), and A's session pausing again at N_A - 0.5 s (inside A's last slot, the moment
+    a slot model that places a slot's new pauses at its start reveals that A resumed there); HBM holds two."""
+    na, nb, n2 = ns
+    return PricedResidencyInstance((Pause(0.0, float(na), 100, 5.0, 0.0, 100.0, "x"),
+                                    Pause(0.1, float(nb), 100, 5.0, 0.0, 100.0, "x"),
+                                    Pause(na - 0.5, float(n2), 100, 5.0, 0.0, 100.0, "x")), (0, 0, 0), 1.0, 200, 10_000)
+
+
+def test_eviction_on_a_slots_new_pauses_leaks_the_resume_of_the_same_session():
+    # the successor arrives only in A's resume slot, so LRU evicts A exactly when A resumes and never pays the
+    # penalty's charge there: a negative mean, the size of what reacting to a slot's arrivals knows. Rules that see
+    # a slot's new pauses are in the penalty's class only when no session pauses twice in a slot (s -> 0)
+    mean = sum(PROBS[a] * PROBS[b] * PROBS[c] * penalty_of_paths(
+        with_successor((a, b, c)), replay_adaptive(with_successor((a, b, c)), ADAPTIVE_RULES["lru"], law)[0], LAM, law)
+        for a, b, c in itertools.product(PROBS, repeat=3))
+    assert mean == pytest.approx(-2.6875, abs=1e-9)
