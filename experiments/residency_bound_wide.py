@@ -63,7 +63,8 @@ class Config:
     law: str = arg("generator", "pause law of the hazards: generator (AgentX gap_cdf of the spec's variant) or "
                                 "empirical (CDF of the training replications' pause lengths)")
     slots: str = arg("1,2,5,10,30", "slot lengths (s), comma-separated")
-    seeds: int = arg(6, "seeds with the MILPs (H, L, L_clip, L_demote), base_seed .. base_seed + N - 1 (>= 2)")
+    seeds: int = arg(6, "seeds with the MILPs (H, L, L_clip, L_demote), base_seed .. base_seed + N - 1 (>= 2; 0: "
+                        "the penalty check only)")
     sim_seeds: int = arg(500, "seeds of the replay-only penalty check (>= 2)")
     base_seed: int = arg(1000, "first evaluated seed; its stream 'train' draws the training replications")
     bound_train_reps: int = arg(3, "training replications of the penalty fit")
@@ -145,6 +146,12 @@ def run_slot(cfg: Config, slot_s: float, cdf, train_seeds: list[int], cm: CostMo
             paths = replay_adaptive(inst, r, cdf, f)[0]
             for tt, out in ((terms, pen), (clip, pen_clip)):
                 out[n].append(round(sum(v for (j, t), v in tt.items() if paths[j][t - inst.slots(j)[0]] == 0), 6))
+    if not rows:  # --seeds 0: the penalty check only
+        return {"slot_s": slot_s, "lam": [round(x, 6) for x in lam], "features": list(FEATURES),
+                "mean_training_bound_s": train_bound, "per_seed": [], "penalty_per_seed": pen,
+                "penalty_clip_per_seed": pen_clip,
+                "summary": {"penalty": {n: _est(v) for n, v in pen.items()},
+                            "penalty_clip": {n: _est(v) for n, v in pen_clip.items()}}}
     col = {k: [r[k] for r in rows] for k in BOUNDS}
     summary = {k: _est(v) for k, v in col.items()}
     hsum = sum(col["H"])
@@ -193,8 +200,9 @@ def _problem(cfg: Config) -> str | None:
         return f"--slots must be comma-separated numbers (s), got {cfg.slots!r}"
     if not all(math.isfinite(s) and s > 0 for s in slots):
         return f"--slots must be finite numbers > 0 (s), got {cfg.slots!r}"
-    if cfg.seeds < 2 or cfg.sim_seeds < 2:
-        return f"--seeds and --sim-seeds must be >= 2 (a CI needs spread), got {cfg.seeds}, {cfg.sim_seeds}"
+    if cfg.seeds == 1 or cfg.seeds < 0 or cfg.sim_seeds < 2:
+        return (f"--seeds must be 0 (penalty check only) or >= 2 and --sim-seeds >= 2 (a CI needs spread), got "
+                f"{cfg.seeds}, {cfg.sim_seeds}")
     if min(cfg.bound_train_reps, cfg.fit_iters, cfg.max_pauses) < 1 or cfg.base_seed < 0:
         return "need --bound-train-reps, --fit-iters, --max-pauses >= 1 and --base-seed >= 0"
     if cfg.lam:

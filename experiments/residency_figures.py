@@ -36,6 +36,7 @@ SUITE: dict[str, list[str]] = {
     "agentx_iid_s2_5_30": ["--source", IID, "--slots", "30,5,2", "--seeds", "2", "--sim-seeds", "20", "--lam", LAM],
     "agentx_full_s10": ["--source", "agentx:sessions=16,variant=full", "--slots", "10", "--seeds", "2",
                         "--sim-seeds", "20", "--lam", LAM],
+    "agentx_iid_s1_penalty": ["--source", IID, "--slots", "1", "--seeds", "0", "--sim-seeds", "100", "--lam", LAM],
     "copilot_s10": ["--source", "copilot:sessions=50", "--law", "empirical", "--slots", "10", "--seeds", "2",
                     "--sim-seeds", "4", "--lam", LAM],
 }
@@ -70,7 +71,8 @@ def _ratio(x: float | None) -> str:
 
 def render(runs: dict[str, dict]) -> str:
     """Markdown tables: the bounds per source and slot length, the rules' cost over H, the penalty check."""
-    rows = [(run["config"]["source"], run["config"]["law"], s) for run in runs.values() for s in run["slots"]]
+    every = [(run["config"]["source"], run["config"]["law"], s) for run in runs.values() for s in run["slots"]]
+    rows = [x for x in every if x[2]["per_seed"]]
     head = ("| source (law) | slot (s) | n | H (s) | L demote-only (s) | L wider class (s) | L wider, Delta >= 0 (s) | "
             "best L / H | best L - 1.1 H (s) | sign |")
     out = [head, "|---|---|---|---|---|---|---|---|---|---|"]
@@ -90,7 +92,7 @@ def render(runs: dict[str, dict]) -> str:
                    + f" | {best}: {_ci(r[best][lk])} |")
     out += ["", "| source | slot (s) | Delta | n | " + " | ".join(RULES) + " | peek |",
             "|---|---|---|---|" + "---|" * (len(RULES) + 1)]
-    for src, _, s in rows:
+    for src, _, s in every:
         for key, label in (("penalty", "raw"), ("penalty_clip", ">= 0")):
             p = s["summary"][key]
             out.append(f"| {src} | {s['slot_s']:g} | {label} | {p['lru']['n']} | "

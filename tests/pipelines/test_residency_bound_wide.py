@@ -18,6 +18,13 @@ NOTEBOOK = ROOT / "docs" / "notebook" / "residency-bound-2026-12.md"
 
 def _check_summary(s: dict) -> None:
     rows = s["per_seed"]
+    for key in ("penalty", "penalty_clip"):
+        for name, p in s["summary"][key].items():
+            assert p["mean"] == pytest.approx(mean_ci(s[f"{key}_per_seed"][name]).mean, abs=1e-12)
+            assert p["ci95"] == pytest.approx(list(mean_ci(s[f"{key}_per_seed"][name]).ci95), abs=1e-12)
+            assert p["n"] == len(s[f"{key}_per_seed"][name])
+    if not rows:  # a penalty-check-only run
+        return
     col = {k: [r[k] for r in rows] for k in ("H", "H_pf", "L", "L_clip", "L_demote")}
     for k, v in col.items():
         assert s["summary"][k]["mean"] == pytest.approx(mean_ci(v).mean, abs=1e-12)
@@ -30,10 +37,6 @@ def _check_summary(s: dict) -> None:
         assert r["cost"]["mean"] == pytest.approx(mean_ci(cost).mean, abs=1e-12)
         if r["over_H"] is not None:
             assert r["over_H"] == pytest.approx(sum(cost) / sum(col["H"]), abs=1e-12)
-    for key in ("penalty", "penalty_clip"):
-        for name, p in s["summary"][key].items():
-            assert p["mean"] == pytest.approx(mean_ci(s[f"{key}_per_seed"][name]).mean, abs=1e-12)
-            assert p["n"] == len(s[f"{key}_per_seed"][name])
     # the wider class contains the demote-only one: its bound (same weights) is never above, up to the MILP gap 1e-4
     assert all(r["L"] <= r["L_demote"] + 1e-4 * max(1.0, abs(r["L_demote"])) + 1e-6 for r in rows)
 
