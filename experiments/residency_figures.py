@@ -93,7 +93,10 @@ def render(runs: dict[str, dict]) -> str:
     out += ["", "| source | slot (s) | Delta | n | " + " | ".join(RULES) + " | peek |",
             "|---|---|---|---|" + "---|" * (len(RULES) + 1)]
     for src, _, s in every:
-        for key, label in (("penalty", "raw"), ("penalty_clip", ">= 0")):
+        same = s["penalty_per_seed"] == s["penalty_clip_per_seed"]  # every Delta >= 0: one row
+        for key, label in (("penalty", "raw, = clipped" if same else "raw"), ("penalty_clip", ">= 0")):
+            if same and key == "penalty_clip":
+                continue
             p = s["summary"][key]
             out.append(f"| {src} | {s['slot_s']:g} | {label} | {p['lru']['n']} | "
                        + " | ".join(_ci(p[n], ".3f") for n in (*RULES, "peek")) + " |")
