@@ -72,6 +72,8 @@ def _ratio(x: float | None) -> str:
 def render(runs: dict[str, dict]) -> str:
     """Markdown tables: the bounds per source and slot length, the rules' cost over H, the penalty check."""
     every = [(run["config"]["source"], run["config"]["law"], s) for run in runs.values() for s in run["slots"]]
+    first = {src: k for k, (src, _, _) in reversed(list(enumerate(every)))}
+    every.sort(key=lambda x: (first[x[0]], x[2]["slot_s"], -len(x[2]["per_seed"])))
     rows = [x for x in every if x[2]["per_seed"]]
     head = ("| source (law) | slot (s) | n | H (s) | L demote-only (s) | L wider class (s) | L wider, Delta >= 0 (s) | "
             "best L / H | best L - 1.1 H (s) | sign |")
