@@ -38,16 +38,19 @@ from optsched.models.residency_priced import PricedResidencyInstance, build_pric
 __all__ = ["build_penalized_residency"]
 
 
-def build_penalized_residency(inst: PricedResidencyInstance, penalty: Mapping[tuple[int, int], float]
-                              ) -> pyo.ConcreteModel:
+def build_penalized_residency(inst: PricedResidencyInstance, penalty: Mapping[tuple[int, int], float],
+                              prefetch_factor: float | None = None) -> pyo.ConcreteModel:
     """The integer priced model with objective ``total_cost_s + sum penalty[(j, t)] * u[j, hbm, t]`` (named
     ``penalized_cost_s``; the plain cost stays as the deactivated ``total_cost_s``). ``penalty[(j, t)]`` is the
     coefficient Delta[j,t] (E[j,t] - h[j,t]) of the module docstring, in s; missing pairs are 0.
 
+    ``prefetch_factor``: as `build_priced_residency` (None: demote only; a number: promotions DRAM -> HBM, the
+    wider class; the penalty is the same, since a promotion is also fixed at a slot start, before the outcome).
+
     Raises:
         ValueError: a key that is not a (pause, slot) pair of ``inst``, or a non-finite coefficient.
     """
-    m = build_priced_residency(inst)
+    m = build_priced_residency(inst, prefetch_factor=prefetch_factor)
     bad = [k for k in penalty if k not in m.JT]
     if bad:
         raise ValueError(f"penalty keys {bad[:3]} are not (pause, slot) pairs of the instance")

@@ -21,6 +21,13 @@ Variables: u[j,k,t] in {0,1}; e_off[j] in [0,1] (ever offloaded: the write-out i
          sum_{j: i_j = i, t in S_j} tok_j u[j,hbm,t] <= C[i,t]    (HBM row, dual -> price pi[i,t] >= 0)
          sum_{j: i_j = i, t in S_j} tok_j u[j,dram,t] <= D_i      (only where it can bind)
 
+Prefetch (``prefetch_factor`` f not None: the wider action set of the event-driven class): a pause may move
+back from DRAM to HBM before it resumes (a dropped pause stays dropped). The demote-only row on HBM becomes a
+promotion variable p[j,t] >= u[j,hbm,t+1] - u[j,hbm,t] (>= 0, promotion needs a DRAM copy: the DRAM
+row above keeps hbm + dram non-increasing) priced f c_j each (f = 1: a prefetch is charged like the write-out,
+one PCIe transfer of the same bytes; f = 0: a transfer hidden behind the tool call). The KV of a paused
+session does not change, so the DRAM copy stays valid and a second demotion writes nothing (e_off once).
+
 Units: seconds of instance time (a resume waits for the transfer or the recompute), tokens. With ample
 HBM every pause stays in HBM at cost 0 and every price is 0. Ski-rental trade-off with coupling
 capacities: Karlin, Manasse, McGeoch, Owicki, Algorithmica 11(1), 1994.
@@ -28,6 +35,7 @@ capacities: Karlin, Manasse, McGeoch, Owicki, Algorithmica 11(1), 1994.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections import defaultdict
 from collections.abc import Mapping
@@ -92,6 +100,11 @@ class PricedResidencyInstance:
         """Objective terms of pause j following ``path`` (tier per slot): write-out once + resume (s)."""
         return (self.pauses[j].pcie_s if 1 in path else 0.0) + self.resume_cost(j, path[-1])
 
+    def prefetch_path_cost(self, j: int, path, prefetch_factor: float) -> float:
+        """`path_cost` plus ``prefetch_factor`` c_j per promotion (a slot in HBM after one in DRAM), s."""
+        ups = sum(1 for a, b in itertools.pairwise(path) if b == 0 and a == 1)
+        return self.path_cost(j, path) + prefetch_factor * self.pauses[j].pcie_s * ups
+
     def rows(self) -> dict[tuple[int, int], list[int]]:
         """(instance, slot) -> pauses present there, for every slot some pause occupies (sorted keys)."""
         by: dict[tuple[int, int], list[int]] = defaultdict(list)
@@ -101,10 +114,18 @@ class PricedResidencyInstance:
         return dict(sorted(by.items()))
 
 
-def build_priced_residency(inst: PricedResidencyInstance, relax: bool = False) -> pyo.ConcreteModel:
+def build_priced_residency(inst: PricedResidencyInstance, relax: bool = False,
+                           prefetch_factor: float | None = None) -> pyo.ConcreteModel:
     """Pyomo model of the module docstring (``relax=True``: u in [0, 1] and an import ``dual`` Suffix, so
     a solve loads the HBM rows' duals). The HBM rows are ``m.hbm_row[(i, t)]`` for every (instance, slot)
-    with a pause, slack or not. No solve here."""
+    with a pause, slack or not. ``prefetch_factor`` None: demote only; a number f >= 0: promotions DRAM -> HBM
+    allowed at f c_j each (``m.promote[j, t]``, t the slot before the promotion). No solve here.
+
+    Raises:
+        ValueError: a negative or non-finite ``prefetch_factor``.
+    """
+    if prefetch_factor is not None and not (math.isfinite(prefetch_factor) and prefetch_factor >= 0):
+        raise ValueError(f"prefetch_factor must be None or a finite number >= 0, got {prefetch_factor!r}")
     m = pyo.ConcreteModel(name="kv_residency_priced")
     n = len(inst.pauses)
     rows = inst.rows()
@@ -116,11 +137,17 @@ def build_priced_residency(inst: PricedResidencyInstance, relax: bool = False) -
     last = {j: inst.slots(j)[-1] for j in range(n)}
     writes = sum(inst.pauses[j].pcie_s * m.e_off[j] for j in m.J)
     resume = sum(inst.resume_cost(j, k) * m.u[j, k, last[j]] for j in m.J for k in (1, 2))
-    m.total_cost_s = pyo.Objective(expr=writes + resume, sense=pyo.minimize)
     m.one_tier = pyo.Constraint(m.JT, rule=lambda m, j, t: sum(m.u[j, k, t] for k in range(3)) == 1)
-    dem = [(j, t, lev) for j in range(n) for t in list(inst.slots(j))[:-1] for lev in (0, 1)]
+    levels = (0, 1) if prefetch_factor is None else (1,)
+    dem = [(j, t, lev) for j in range(n) for t in list(inst.slots(j))[:-1] for lev in levels]
     m.demote_only = pyo.Constraint(dem, rule=lambda m, j, t, lev: sum(m.u[j, k, t + 1] for k in range(lev + 1))
                                    <= sum(m.u[j, k, t] for k in range(lev + 1)))
+    if prefetch_factor is not None:
+        pairs = [(j, t) for j in range(n) for t in list(inst.slots(j))[:-1]]
+        m.promote = pyo.Var(pairs, bounds=(0, 1))
+        m.promote_row = pyo.Constraint(pairs, rule=lambda m, j, t: m.promote[j, t] >= m.u[j, 0, t + 1] - m.u[j, 0, t])
+        writes = writes + sum(prefetch_factor * inst.pauses[j].pcie_s * m.promote[j, t] for j, t in pairs)
+    m.total_cost_s = pyo.Objective(expr=writes + resume, sense=pyo.minimize)
     m.ever_off = pyo.Constraint(m.JT, rule=lambda m, j, t: m.e_off[j] >= m.u[j, 1, t])
     tok = [p.kv_tokens for p in inst.pauses]
     m.hbm_row = pyo.Constraint(list(rows), rule=lambda m, i, t: sum(tok[j] * m.u[j, 0, t] for j in rows[(i, t)])

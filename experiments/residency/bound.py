@@ -1,4 +1,8 @@
-"""KV residency: how far online rules are from the best ANY online rule can do, and from the hindsight optimum.
+"""KV residency: how far online rules are from the best rule of the 10-s slot-start class can do, and from hindsight.
+
+The class of every statement here: rules of the priced slot model (``--slot-s``, 10 s by default) that fix each
+pause's tier at slot starts, demotion only. `experiments/residency_bound_wide.py` bounds the wider class (slots down
+to 1 s, prefetch DRAM -> HBM, eviction reacting to arrivals).
 
 For the AgentX-like source (the one whose pause law is known: `AgentXParams.gap_cdf`), on the priced slot model
 (`optsched.models.residency_priced`, one instance, HBM tight):
@@ -15,8 +19,8 @@ For the AgentX-like source (the one whose pause law is known: `AgentXParams.gap_
 
 Statistics (`optsched.replicate`, Student-t 95% CIs over seeds, differences paired by seed): the mean of
 each; ratios of means; L - H (is the relaxation tighter than hindsight?), L - 1.1 H (> 0 beyond the CI proves
-that no online rule is within 10% of the hindsight optimum in expectation), rule - L and rule - 1.1 L (< 0
-beyond the CI: the rule is within 10% of the best online cost). E[L] <= E[cost of every online rule].
+that no rule of the class is within 10% of the hindsight optimum in expectation), rule - L and rule - 1.1 L (< 0
+beyond the CI: the rule is within 10% of the best online cost). E[L] <= E[cost of every rule of the class].
 
 Usage: .venv/bin/python experiments/residency_bound.py --seeds 40 --out runs/residency_bound
 """
@@ -181,7 +185,7 @@ def render(res: dict) -> str:
                 f"{len(res['bound_train_seeds'])} replications")), "",
              "| quantity | mean (s) [95% CI] | ratio of means to H | ratio to L |", "|---|---|---|---|",
              f"| hindsight optimum H | {_f(s['hindsight_s'])} | 1 | |",
-             (f"| relaxation bound L (every online rule >= L in expectation) | {_f(s['bound_s'])} | "
+             (f"| relaxation bound L (every rule of the class >= L in expectation) | {_f(s['bound_s'])} | "
              f"{_r(s['ratio_of_means_bound_to_hindsight'])} | 1 |")]
     for name, r in s["rules"].items():
         lines.append(f"| {name} | {_f(r['cost_s'])} | {_r(r['ratio_of_means_to_hindsight'])} | "

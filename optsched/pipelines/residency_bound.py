@@ -114,28 +114,34 @@ def _hazards_for(inst: PricedResidencyInstance, cdf: Callable[[float], float]) -
     return slot_hazards(inst.slot_s, cdf, max(len(inst.slots(j)) for j in range(len(inst.pauses))))
 
 
-def penalty_terms(inst: PricedResidencyInstance, lam: Sequence[float], cdf: Callable[[float], float]
-                  ) -> dict[tuple[int, int], float]:
-    """(j, t) -> Delta[j,t] (E[j,t] - h[j,t]) with Delta = lam . features (s).
+def penalty_terms(inst: PricedResidencyInstance, lam: Sequence[float], cdf: Callable[[float], float],
+                  nonneg: bool = False) -> dict[tuple[int, int], float]:
+    """(j, t) -> Delta[j,t] (E[j,t] - h[j,t]) with Delta = lam . features (s); ``nonneg``: Delta = max(0, lam .
+    features), still fixed by what is known at the start of t, so still a valid penalty. The clip matters for the
+    class with prefetch: where Delta < 0 a clairvoyant that may promote waits in DRAM (no charge h Delta) and
+    prefetches into the slot it knows is the last (refund (1 - h) |Delta|), which demotion only forbids; Delta >=
+    0 is also the sign of the ideal weight, the continuation cost of holding HBM minus its resume cost 0.
 
     Raises:
         ValueError: ``lam`` not of length ``len(FEATURES)``.
     """
-    return _terms(lam, penalty_features(inst), _outcome_terms(inst, _hazards_for(inst, cdf)))
+    return _terms(lam, penalty_features(inst), _outcome_terms(inst, _hazards_for(inst, cdf)), nonneg)
 
 
-def _terms(lam: Sequence[float], feats: dict[tuple[int, int], np.ndarray], eh: dict[tuple[int, int], float]
-           ) -> dict[tuple[int, int], float]:
+def _terms(lam: Sequence[float], feats: dict[tuple[int, int], np.ndarray], eh: dict[tuple[int, int], float],
+           nonneg: bool = False) -> dict[tuple[int, int], float]:
     lam = np.asarray(lam, dtype=float)
     if lam.shape != (len(FEATURES),):
         raise ValueError(f"lam must have {len(FEATURES)} entries ({', '.join(FEATURES)}), got {lam.shape}")
+    if nonneg:
+        return {key: max(0.0, float(lam @ feats[key])) * eh[key] for key in feats}
     return {key: float(lam @ feats[key]) * eh[key] for key in feats}
 
 
 def penalty_of_paths(inst: PricedResidencyInstance, paths: Sequence[Sequence[int]], lam: Sequence[float],
-                     cdf: Callable[[float], float]) -> float:
+                     cdf: Callable[[float], float], nonneg: bool = False) -> float:
     """The penalty (s) of tier paths ``paths`` (tier per slot, 0 = HBM, as `replay_priced` returns them)."""
-    terms = penalty_terms(inst, lam, cdf)
+    terms = penalty_terms(inst, lam, cdf, nonneg)
     return float(sum(v for (j, t), v in terms.items() if paths[j][t - inst.slots(j)[0]] == 0))
 
 
@@ -153,14 +159,17 @@ class BoundResult:
 
 
 def relaxation_bound(inst: PricedResidencyInstance, lam: Sequence[float], cdf: Callable[[float], float],
-                     options: SolverOptions) -> BoundResult:
-    """Solve the penalized MILP of one outcome (module docstring).
+                     options: SolverOptions, prefetch_factor: float | None = None, nonneg: bool = False
+                     ) -> BoundResult:
+    """Solve the penalized MILP of one outcome (module docstring); ``prefetch_factor`` as
+    `build_priced_residency` (a number: the bound of the class that may also promote DRAM -> HBM); ``nonneg`` as
+    `penalty_terms` (the subgradient is then not the fit's: use it with fixed weights).
 
     Raises:
         RuntimeError: the solve proved no bound or found no incumbent (the message names the status).
     """
     feats, eh = penalty_features(inst), _outcome_terms(inst, _hazards_for(inst, cdf))
-    m = build_penalized_residency(inst, _terms(lam, feats, eh))
+    m = build_penalized_residency(inst, _terms(lam, feats, eh, nonneg), prefetch_factor)
     r = solve(m, options)
     if r.bound is None or not r.has_solution:
         raise RuntimeError(f"penalized residency MILP ended '{r.status}' ({r.termination}) without a bound and an "
@@ -205,8 +214,9 @@ def _plane_step(planes: list[list[tuple[float, np.ndarray, np.ndarray]]], center
 
 
 def fit_penalty(train: Sequence[PricedResidencyInstance], cdf: Callable[[float], float], options: SolverOptions,
-                *, iters: int = 8, radius: float = 1.0) -> PenaltyFit:
-    """lam maximizing the mean relaxation bound over ``train`` (module docstring), from lam = 0.
+                *, iters: int = 8, radius: float = 1.0, prefetch_factor: float | None = None) -> PenaltyFit:
+    """lam maximizing the mean relaxation bound over ``train`` (module docstring), from lam = 0
+    (``prefetch_factor`` as `relaxation_bound`).
 
     Raises:
         ValueError: no training instance, iters < 1 or radius <= 0. RuntimeError: as `relaxation_bound`, or the
@@ -219,7 +229,7 @@ def fit_penalty(train: Sequence[PricedResidencyInstance], cdf: Callable[[float],
     planes: list[list[tuple[float, np.ndarray, np.ndarray]]] = [[] for _ in train]
     history = []
     for k in range(iters + 1):
-        res = [relaxation_bound(inst, lam, cdf, options) for inst in train]
+        res = [relaxation_bound(inst, lam, cdf, options, prefetch_factor) for inst in train]
         mean = float(np.mean([r.bound_s for r in res]))
         history.append((tuple(float(x) for x in lam), mean))
         logger.info("penalty fit %d: lam %s mean bound %.4f s (radius %.3g)", k, np.round(lam, 4).tolist(), mean, radius)

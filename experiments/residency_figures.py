@@ -1,0 +1,157 @@
+"""KV residency figures: one command reruns every run behind them and prints their tables from the committed JSON.
+
+Each entry of ``SUITE`` is one run of `experiments/residency_bound_wide.py` writing compact JSON into
+``docs/notebook/data/residency/<name>.json`` (committed); ``render`` turns those files into the tables of
+``docs/notebook/residency-bound-2026-12.md`` (its test re-derives every number from the per-seed values and
+checks the tables are the notebook's, verbatim).
+
+Usage:
+    .venv/bin/python experiments/residency_figures.py --run all --jobs 2   # regenerate every JSON (hours of CPU)
+    .venv/bin/python experiments/residency_figures.py --run published_480  # RESULTS' 480-seed table only
+    .venv/bin/python experiments/residency_figures.py --run agentx_iid_s10  # one entry
+    .venv/bin/python experiments/residency_figures.py                       # print the tables from the JSON
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT / "docs" / "notebook" / "data" / "residency"
+WIDE = "experiments/residency_bound_wide.py"
+IID = "agentx:sessions=16,variant=full-iid-gaps"
+# the weights of RESULTS' 10-s bound (fitted on 16 training replications of the demote-only class, 4 decimals as
+# published), fixed for every slot length and source: valid for any weights, never fitted on an evaluated seed
+LAM = "0.5942,-0.4127,0.3762,0.0520,-0.3574"
+
+# name -> arguments of residency_bound_wide.py (the seeds were fixed before the runs: the notebook's pre-registration)
+SUITE: dict[str, list[str]] = {
+    "agentx_iid_s1": ["--source", IID, "--slots", "1", "--seeds", "2", "--sim-seeds", "20", "--lam", LAM],
+    "agentx_iid_s10": ["--source", IID, "--slots", "10", "--seeds", "4", "--sim-seeds", "100", "--lam", LAM],
+    "agentx_iid_s2_5_30": ["--source", IID, "--slots", "30,5,2", "--seeds", "2", "--sim-seeds", "20", "--lam", LAM],
+    "agentx_full_s10": ["--source", "agentx:sessions=16,variant=full", "--slots", "10", "--seeds", "2",
+                        "--sim-seeds", "20", "--lam", LAM],
+    "agentx_iid_s1_penalty": ["--source", IID, "--slots", "1", "--seeds", "0", "--sim-seeds", "100", "--lam", LAM],
+    "copilot_s10": ["--source", "copilot:sessions=50", "--law", "empirical", "--slots", "10", "--seeds", "2",
+                    "--sim-seeds", "4", "--lam", LAM],
+}
+RULES = ("lru", "hazard_evict", "lru_prefetch", "hazard_prefetch")
+# RESULTS' 10-s demote-only table (480 seeds 240-719, lam fixed): experiments/residency_bound.py, whose per-seed H
+# and L are kept as compact JSON (``published_480.json``: seed, H, L); about 100 CPU-minutes
+PUBLISHED = ["experiments/residency_bound.py", "--variant", "full-iid-gaps", "--seeds", "480", "--base-seed", "240",
+             f"--lam={LAM}", "--rules", "0"]
+
+
+def load(names: list[str] | None = None) -> dict[str, dict]:
+    """name -> the committed JSON of every SUITE entry present (or of ``names``)."""
+    out = {}
+    for name in names or list(SUITE):
+        path = DATA / f"{name}.json"
+        if path.exists():
+            out[name] = json.loads(path.read_text())
+    return out
+
+
+def _ci(e: dict, fmt: str = ".2f") -> str:
+    return f"{e['mean']:{fmt}} [{e['ci95'][0]:{fmt}}, {e['ci95'][1]:{fmt}}]"
+
+
+def _sign(e: dict) -> str:
+    return "> 0" if e["ci95"][0] > 0 else "< 0" if e["ci95"][1] < 0 else "contains 0"
+
+
+def _ratio(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.3f}"
+
+
+def render(runs: dict[str, dict]) -> str:
+    """Markdown tables: the bounds per source and slot length, the rules' cost over H, the penalty check."""
+    every = [(run["config"]["source"], run["config"]["law"], s) for run in runs.values() for s in run["slots"]]
+    first = {src: k for k, (src, _, _) in reversed(list(enumerate(every)))}
+    every.sort(key=lambda x: (first[x[0]], x[2]["slot_s"], -len(x[2]["per_seed"])))
+    rows = [x for x in every if x[2]["per_seed"]]
+    head = ("| source (law) | slot (s) | n | H (s) | L demote-only (s) | L wider class (s) | L wider, Delta >= 0 (s) | "
+            "best L / H | best L - 1.1 H (s) | sign |")
+    out = [head, "|---|---|---|---|---|---|---|---|---|---|"]
+    for src, law, s in rows:
+        m = s["summary"]
+        best = max(("L", "L_clip"), key=lambda k: m[k]["mean"])
+        out.append(f"| {src} ({law}) | {s['slot_s']:g} | {m['H']['n']} | {_ci(m['H'])} | {_ci(m['L_demote'])} | "
+                   f"{_ci(m['L'])} | {_ci(m['L_clip'])} | {_ratio(m[best + '_over_H'])} | "
+                   f"{_ci(m[best + '_minus_1.1H'])} | {_sign(m[best + '_minus_1.1H'])} |")
+    out += ["", "| source | slot (s) | " + " | ".join(f"{r} / H" for r in RULES) + " | best rule - best L (s) |",
+            "|---|---|" + "---|" * (len(RULES) + 1)]
+    for src, _, s in rows:
+        r, m = s["summary"]["rules"], s["summary"]
+        best = min(RULES, key=lambda n: r[n]["cost"]["mean"])
+        lk = "minus_L" if m["L"]["mean"] >= m["L_clip"]["mean"] else "minus_L_clip"
+        out.append(f"| {src} | {s['slot_s']:g} | " + " | ".join(_ratio(r[n]["over_H"]) for n in RULES)
+                   + f" | {best}: {_ci(r[best][lk])} |")
+    out += ["", "| source | slot (s) | Delta | n | " + " | ".join(RULES) + " | peek |",
+            "|---|---|---|---|" + "---|" * (len(RULES) + 1)]
+    for src, _, s in every:
+        same = s["penalty_per_seed"] == s["penalty_clip_per_seed"]  # every Delta >= 0: one row
+        for key, label in (("penalty", "raw, = clipped" if same else "raw"), ("penalty_clip", ">= 0")):
+            if same and key == "penalty_clip":
+                continue
+            p = s["summary"][key]
+            out.append(f"| {src} | {s['slot_s']:g} | {label} | {p['lru']['n']} | "
+                       + " | ".join(_ci(p[n], ".3f") for n in (*RULES, "peek")) + " |")
+    return "\n".join(out) + "\n"
+
+
+def render_published(run: dict) -> str:
+    """The one-row table of RESULTS' 480-seed demote-only bound, from ``published_480.json``."""
+    from optsched.replicate import mean_ci, paired_difference
+
+    h, lb = [r["H"] for r in run["per_seed"]], [r["L"] for r in run["per_seed"]]
+    d = paired_difference(lb, [1.1 * x for x in h])
+    return (f"| {len(h)} | {_ci(mean_ci(h).to_dict())} | {_ci(mean_ci(lb).to_dict())} | {sum(lb) / sum(h):.3f} | "
+            f"{_ci(d.to_dict())} |\n")
+
+
+def _run_one(name: str) -> int:
+    if name == "published_480":
+        folder = ROOT / "runs" / "residency_bound_published_480"
+        cmd = [sys.executable, *PUBLISHED, "--out", str(folder.relative_to(ROOT))]
+        print(" ".join(cmd), flush=True)
+        rc = subprocess.call(cmd, cwd=ROOT)
+        if rc == 0:
+            res = json.loads((folder / "summary.json").read_text())
+            rows = [{"seed": r["seed"], "H": round(r["hindsight_s"], 6), "L": round(r["bound_s"], 6)}
+                    for r in res["per_seed"]]
+            (DATA / "published_480.json").write_text(json.dumps({"command": PUBLISHED, "per_seed": rows},
+                                                                 separators=(",", ":")) + "\n")
+        return rc
+    cmd = [sys.executable, WIDE, *SUITE[name], "--out", str((DATA / f"{name}.json").relative_to(ROOT))]
+    print(" ".join(cmd), flush=True)
+    return subprocess.call(cmd, cwd=ROOT)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--run", default="", help="'all' or comma-separated SUITE names to rerun (default: none, print)")
+    p.add_argument("--jobs", type=int, default=1, help="runs at once (default 1)")
+    a = p.parse_args(argv)
+    names = [*SUITE, "published_480"] if a.run == "all" else [x for x in a.run.split(",") if x]
+    bad = [n for n in names if n not in SUITE and n != "published_480"]
+    if bad or a.jobs < 1:
+        print(f"residency_figures: error: unknown --run {bad} (known: {', '.join(SUITE)}) or --jobs < 1", file=sys.stderr)
+        return 2
+    with ThreadPoolExecutor(a.jobs) as pool:
+        if any(rc != 0 for rc in pool.map(_run_one, names)):
+            return 1
+    print(render(load()))
+    pub = DATA / "published_480.json"
+    if pub.exists():
+        print(render_published(json.loads(pub.read_text())))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
