@@ -1,7 +1,7 @@
 """KV residency: how far online rules are from the best rule of the 10-s slot-start class can do, and from hindsight.
 
 The class of every statement here: rules of the priced slot model (``--slot-s``, 10 s by default) that fix each
-pause's tier at slot starts, demotion only. `experiments/residency_bound_wide.py` bounds the wider class (slots down
+pause's tier at slot starts, demotion only. `experiments/residency/bound_wide.py` bounds the wider class (slots down
 to 1 s, prefetch DRAM -> HBM, eviction reacting to arrivals).
 
 For the AgentX-like source (the one whose pause law is known: `AgentXParams.gap_cdf`), on the priced slot model
@@ -22,7 +22,7 @@ each; ratios of means; L - H (is the relaxation tighter than hindsight?), L - 1.
 that no rule of the class is within 10% of the hindsight optimum in expectation), rule - L and rule - 1.1 L (< 0
 beyond the CI: the rule is within 10% of the best online cost). E[L] <= E[cost of every rule of the class].
 
-Usage: .venv/bin/python experiments/residency_bound.py --seeds 40 --out runs/residency_bound
+Usage: .venv/bin/python experiments/residency/bound.py --seeds 40 --out runs/residency_bound
 """
 
 from __future__ import annotations

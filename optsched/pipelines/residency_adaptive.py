@@ -11,7 +11,7 @@ What a slot's new pauses reveal: the next pause of a session starts inside the s
 resumes, so an eviction that reacts to a slot's new pauses can see that an older pause of the same session resumes
 in that slot. Such a rule is NOT non-anticipative for the bound's penalty (`optsched.pipelines.residency_bound`):
 its penalty mean is negative (exactly -2.6875 s on the enumeration of
-``tests/pipelines/test_residency_adaptive.py``; measured per slot length by ``experiments/residency_bound_wide.py``),
+``tests/pipelines/test_residency_adaptive.py``; measured per slot length by ``experiments/residency/bound_wide.py``),
 and the leak vanishes only as s -> 0 (a call shorter than s between two pauses). The rules here all react to
 arrivals; a rule that never evicts an older pause for a slot's new ones is inside the class at every s.
 

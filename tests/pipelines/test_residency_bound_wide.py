@@ -1,4 +1,4 @@
-"""experiments/residency_bound_wide.py at a tiny budget (JSON written, summaries re-derived from the per-seed
+"""experiments/residency/bound_wide.py at a tiny budget (JSON written, summaries re-derived from the per-seed
 values, the bound a proven MILP bound, bad arguments exit 2), and the committed residency JSON behind the notebook's
 tables: every summary re-derived from its per-seed values, the tables regenerated verbatim, the penalty check."""
 
@@ -42,7 +42,7 @@ def _check_summary(s: dict) -> None:
 
 
 def test_wide_bound_experiment_smoke(tmp_path):
-    mod = load_experiment("residency_bound_wide")
+    mod = load_experiment("residency/bound_wide")
     out = tmp_path / "w.json"
     for bad in (["--slots", "0"], ["--slots", "x"], ["--seeds", "1"], ["--law", "nope"], ["--prefetch-factor", "-1"],
                 ["--source", "copilot:sessions=4"]):
@@ -63,7 +63,7 @@ def test_wide_bound_experiment_smoke(tmp_path):
 
 
 def test_committed_residency_json_rederives_the_notebook_tables():
-    fig = load_experiment("residency_figures")
+    fig = load_experiment("residency/figures")
     runs = fig.load()
     assert runs, "no committed residency JSON"
     for run in runs.values():

@@ -1,15 +1,15 @@
 """KV residency figures: one command reruns every run behind them and prints their tables from the committed JSON.
 
-Each entry of ``SUITE`` is one run of `experiments/residency_bound_wide.py` writing compact JSON into
+Each entry of ``SUITE`` is one run of `experiments/residency/bound_wide.py` writing compact JSON into
 ``docs/notebook/data/residency/<name>.json`` (committed); ``render`` turns those files into the tables of
 ``docs/notebook/residency-bound-2026-12.md`` (its test re-derives every number from the per-seed values and
 checks the tables are the notebook's, verbatim).
 
 Usage:
-    .venv/bin/python experiments/residency_figures.py --run all --jobs 2   # regenerate every JSON (hours of CPU)
-    .venv/bin/python experiments/residency_figures.py --run published_480  # RESULTS' 480-seed table only
-    .venv/bin/python experiments/residency_figures.py --run agentx_iid_s10  # one entry
-    .venv/bin/python experiments/residency_figures.py                       # print the tables from the JSON
+    .venv/bin/python experiments/residency/figures.py --run all --jobs 2   # regenerate every JSON (hours of CPU)
+    .venv/bin/python experiments/residency/figures.py --run published_480  # RESULTS' 480-seed table only
+    .venv/bin/python experiments/residency/figures.py --run agentx_iid_s10  # one entry
+    .venv/bin/python experiments/residency/figures.py                       # print the tables from the JSON
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "docs" / "notebook" / "data" / "residency"
-WIDE = "experiments/residency_bound_wide.py"
+WIDE = "experiments/residency/bound_wide.py"
 IID = "agentx:sessions=16,variant=full-iid-gaps"
 # the weights of RESULTS' 10-s bound (fitted on 16 training replications of the demote-only class, 4 decimals as
 # published), fixed for every slot length and source: valid for any weights, never fitted on an evaluated seed
@@ -41,9 +41,9 @@ SUITE: dict[str, list[str]] = {
                     "--sim-seeds", "4", "--lam", LAM],
 }
 RULES = ("lru", "hazard_evict", "lru_prefetch", "hazard_prefetch")
-# RESULTS' 10-s demote-only table (480 seeds 240-719, lam fixed): experiments/residency_bound.py, whose per-seed H
+# RESULTS' 10-s demote-only table (480 seeds 240-719, lam fixed): experiments/residency/bound.py, whose per-seed H
 # and L are kept as compact JSON (``published_480.json``: seed, H, L); about 100 CPU-minutes
-PUBLISHED = ["experiments/residency_bound.py", "--variant", "full-iid-gaps", "--seeds", "480", "--base-seed", "240",
+PUBLISHED = ["experiments/residency/bound.py", "--variant", "full-iid-gaps", "--seeds", "480", "--base-seed", "240",
              f"--lam={LAM}", "--rules", "0"]
 
 

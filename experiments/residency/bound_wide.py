@@ -23,9 +23,9 @@ The pause law of the hazards: ``--law generator`` (the AgentX generator's own `g
 sources without a known law: the bound is then approximate, and step 3 says by how much).
 
 Output: one compact JSON (``--out``; per-seed values to 1e-6 s, summaries with Student-t 95% CIs, paired by seed)
-that `experiments/residency_bound_report.py` turns into the notebook's tables and its test re-derives.
+that `experiments/residency/figures.py` turns into the notebook's tables and its test re-derives.
 
-Usage: .venv/bin/python experiments/residency_bound_wide.py --slots 10,30 --seeds 4 --sim-seeds 40 --out x.json
+Usage: .venv/bin/python experiments/residency/bound_wide.py --slots 10,30 --seeds 4 --sim-seeds 40 --out x.json
 """
 
 from __future__ import annotations
