@@ -71,3 +71,14 @@ def test_price_router_number_fields_refuse_bools_and_strings(tmp_path, bad):
     p.write_text(json.dumps(doc))
     with pytest.raises(ValueError, match="prefill_s_per_token must be a number"):
         load_policy(p).to_policy()
+
+
+def test_simulate_config_slo_missing_a_field_names_the_key(tmp_path, capsys):
+    from optsched.cli import main
+
+    cfg = tmp_path / "slo.yaml"
+    cfg.write_text("name: x\nworkload: {sample: mooncake, limit_sessions: 2}\ncluster: {instances: "
+                   "[{role: colocated, gpu: h200-sxm, model: llama-3-70b, tp: 4, count: 1}]}\nslo: {ttft_s: 2}\n")
+    assert main(["simulate", str(cfg)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == "optsched simulate: error: slo.yaml: missing required key slo.tpot_s"
