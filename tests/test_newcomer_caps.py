@@ -82,3 +82,13 @@ def test_simulate_config_slo_missing_a_field_names_the_key(tmp_path, capsys):
     assert main(["simulate", str(cfg)]) == 2
     err = capsys.readouterr().err.strip()
     assert err == "optsched simulate: error: slo.yaml: missing required key slo.tpot_s"
+
+
+def test_block_size_past_the_limit_is_named_before_the_trace_is_read(tmp_path):
+    from optsched.workload import load_any
+    from optsched.workload.limits import MAX_BLOCK_SIZE
+
+    trace = tmp_path / "t.jsonl"
+    trace.write_text('{"timestamp": 0, "input_length": 600, "output_length": 5, "hash_ids": [0, 1]}\n')
+    with pytest.raises(ValueError, match=rf"^block_size expects at most {MAX_BLOCK_SIZE:,} tokens .*got 99,999,999,999$"):
+        load_any(trace, block_size=99_999_999_999)
