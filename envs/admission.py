@@ -121,6 +121,11 @@ class AdmissionEnv(gym.Env):
         for name, v, lo in (("n_sessions", n_sessions, 1), ("k_prefills", k_prefills, 1), ("concurrency", concurrency, 0)):
             if not isinstance(v, int) or isinstance(v, bool) or v < lo:
                 raise ValueError(f"{name} must be an int >= {lo}, got {v!r}")
+        from optsched.workload.limits import MAX_GENERATED_SESSIONS
+
+        if n_sessions > MAX_GENERATED_SESSIONS:
+            raise ValueError(f"n_sessions expects at most {MAX_GENERATED_SESSIONS:,} (the generator cap, "
+                             f"optsched.workload.limits), got {n_sessions:,}")
         if variant not in AGENTX_VARIANTS:
             raise ValueError(f"variant must be one of {sorted(AGENTX_VARIANTS)}, got {variant!r}")
         if reward_mode not in ADMISSION_REWARD_MODES:

@@ -115,6 +115,11 @@ class KVResidencyEnv(gym.Env):
     ) -> None:
         if not isinstance(n_sessions, int) or isinstance(n_sessions, bool) or n_sessions < 1:
             raise ValueError(f"n_sessions must be an int >= 1, got {n_sessions!r}")
+        from optsched.workload.limits import MAX_GENERATED_SESSIONS
+
+        if n_sessions > MAX_GENERATED_SESSIONS:
+            raise ValueError(f"n_sessions expects at most {MAX_GENERATED_SESSIONS:,} (the generator cap, "
+                             f"optsched.workload.limits), got {n_sessions:,}")
         if variant not in AGENTX_VARIANTS:
             raise ValueError(f"variant must be one of {sorted(AGENTX_VARIANTS)}, got {variant!r}")
         if not isinstance(concurrency, int) or isinstance(concurrency, bool) or concurrency < 0:

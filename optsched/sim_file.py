@@ -100,6 +100,9 @@ def apply_override(cfg: dict, key: str, value: Any) -> dict:
 
 def _typed(fname: str, where: str, cls: type, fields: dict) -> Any:
     _check_keys(fname, where, fields, tuple(f.name for f in dataclasses.fields(cls)))
+    for f in dataclasses.fields(cls):  # the key, not Python's "__init__() missing 1 required positional argument"
+        if f.name not in fields and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+            raise ValueError(f"{fname}: missing required key {where}.{f.name}")
     try:
         return cls(**fields)
     except (TypeError, ValueError) as exc:

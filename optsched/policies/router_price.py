@@ -26,6 +26,7 @@ token at a nominal batch). Units: seconds, tokens.
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass
 
 from optsched.policies._load import active_kv_blocks, argmin
@@ -60,6 +61,11 @@ class PriceRouterConfig:
     decode_kv_s_per_token: float = 0.0
 
     def __post_init__(self) -> None:
+        for f in ("prefill_s_per_token", "decode_s_per_token", "recompute_s_per_token", "migration_s",
+                  "decode_kv_s_per_token"):
+            v = getattr(self, f)  # a JSON true is not the number 1.0, nor a string a number
+            if not isinstance(v, numbers.Real) or isinstance(v, bool):
+                raise ValueError(f"PriceRouterConfig.{f} must be a number (s per token), got {v!r}")
         if not (math.isfinite(self.prefill_s_per_token) and self.prefill_s_per_token > 0):
             raise ValueError(f"prefill_s_per_token must be finite and > 0, got {self.prefill_s_per_token!r}")
         for f in ("decode_s_per_token", "recompute_s_per_token", "migration_s", "decode_kv_s_per_token"):

@@ -17,13 +17,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["LINKS", "LONG_PREFILL_BASES", "PREEMPTION_MODES", "ROLES", "SLO", "ClusterConfig", "InstanceConfig",
+__all__ = ["LINKS", "LONG_PREFILL_BASES", "MAX_INSTANCES", "PREEMPTION_MODES", "ROLES", "SLO", "ClusterConfig", "InstanceConfig",
            "SchedulerConfig"]
 
 ROLES = ("colocated", "prefill", "decode")
 PREEMPTION_MODES = ("recompute", "swap")
 LONG_PREFILL_BASES = ("uncomputed", "uncached")
 LINKS = ("rdma", "nvlink")
+# instances of one cluster, all groups together: 4,096 TP-4 instances are 16,384 GPUs, past any published
+# deployment; each simulated instance costs ~60 KB and a step loop, so a typo such as count: 1000000 would
+# otherwise run for hours with no output.
+MAX_INSTANCES = 4096
 
 
 def _pos_int(obj: object, name: str, value: object, minimum: int = 1) -> None:
@@ -212,6 +216,10 @@ class ClusterConfig:
             raise ValueError(f"ClusterConfig.scheduler must be a SchedulerConfig, got {self.scheduler!r}")
         if self.pd_link not in LINKS:
             raise ValueError(f"ClusterConfig.pd_link must be one of {LINKS}, got {self.pd_link!r}")
+        n = sum(ic.count for ic in self.instances)
+        if n > MAX_INSTANCES:
+            raise ValueError(f"ClusterConfig.instances: {n:,} instances; expects at most {MAX_INSTANCES:,} "
+                             "(MAX_INSTANCES, the plausibility limit of optsched.sim.config)")
         roles = {ic.role for ic in self.instances}
         if "decode" in roles and "prefill" not in roles:
             raise ValueError("ClusterConfig.instances: 'decode' instances need at least one 'prefill' instance")

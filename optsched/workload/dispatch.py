@@ -167,6 +167,11 @@ def load_any(path: str | Path, block_size: int | None = None) -> Workload:
     """
     if block_size is not None and (isinstance(block_size, bool) or not isinstance(block_size, int) or block_size < 1):
         raise ValueError(f"block_size must be an int >= 1 (tokens per block), got {block_size!r}")
+    from optsched.workload.limits import MAX_BLOCK_SIZE
+
+    if block_size is not None and block_size > MAX_BLOCK_SIZE:
+        raise ValueError(f"block_size expects at most {MAX_BLOCK_SIZE:,} tokens (MAX_BLOCK_SIZE, the plausibility "
+                         f"limit, optsched.workload.limits), got {block_size:,}")
     kind, path = resolve_trace(path)
     kw = {} if block_size is None else {"block_size": block_size}
     w = _load(kind, path, kw if kind in BLOCK_SIZE_FORMATS else {})

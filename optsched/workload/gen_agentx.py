@@ -172,6 +172,11 @@ def generate_agentx(n_sessions: int, rng: np.random.Generator, variant: str = "f
     """
     if not (isinstance(n_sessions, int) and n_sessions >= 1):
         raise ValueError(f"n_sessions must be an int >= 1, got {n_sessions!r}")
+    from optsched.workload.limits import MAX_GENERATED_SESSIONS
+
+    if n_sessions > MAX_GENERATED_SESSIONS:
+        raise ValueError(f"n_sessions expects at most {MAX_GENERATED_SESSIONS:,} (the generator cap, "
+                         f"optsched.workload.limits), got {n_sessions:,}")
     from scipy.special import ndtri  # here, not at import: `import optsched.workload` never pays for scipy
 
     label = variant if params is None else "custom"

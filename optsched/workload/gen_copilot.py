@@ -99,6 +99,11 @@ def generate_copilot(n_sessions: int, rng: np.random.Generator, params: CopilotP
     """
     if not (isinstance(n_sessions, int) and n_sessions >= 1):
         raise ValueError(f"n_sessions must be an int >= 1, got {n_sessions!r}")
+    from optsched.workload.limits import MAX_GENERATED_SESSIONS
+
+    if n_sessions > MAX_GENERATED_SESSIONS:
+        raise ValueError(f"n_sessions expects at most {MAX_GENERATED_SESSIONS:,} (the generator cap, "
+                         f"optsched.workload.limits), got {n_sessions:,}")
     p = params or CopilotParams(**overrides)
     if params is not None and overrides:
         raise ValueError("give either params or keyword overrides, not both")
