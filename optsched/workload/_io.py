@@ -67,17 +67,33 @@ def json_depth(value: object) -> int:
     return depth
 
 
+class _DuplicateKey(ValueError):
+    """A JSON object that names one key twice (raised by `_unique_keys`)."""
+
+
+def _unique_keys(pairs: list[tuple[str, object]]) -> dict:
+    """A JSON object as a dict; a key given twice raises ``ValueError`` naming it (``json.loads`` would keep
+    the last value silently, so ``{"timestamp": 0, "timestamp": 5}`` would load as 5)."""
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        seen: set[str] = set()
+        dup = next(k for k, _ in pairs if k in seen or seen.add(k))
+        raise _DuplicateKey(f"each key once per JSON object, got {dup!r} twice")
+    return out
+
+
 def loads_limited(text: str | bytes) -> object:
     """``json.loads(text)`` for untrusted input: a value nested deeper than
     `optsched.workload.limits.MAX_JSON_DEPTH` and a number the parser refuses (an integer of more than
     4,300 digits) raise ``ValueError`` with a clear message instead of ``RecursionError`` (or a later
-    ``repr`` failure). Malformed JSON raises ``json.JSONDecodeError`` (a ValueError) as ``json.loads`` does.
+    ``repr`` failure); a key given twice in one object raises ``ValueError`` naming it. Malformed JSON raises
+    ``json.JSONDecodeError`` (a ValueError) as ``json.loads`` does.
     """
     try:
-        value = json.loads(text)
+        value = json.loads(text, object_pairs_hook=_unique_keys)
     except RecursionError:
         raise ValueError(f"{JSON_DEPTH_EXCEEDED} ({MAX_JSON_DEPTH} levels)") from None
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, _DuplicateKey):
         raise
     except ValueError as exc:  # "Exceeds the limit (4300 digits) for integer string conversion"
         raise ValueError(f"a number the JSON parser refuses ({str(exc).split(';')[0]})") from None

@@ -264,3 +264,20 @@ def test_default_output_has_no_info_lines(capsys):
     assert logging.getLogger("optsched.reproduce.run").getEffectiveLevel() == logging.WARNING
     _configure_logging(1, False)
     assert logging.getLogger("optsched.cost.fit").getEffectiveLevel() == logging.INFO
+
+
+def test_a_key_given_twice_is_refused_naming_the_key_and_the_line(tmp_path):
+    # json.loads keeps the last of two equal keys: this row would load with timestamp 5, not 0
+    row = '{"timestamp": 0, "timestamp": 5, "input_length": 600, "output_length": 3, "hash_ids": [1, 3]}'
+    path = _jsonl(tmp_path / "dup.jsonl", [MC[0], row])
+    with pytest.raises(TraceFormatError, match=r"dup\.jsonl:2: .*'timestamp' twice"):
+        load_any(path)
+
+
+def test_a_policy_file_with_a_key_given_twice_is_refused(tmp_path):
+    from optsched.export import load_policy
+
+    path = tmp_path / "p.json"
+    path.write_text('{"kind": "router", "kind": "admission"}')
+    with pytest.raises(ValueError, match="'kind' twice"):
+        load_policy(path)
