@@ -72,16 +72,18 @@ def component_plan_from_workload(kind: str, wl: Any, gpu: str, model: str, tp: i
                                  n_instances: int) -> tuple[dict[str, Any] | None, dict[str, Any]]:
     """The admission or residency door (``kind``) on ``wl``: (its Plan document {kind, type, parameters}, or None
     when the solve found no policy; solve record as above). Residency exports the ``load_priced`` rule (an engine
-    without an eviction-order hook can run it) sized to ``n_instances``; admission the hindsight-derived rule.
+    without an eviction-order hook can run it) sized to ``n_instances``, "residency_event" the event-driven rule of the
+    same solve (`optsched.pipelines.residency_event_fit`); admission the hindsight-derived rule.
     Raises what the door raises (e.g. a workload without tool pauses for residency)."""
     if kind == "admission":
         from optsched.pipelines.admission import plan_from_workload
         plan, res = plan_from_workload(wl, gpu, model, tp, options, seed)
-    elif kind == "residency":
+    elif kind in ("residency", "residency_event"):
         from optsched.pipelines.residency import plan_from_workload
-        plan, res = plan_from_workload(wl, gpu, model, tp, options, seed, rule="load_priced", n_instances=n_instances)
+        rule = "load_priced" if kind == "residency" else "event_priced"
+        plan, res = plan_from_workload(wl, gpu, model, tp, options, seed, rule=rule, n_instances=n_instances)
     else:
-        raise ValueError(f"component kind must be admission or residency, got {kind!r}")
+        raise ValueError(f"component kind must be admission, residency or residency_event, got {kind!r}")
     doc = None if plan is None else json_roundtrip({"kind": plan.kind, "type": plan.type,
                                                     "parameters": dict(plan.parameters)})
     return doc, _record(res)
