@@ -116,7 +116,8 @@ def select(names: list[str] | None, baselines: list[dict[str, Any]], optimized: 
 # "derived": the door's policy solved on the training workload (admission: the hindsight-MILP-derived rule;
 # residency: the load-priced keep / offload / drop rule); for residency also "derived_event": the event-driven
 # load-priced rule of the same solve (`optsched.policies.residency_event_priced`, pause laws fitted on the same
-# training workload), derived as component kind "residency_event". "default" stands for `DEFAULT_COMBOS`: the engines'
+# training workload), derived as component kind "residency_event"; and "derived_ttl": the Continuum-style TTL
+# baseline with its tool times from the same training workload (component kind "residency_ttl"). "default" stands for `DEFAULT_COMBOS`: the engines'
 # usual heuristic stacks against the optimized one.
 DEFAULT_COMBOS = ("cache_aware+fcfs+lru", "cache_aware+vllm_threshold+lru", "least_outstanding+vllm_threshold+lru",
                   "session+derived+derived", "session+vllm_threshold+derived")
@@ -140,7 +141,7 @@ def parse_combos(text: str) -> tuple[tuple[str, str, str], ...]:
         if r not in policy_names("router") and r not in OPTIMIZED:
             raise ValueError(f"--combos {it}: unknown router {r!r}; known: {', '.join(policy_names('router') + list(OPTIMIZED))}")
         for kind, x in (("admission", a), ("residency", s)):
-            own = ("derived", "derived_event") if kind == "residency" else ("derived",)
+            own = ("derived", "derived_event", "derived_ttl") if kind == "residency" else ("derived",)
             if x not in own and x not in policy_names(kind):
                 raise ValueError(f"--combos {it}: unknown {kind} {x!r}; known: {', '.join(own + tuple(policy_names(kind)))}")
         out.append((r, a, s))
@@ -179,11 +180,13 @@ def derive_components(source: str, cluster: dict[str, Any], base_seed: int, size
 
 def component_kind(kind: str, part: str) -> str | None:
     """The derived component a combination's ``part`` of ``kind`` needs ("admission", "residency",
-    "residency_event"), None for a registry name."""
+    "residency_event", "residency_ttl"), None for a registry name."""
     if part == "derived":
         return kind
     if part == "derived_event" and kind == "residency":
         return "residency_event"
+    if part == "derived_ttl" and kind == "residency":
+        return "residency_ttl"
     return None
 
 
@@ -200,13 +203,14 @@ def combo_specs(combos: tuple[tuple[str, str, str], ...], routers: dict[str, dic
         spec = {**routers[r], "name": name}
         opt = spec["kind"] == "optimized"
         for kind, x in (("admission", a), ("residency", s)):
-            if x in ("derived", "derived_event"):
+            if x in ("derived", "derived_event", "derived_ttl"):
                 opt = True
                 dk = component_kind(kind, x)
                 if derived.get(dk) is None:
                     missing[name] = f"no {x} {kind} policy (its derivation failed: see optimized_derivation)"
                     break
-                spec[kind] = {"plan": derived[dk]}
+                doc = derived[dk]
+                spec[kind] = doc if "name" in doc else {"plan": doc}  # a fitted baseline, or a solved Plan
             else:
                 spec[kind] = {"name": x}
         else:
