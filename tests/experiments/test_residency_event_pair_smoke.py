@@ -8,7 +8,7 @@ from tests.experiments.loader import load_experiment
 
 
 def test_pairs_lru_and_the_rule_on_each_seed(tmp_path):
-    mod = load_experiment("residency_event_pair")
+    mod = load_experiment("residency/event_pair")
     from optsched.export import plan_to_json
     from optsched.plan import Plan, Provenance
 

@@ -8,7 +8,7 @@ of ``--plan`` (an ``optsched.policy/v1`` residency plan, e.g. one ``event_priced
 directory cached (``--compare-out``). Prints per-seed rows and paired differences (Student-t 95% CI) of HBM hit,
 DRAM hit, total reload time, mean queue and P90 TTFT, and writes them with argv and revision to ``--out``.
 
-Usage: .venv/bin/python experiments/residency_event_pair.py --source agentx:sessions=96 --compare-out runs/cmp
+Usage: .venv/bin/python experiments/residency/event_pair.py --source agentx:sessions=96 --compare-out runs/cmp
        --load 1.77 --seeds 5 --instances 1 --tp 2 --max-calls-per-session 6 --out runs/pair.json
 """
 
