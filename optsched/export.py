@@ -243,6 +243,11 @@ RESIDENCY_NOTES: dict[str, str] = {
                            "No engine flag sets an eviction order; without such a hook only the keep / offload / "
                            "drop part runs and eviction stays LRU. All weights 0: no order, LRU eviction is "
                            "already right.",
+    "event_priced": "The event-driven load-priced rule needs a KV connector that calls it at each pause (keep / "
+                    "offload / drop), re-keys the paused sessions' eviction order at each arrival that will evict "
+                    "(hazard of resuming within horizon_s from parameters.pause_law) and can prefetch a paused "
+                    "session's offloaded KV back into free HBM (e.g. an LMCache-based connector). No engine flag "
+                    "does either; without the hooks only the keep / offload / drop part runs.",
     "obs_mlp": "A learned residency actor (an MLP over the KVResidency-v0 observation) needs a KV connector that "
                "builds that observation at each pause and applies the action it returns (keep / TTL / offload / "
                "drop).",

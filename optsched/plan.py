@@ -39,6 +39,7 @@ POLICY_CLASSES: dict[tuple[str, str], str] = {
     ("residency", "load_priced"): "optsched.policies.residency_load_priced:LoadPricedResidency",
     ("residency", "load_priced_evict"): "optsched.policies.residency_priced_evict:PricedEvictionResidency",
     ("residency", "load_priced_imitate"): "optsched.policies.residency_imitation:ImitationEvictionResidency",
+    ("residency", "event_priced"): "optsched.policies.residency_event_priced:EventPricedResidency",
     ("routing", "price"): "optsched.plan:build_price_router",
     ("routing", "mlp"): "optsched.policies.router_mlp:MLPRouter",
     ("routing", "assignment"): "optsched.plan:build_assignment_router",

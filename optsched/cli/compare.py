@@ -76,7 +76,9 @@ def register(subparsers) -> None:
                    "heuristic — runs only when named)")
     p.add_argument("--combos", help="compare policy COMBINATIONS instead of routers: comma list of "
                    "ROUTER+ADMISSION+RESIDENCY (registry names; an optimized router; 'derived' = the admission / "
-                   "residency door's policy solved on the training split), or 'default' ("
+                   "residency door's policy solved on the training split; 'derived_event' = the event-driven residency rule, "
+                   "hazard-priced eviction at arrivals and prefetch, derived on the same split; 'derived_ttl' = the "
+                   "Continuum-style TTL with tool times from the split), or 'default' ("
                    "cache_aware+fcfs+lru, cache_aware+vllm_threshold+lru, least_outstanding+vllm_threshold+lru, "
                    "session+derived+derived, session+vllm_threshold+derived)")
     p.add_argument("--seeds", type=int, default=5, help="initial replications, >= 5 (default 5)")

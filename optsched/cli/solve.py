@@ -14,7 +14,9 @@ block), and the policy of ``--rule`` with its solve record in ``parameters.solve
 order), ``load_priced_imitate`` / ``load_priced_search`` (plus an eviction order fitted to, resp. grid-searched
 against, the hindsight MILP of the same workload: `optsched.pipelines.residency_imitation_fit.ordered_plan`, its
 training MILPs' status / objective / bound / gap, method and weights under ``parameters.solve.imitation``; both
-written as type ``load_priced_imitate``). Default ``load_priced_search``, the rule of record (BENCHMARKS.md,
+written as type ``load_priced_imitate``), ``event_priced`` (the event-driven rule: the priced eviction order
+re-keyed at arrivals by the fitted hazard of resuming, and prefetch back to HBM before a predicted resume,
+`optsched.pipelines.residency_event_fit`; pause laws fitted on the solved workload). Default ``load_priced_search``, the rule of record (BENCHMARKS.md,
 "Eviction orders derived from the hindsight optimum's primal"): better than LRU on HBM hit on the tight
 AgentX-like setting, a tie elsewhere, the lowest mean ratio to the hindsight optimum of the online rules; where
 HBM never binds its weights are 0 and it runs as ``load_priced`` (no order). It costs one more MILP solve (the
@@ -45,7 +47,7 @@ PROBLEMS = ("routing", "pd", "admission", "residency")
 FORMULATIONS = {"routing": ("window", "session"), "pd": ("md1", "pool")}
 # --rule of residency, the first is the default (module docstring): optsched.pipelines.residency_imitation_fit.RULES,
 # copied here so that the parser imports no solver package; tests/pipelines/test_residency_rules.py checks they agree
-RESIDENCY_RULES = ("load_priced_search", "load_priced", "load_priced_evict", "load_priced_imitate")
+RESIDENCY_RULES = ("load_priced_search", "load_priced", "load_priced_evict", "load_priced_imitate", "event_priced")
 
 
 def register(subparsers) -> None:

@@ -72,19 +72,44 @@ def component_plan_from_workload(kind: str, wl: Any, gpu: str, model: str, tp: i
                                  n_instances: int) -> tuple[dict[str, Any] | None, dict[str, Any]]:
     """The admission or residency door (``kind``) on ``wl``: (its Plan document {kind, type, parameters}, or None
     when the solve found no policy; solve record as above). Residency exports the ``load_priced`` rule (an engine
-    without an eviction-order hook can run it) sized to ``n_instances``; admission the hindsight-derived rule.
+    without an eviction-order hook can run it) sized to ``n_instances``, "residency_event" the event-driven rule of the
+    same solve (`optsched.pipelines.residency_event_fit`); admission the hindsight-derived rule.
     Raises what the door raises (e.g. a workload without tool pauses for residency)."""
+    if kind == "residency_ttl":
+        return ttl_component_from_workload(wl, gpu, model, tp)
     if kind == "admission":
         from optsched.pipelines.admission import plan_from_workload
         plan, res = plan_from_workload(wl, gpu, model, tp, options, seed)
-    elif kind == "residency":
+    elif kind in ("residency", "residency_event"):
         from optsched.pipelines.residency import plan_from_workload
-        plan, res = plan_from_workload(wl, gpu, model, tp, options, seed, rule="load_priced", n_instances=n_instances)
+        rule = "load_priced" if kind == "residency" else "event_priced"
+        plan, res = plan_from_workload(wl, gpu, model, tp, options, seed, rule=rule, n_instances=n_instances)
     else:
-        raise ValueError(f"component kind must be admission or residency, got {kind!r}")
+        raise ValueError(f"component kind must be admission, residency or residency_event, got {kind!r}")
     doc = None if plan is None else json_roundtrip({"kind": plan.kind, "type": plan.type,
                                                     "parameters": dict(plan.parameters)})
     return doc, _record(res)
+
+
+def ttl_component_from_workload(wl: Any, gpu: str, model: str, tp: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The Continuum-style TTL rule of the residency solves' baselines (`optsched.pipelines.residency_pauses.
+    residency_rules`: a hit saves the DRAM round trip, HBM priced at one block over the HBM's tokens, then offload
+    to DRAM) with its tool-time samples from ``wl``'s pauses: ({"name": "ttl", "params"}, record). Raises
+    ValueError for a workload without pauses."""
+    from optsched.cost import CostModel
+    from optsched.policies.residency_ttl import tool_durations_from_calls
+
+    cm = CostModel.from_names(gpu, model, tp=tp)
+    bs = int(wl.block_size)
+    durations = tool_durations_from_calls(wl.calls())
+    if not durations:
+        raise ValueError("no tool pause (think_time_s > 0) in the training workload: no TTL to fit")
+    params = {"tool_durations_s": {k: list(v) for k, v in durations.items()},
+              "reload_s_per_block": 2.0 * float(cm.kv_transfer_time(bs, "pcie")),
+              "price_s_per_block_s": bs / cm.kv_capacity_tokens(), "then": "offload_dram"}
+    rec = {"status": "fitted", "pauses": sum(len(v) for v in durations.values()), "block_size": bs,
+           "source": "Continuum-style TTL as residency_pauses.residency_rules, tool times of the training split"}
+    return json_roundtrip({"name": "ttl", "params": params}), rec
 
 
 def prediction_error(predicted: dict[str, float], calls: Any) -> dict[str, Any]:

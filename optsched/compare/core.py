@@ -419,7 +419,8 @@ def run_compare(cfg: CompareConfig, cache_dir: Path, backend: str = "local", wor
         optimized, derivation = hit["specs"], hit["record"]
     missing: dict[str, str] = {}
     if cfg.combos is not None:
-        kinds = {k for combo in cfg.combos for k, x in zip(("admission", "residency"), combo[1:]) if x == "derived"}
+        kinds = {P.component_kind(k, x) for combo in cfg.combos for k, x in zip(("admission", "residency"), combo[1:])}
+        kinds.discard(None)
         docs: dict[str, Any] = {}
         if kinds:
             cache = RunCache(Path(cache_dir))

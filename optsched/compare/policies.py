@@ -28,7 +28,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-__all__ = ["DEFAULT_COMBOS", "DEFAULT_OPTIMIZED", "OPTIMIZED", "SolveTimedOut", "baseline_specs", "combo_specs",
+__all__ = ["DEFAULT_COMBOS", "DEFAULT_OPTIMIZED", "OPTIMIZED", "SolveTimedOut", "baseline_specs", "combo_specs", "component_kind",
            "derive_components", "derive_optimized", "parse_combos", "select", "solver_options"]
 
 log = logging.getLogger(__name__)
@@ -114,7 +114,10 @@ def select(names: list[str] | None, baselines: list[dict[str, Any]], optimized: 
 # Policy combinations (router x admission x residency). A combination is "ROUTER+ADMISSION+RESIDENCY"; each part
 # is a registry name, an optimized router (price, session, rolling_milp) or, for admission / residency,
 # "derived": the door's policy solved on the training workload (admission: the hindsight-MILP-derived rule;
-# residency: the load-priced keep / offload / drop rule). "default" stands for `DEFAULT_COMBOS`: the engines'
+# residency: the load-priced keep / offload / drop rule); for residency also "derived_event": the event-driven
+# load-priced rule of the same solve (`optsched.policies.residency_event_priced`, pause laws fitted on the same
+# training workload), derived as component kind "residency_event"; and "derived_ttl": the Continuum-style TTL
+# baseline with its tool times from the same training workload (component kind "residency_ttl"). "default" stands for `DEFAULT_COMBOS`: the engines'
 # usual heuristic stacks against the optimized one.
 DEFAULT_COMBOS = ("cache_aware+fcfs+lru", "cache_aware+vllm_threshold+lru", "least_outstanding+vllm_threshold+lru",
                   "session+derived+derived", "session+vllm_threshold+derived")
@@ -138,8 +141,9 @@ def parse_combos(text: str) -> tuple[tuple[str, str, str], ...]:
         if r not in policy_names("router") and r not in OPTIMIZED:
             raise ValueError(f"--combos {it}: unknown router {r!r}; known: {', '.join(policy_names('router') + list(OPTIMIZED))}")
         for kind, x in (("admission", a), ("residency", s)):
-            if x != "derived" and x not in policy_names(kind):
-                raise ValueError(f"--combos {it}: unknown {kind} {x!r}; known: derived, {', '.join(policy_names(kind))}")
+            own = ("derived", "derived_event", "derived_ttl") if kind == "residency" else ("derived",)
+            if x not in own and x not in policy_names(kind):
+                raise ValueError(f"--combos {it}: unknown {kind} {x!r}; known: {', '.join(own + tuple(policy_names(kind)))}")
         out.append((r, a, s))
     if len(set(out)) != len(out):
         raise ValueError("--combos: a combination is named twice")
@@ -174,6 +178,18 @@ def derive_components(source: str, cluster: dict[str, Any], base_seed: int, size
     return docs, recs
 
 
+def component_kind(kind: str, part: str) -> str | None:
+    """The derived component a combination's ``part`` of ``kind`` needs ("admission", "residency",
+    "residency_event", "residency_ttl"), None for a registry name."""
+    if part == "derived":
+        return kind
+    if part == "derived_event" and kind == "residency":
+        return "residency_event"
+    if part == "derived_ttl" and kind == "residency":
+        return "residency_ttl"
+    return None
+
+
 def combo_specs(combos: tuple[tuple[str, str, str], ...], routers: dict[str, dict[str, Any]],
                 derived: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, str]]:
     """(policy specs of the combinations, {name: why it cannot run}) from the router specs by name and the
@@ -187,12 +203,14 @@ def combo_specs(combos: tuple[tuple[str, str, str], ...], routers: dict[str, dic
         spec = {**routers[r], "name": name}
         opt = spec["kind"] == "optimized"
         for kind, x in (("admission", a), ("residency", s)):
-            if x == "derived":
+            if x in ("derived", "derived_event", "derived_ttl"):
                 opt = True
-                if derived.get(kind) is None:
-                    missing[name] = f"no derived {kind} policy (its derivation failed: see optimized_derivation)"
+                dk = component_kind(kind, x)
+                if derived.get(dk) is None:
+                    missing[name] = f"no {x} {kind} policy (its derivation failed: see optimized_derivation)"
                     break
-                spec[kind] = {"plan": derived[kind]}
+                doc = derived[dk]
+                spec[kind] = doc if "name" in doc else {"plan": doc}  # a fitted baseline, or a solved Plan
             else:
                 spec[kind] = {"name": x}
         else:

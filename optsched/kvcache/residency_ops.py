@@ -105,6 +105,50 @@ class ResidencyStore(TieredBlockStore):
             moved[src] += 1
         return BlockMoves(moved[0], moved[1], moved[2])
 
+    def prefetch_priced(self, block_hashes: Sequence[int], key: float, now_s: float) -> BlockMoves:
+        """`prefetch`, but where HBM is full it makes room for each block by evicting the HBM candidate that
+        the eviction order would take next, only while that candidate's ``marked_key`` is below ``key`` (KV
+        the ``"priced"`` order values less than this path: unmarked blocks, -inf, always are); stops at the
+        first block it cannot place. The path's parent blocks are never the victim. Returns the blocks moved
+        back by source tier (``hbm_blocks`` = HBM blocks evicted to make room); ``now_s`` as in `prefetch`.
+
+        Raises:
+            ValueError: a NaN ``key``.
+        """
+        if math.isnan(key):
+            raise ValueError("prefetch key must not be NaN")
+        moved = [0, 0, 0]
+        evicted = 0
+        for i in range(len(block_hashes)):
+            b = self._blocks.get(block_hashes[i])
+            if b is None or b.depth != i:
+                break
+            if b.tier == HBM:
+                continue
+            p = b.parent
+            if p is not None:
+                p.ref += 1  # the path's HBM part stays while room is made
+            b.ref += 1  # and the block itself, while a colder tier makes room
+            ok = self.free(HBM) >= 1
+            if not ok:
+                v = self._pop_victim(HBM)
+                if v is not None:
+                    self._push(v)  # back: _make_room pops the same (smallest) candidate
+                    if v.marked_key < key:
+                        before = self.evicted_blocks[HBM]
+                        ok = self._make_room(HBM, 1)
+                        evicted += self.evicted_blocks[HBM] - before
+            b.ref -= 1
+            if p is not None:
+                p.ref -= 1
+                self._push(p)
+            if not ok or not b.alive or b.tier == HBM:
+                break
+            src = b.tier
+            self._set_tier(b, HBM)
+            moved[src] += 1
+        return BlockMoves(evicted, moved[1], moved[2])
+
     def drop(self, block_hashes: Sequence[int]) -> BlockMoves:
         """Remove the cached blocks of ``block_hashes`` now (deepest first; pinned or with children: kept)."""
         moved = [0, 0, 0]

@@ -67,7 +67,8 @@ ORDER_METHODS = {"load_priced_imitate": "imitation", "load_priced_search": "sear
 # "Eviction orders derived from the hindsight optimum's primal": better than LRU on HBM hit on the tight AgentX-like
 # setting, a tie elsewhere, the lowest mean ratio to the hindsight optimum of the online rules; 0 weights, i.e.
 # load_priced run for run, where HBM never binds)
-RULES = ("load_priced_search", "load_priced", "load_priced_evict", "load_priced_imitate")
+# event_priced: the event-driven rule (hazard-priced eviction at arrivals, prefetch; residency_event_fit)
+RULES = ("load_priced_search", "load_priced", "load_priced_evict", "load_priced_imitate", "event_priced")
 
 logger = logging.getLogger(__name__)
 
@@ -247,7 +248,8 @@ def ordered_plan(priced: PricedSolve, train: Sequence[Workload], cm: CostModel, 
 def rule_plan(priced: PricedSolve, rule: str, train: Sequence[Workload], cm: CostModel, options: SolverOptions,
               **kw) -> Plan | None:
     """The Plan of ``rule`` (one of `RULES`) from the priced solve ``priced``: its ``plan`` ("load_priced"), its
-    ``evict_plan`` ("load_priced_evict"), or `ordered_plan` fitted on ``train`` (``kw`` go there). None without
+    ``evict_plan`` ("load_priced_evict"), the event-driven rule ("event_priced", pause laws fitted on ``train``,
+    `optsched.pipelines.residency_event_fit`), or `ordered_plan` fitted on ``train`` (``kw`` go there). None without
     an LP optimum.
 
     Raises:
@@ -259,4 +261,8 @@ def rule_plan(priced: PricedSolve, rule: str, train: Sequence[Workload], cm: Cos
         return priced.plan
     if rule == "load_priced_evict":
         return priced.evict_plan
+    if rule == "event_priced":
+        from optsched.pipelines.residency_event_fit import event_plan
+
+        return event_plan(priced, train)
     return ordered_plan(priced, train, cm, options, rule=rule, **kw)

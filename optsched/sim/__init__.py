@@ -95,6 +95,9 @@ def _simulate(workload, cluster, router, admission, residency, slo, seed, progre
         extra = {**(dict(mover.stats) if mover.active else {}),
                  "residency_actions": dict(sorted(sim.residency.actions.items())),
                  "seed": int(seed), "block_size": int(sim.block_size), "concurrency": int(concurrency)}
+        if sim.residency.event:  # an event-driven residency rule: its prefetches and re-keyed arrivals
+            extra["residency_prefetched_blocks"] = int(sim.residency.prefetched_blocks)
+            extra["residency_rekeyed_arrivals"] = int(sim.residency.rekeys)
         cols = raw.summary_columns()
         if cols is not None:  # the summary from numpy columns; the tables are built when first read
             summary = summarize_columns(cols, raw.cols["session_id"], raw.boundary, sim.instances, cluster.num_gpus,

@@ -566,6 +566,8 @@ class Simulator(PDMixin, SteppingMixin):
             self.residency.on_pause(inst, seq, t)
         else:
             kv.free(inst, seq, t)
+            if self.residency.event:
+                self.residency.on_free(inst, t)
         if paused and self.kv_mover.active:
             self.kv_mover.on_pause(inst, seq, t)
         for rt, ch in self._driver.on_finish(idx, t):

@@ -11,6 +11,20 @@ block simply stays in the LRU index (``residency=None``). A policy with ``evicti
 an order name (``"priced"``, `optsched.policies.residency_priced_evict`) has that order installed on
 every instance's cache at the start, and at each pause its ``eviction_key(call, tokens, now)`` is set on
 the session's blocks (``PrefixCache.mark``); policies without it leave the caches' order untouched.
+
+An event-driven policy (``event_driven = True``, `optsched.policies.residency_event_priced`) is also asked
+between pauses. The executor keeps, per instance, the sessions paused there (prompt block hashes, tool
+class, KV tokens, pause start) until their next call arrives. At the arrival of a call on an instance
+whose free HBM is short of the call's KV blocks not already in HBM there (the arrival will evict), every
+paused session there is
+re-keyed with ``event_key(tool, tokens, elapsed)`` at the arrival's time. When HBM frees up (a pause or a
+call's end on the instance) and no call waits there, the paused sessions with blocks in DRAM / SSD and a
+positive ``prefetch_gain(tool, tokens moved, elapsed, demand)`` (demand = HBM blocks in use after the move /
+HBM capacity) are prefetched back in decreasing gain (``PrefixCache.prefetch_priced``: into free HBM, or in
+place of HBM blocks whose eviction key is below the session's current ``event_key``, e.g. a finished
+session's unmarked KV). A prefetch runs in the background over PCIe like an offload (not charged to any
+call; PCIe contention is not modelled); ``prefetched_blocks`` counts the blocks moved back, the HBM blocks
+evicted for them are counted in ``moved_blocks["hbm"]``.
 """
 
 from __future__ import annotations
@@ -41,6 +55,10 @@ class ResidencyExecutor:
         order_fn = getattr(policy, "eviction_order", None)
         order = order_fn() if order_fn is not None else None
         self.marks = order is not None
+        self.event = bool(getattr(policy, "event_driven", False))
+        self.paused: dict[int, dict[Any, tuple]] = {}  # instance -> session -> (hashes, tool, tokens, start_s)
+        self.prefetched_blocks = 0
+        self.rekeys = 0
         if self.marks:
             for inst in sim.instances:
                 inst.cache.set_eviction(make_eviction(order))
@@ -68,6 +86,10 @@ class ResidencyExecutor:
             inst.cache.mark(hashes, key, now_s)
         if d.action == "keep" and d.ttl_s != _INF:
             self._arm(inst, now_s)
+        if self.event:
+            self.paused.setdefault(inst.iid, {})[call.session_id] = (
+                hashes, call.tool, call.input_tokens + call.output_tokens, now_s)
+            self.on_free(inst, now_s)
 
     def _arm(self, inst: Instance, now_s: float) -> None:
         t = inst.cache.next_expiry_s()
@@ -90,5 +112,47 @@ class ResidencyExecutor:
         self._arm(inst, now_s)
 
     def on_next_call(self, call: Any, instance: int, now_s: float) -> None:
-        """Hook for the session's next call (the cache cancels TTLs when it touches the blocks)."""
-        return
+        """The session's next call arrives on ``instance`` (the cache cancels TTLs when it touches the blocks).
+        Event-driven policies: the session is no longer paused; an arrival that will evict re-keys the
+        instance's paused sessions at ``now_s`` (module docstring)."""
+        if not self.event:
+            return
+        inst = self.sim.instances[instance]
+        need = -(-(call.input_tokens + call.output_tokens) // inst.bs)
+        for iid, sessions in self.paused.items():
+            mine = sessions.pop(call.session_id, None)
+            if mine is not None and iid == inst.iid:
+                need -= inst.cache.split_counts(mine[0])[1]  # its own KV still in HBM there
+        sessions = self.paused.get(inst.iid)
+        if not sessions or inst.cache.free_blocks("hbm") >= need:
+            return
+        self.rekeys += 1
+        for hashes, tool, tokens, start in sessions.values():
+            inst.cache.mark(hashes, self.policy.event_key(tool, tokens, now_s - start), now_s)
+
+    def on_free(self, inst: Instance, now_s: float) -> None:
+        """HBM freed up on ``inst`` (a pause or a call's end): prefetch paused sessions back (module docstring)."""
+        sessions = self.paused.get(inst.iid) if self.event else None
+        if not sessions or inst.waiting:
+            return
+        cache = inst.cache
+        cap = max(1, cache.capacity_blocks("hbm"))
+        ranked = []
+        for sid, (hashes, tool, tokens, start) in sessions.items():
+            k, h, _d = cache.split_counts(hashes)
+            m = k - h
+            if m < 1:
+                continue
+            demand = (cache.used_blocks("hbm") + m) / cap
+            gain = self.policy.prefetch_gain(tool, m * inst.bs, now_s - start, demand)
+            if gain > 0:
+                ranked.append((-gain, start, str(sid), hashes, self.policy.event_key(tool, tokens, now_s - start)))
+        for _g, _s, _sid, hashes, key in sorted(ranked, key=lambda r: r[:3]):
+            k, h, _d = cache.split_counts(hashes)
+            if k - h < 1:
+                continue
+            moves = cache.prefetch_priced(hashes[:k], key, now_s)
+            self.prefetched_blocks += moves.dram_blocks + moves.ssd_blocks
+            self.moved_blocks["hbm"] += moves.hbm_blocks
+            if moves.dram_blocks + moves.ssd_blocks == 0:
+                break  # HBM holds nothing this rule values less: the next (smaller gain) cannot place either

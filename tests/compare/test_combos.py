@@ -35,3 +35,40 @@ def test_a_combination_runs_its_components():
     b = run_job({**job, "policy": {"router": "cache_aware", "admission": {"name": "vllm_threshold"},
                                    "residency": {"name": "lru"}}})
     assert a["num_calls"] == b["num_calls"] and a["ttft_p90_s"] != b["ttft_p90_s"]  # the admission rule acts
+
+
+def test_the_residency_parts_derived_event_and_derived_ttl():
+    from optsched.compare.policies import component_kind
+
+    assert parse_combos("cache_aware+fcfs+derived_event,cache_aware+fcfs+derived_ttl") == (
+        ("cache_aware", "fcfs", "derived_event"), ("cache_aware", "fcfs", "derived_ttl"))
+    with pytest.raises(ValueError, match="unknown admission 'derived_event'"):
+        parse_combos("cache_aware+derived_event+lru")
+    assert [component_kind("residency", x) for x in ("derived", "derived_event", "derived_ttl", "lru")] == [
+        "residency", "residency_event", "residency_ttl", None]
+    routers = {s["name"]: s for s in baseline_specs()}
+    ev = {"kind": "residency", "type": "event_priced", "parameters": {}}
+    ttl = {"name": "ttl", "params": {"tool_durations_s": {"": [1.0]}, "reload_s_per_block": 0.1}}
+    specs, missing = combo_specs((("cache_aware", "fcfs", "derived_event"), ("cache_aware", "fcfs", "derived_ttl"),
+                                  ("cache_aware", "fcfs", "derived")), routers,
+                                 {"residency_event": ev, "residency_ttl": ttl, "residency": None})
+    assert [s["residency"] for s in specs] == [{"plan": ev}, ttl] and all(s["kind"] == "optimized" for s in specs)
+    assert set(missing) == {"cache_aware+fcfs+derived"}
+
+
+def test_the_ttl_component_is_the_solves_continuum_baseline_fitted_on_the_workload():
+    import numpy as np
+
+    from optsched.compare.adapter import ttl_component_from_workload
+    from optsched.cost import CostModel
+    from optsched.pipelines.residency_pauses import residency_rules
+    from optsched.policies.residency_ttl import TTLResidency, tool_durations_from_calls
+    from optsched.workload import generate_agentx
+
+    wl = generate_agentx(4, np.random.default_rng(2))
+    doc, rec = ttl_component_from_workload(wl, "h200-sxm", "llama-3-70b", 2)
+    durations = tool_durations_from_calls(wl.calls())
+    ref = residency_rules(CostModel.from_names("h200-sxm", "llama-3-70b", tp=2), durations, wl.block_size)
+    p = {**doc["params"], "tool_durations_s": {k: tuple(v) for k, v in doc["params"]["tool_durations_s"].items()}}
+    assert doc["name"] == "ttl" and TTLResidency(**p) == ref["ttl (Continuum-style)"]
+    assert rec["pauses"] == sum(len(v) for v in durations.values()) > 0

@@ -38,7 +38,24 @@ def _wl():
 
 def test_the_cli_offers_the_doors_rules_with_the_same_default():
     assert RESIDENCY_RULES == RULES
-    assert set(RULES) == {"load_priced", "load_priced_evict"} | set(ORDER_METHODS)
+    assert set(RULES) == {"load_priced", "load_priced_evict", "event_priced"} | set(ORDER_METHODS)
+
+
+def test_the_event_rule_is_derived_from_the_solve_and_the_training_pauses():
+    from optsched.policies.residency_event_priced import EventPricedResidency
+    from optsched.workload.pause_hazard import fit_pause_law
+
+    wl = _wl()
+    plan, milp = plan_from_workload(wl, GPU, MODEL, TP, OPTS, seed=3, rule="event_priced", n_instances=1, **SIZE)
+    evict, _ = plan_from_workload(wl, GPU, MODEL, TP, OPTS, seed=3, rule="load_priced_evict", n_instances=1, **SIZE)
+    p = plan.parameters
+    assert plan.type == "event_priced" and milp.status == "optimal"
+    assert p["horizon_s"] == SIZE["slot_s"] and p["pause_law"] == fit_pause_law(wl.calls()).to_dict()
+    assert p["price_table"] == evict.parameters["price_table"]
+    assert p["eviction_price_s_per_token_s"] == evict.parameters["eviction_price_s_per_token_s"]
+    assert set(p["solve"]["event"]) == {"pause_law", "horizon_s", "prices"}
+    back = plan_from_json(json.loads(json.dumps(plan_to_json(plan)))).to_policy()
+    assert isinstance(back, EventPricedResidency) and back.pause_law == p["pause_law"]
 
 
 @pytest.fixture(scope="module")
