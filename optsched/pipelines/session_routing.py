@@ -24,15 +24,16 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
+
+from optsched.cost import CostModel
+from optsched.cost.step_fast import fast_prefill_time
 from optsched.models.routing_session_data import MODES, SessionRoutingInstance
 from optsched.models.routing_session_lp import build_session_lp
 from optsched.pipelines.session_calibrate import calibrate_move_margin, time_grid
-from optsched.solvers import SolveResult, SolverOptions, solve
-from optsched.solvers.scipy_lp import solve_matrix_lp
-
-from optsched.cost import CostModel
 from optsched.plan import Plan
 from optsched.policies.router_session import SessionPrices, SessionRouter, SessionRouterConfig
+from optsched.solvers import SolveResult, SolverOptions, solve
+from optsched.solvers.scipy_lp import solve_matrix_lp
 
 __all__ = [
     "build_router",
@@ -70,13 +71,14 @@ def paused_instance(cm: CostModel, now_s: float, paused: Sequence[tuple[int, int
         raise ValueError("paused_instance needs at least one paused session")
     od, oi, om, fixed, work, hold, link_s = [], [], [], [], [], [], []
     buckets = np.zeros(n_d, dtype=int)
+    prefill_s = fast_prefill_time(cm)  # the pricer runs inside online decisions: scalar path, same floats
     for d, (home, tokens, ret) in enumerate(paused):
         if not (0 <= home < n_i):
             raise ValueError(f"paused session {d}: home {home} outside 0..{n_i - 1}")
         pause = max(0.0, ret - now_s)
         t = min(n_buckets - 1, int(pause // bucket_s))
         buckets[d] = t
-        pre = float(cm.prefill_time(new_tokens, tokens))
+        pre = prefill_s(new_tokens, tokens)
         xfer = float(cm.kv_transfer_time(tokens, link))
         h = np.zeros(n_buckets)
         h[: t + 1] = tokens + new_tokens

@@ -177,9 +177,12 @@ class SessionRouter:
 
     def __init__(self, config: SessionRouterConfig, pricer: Pricer | None = None) -> None:
         from optsched.cost import CostModel
+        from optsched.cost.step_fast import fast_prefill_time
 
         self.config = config
         self.cm = CostModel.from_names(config.gpu, config.model, config.tp)
+        self._prefill = fast_prefill_time(self.cm)  # CostModel.prefill_time on scalars, the same floats, memoized
+        self._move_memo: dict[tuple[int, str], float] = {}
         self.pricer = pricer
         self.prices: SessionPrices | None = None
         self._last_price_s = -math.inf
@@ -197,10 +200,20 @@ class SessionRouter:
 
     # ---- cost pieces -------------------------------------------------------------------------------
     def _prefill_s(self, new: int, cached: int) -> float:
-        return float(self.cm.prefill_time(max(new, 1), cached))
+        """``CostModel.prefill_time(max(new, 1), cached)`` (s) through `optsched.cost.step_fast.fast_prefill_time`:
+        the same floats without the array path's overhead (~0.4 ms a call, a dozen calls per decision)."""
+        return self._prefill(max(new, 1), cached)
 
     def _move_s(self, tokens: int, link: str) -> float:
-        return float(self.cm.kv_transfer_time(tokens, link)) if tokens > 0 else 0.0
+        """``CostModel.kv_transfer_time(tokens, link)`` (s), memoized; 0 for no tokens."""
+        if tokens <= 0:
+            return 0.0
+        v = self._move_memo.get((tokens, link))
+        if v is None:
+            if len(self._move_memo) >= 1 << 16:
+                self._move_memo.clear()
+            v = self._move_memo[(tokens, link)] = float(self.cm.kv_transfer_time(tokens, link))
+        return v
 
     def _decode_s(self, call: Call, view: ClusterView, i: int) -> float:
         """User-seconds of decode the call adds if it decodes on i (module docstring, "decode(i)"): its own
