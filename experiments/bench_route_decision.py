@@ -4,8 +4,9 @@ Each router runs a whole simulation of an AgentX-like workload on ``instances`` 
 instances; every call of its ``route`` is timed with ``time.perf_counter`` (the LP re-pricings it triggers
 included), and the report gives the median / P99 / max per decision and the ratio to cache-aware measured in
 the same run (machines here are shared: compare ratios, not absolute times). Row ``session_array_path`` is the
-same router with the cost model's array-path ``prefill_time`` / ``kv_transfer_time`` (router and pricer), the
-implementation before `optsched.cost.step_fast.fast_prefill_time`: the same floats, so the same decisions
+same router computed the slower way: the cost model's array-path ``prefill_time`` / ``kv_transfer_time``
+(router and pricer) instead of `optsched.cost.step_fast.fast_prefill_time`, and the pricer's LP built row by
+row (`build_session_lp_rows`) instead of with numpy. The same floats and the same LP, so the same decisions
 (checked: the run fails if the two routers' choices differ), timed in the same run. Writes
 ``runs/bench_route_decision/summary.json``, ``results.md`` and ``provenance.json``.
 
@@ -71,6 +72,8 @@ def main(argv: list[str] | None = None) -> int:
                                        count=cfg.instances),))
     plan, _ = plan_from_workload(train, "h200-sxm", "llama-3-70b", 4, SolverOptions(threads=1), cfg.seed,
                                  n_instances=cfg.instances, cluster=cl)
+    from optsched.models.routing_session_lp import build_session_lp_rows
+
     from optsched.cost import CostModel
     from optsched.pipelines.session_routing import make_pricer
     from optsched.policies.router_session import SessionRouter
@@ -88,7 +91,8 @@ def main(argv: list[str] | None = None) -> int:
     sc = config_from_parameters(plan.parameters)
     ref_cm = _ArrayPathCost.from_names(sc.gpu, sc.model, sc.tp)
     ref = _ArrayPathSession(sc, make_pricer(ref_cm, bucket_s=sc.bucket_s, n_buckets=sc.n_buckets,
-                                            decode_s_per_token=sc.decode_s_per_token, link=sc.link))
+                                            decode_s_per_token=sc.decode_s_per_token, link=sc.link,
+                                            build_lp=build_session_lp_rows))
     routers = {"cache_aware": _Timed(CacheAwareRouter()), "session": _Timed(build_router(sc)),
                "session_array_path": _Timed(ref)}
     res = {}

@@ -17,7 +17,7 @@ import numpy as np
 from optsched.models.routing_session_data import SessionRoutingInstance
 from scipy.sparse import csr_matrix
 
-__all__ = ["SessionLP", "build_session_lp"]
+__all__ = ["SessionLP", "build_session_lp", "build_session_lp_rows"]
 
 _EPS_B = 1e-6
 
@@ -102,6 +102,78 @@ def build_session_lp(inst: SessionRoutingInstance) -> SessionLP:
     cols = np.concatenate(b_cols + w_cols + h_cols)
     vals = np.concatenate(b_vals + w_vals + h_vals)
     rhs = np.concatenate([b_rhs, w_rhs, inst.hbm_free_tokens.reshape(-1).astype(float)])
+    a_ub = csr_matrix((vals, (rows, cols)), shape=(r, n_v))
+    a_eq = csr_matrix((np.ones(n_o), (od, np.arange(n_o))), shape=(n_d, n_v))
+    upper = np.full(n_v, np.inf)
+    upper[:n_o] = 1.0
+    return SessionLP(c, a_ub, np.asarray(rhs, float), a_eq, np.ones(n_d), upper, backlog_rows, slice(h0, r),
+                     n_o, (n_i, n_t), slice(eb, n_v) if elastic else None)
+
+
+def build_session_lp_rows(inst: SessionRoutingInstance) -> SessionLP:
+    """`build_session_lp` row by row in Python: the reference it is tested against (the same matrix, element for
+    element) and the slower path `experiments/bench_route_decision.py` times beside it."""
+    if inst.objective != "ttft":
+        raise ValueError("build_session_lp supports objective 'ttft' only")
+    n_o, n_i, n_t, n_d = inst.n_options, inst.n_instances, inst.n_buckets, inst.n_decisions
+    bb, wb = n_o, n_o + n_i * n_t
+    elastic = inst.spill_s_per_token is not None
+    eb = wb + n_d
+    n_v = eb + (n_i if elastic else 0)
+    od, oi = inst.opt_decision, inst.opt_instance
+    ot = inst.bucket[od]
+    w = inst.weight
+    c = np.zeros(n_v)
+    c[:n_o] = w[od] * inst.fixed_s + inst.link_price * inst.link_s
+    c[bb:wb] = _EPS_B
+    c[wb:eb] = w
+    if elastic:
+        c[eb:] = float(inst.spill_s_per_token)
+    bidx = lambda i, t: bb + i * n_t + t
+    rows, cols, vals, rhs = [], [], [], []
+
+    def add(r, cc, v):
+        rows.extend([r] * len(cc))
+        cols.extend(cc)
+        vals.extend(v)
+
+    r = 0
+    for i in range(n_i):  # backlog: B[i,t-1] + Σ work x − B[i,t] ≤ cap − base (− backlog0 at t = 0)
+        for t in range(n_t):
+            sel = np.flatnonzero((oi == i) & (ot == t))
+            add(r, [bidx(i, t)] + sel.tolist(), [-1.0] + inst.work_s[sel].tolist())
+            b = inst.capacity_s[i, t] - inst.base_work_s[i, t]
+            if t == 0:
+                b -= inst.backlog0_s[i]
+            else:
+                add(r, [bidx(i, t - 1)], [1.0])
+            rhs.append(b)
+            r += 1
+    backlog_rows = slice(0, r)
+    big = inst.wait_big_m()
+    pairs = sorted({(int(d), int(i)) for d, i in zip(od, oi)})
+    for d, i in pairs:  # wait: B[i,t-1] + ½ Σ others' work x + M Σ_{O(d,i)} x − W[d] ≤ M − ½ base (− backlog0)
+        t = int(inst.bucket[d])
+        others = np.flatnonzero((oi == i) & (ot == t) & (od != d))
+        own = np.flatnonzero((oi == i) & (od == d))
+        add(r, others.tolist() + own.tolist() + [wb + d],
+            (0.5 * inst.work_s[others]).tolist() + [float(big[i, t])] * len(own) + [-1.0])
+        b = float(big[i, t]) - 0.5 * inst.base_work_s[i, t]
+        if t == 0:
+            b -= inst.backlog0_s[i]
+        else:
+            add(r, [bidx(i, t - 1)], [1.0])
+        rhs.append(b)
+        r += 1
+    h0 = r
+    for i in range(n_i):  # hbm: Σ hold x (− e[i] when elastic) ≤ free
+        sel = np.flatnonzero(oi == i)
+        for t in range(n_t):
+            add(r, sel.tolist(), inst.hold_tokens[sel, t].tolist())
+            if elastic:
+                add(r, [eb + i], [-1.0])
+            rhs.append(inst.hbm_free_tokens[i, t])
+            r += 1
     a_ub = csr_matrix((vals, (rows, cols)), shape=(r, n_v))
     a_eq = csr_matrix((np.ones(n_o), (od, np.arange(n_o))), shape=(n_d, n_v))
     upper = np.full(n_v, np.inf)

@@ -110,7 +110,8 @@ def paused_instance(cm: CostModel, now_s: float, paused: Sequence[tuple[int, int
                                                                            n_buckets, axis=1))
 
 
-def make_pricer(cm: CostModel, bucket_s: float = 2.0, n_buckets: int = 8, max_sessions: int = 32, **kw):
+def make_pricer(cm: CostModel, bucket_s: float = 2.0, n_buckets: int = 8, max_sessions: int = 32,
+                build_lp=build_session_lp, **kw):
     """Pricer for `SessionRouter`: LP relaxation of the ``max_sessions`` soonest-returning paused sessions.
 
     ``bucket_s`` / ``n_buckets``: the LP's time grid; `build_router` passes a plan's derived values
@@ -118,7 +119,9 @@ def make_pricer(cm: CostModel, bucket_s: float = 2.0, n_buckets: int = 8, max_se
     caps the LP's size (hand-set, not derived).
 
     Without paused sessions, or when the LP is not optimal (logged), prices are 0 and the backlog forecast
-    is the current backlog drained at one second per second. Keyword args go to `paused_instance`.
+    is the current backlog drained at one second per second. ``build_lp``: the matrix builder
+    (`optsched.models.routing_session_lp`; its row-by-row reference gives the same LP, slower). Other keyword
+    args go to `paused_instance`.
     """
 
     def pricer(now_s: float, paused: list, backlog_s: np.ndarray, free: np.ndarray) -> SessionPrices:
@@ -128,7 +131,7 @@ def make_pricer(cm: CostModel, bucket_s: float = 2.0, n_buckets: int = 8, max_se
         if not paused:
             return SessionPrices(now_s, bucket_s, drained, zero, zero)
         inst = paused_instance(cm, now_s, paused[:max_sessions], backlog_s, free, bucket_s, n_buckets, **kw)
-        lp = build_session_lp(inst)
+        lp = build_lp(inst)
         res, x, marg = solve_matrix_lp(lp)
         if x is None:
             logger.warning("session pricer LP %s; zero prices", res.status)
