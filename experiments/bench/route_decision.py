@@ -3,7 +3,11 @@
 Each router runs a whole simulation of an AgentX-like workload on ``instances`` colocated Llama-3-70B TP-4 H200
 instances; every call of its ``route`` is timed with ``time.perf_counter`` (the LP re-pricings it triggers
 included), and the report gives the median / P99 / max per decision and the ratio to cache-aware measured in
-the same run (machines here are shared: compare ratios, not absolute times). Writes
+the same run (machines here are shared: compare ratios, not absolute times). Row ``session_array_path`` is the
+same router computed the slower way: the cost model's array-path ``prefill_time`` / ``kv_transfer_time``
+(router and pricer) instead of `optsched.cost.step_fast.fast_prefill_time`, and the pricer's LP built row by
+row (`build_session_lp_rows`) instead of with numpy. The same floats and the same LP, so the same decisions
+(checked: the run fails if the two routers' choices differ), timed in the same run. Writes
 ``runs/bench_route_decision/summary.json``, ``results.md`` and ``provenance.json``.
 
 Usage: .venv/bin/python experiments/bench_route_decision.py [--sessions 32] [--instances 8] [--quick]
@@ -17,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+
 from optsched.config_cli import arg, config_parser, parse_config
 
 
@@ -31,16 +36,20 @@ class Config:
 
 
 class _Timed:
-    """Wraps a router: forwards everything, times ``route``."""
+    """Wraps a router: forwards everything, times ``route`` and records its choices."""
 
     def __init__(self, inner) -> None:
         self._inner = inner
         self.times_s: list[float] = []
+        self.cpu_s: list[float] = []  # process CPU time of the same calls: what a loaded machine's waits leave out
+        self.choices: list[tuple[str, int]] = []
 
     def route(self, call, view):
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         i = self._inner.route(call, view)
         self.times_s.append(time.perf_counter() - t)
+        self.cpu_s.append(time.process_time() - c)
+        self.choices.append((call.call_id, i))
         return i
 
     def __getattr__(self, name):
@@ -49,14 +58,13 @@ class _Timed:
 
 def main(argv: list[str] | None = None) -> int:
     cfg = parse_config(config_parser(Config, __doc__.splitlines()[0]), Config, argv)
+    from optsched.solvers import SolverOptions
+
     from optsched.compare.replication import build_replication
-    from optsched.pipelines.session_routing import build_router, plan_from_workload
+    from optsched.pipelines.session_routing import build_router, config_from_parameters, plan_from_workload
     from optsched.policies.router_cache_aware import CacheAwareRouter
     from optsched.reproduce.provenance import write_run
     from optsched.sim import ClusterConfig, InstanceConfig, simulate
-    from optsched.solvers import SolverOptions
-
-    from optsched.pipelines.session_routing import config_from_parameters
 
     n = 8 if cfg.quick else cfg.sessions
     spec = f"agentx:sessions={n},variant=256k"
@@ -66,20 +74,52 @@ def main(argv: list[str] | None = None) -> int:
                                        count=cfg.instances),))
     plan, _ = plan_from_workload(train, "h200-sxm", "llama-3-70b", 4, SolverOptions(threads=1), cfg.seed,
                                  n_instances=cfg.instances, cluster=cl)
-    routers = {"cache_aware": _Timed(CacheAwareRouter()),
-               "session": _Timed(build_router(config_from_parameters(plan.parameters)))}
+    from optsched.models.routing_session_lp import build_session_lp_rows
+
+    from optsched.cost import CostModel
+    from optsched.pipelines.session_routing import make_pricer
+    from optsched.policies.router_session import SessionRouter
+
+    class _ArrayPathCost(CostModel):
+        """A CostModel that `fast_prefill_time` does not recognize: the pricer calls ``prefill_time`` itself."""
+
+    class _ArrayPathSession(SessionRouter):
+        def _prefill_s(self, new, cached):
+            return float(self.cm.prefill_time(max(new, 1), cached))
+
+        def _move_s(self, tokens, link):
+            return float(self.cm.kv_transfer_time(tokens, link)) if tokens > 0 else 0.0
+
+    sc = config_from_parameters(plan.parameters)
+    ref_cm = _ArrayPathCost.from_names(sc.gpu, sc.model, sc.tp)
+    ref = _ArrayPathSession(sc, make_pricer(ref_cm, bucket_s=sc.bucket_s, n_buckets=sc.n_buckets,
+                                            decode_s_per_token=sc.decode_s_per_token, link=sc.link,
+                                            build_lp=build_session_lp_rows))
+    routers = {"cache_aware": _Timed(CacheAwareRouter()), "session": _Timed(build_router(sc)),
+               "session_array_path": _Timed(ref)}
     res = {}
     for name, r in routers.items():
         simulate(wl, cl, router=r, seed=cfg.seed)
         ms = 1e3 * np.asarray(r.times_s)
         res[name] = {"decisions": int(ms.size), "median_ms": float(np.median(ms)), "p99_ms": float(np.quantile(ms, 0.99)),
                      "max_ms": float(ms.max()), "mean_ms": float(ms.mean())}
+        cpu = 1e3 * np.asarray(r.cpu_s)
+        res[name].update(cpu_median_ms=float(np.median(cpu)), cpu_p99_ms=float(np.quantile(cpu, 0.99)))
+    if routers["session"].choices != routers["session_array_path"].choices:
+        print("error: the fast and the array-path session routers chose differently", file=sys.stderr)
+        return 1
     res["ratio_median_session_over_cache_aware"] = res["session"]["median_ms"] / res["cache_aware"]["median_ms"]
-    lines = ["| router | decisions | median (ms) | P99 (ms) | max (ms) |", "|---|---|---|---|---|"]
+    for q in ("median_ms", "p99_ms", "cpu_median_ms", "cpu_p99_ms"):
+        res[f"ratio_{q[:-3]}_array_path_over_session"] = res["session_array_path"][q] / res["session"][q]
+    lines = ["| router | decisions | median (ms) | P99 (ms) | max (ms) | CPU median / P99 (ms) |", "|---|---|---|---|---|---|"]
     for name in routers:
         r = res[name]
-        lines.append(f"| {name} | {r['decisions']} | {r['median_ms']:.3g} | {r['p99_ms']:.3g} | {r['max_ms']:.3g} |")
-    text = "\n".join(lines) + f"\n\nsession / cache-aware (median): {res['ratio_median_session_over_cache_aware']:.1f}x\n"
+        lines.append(f"| {name} | {r['decisions']} | {r['median_ms']:.3g} | {r['p99_ms']:.3g} | {r['max_ms']:.3g} | "
+                     f"{r['cpu_median_ms']:.3g} / {r['cpu_p99_ms']:.3g} |")
+    text = "\n".join(lines) + (f"\n\nsession / cache-aware (median): {res['ratio_median_session_over_cache_aware']:.1f}x; "
+                                f"array path / session: median {res['ratio_median_array_path_over_session']:.2f}x, "
+                                f"P99 {res['ratio_p99_array_path_over_session']:.2f}x; CPU P99 "
+                                f"{res['ratio_cpu_p99_array_path_over_session']:.2f}x (same decisions)\n")
     print(text)
     write_run(Path(cfg.out), res, text, {k: getattr(cfg, k) for k in Config.__dataclass_fields__}, sys.argv[1:] if argv is None else argv,
               cfg.seed, ("workload",))

@@ -32,7 +32,7 @@ import numpy as np
 from optsched.cost.model import CostModel, _check_nonneg
 
 __all__ = ["MEMO_MAX", "TABLE_BLOCK", "TABLE_MAX_BLOCKS", "TABLE_MAX_SEQS", "StepTimeFast", "fast_decode_times",
-           "fast_step_time"]
+           "fast_prefill_time", "fast_step_time"]
 
 MEMO_MAX = 1 << 18  # memo entries before the memo is cleared (~40 MB at most)
 TABLE_BLOCK = 1024  # decode steps per block of the decode-run table
@@ -186,6 +186,22 @@ def fast_step_time(cm: Any):
     """The scalar step-time function the simulator calls: memoized `StepTimeFast.scalar` for a plain
     `CostModel` (one per cost model object, so its memo outlives a simulator), else ``cm.step_time``."""
     return _fast(cm).scalar if type(cm) is CostModel else cm.step_time
+
+
+def fast_prefill_time(cm: Any):
+    """``f(new, cached) -> float``: ``CostModel.prefill_time`` of scalars through `fast_step_time` for a plain
+    `CostModel` (the same float operations: pairs ``new·(cached + (new + 1)/2)``, KV ``cached + new``), else
+    ``float(cm.prefill_time(new, cached))``. Online routers price a dozen prefills per instance and decision;
+    the array path costs ~0.4 ms a call."""
+    if type(cm) is not CostModel:
+        return lambda new, cached: float(cm.prefill_time(new, cached))
+    step = _fast(cm).scalar
+
+    def prefill(new, cached) -> float:
+        n, c = float(new), float(cached)
+        return step(n, n * (c + (n + 1.0) / 2.0), c + n if n > 0 else 0.0, 0.0, 0.0)
+
+    return prefill
 
 
 def fast_decode_times(cm: Any):

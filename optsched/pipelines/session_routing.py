@@ -24,15 +24,16 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
+
+from optsched.cost import CostModel
+from optsched.cost.step_fast import fast_prefill_time
 from optsched.models.routing_session_data import MODES, SessionRoutingInstance
 from optsched.models.routing_session_lp import build_session_lp
 from optsched.pipelines.session_calibrate import calibrate_move_margin, time_grid
-from optsched.solvers import SolveResult, SolverOptions, solve
-from optsched.solvers.scipy_lp import solve_matrix_lp
-
-from optsched.cost import CostModel
 from optsched.plan import Plan
 from optsched.policies.router_session import SessionPrices, SessionRouter, SessionRouterConfig
+from optsched.solvers import SolveResult, SolverOptions, solve
+from optsched.solvers.scipy_lp import solve_matrix_lp
 
 __all__ = [
     "build_router",
@@ -70,13 +71,14 @@ def paused_instance(cm: CostModel, now_s: float, paused: Sequence[tuple[int, int
         raise ValueError("paused_instance needs at least one paused session")
     od, oi, om, fixed, work, hold, link_s = [], [], [], [], [], [], []
     buckets = np.zeros(n_d, dtype=int)
+    prefill_s = fast_prefill_time(cm)  # the pricer runs inside online decisions: scalar path, same floats
     for d, (home, tokens, ret) in enumerate(paused):
         if not (0 <= home < n_i):
             raise ValueError(f"paused session {d}: home {home} outside 0..{n_i - 1}")
         pause = max(0.0, ret - now_s)
         t = min(n_buckets - 1, int(pause // bucket_s))
         buckets[d] = t
-        pre = float(cm.prefill_time(new_tokens, tokens))
+        pre = prefill_s(new_tokens, tokens)
         xfer = float(cm.kv_transfer_time(tokens, link))
         h = np.zeros(n_buckets)
         h[: t + 1] = tokens + new_tokens
@@ -108,7 +110,8 @@ def paused_instance(cm: CostModel, now_s: float, paused: Sequence[tuple[int, int
                                                                            n_buckets, axis=1))
 
 
-def make_pricer(cm: CostModel, bucket_s: float = 2.0, n_buckets: int = 8, max_sessions: int = 32, **kw):
+def make_pricer(cm: CostModel, bucket_s: float = 2.0, n_buckets: int = 8, max_sessions: int = 32,
+                build_lp=build_session_lp, **kw):
     """Pricer for `SessionRouter`: LP relaxation of the ``max_sessions`` soonest-returning paused sessions.
 
     ``bucket_s`` / ``n_buckets``: the LP's time grid; `build_router` passes a plan's derived values
@@ -116,7 +119,9 @@ def make_pricer(cm: CostModel, bucket_s: float = 2.0, n_buckets: int = 8, max_se
     caps the LP's size (hand-set, not derived).
 
     Without paused sessions, or when the LP is not optimal (logged), prices are 0 and the backlog forecast
-    is the current backlog drained at one second per second. Keyword args go to `paused_instance`.
+    is the current backlog drained at one second per second. ``build_lp``: the matrix builder
+    (`optsched.models.routing_session_lp`; its row-by-row reference gives the same LP, slower). Other keyword
+    args go to `paused_instance`.
     """
 
     def pricer(now_s: float, paused: list, backlog_s: np.ndarray, free: np.ndarray) -> SessionPrices:
@@ -126,7 +131,7 @@ def make_pricer(cm: CostModel, bucket_s: float = 2.0, n_buckets: int = 8, max_se
         if not paused:
             return SessionPrices(now_s, bucket_s, drained, zero, zero)
         inst = paused_instance(cm, now_s, paused[:max_sessions], backlog_s, free, bucket_s, n_buckets, **kw)
-        lp = build_session_lp(inst)
+        lp = build_lp(inst)
         res, x, marg = solve_matrix_lp(lp)
         if x is None:
             logger.warning("session pricer LP %s; zero prices", res.status)

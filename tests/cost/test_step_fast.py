@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from optsched.cost import CostModel
-from optsched.cost.step_fast import StepTimeFast, fast_decode_times, fast_step_time
+from optsched.cost.step_fast import StepTimeFast, fast_decode_times, fast_prefill_time, fast_step_time
 
 MODELS = [("a100-80gb", "llama-2-7b", 1), ("h200-sxm", "llama-3-70b", 4), ("h200-sxm", "llama-3-8b", 1),
           ("h200-sxm", "qwen3-235b-a22b", 4)]
@@ -46,6 +46,18 @@ def test_decode_times_equal_vectorized_step_time(gpu, model, tp):
         assert got.tolist() == want.tolist()
 
 
+@pytest.mark.parametrize(("gpu", "model", "tp"), MODELS)
+def test_prefill_equals_prefill_time(gpu, model, tp):
+    cm = CostModel.from_names(gpu, model, tp=tp)
+    f = fast_prefill_time(cm)
+    rng = np.random.default_rng(2)
+    for _ in range(2000):
+        new = int(rng.integers(1, 200000))
+        cached = int(rng.choice([0, int(rng.integers(1, 200000))]))
+        assert f(new, cached) == float(cm.prefill_time(new, cached)), (new, cached)
+    assert f(0, 5000) == float(cm.prefill_time(0, 5000)) == 0.0
+
+
 def test_fallback_for_other_cost_models():
     class Other:
         def step_time(self, *a):
@@ -54,6 +66,12 @@ def test_fallback_for_other_cost_models():
     o = Other()
     assert float(fast_step_time(o)(1, 2, 3, 4, 5)) == 1.5
     assert fast_decode_times(o)(3, 10, 4).tolist() == [1.5] * 4
+
+    class Prefill:
+        def prefill_time(self, new, cached=0):
+            return np.asarray(2.0 * new + cached)
+
+    assert fast_prefill_time(Prefill())(3, 4) == 10.0
 
 
 @pytest.mark.parametrize(("gpu", "model", "tp"), MODELS[:2])

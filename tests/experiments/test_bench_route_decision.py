@@ -14,3 +14,6 @@ def test_bench_route_decision_quick(tmp_path):
     res = json.loads((tmp_path / "summary.json").read_text())
     assert res["session"]["decisions"] == res["cache_aware"]["decisions"] > 0
     assert res["session"]["median_ms"] > 0 and (tmp_path / "provenance.json").exists()
+    # the array-path reference made the same decisions (main returns 1 otherwise) and is timed beside it
+    assert res["session_array_path"]["decisions"] == res["session"]["decisions"]
+    assert res["ratio_p99_array_path_over_session"] > 0

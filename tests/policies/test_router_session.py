@@ -132,3 +132,31 @@ def test_long_decode_avoids_the_instance_with_the_bigger_decode_batch(rem):
     scores = {i: s for s, i, *_ in r.options(call, view)}
     assert scores == {0: pre + d * pre + dec0, 1: wait1 + pre + dec1}
     assert r.route(call, view) == 1
+
+
+def _hot(cid, own):
+    """A call of 4,096 prompt blocks shared by every such call, then ``own`` blocks of its own."""
+    prompt = tuple(range(4096))
+    tail = tuple(10**6 + 10 * int(cid[1:]) + k for k in range(own))
+    return Call(call_id=cid, session_id=cid, input_tokens=(4096 + own) * BS, output_tokens=10, new_tokens=own * BS,
+                block_hashes=prompt + tail, block_size=BS)
+
+
+def test_a_prompt_queued_ahead_is_priced_as_a_hit_not_as_new_work():
+    # nothing cached yet: A's prompt is queued on the only instance; B shares it. The simulator's queue counts
+    # B's whole input (its hit estimate at enqueue is 0), yet A computes the prompt first: B's new work is its
+    # own 32 blocks, and the wait on the instance prices A's input + B's 32 blocks, not A + B in full.
+    inst = _Inst(0)
+    view = _View([inst], home=None)
+    r = _router()
+    a, b = _hot("c1", 8), _hot("c2", 32)
+    assert r.route(a, view) == 0
+    inst.queued_prefill_tokens = a.input_tokens
+    opts = r.options(b, view)
+    assert [(mode, new) for _, _, mode, _, new, _ in opts] == [("stay", 32 * BS)]
+    assert r.route(b, view) == 0
+    q = a.input_tokens + b.input_tokens
+    inst.queued_prefill_tokens = q
+    assert r._queued_hits(0, q) == 4096 * BS
+    assert r._prefill_wait_s(view, 0) == (q - 4096 * BS) * r._ema[0]
+    assert r._queued_hits(0, 0) == 0  # an empty queue: nothing comes off
