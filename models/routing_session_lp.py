@@ -112,7 +112,7 @@ def build_session_lp(inst: SessionRoutingInstance) -> SessionLP:
 
 def build_session_lp_rows(inst: SessionRoutingInstance) -> SessionLP:
     """`build_session_lp` row by row in Python: the reference it is tested against (the same matrix, element for
-    element) and the slower path `experiments/bench_route_decision.py` times beside it."""
+    element) and the slower path `experiments/bench/route_decision.py` times beside it."""
     if inst.objective != "ttft":
         raise ValueError("build_session_lp supports objective 'ttft' only")
     n_o, n_i, n_t, n_d = inst.n_options, inst.n_instances, inst.n_buckets, inst.n_decisions

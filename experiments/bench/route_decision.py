@@ -10,7 +10,7 @@ row (`build_session_lp_rows`) instead of with numpy. The same floats and the sam
 (checked: the run fails if the two routers' choices differ), timed in the same run. Writes
 ``runs/bench_route_decision/summary.json``, ``results.md`` and ``provenance.json``.
 
-Usage: .venv/bin/python experiments/bench_route_decision.py [--sessions 32] [--instances 8] [--quick]
+Usage: .venv/bin/python experiments/bench/route_decision.py [--sessions 32] [--instances 8] [--quick]
 """
 
 from __future__ import annotations
