@@ -390,14 +390,16 @@ class ShardedVectorEnv(VectorEnv):
         acts = check_actions(actions, self.num_envs, self.single_action_space, self._autoreset)
         self._actions[:] = [a if not r else 0 for a, r in zip(acts, self._autoreset, strict=True)]
         hi0 = self._shards[0][1]
-        with gc_paused():
-            self._run(_STEP, None, lambda: self._local.step_buffers(acts[:hi0]), "step")
-            try:
+        try:  # the collector's restore inside the try too: a signal there, after the batch moved, closes the env
+            with gc_paused():
+                self._run(_STEP, None, lambda: self._local.step_buffers(acts[:hi0]), "step")
                 obs, rew, term, trunc = self._copy()
                 self._autoreset = (term | trunc).tolist()
-            except BaseException:  # interrupted between the batch and its copy: this batch would be lost
-                self.close()
-                raise
+        except RuntimeError:  # a sub-env's step failed (`_run` says how) or the env is closed: as `_run` left it
+            raise
+        except BaseException:  # interrupted after the workers were signalled (or just before): never half a batch
+            self.close()
+            raise
         return obs, rew, term, trunc, {}
 
     def __del__(self) -> None:

@@ -19,6 +19,7 @@ from optsched.export import load_policy, plan_from_json, plan_to_json
 from optsched.pipelines.residency import plan_from_workload
 from optsched.pipelines.residency_imitation_fit import ORDER_METHODS, RULES
 from optsched.pipelines.residency_priced_solve import priced_instance
+from optsched.policies.residency_event_priced import EventPricedResidency
 from optsched.policies.residency_imitation import ImitationEvictionResidency
 from optsched.policies.residency_load_priced import LoadPricedResidency
 from optsched.policies.residency_priced_evict import PricedEvictionResidency
@@ -118,7 +119,8 @@ def test_cli_rule_option_writes_each_rules_plan(tmp_path):
     assert types == {"load_priced_search": ("load_priced_imitate", ImitationEvictionResidency),
                      "load_priced": ("load_priced", LoadPricedResidency),
                      "load_priced_evict": ("load_priced_evict", PricedEvictionResidency),
-                     "load_priced_imitate": ("load_priced_imitate", ImitationEvictionResidency)}
+                     "load_priced_imitate": ("load_priced_imitate", ImitationEvictionResidency),
+                     "event_priced": ("event_priced", EventPricedResidency)}
 
 
 def test_cli_train_seeds_fit_the_order_on_held_out_replications(tmp_path):
