@@ -197,6 +197,11 @@ def main(argv: list[str] | None = None) -> int:
     if not Path(a.runs).is_dir():
         print(f"paper: --runs {a.runs!r} is not a folder (run `make demo` first)", file=sys.stderr)
         return 2
+    if a.demo is not None and not (Path(a.runs) / a.demo).is_dir():
+        have = sorted(p.name for p in Path(a.runs).iterdir() if p.is_dir())
+        print(f"paper: --demo {a.demo!r}: no such run under {a.runs!r} (runs there: {', '.join(have) or 'none'})",
+              file=sys.stderr)
+        return 2
     res = generate(a.runs, PAPER, a.demo)
     for e, parts in res["experiments"].items():
         print(f"{e:8s} " + "; ".join(f"{p['part']}: {'ok' if p['ok'] else p['detail']}" for p in parts))

@@ -98,6 +98,13 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"optsched {args.command}: error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        # Ctrl-C: one line and 128 + SIGINT; every cache write is atomic (optsched.runcache), so what finished is kept
+        if args.verbose:
+            raise
+        print(f"optsched {args.command}: interrupted (finished results are kept in their caches; rerun to resume)",
+              file=sys.stderr)
+        return 130
     except BrokenPipeError:
         # `optsched ... | head`: the reader went away; exit quietly as Unix tools do (128 + SIGPIPE)
         devnull = os.open(os.devnull, os.O_WRONLY)

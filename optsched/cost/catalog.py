@@ -92,7 +92,12 @@ def _index(kind: str) -> dict[str, Path]:
 
 def _load(kind: str, cls: type, name_or_path: str):
     """A user's file is read on every call (edits are seen); catalog names are cached."""
+    if not name_or_path.strip():
+        raise ValueError(f"{kind[:-1]}: empty name; give a catalog name ({', '.join(_catalog_names(kind))}) or a "
+                         "YAML/JSON spec file")
     p = Path(name_or_path)
+    if p.is_dir():
+        raise ValueError(f"{p}: is a directory, expected a {kind[:-1]} catalog name or a YAML/JSON spec file")
     if p.suffix in (".yaml", ".yml", ".json") or p.exists():
         if not p.exists():
             raise FileNotFoundError(f"{kind[:-1]} spec file not found: {p}")
@@ -100,13 +105,17 @@ def _load(kind: str, cls: type, name_or_path: str):
     return _load_catalog(kind, cls, name_or_path)
 
 
+def _catalog_names(kind: str) -> list[str]:
+    return sorted({_norm(str(_read(v).get('name', v.stem))) for v in _index(kind).values()})
+
+
 @cache
 def _load_catalog(kind: str, cls: type, name_or_path: str):
     idx = _index(kind)
     key = _norm(name_or_path)
     if key not in idx:
-        names = sorted({_norm(str(_read(v).get('name', v.stem))) for v in idx.values()})
-        raise ValueError(f"unknown {kind[:-1]} {name_or_path!r}; catalog has {', '.join(names)} (or pass a file path)")
+        raise ValueError(f"unknown {kind[:-1]} {name_or_path!r}; catalog has {', '.join(_catalog_names(kind))} "
+                         "(or pass a file path)")
     return spec_from_mapping(cls, _read(idx[key]), str(idx[key]))
 
 

@@ -63,12 +63,20 @@ class TinyDecoder:
     the ``decode`` path over gathered pages, ``optsched.executor.attention``, the reference) or "flex"
     (one flex_attention call per layer reading the pool in place, ``optsched.executor.flex``).
     ``flex_compiled``: run flex through ``torch.compile`` (default: on CUDA; eager flex on CPU is
-    torch's unfused reference). Raises ValueError for another ``decode`` or ``attention``."""
+    torch's unfused reference). Raises ValueError for another ``decode`` or ``attention``, a ``device`` torch
+    cannot parse, a ``dtype`` that is not a torch.dtype, a ``flex_compiled`` that is not a bool or None."""
 
     def __init__(self, cfg: ExecModelConfig, device: str = "cpu", dtype: torch.dtype | None = None,
                  decode: str | None = None, attention: str = "gather", flex_compiled: bool | None = None) -> None:
         self.cfg = cfg
-        self.device = torch.device(device)
+        try:
+            self.device = torch.device(device)
+        except (RuntimeError, TypeError) as exc:
+            raise ValueError(f"TinyDecoder: device {device!r} is not a torch device ({exc})") from None
+        if dtype is not None and not isinstance(dtype, torch.dtype):
+            raise ValueError(f"TinyDecoder: dtype must be a torch.dtype or None, got {dtype!r}")
+        if flex_compiled is not None and not isinstance(flex_compiled, bool):
+            raise ValueError(f"TinyDecoder: flex_compiled must be True, False or None, got {flex_compiled!r}")
         self.dtype = dtype or dtype_for(device)
         self.decode = decode or ("varlen" if self.device.type == "cpu" else "padded")
         if self.decode not in DECODE_IMPLS:

@@ -78,6 +78,10 @@ class LoadPricedResidency:
             if len(v) != size or not all(math.isfinite(x) for x in v):
                 raise ValueError(f"{fname} must be {size} finite numbers, got {v!r}")
             setattr(self, fname, v)
+        c0, c1 = self.pcie_coef_s
+        if c1 < 0 or c0 + c1 < 0:  # a transfer that takes negative time would make every offload free
+            raise ValueError(f"pcie_coef_s (c0, c1) must give a transfer time >= 0 for every n >= 1 (c1 >= 0, "
+                             f"c0 + c1 >= 0), got {self.pcie_coef_s!r}")
         if "*" not in self.expected_pause_s:
             raise ValueError("expected_pause_s needs the pooled key '*'")
         if not all(math.isfinite(v) and v >= 0 for v in self.expected_pause_s.values()):

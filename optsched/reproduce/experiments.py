@@ -339,17 +339,20 @@ def claim_rows(e: Experiment, o: Outcome) -> list[dict[str, str]]:
 
 
 def parse_only(text: str | None) -> tuple[str, ...]:
-    """``"E2,E6"`` -> ("E2", "E6") in the set's order; None or "" -> every experiment.
+    """``"E2,E6"`` -> ("E2", "E6") in the set's order (ids case-insensitive); None -> every experiment.
 
     Raises:
-        ValueError: an id not in E1..E11 (named, with the known ids).
+        ValueError: an id not in E1..E11 (named, with the known ids), or a text that names no experiment
+            ("", " ", ","), which would otherwise start the whole budget.
     """
-    if not text:
+    if text is None:
         return IDS
     want = [x.strip().upper() for x in text.split(",") if x.strip()]
+    if not want:
+        raise ValueError(f"--only: no experiment named in {text!r}; give ids such as E2,E6 (known: {','.join(IDS)})")
     bad = [x for x in want if x not in IDS]
-    if bad or not want:
-        raise ValueError(f"--only: unknown experiment(s) {bad or [text]}; known: {','.join(IDS)}")
+    if bad:
+        raise ValueError(f"--only: unknown experiment(s) {bad}; known: {','.join(IDS)}")
     return tuple(i for i in IDS if i in want)
 
 

@@ -44,3 +44,24 @@ def test_a_dash_value_is_glued_to_its_option_only():
     assert _glue_dash_values(["compare", "w", "--loads", "--json"]) == ["compare", "w", "--loads", "--json"]
     assert _glue_dash_values(["--", "--loads", "-1"]) == ["--", "--loads", "-1"]
     assert _glue_dash_values(["compare", "--seeds", "-1"]) == ["compare", "--seeds", "-1"]
+
+
+def test_ctrl_c_is_one_line_exit_130(capsys, monkeypatch):
+    # Ctrl-C in `optsched reproduce` printed a 30-line KeyboardInterrupt traceback from inside the run cache
+    import argparse
+
+    def build_parser():
+        p = argparse.ArgumentParser(prog="optsched")
+        p.add_argument("-v", "--verbose", action="count", default=0)
+        sub = p.add_subparsers(dest="command")
+
+        def interrupted(_a):
+            raise KeyboardInterrupt
+
+        sub.add_parser("slow").set_defaults(func=interrupted)
+        return p
+
+    monkeypatch.setattr(cli, "build_parser", build_parser)
+    assert cli.main(["slow"]) == 130
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["optsched slow: interrupted (finished results are kept in their caches; rerun to resume)"]

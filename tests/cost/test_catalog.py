@@ -75,3 +75,13 @@ def test_missing_field_and_bad_model(tmp_path):
         load_model(str(_write(tmp_path, m, "m.json")))
     with pytest.raises(ValueError, match="unknown model"):
         load_model("no-such-model")
+
+
+def test_empty_name_or_directory_is_a_named_error(tmp_path):
+    # "" became Path("") == "." (the working directory) and read_text raised IsADirectoryError: "[Errno 21] Is a
+    # directory: '.'" was all `optsched cost predict --gpu ''` said
+    for load in (load_gpu, load_model):
+        with pytest.raises(ValueError, match="empty name"):
+            load("")
+        with pytest.raises(ValueError, match=f"{tmp_path}: is a directory"):
+            load(tmp_path)

@@ -180,6 +180,13 @@ def test_flex_plan_is_one_buffer_and_bad_names_are_rejected():
         StepPacker("cpu", attention="flash")
     with pytest.raises(ValueError, match="attention must be one of"):
         TinyDecoder(ExecModelConfig(), attention="flash")
+    # bool("no") is True: a string here ran flex through torch.compile, the opposite of what was asked
+    with pytest.raises(ValueError, match="flex_compiled must be True, False or None, got 'no'"):
+        TinyDecoder(ExecModelConfig(), attention="flex", flex_compiled="no")
+    with pytest.raises(ValueError, match="dtype must be a torch.dtype or None, got 'float16'"):
+        TinyDecoder(ExecModelConfig(), dtype="float16")
+    with pytest.raises(ValueError, match="device 'tpu9'"):
+        TinyDecoder(ExecModelConfig(), device="tpu9")
 
 
 

@@ -146,6 +146,14 @@ def test_main_refuses_a_missing_runs_folder(gen, tmp_path, capsys):
     assert "is not a folder" in capsys.readouterr().err
 
 
+def test_main_refuses_a_demo_name_with_no_run(gen, tmp_path, capsys):
+    # a mistyped --demo wrote a paper of n/a everywhere and exited 0
+    (tmp_path / "quick").mkdir()
+    assert gen.main(["--runs", str(tmp_path), "--demo", "quik", "--no-pdf"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--demo 'quik'" in err[0] and "quick" in err[0]
+
+
 @pytest.mark.slow
 def test_every_demo_part_reads_a_real_tiny_reproduce_run(gen, tmp_path):
     """The parts that read ``optsched reproduce``'s results find every stage and table they need (a change of

@@ -62,6 +62,12 @@ def test_key_and_gain_are_the_closed_forms():
         r.event_key("heavy", 0, 1.0)
     with pytest.raises(ValueError, match="'\\*'"):
         _rule(law={"mid": LAW["mid"]})
+    # a negative transfer time (an edited plan file) would make offload cheaper than free: every pause offloaded
+    for coef in ((-1.0, 1e-6), (0.0, -1e-6), (-2e-6, 1e-6)):
+        with pytest.raises(ValueError, match="pcie_coef_s"):
+            EventPricedResidency(ZERO, {"*": 10.0}, coef, (1.0, 0.0, 0.0), 16, pause_law=LAW)
+        with pytest.raises(ValueError, match="pcie_coef_s"):
+            LoadPricedResidency(ZERO, {"*": 10.0}, coef, (1.0, 0.0, 0.0), 16)
 
 
 def test_the_plan_round_trips_through_the_policy_json(tmp_path):

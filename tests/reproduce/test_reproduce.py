@@ -354,6 +354,11 @@ def test_only_and_backend_errors_are_one_line(capsys, monkeypatch):
     assert main(["reproduce", "--quick", "--only", "E2,E12"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "unknown experiment(s) ['E12']" in err[0]
+    # an empty --only (e.g. an unset shell variable) is not "every experiment": the full budget would start
+    for empty in ("", " ", ","):
+        assert main(["reproduce", "--quick", "--only", empty]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "--only: no experiment named" in err[0]
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "ray" else real(name, *a))
     assert main(["reproduce", "--quick", "--backend", "ray"]) == 2
