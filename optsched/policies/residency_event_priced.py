@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar, Self
 
 from optsched.policies.residency_priced_evict import PricedEvictionResidency
@@ -74,8 +74,16 @@ class EventPricedResidency(PricedEvictionResidency):
 
     @classmethod
     def from_parameters(cls, params: Mapping[str, Any]) -> Self:
-        """Build from a Plan's JSON parameters (lists become tuples)."""
+        """Build from a Plan's JSON parameters (lists become tuples). Every field is required: a hand-edited
+        file that lacks a fitted value must not run on an invented default.
+
+        Raises:
+            KeyError: a field is missing (`optsched.plan.Plan.to_policy` names it as ``parameters.<field>``).
+        """
         p = dict(params)
+        missing = sorted(f.name for f in fields(cls) if f.init and f.name not in p)
+        if missing:
+            raise KeyError(missing[0])
         p["price_table"] = tuple(tuple(r) for r in p["price_table"])
         return cls(**p)
 

@@ -187,3 +187,18 @@ def test_sim_invariants_and_determinism_under_pressure(monkeypatch):
     c = runs[0].calls
     assert (c.hit_hbm_tokens + c.hit_dram_tokens + c.hit_ssd_tokens <= c.input_tokens).all()
     assert len(c) == sum(len(s.calls) for s in wl.sessions) and (c.finish_s >= c.release_s).all()
+
+
+@pytest.mark.parametrize("missing", ["pause_law", "horizon_s", "pcie_coef_s", "expected_pause_s", "block_size"])
+def test_a_policy_file_lacking_a_fitted_field_is_refused_naming_it(tmp_path, missing):
+    # before: the class defaults (a pause law of mu 0, sigma 1; horizon 5 s) replaced the fitted values silently
+    r = _rule(price=0.01)
+    params = {"price_table": [list(x) for x in r.price_table], "expected_pause_s": dict(r.expected_pause_s),
+              "pcie_coef_s": list(r.pcie_coef_s), "recompute_coef_s": list(r.recompute_coef_s), "block_size": 16,
+              "solve": {}, "eviction_price_s_per_token_s": 0.01, "pause_law": r.pause_law, "horizon_s": 5.0}
+    del params[missing]
+    doc = plan_to_json(Plan("residency", "event_priced", params, Provenance(workload_digest="ab" * 32)))
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(ValueError, match=f"parameters.{missing} is missing"):
+        load_policy(path).to_policy()
