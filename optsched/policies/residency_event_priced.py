@@ -81,11 +81,12 @@ class EventPricedResidency(PricedEvictionResidency):
             KeyError: a field is missing (`optsched.plan.Plan.to_policy` names it as ``parameters.<field>``).
         """
         p = dict(params)
-        missing = sorted(f.name for f in fields(cls) if f.init and f.name not in p)
-        if missing:
-            raise KeyError(missing[0])
         p["price_table"] = tuple(tuple(r) for r in p["price_table"])
-        return cls(**p)
+        rule = cls(**p)  # unknown or ill-typed fields first (TypeError / ValueError)
+        missing = sorted(f.name for f in fields(cls) if f.init and f.name not in p and f.name != "solve")
+        if missing:  # ``solve`` is the record of the derivation, not a parameter the rule reads
+            raise KeyError(missing[0])
+        return rule
 
     def eviction_order(self) -> str:
         """Always ``"priced"``: with pi_full = 0 the key is still q (c0 + c1 n) / n (least likely back first)."""
