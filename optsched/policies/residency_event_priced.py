@@ -33,8 +33,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
-from typing import Any, ClassVar, Self
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
 from optsched.policies.residency_priced_evict import PricedEvictionResidency
 from optsched.workload.pause_hazard import PauseLaw
@@ -71,22 +71,6 @@ class EventPricedResidency(PricedEvictionResidency):
         self.horizon_s = h
         self._law = PauseLaw.from_dict(self.pause_law)
         self.pause_law = self._law.to_dict()
-
-    @classmethod
-    def from_parameters(cls, params: Mapping[str, Any]) -> Self:
-        """Build from a Plan's JSON parameters (lists become tuples). Every field is required: a hand-edited
-        file that lacks a fitted value must not run on an invented default.
-
-        Raises:
-            KeyError: a field is missing (`optsched.plan.Plan.to_policy` names it as ``parameters.<field>``).
-        """
-        p = dict(params)
-        p["price_table"] = tuple(tuple(r) for r in p["price_table"])
-        rule = cls(**p)  # unknown or ill-typed fields first (TypeError / ValueError)
-        missing = sorted(f.name for f in fields(cls) if f.init and f.name not in p and f.name != "solve")
-        if missing:  # ``solve`` is the record of the derivation, not a parameter the rule reads
-            raise KeyError(missing[0])
-        return rule
 
     def eviction_order(self) -> str:
         """Always ``"priced"``: with pi_full = 0 the key is still q (c0 + c1 n) / n (least likely back first)."""

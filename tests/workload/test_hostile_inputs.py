@@ -35,7 +35,7 @@ def _err(capsys) -> str:
 
 def test_design_shows_the_limits_table():
     text = (ROOT / "DESIGN.md").read_text()
-    m = re.search(r"<!-- limits table: [^>]*-->\n(.*?)<!-- end limits table -->", text, re.S)
+    m = re.search(r"<!-- limits table: [^>]*-->\n(.*?)<!-- end limits table -->", text, re.DOTALL)
     assert m is not None and m.group(1) == limits_markdown()
     assert {x.name for x in LIMITS} >= {"MAX_TIME_S", "MAX_CALL_TOKENS", "MAX_JSON_DEPTH", "MAX_GENERATED_SESSIONS"}
 
