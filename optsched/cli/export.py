@@ -50,7 +50,7 @@ def _run(args) -> int:
         try:
             text = engine_file(plan, args.engine, args.model)
         except NoEngineMapping as exc:
-            print(f"# no {args.engine} file: {exc}")
+            print(f"# {exc}")
             return 1
         if args.output:
             from optsched.output import write_output
