@@ -40,6 +40,7 @@ __all__ = [
     "load_policy",
     "plan_from_json",
     "plan_to_json",
+    "policy_of",
     "policy_schema",
 ]
 
@@ -174,6 +175,28 @@ def load_policy(path: str | Path) -> Plan:
     return plan_from_json(doc, str(p))
 
 
+def policy_of(plan: Plan, where: str | Path) -> Any:
+    """``plan.to_policy()``, its refusal of a parameter reported as a load error of the file ``where``:
+    ``"<where>: invalid optsched.policy/v1 policy: field 'parameters.<name>' of <kind>/<type>: <reason>"``
+    (the field as the schema and finite-number checks of `load_policy` name it).
+
+    Raises:
+        ValueError: naming ``where``, the field where the policy names one, and why.
+    """
+    from optsched.plan import PolicyParameterError
+
+    try:
+        return plan.to_policy()
+    except PolicyParameterError as exc:
+        if exc.field is None:
+            raise ValueError(f"{where}: invalid {SCHEMA_ID} policy: parameters of {exc.kind}/{exc.type}: "
+                             f"{exc.reason}") from None
+        raise ValueError(f"{where}: invalid {SCHEMA_ID} policy: field 'parameters.{exc.field}' of "
+                         f"{exc.kind}/{exc.type}: {exc.reason}") from None
+    except ValueError as exc:
+        raise ValueError(f"{where}: {exc}") from None
+
+
 @dataclass(frozen=True, slots=True)
 class EngineSettings:
     """Settings for one engine: ``flags`` (command-line arguments) and ``notes`` (what they mean or why
@@ -262,8 +285,8 @@ def _residency(plan: Plan, engine: str) -> EngineSettings:
         return EngineSettings(engine, ("--kv-offloading-backend", "native"), (
             ("no engine flag sets a per-pause KV residency decision; the nearest setting is vLLM's CPU KV offload "
              f"(add --kv-offloading-size <GB of host DRAM>) so blocks leaving HBM land in DRAM. {rule}"),), True)
-    return EngineSettings(engine, (), ("this tool has no KV residency setting; no mapping exists (vllm and llm-d "
-                                       "have CPU KV offload).",), False)
+    return EngineSettings(engine, (), (("this tool has no KV residency setting; no mapping exists (vllm and llm-d "
+                                        "have CPU KV offload)."),), False)
 
 
 def _price_mapping(p: dict) -> dict | None:
@@ -383,8 +406,8 @@ def _routing(plan: Plan, engine: str) -> EngineSettings:
 def _pd(plan: Plan, engine: str) -> EngineSettings:
     p = dict(plan.parameters)
     if engine != "dynamo-planner":
-        return EngineSettings(engine, (), ("prefill/decode pools are sized by a planner, not by a server or router "
-                                           "flag; no mapping exists (--engine dynamo-planner).",), False)
+        return EngineSettings(engine, (), (("prefill/decode pools are sized by a planner, not by a server or router "
+                                            "flag; no mapping exists (--engine dynamo-planner)."),), False)
     flags, notes = [], []
     for key, flag in (("prefill_tp", "--prefill-engine-num-gpu"), ("decode_tp", "--decode-engine-num-gpu"),
                       ("gpu_budget", "--max-gpu-budget")):

@@ -97,7 +97,6 @@ def _check_parameters(plan, path: str) -> None:
     reg = REGISTRY_KIND.get(plan.kind)
     if (plan.kind, plan.type) not in policy_targets() and not (reg and plan.type in policy_names(reg)):
         return
-    try:
-        plan.to_policy()
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"{path}: parameters of {plan.kind}/{plan.type}: {exc}") from None
+    from optsched.export import policy_of
+
+    policy_of(plan, path)
