@@ -160,3 +160,21 @@ def test_the_door_cuts_calls_longer_than_the_context_as_the_experiments_do():
         b, _ = plan_from_workload(wl, "h200-sxm", "llama-3-70b", 2, **kw)
         assert a.parameters["counts"] == b.parameters["counts"]
         assert a.parameters["goodput_rps"] == b.parameters["goodput_rps"]
+
+
+def test_pool_instance_reports_its_stages(caplog):
+    """A long pool solve says where it is (`optsched solve pd --formulation pool` on the 19k-row Azure trace ran
+    minutes without a line): the timeline per config, the pools, the pair count and a line every tenth pair."""
+    import logging
+
+    with caplog.at_level(logging.INFO, logger="optsched.pipelines.pd_pool_plan"):
+        inst = pool_instance([poisson(60, 20.0, 2000, 0, 50)], [("h100-sxm", "llama-3-8b", 1)], 4, 1.0, 0.05)
+        solve_pool(inst)
+    msgs = [r.getMessage() for r in caplog.records]
+    n = len(inst.pair_goodput_rps)
+    assert n == 6  # prefill sizes 1..3 x decode sizes 1..3 within 4 GPUs: (1,1) (1,2) (1,3) (2,1) (2,2) (3,1)
+    assert msgs == ["pd_pool: llama-3-8b/h100-sxm/tp1: uncontended timeline of 1 workload(s), 60 calls",
+                    "pd_pool: llama-3-8b/h100-sxm/tp1: goodput of 12 pool(s) (prefill, decode, colocated, sizes 1..4)",
+                    f"pd_pool: pipeline goodput of {n} (prefill pool, decode pool) pairs",
+                    *[f"pd_pool: pairs {k}/{n}" for k in range(1, n + 1)],
+                    f"pd_pool: pool MILP over 12 candidate pools, {n} pairs"]
