@@ -8,7 +8,7 @@ For the AgentX-like source (the one whose pause law is known: `AgentXParams.gap_
 (`optsched.models.residency_priced`, one instance, HBM tight):
 
 1. Training (stream "train" of ``--base-seed``, never an evaluated seed): the load-priced rule and the
-   ``load_priced_search`` eviction order, derived as in ``experiments/residency_imitation.py``
+   ``load_priced_search`` eviction order, derived as in ``experiments/residency/imitation.py``
    (`solve_priced`, `ordered_plan` on ``--rule-train-reps`` replications); the information-relaxation penalty
    lam (`optsched.pipelines.residency_bound.fit_penalty` on ``--bound-train-reps`` OTHER replications of the
    same stream).
