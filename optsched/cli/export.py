@@ -26,8 +26,8 @@ def register(subparsers) -> None:
                "                  scheduling profile, scorer weights)\n"
                "  dynamo-planner  Dynamo PlannerConfig YAML (python -m dynamo.planner --config FILE)\n"
                "each file starts with comment lines: what was derived from the solve, what is an approximation,\n"
-               "engine caveats. A policy no engine feature can express prints one '# no <engine> file:' line\n"
-               "naming the missing feature and exits 1 (no file written).\n\n"
+               "engine caveats. A policy no engine feature can express prints one line, '# no <engine> file for\n"
+               "the <kind> policy '<type>': <why>.', and exits 1 (no file written).\n\n"
                "mappings: routing -> sglang-router, llm-d; admission -> vllm, sglang (llm-d: vLLM args);\n"
                "residency -> vllm / sglang KV offload; pd_ratio -> dynamo-planner",
         formatter_class=__import__("argparse").RawDescriptionHelpFormatter)
