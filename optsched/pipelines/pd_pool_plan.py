@@ -60,12 +60,12 @@ def pool_instance(workloads: Sequence[Workload], configs: Sequence[tuple[str, st
     # config (a closed loop's releases depend on it); reused by every decode pool size
     prefill_play: dict[tuple[int, str], list] = {}
     for gpu, model, tp in configs:
+        config = f"{model}/{gpu}/tp{tp}"  # the PoolOption.config name, also in every log line
         try:
             cm = CostModel.from_names(gpu, model, tp=tp)
         except ValueError as exc:  # weights do not fit at this TP
-            logger.info("pd_pool: skip %s/%s/tp%d: %s", gpu, model, tp, exc)
+            logger.info("pd_pool: skip %s: %s", config, exc)
             continue
-        config = f"{model}/{gpu}/tp{tp}"
         logger.info("pd_pool: %s: uncontended timeline of %d workload(s), %d calls", config, len(workloads),
                     sum(wl.num_calls for wl in workloads))
         trs = [call_trace(wl, cm) for wl in workloads]
@@ -74,7 +74,7 @@ def pool_instance(workloads: Sequence[Workload], configs: Sequence[tuple[str, st
             # from_names does not refuse a TP whose weights leave no KV room (llama-3-70b on one H200: 0
             # tokens); such an instance cannot hold the longest call, so it is no candidate (the md1 model's
             # config_from_cost_model refuses it the same way)
-            logger.info("pd_pool: skip %s/%s/tp%d: KV capacity %d tokens < the longest call's %d", gpu, model, tp,
+            logger.info("pd_pool: skip %s: KV capacity %d tokens < the longest call's %d", config,
                         cm.kv_capacity_tokens(), need)
             continue
         cap = min(gpu_budget, (gpus_available or {}).get(gpu, gpu_budget)) // tp

@@ -130,13 +130,17 @@ def test_heterogeneous_gpu_types_from_the_workload():
     assert s.plan.counts == {("llama-3-8b/h100-sxm/tp1", "prefill"): 4, ("llama-3-8b/a100-80gb/tp1", "decode"): 4}
 
 
-def test_a_tp_whose_weights_leave_no_kv_room_is_no_candidate():
+def test_a_tp_whose_weights_leave_no_kv_room_is_no_candidate(caplog):
     """Llama-3-70B on one H200 (TP1) leaves 0 KV tokens after the weights: it cannot hold any call, so the pool
     MILP gets no TP1 option (it picked 16 x TP1 colocated with 1.5 calls/s "predicted" before), and with TP1
-    alone there is no candidate at all."""
+    alone there is no candidate at all. The skip is logged under the candidates' own config name."""
+    import logging
+
     wl = poisson(60, 1.0, 4000, 0, 100)
-    inst = pool_instance([wl], [("h200-sxm", "llama-3-70b", 1), ("h200-sxm", "llama-3-70b", 4)], 16, 10.0, 0.1)
+    with caplog.at_level(logging.INFO, logger="optsched.pipelines.pd_pool_plan"):
+        inst = pool_instance([wl], [("h200-sxm", "llama-3-70b", 1), ("h200-sxm", "llama-3-70b", 4)], 16, 10.0, 0.1)
     assert {o.tp for o in inst.options} == {4}
+    assert "pd_pool: skip llama-3-70b/h200-sxm/tp1: KV capacity 0 tokens < the longest call's 4100" in caplog.messages
     with pytest.raises(ValueError, match="no configuration"):
         pool_instance([wl], [("h200-sxm", "llama-3-70b", 1)], 16, 10.0, 0.1)
 
