@@ -10,6 +10,8 @@ from tests.experiments.loader import load_experiment
 
 CASES = [
     ("residency/imitation", ["--instances", "0"], "--instances: must be >= 1"),
+    ("residency/imitation", ["--seeds", "1"], "--seeds: must be >= 2"),
+    ("residency/hindsight", ["--seeds", "1"], "--seeds: must be >= 2"),
     ("residency/imitation", ["--slot-s", "nan"], "--slot-s: must be > 0"),
     ("residency/imitation", ["--lam", "nan"], "--lam: must be > 0"),
     ("residency/imitation", ["--hindsight", "2"], "--hindsight: invalid choice"),
