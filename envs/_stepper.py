@@ -19,7 +19,7 @@ __all__ = ["DEFAULT_SLO", "INFO_TERMS", "StepTerms", "close_sim", "episode_workl
 RESET_OPTIONS = ("workload",)
 
 
-DEFAULT_SLO = SLO(ttft_s=2.0, tpot_s=0.05)  # experiments/routing_compare.py defaults
+DEFAULT_SLO = SLO(ttft_s=2.0, tpot_s=0.05)  # the envs' default SLO (2 s TTFT, 50 ms TPOT)
 
 INFO_TERMS = ("ttft_s", "first_tokens", "finished", "slo_met", "hit_hbm_tokens", "hit_dram_tokens",
               "hit_ssd_tokens", "prefilled_tokens")

@@ -2,7 +2,7 @@
 
 Heuristics (registry names or policy objects), optimization-derived policies (a `Plan`'s
 ``to_policy()``) and learned policies (anything with ``act(obs) -> action``, e.g.
-`optsched.policies.mlp.MLPPolicy`, or a plain callable) run through the same env instance type, the
+`optsched.policies.obs_mlp.ObsMLPPolicy`, or a plain callable) run through the same env instance type, the
 same seeds (so the same workloads) and the same reward; the score of an episode is its undiscounted
 return, run to termination (no time limit). How a policy acts:
 

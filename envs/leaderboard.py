@@ -293,7 +293,7 @@ def add_policy(doc_path: str | Path, name: str, label: str, policy_json: str | P
     Raises:
         ValueError: ``name`` not in the leaderboard, or ``label`` already in its table.
     """
-    from optsched.export import load_policy
+    from optsched.export import load_policy, policy_of
 
     doc_path = Path(doc_path)
     doc = json.loads(doc_path.read_text())
@@ -304,7 +304,7 @@ def add_policy(doc_path: str | Path, name: str, label: str, policy_json: str | P
         raise ValueError(f"{doc_path}: {name} already has a policy {label!r}")
     spec = SPECS[name]
     seeds = tuple(env["held_out_seeds"])
-    pol = load_policy(policy_json).to_policy()
+    pol = policy_of(load_policy(policy_json), policy_json)
     c0, w0 = time.process_time(), time.perf_counter()
     kw = _env_kwargs(name, args.smoke)
     if repr(kw) != env["env_kwargs"]:

@@ -1,6 +1,6 @@
 """Data of a P/D sizing problem (pure numpy; no solver import): configurations with precomputed
-SLO-constrained capacities. Capacities come from `optsched.pipelines.pd_solve.config_capacity` (cost model +
-queueing approximation) or from published measurements (the DistServe example); the formulation never
+SLO-constrained capacities. Capacities come from `optsched.pipelines.pd_solve.config_from_cost_model` (cost
+model + queueing approximation) or from published measurements (the DistServe example); the formulation never
 calls the cost model itself (DESIGN.md "models/").
 """
 

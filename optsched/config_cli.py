@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 __all__ = ["arg", "config_parser", "parse_config"]
@@ -107,15 +107,21 @@ def config_parser(cls: type, description: str | None = None, **parser_kw: Any) -
     return p
 
 
-def parse_config(parser: argparse.ArgumentParser, cls: type[T], argv: Sequence[str] | None) -> T:
+def parse_config(parser: argparse.ArgumentParser, cls: type[T], argv: Sequence[str] | None,
+                 check: Callable[[T], str | None] | None = None) -> T:
     """``cls`` built from ``parser.parse_args(argv)`` (tuple fields back to tuples).
 
-    Exits 2 (argparse: usage and one ``error:`` line) on a bad option and on a ValueError of the dataclass's
-    own checks (``__post_init__``), whose message is that line.
+    Exits 2 (argparse: usage and one ``error:`` line) on a bad option, on a ValueError of the dataclass's
+    own checks (``__post_init__``), whose message is that line, and on a message of ``check(config)`` (a script's
+    checks across fields, None when the config can run), all before any work.
     """
     ns = vars(parser.parse_args(argv))
     try:
-        return cls(**{f.name: tuple(ns[f.name]) if isinstance(f.default, tuple) else ns[f.name]
-                      for f in dataclasses.fields(cls)})
+        cfg = cls(**{f.name: tuple(ns[f.name]) if isinstance(f.default, tuple) else ns[f.name]
+                     for f in dataclasses.fields(cls)})
     except ValueError as exc:
         parser.error(str(exc))  # exits 2
+    problem = check(cfg) if check is not None else None
+    if problem:
+        parser.error(problem)  # exits 2
+    return cfg

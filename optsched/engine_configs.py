@@ -150,8 +150,14 @@ def _sglang(plan) -> tuple[list[str], list[str]]:
         flags += ["--enable-hierarchical-cache", "--hicache-ratio", str(p.get("hicache_ratio", 2))]
         notes.append("approximation: a TTL/keep-offload rule becomes SGLang's hierarchical (host) KV cache.")
     else:
-        raise NoEngineMapping(f"sglang: no server flag for {plan.kind}/{plan.type} (use sglang-router or a planner)")
+        raise _no_file(plan, "sglang", "no SGLang server flag sets it (routing: --engine sglang-router; P/D pool "
+                       "sizes: --engine dynamo-planner)")
     return flags, notes
+
+
+def _no_file(plan, engine: str, why: str) -> NoEngineMapping:
+    """The one sentence of a missing mapping: the engine, the policy (kind and type) and why."""
+    return NoEngineMapping(f"no {engine} file for the {plan.kind} policy {plan.type!r}: {why}.")
 
 
 def engine_file(plan, engine: str, model: str = "MODEL") -> str:
@@ -169,12 +175,14 @@ def engine_file(plan, engine: str, model: str = "MODEL") -> str:
         return "\n".join([*_header(plan, engine, notes), shlex.join(cmd)]) + "\n"
     s = engine_settings(plan, engine)
     if not s.mapped:
-        raise NoEngineMapping(f"{engine}: {s.notes[0] if s.notes else 'no mapping for ' + plan.type}")
+        # the note's "no mapping exists" is what the sentence already says
+        why = s.notes[0].rstrip(".").replace("; no mapping exists", "") if s.notes else "nothing in it corresponds"
+        raise _no_file(plan, engine, why)
     if engine == "llm-d":
         plugins = llmd_scorer_plugins(plan)
         if not plugins:
-            raise NoEngineMapping(f"llm-d: the EndpointPickerConfig has no scorer for {plan.kind}/{plan.type} "
-                                  f"(its flags go to the vLLM model servers: export --engine vllm)")
+            raise _no_file(plan, engine, "the EndpointPickerConfig has no scorer for it (its flags go to the vLLM "
+                           "model servers: --engine vllm)")
         notes = [*s.notes, ("not derived: the profile handler, decode-filter and max-score-picker entries (the EPP's "
                  "fixed structure) and the prefix-cache-scorer parameters (documented defaults).")]
         return "\n".join(_header(plan, engine, notes)) + "\n" + yaml.safe_dump(llmd_config(plugins), sort_keys=False)

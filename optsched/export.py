@@ -40,6 +40,7 @@ __all__ = [
     "load_policy",
     "plan_from_json",
     "plan_to_json",
+    "policy_of",
     "policy_schema",
 ]
 
@@ -174,6 +175,28 @@ def load_policy(path: str | Path) -> Plan:
     return plan_from_json(doc, str(p))
 
 
+def policy_of(plan: Plan, where: str | Path) -> Any:
+    """``plan.to_policy()``, its refusal of a parameter reported as a load error of the file ``where``:
+    ``"<where>: invalid optsched.policy/v1 policy: field 'parameters.<name>' of <kind>/<type>: <reason>"``
+    (the field as the schema and finite-number checks of `load_policy` name it).
+
+    Raises:
+        ValueError: naming ``where``, the field where the policy names one, and why.
+    """
+    from optsched.plan import PolicyParameterError
+
+    try:
+        return plan.to_policy()
+    except PolicyParameterError as exc:
+        if exc.field is None:
+            raise ValueError(f"{where}: invalid {SCHEMA_ID} policy: parameters of {exc.kind}/{exc.type}: "
+                             f"{exc.reason}") from None
+        raise ValueError(f"{where}: invalid {SCHEMA_ID} policy: field 'parameters.{exc.field}' of "
+                         f"{exc.kind}/{exc.type}: {exc.reason}") from None
+    except ValueError as exc:
+        raise ValueError(f"{where}: {exc}") from None
+
+
 @dataclass(frozen=True, slots=True)
 class EngineSettings:
     """Settings for one engine: ``flags`` (command-line arguments) and ``notes`` (what they mean or why
@@ -197,8 +220,9 @@ def _vllm_budget_flags(p: dict) -> list[str]:
 def _admission(plan: Plan, engine: str) -> EngineSettings:
     p = dict(plan.parameters)
     if engine in ("sglang-router", "dynamo-planner"):
-        return EngineSettings(engine, (), ((f"{engine} does not decide prefill admission inside an engine step; "
-                                           "no mapping exists (set it on the model servers)."),), False)
+        return EngineSettings(engine, (), (("prefill admission is decided inside each engine step, which this tool "
+                                           "does not run; no mapping exists (set it on the model servers: "
+                                           "--engine vllm or sglang)."),), False)
     flags = _vllm_budget_flags(p)
     notes = []
     if plan.type == "vllm_threshold":
@@ -261,7 +285,8 @@ def _residency(plan: Plan, engine: str) -> EngineSettings:
         return EngineSettings(engine, ("--kv-offloading-backend", "native"), (
             ("no engine flag sets a per-pause KV residency decision; the nearest setting is vLLM's CPU KV offload "
              f"(add --kv-offloading-size <GB of host DRAM>) so blocks leaving HBM land in DRAM. {rule}"),), True)
-    return EngineSettings(engine, (), (f"{engine} has no KV residency setting; no mapping exists.",), False)
+    return EngineSettings(engine, (), (("this tool has no KV residency setting; no mapping exists (vllm and llm-d "
+                                        "have CPU KV offload)."),), False)
 
 
 def _price_mapping(p: dict) -> dict | None:
@@ -361,8 +386,8 @@ def _routing(plan: Plan, engine: str) -> EngineSettings:
             if k in p:
                 flags += [flag, str(p[k])]
         if len(flags) == 2:
-            return EngineSettings(engine, (), ((f"routing type {plan.type!r} has no cache_threshold / balance "
-                                               "thresholds to map to the SGLang router."),), False)
+            return EngineSettings(engine, (), (("the plan has no cache_threshold / balance thresholds, the "
+                                               "parameters the SGLang router takes; no mapping exists."),), False)
         return EngineSettings(engine, tuple(flags), (), True)
     if engine == "llm-d" and isinstance(p.get("scorer_weights"), dict):
         lines = tuple(f"pluginRef: {k}  weight: {v}" for k, v in sorted(p["scorer_weights"].items()))
@@ -372,13 +397,17 @@ def _routing(plan: Plan, engine: str) -> EngineSettings:
         plugins, notes = _llmd_cache_aware(p)
         lines = tuple(f"pluginRef: {x['type']}  weight: {x['weight']}" for x in plugins)
         return EngineSettings(engine, lines, notes, True)
-    return EngineSettings(engine, (), (f"no {engine} mapping for routing type {plan.type!r}.",), False)
+    why = ("no scorer of the inference scheduler corresponds to this routing rule (it maps cache_aware, price "
+           "and scorer-weight plans)" if engine == "llm-d" else "calls are routed between instances by a router in front of the "
+           "engines (--engine sglang-router or llm-d)")
+    return EngineSettings(engine, (), (f"{why}; no mapping exists.",), False)
 
 
 def _pd(plan: Plan, engine: str) -> EngineSettings:
     p = dict(plan.parameters)
     if engine != "dynamo-planner":
-        return EngineSettings(engine, (), (f"{engine} does not size prefill/decode pools; no mapping exists.",), False)
+        return EngineSettings(engine, (), (("prefill/decode pools are sized by a planner, not by a server or router "
+                                            "flag; no mapping exists (--engine dynamo-planner)."),), False)
     flags, notes = [], []
     for key, flag in (("prefill_tp", "--prefill-engine-num-gpu"), ("decode_tp", "--decode-engine-num-gpu"),
                       ("gpu_budget", "--max-gpu-budget")):
@@ -394,8 +423,8 @@ def _pd(plan: Plan, engine: str) -> EngineSettings:
                          f"(tensor parallel) each" + (" (aggregated worker: no planner P/D split)"
                                                        if row.get("role") == "colocated" else ""))
     if not flags and not notes:
-        return EngineSettings(engine, (), ((f"P/D plan type {plan.type!r} has no prefill_tp / decode_tp / "
-                                           "instance counts to map."),), False)
+        return EngineSettings(engine, (), (("the plan has no prefill_tp / decode_tp / instance counts to map; no "
+                                           "mapping exists."),), False)
     return EngineSettings(engine, tuple(flags), tuple(notes), True)
 
 

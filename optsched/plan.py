@@ -13,12 +13,13 @@ from __future__ import annotations
 import functools
 import importlib
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["ENTRY_POINT_GROUP", "KINDS", "POLICY_CLASSES", "REGISTRY_KIND", "Plan", "Provenance",
-           "build_assignment_router", "build_pd_cluster", "build_price_router", "known_types", "policy_targets"]
+__all__ = ["ENTRY_POINT_GROUP", "KINDS", "POLICY_CLASSES", "REGISTRY_KIND", "Plan", "PolicyParameterError",
+           "Provenance", "build_assignment_router", "build_pd_cluster", "build_price_router", "known_types", "policy_targets"]
 
 KINDS = ("routing", "pd_ratio", "admission", "residency")
 # plan kind -> policy kind of `optsched.sim.registry` (the baselines' name table)
@@ -151,6 +152,31 @@ def _finite_or_none(name: str, value: Any) -> None:
         raise ValueError(f"provenance.{name} must be a finite number or None, got {value!r}")
 
 
+class PolicyParameterError(ValueError):
+    """`Plan.to_policy` could not build the policy from its parameters. ``field`` is the parameter the policy
+    refused (None when its message names none), ``reason`` the refusal without the field's name, ``kind`` /
+    ``type`` the plan's; ``str()`` is the whole message. A file reader adds the file (`optsched.export.policy_of`)."""
+
+    def __init__(self, message: str, field: str | None, reason: str, kind: str, type_: str) -> None:
+        super().__init__(message)
+        self.field, self.reason, self.kind, self.type = field, reason, kind, type_
+
+
+def _parameter_of(message: str, params: Mapping[str, Any]) -> tuple[str | None, str]:
+    """(parameter, reason) of a policy's refusal: ``"x must be >= 0, got -1"`` -> ("x", "must be >= 0, got
+    -1"); ``"... unexpected keyword argument 'x'"`` -> ("x", "not a parameter of this policy");
+    ``"... parameters.x ..."`` -> ("x", message); a message naming no given parameter -> (None, message)."""
+    m = re.search(r"unexpected keyword argument '(\w+)'", message)
+    if m:
+        return m.group(1), "not a parameter of this policy"
+    for name in sorted(params, key=len, reverse=True):
+        m = re.match(rf"{re.escape(name)}\b[\s:]*(.*)", message, re.DOTALL)
+        if m and m.group(1):
+            return name, m.group(1)
+    m = re.search(r"\bparameters\.(\w+)", message)
+    return (m.group(1) if m else None), message
+
+
 @dataclass(frozen=True, slots=True)
 class Provenance:
     """Where a Plan came from (all optional except what the pipeline knows).
@@ -215,8 +241,8 @@ class Plan:
         """The online policy object the simulator runs (Router / Admission / Residency).
 
         Raises:
-            ValueError: no policy class is registered for (kind, type), its module is absent, or a parameter
-                the policy needs is missing or invalid (naming it).
+            ValueError: no policy class is registered for (kind, type) or its module is absent.
+            PolicyParameterError: (a ValueError) a parameter the policy needs is missing or invalid (naming it).
         """
         targets = policy_targets()
         target = targets.get((self.kind, self.type))
@@ -244,7 +270,10 @@ class Plan:
                 return cls.from_parameters(params)
             return cls(**params)
         except KeyError as exc:  # a builder reading a field the (hand-edited) file lacks
-            raise ValueError(f"parameters.{exc.args[0]} is missing") from None
+            raise PolicyParameterError(f"parameters.{exc.args[0]} is missing", str(exc.args[0]), "is missing",
+                                       self.kind, self.type) from None
         except (TypeError, ValueError) as exc:  # an unexpected / ill-typed field of a hand-edited file
-            raise ValueError(f"{self.kind}/{self.type}: invalid parameters (given: {', '.join(sorted(params)) or 'none'}): "
-                             f"{exc}") from exc
+            name, reason = _parameter_of(str(exc), params)
+            raise PolicyParameterError(
+                f"{self.kind}/{self.type}: invalid parameters (given: {', '.join(sorted(params)) or 'none'}): {exc}",
+                name, reason, self.kind, self.type) from exc

@@ -205,7 +205,7 @@ def _policy(cfg: dict, slot: str, spec: Any, seed: int) -> Any:
         from optsched.sim.registry import build_policy
 
         return build_policy(slot, spec, seed)
-    from optsched.export import load_policy
+    from optsched.export import load_policy, policy_of
     from optsched.plan import REGISTRY_KIND
 
     kind = next(k for k, v in REGISTRY_KIND.items() if v == slot)
@@ -218,10 +218,7 @@ def _policy(cfg: dict, slot: str, spec: Any, seed: int) -> Any:
     plan = load_policy(path)
     if plan.kind != kind:
         raise ValueError(f"{slot}: {spec} is a {plan.kind} policy ({plan.kind}/{plan.type}), not {kind}")
-    try:
-        return plan.to_policy()
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"{slot}: {spec}: {exc}") from None
+    return policy_of(plan, f"{slot}: {spec}")
 
 
 def _interval_idle_budget(fname: str, spec: Any, admission: Any, sched: SchedulerConfig) -> Any:

@@ -114,3 +114,15 @@ def test_bounds_and_choices_refuse_a_value_with_one_line_naming_the_option(argv,
     assert exc.value.code == 2 and msg in err[-1]
     assert parse_config(p, Bounded, ["--instances", "1", "--slot-s", "0.5", "--ratios", "3", "--hindsight", "0"]) \
         == Bounded(1, 0.5, (3.0,), 0)
+
+
+def test_a_cross_field_check_is_the_error_line(capsys):
+    """``check`` runs on the built config: its message is argparse's ``error:`` line (exit 2), None lets it run."""
+    def check(c: Cfg) -> str | None:
+        return f"--slot-s must be < seeds, got {c.slot_s}" if c.slot_s >= c.seeds else None
+
+    assert parse_config(config_parser(Cfg, "test"), Cfg, ["--slot-s", "2"], check=check).slot_s == 2.0
+    with pytest.raises(SystemExit) as e:
+        parse_config(config_parser(Cfg, "test"), Cfg, ["--slot-s", "7"], check=check)
+    assert e.value.code == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1].endswith("error: --slot-s must be < seeds, got 7.0")

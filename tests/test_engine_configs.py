@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shlex
 
 import jsonschema
@@ -127,3 +128,15 @@ def test_no_mapping_is_one_line_naming_the_feature():
     with pytest.raises(NoEngineMapping) as e:
         engine_file(PD, "vllm")
     assert "\n" not in str(e.value) and "prefill/decode" in str(e.value)
+
+
+@pytest.mark.parametrize("engine", ["vllm", "llm-d", "dynamo-planner", "sglang", "sglang-router"])
+def test_no_mapping_names_the_engine_once_and_the_policy(engine):
+    """One sentence: "no <engine> file for the <kind> policy '<type>': <why>." (it read "vllm: no vllm mapping
+    for routing type ..." after the CLI's "no vllm file:", the engine three times)."""
+    plan = Plan("routing", "round_robin", {})
+    with pytest.raises(NoEngineMapping) as e:
+        engine_file(plan, engine)
+    msg = str(e.value)
+    assert msg.startswith(f"no {engine} file for the routing policy 'round_robin': ") and msg.endswith(".")
+    assert len(re.findall(rf"(?<![\w-]){engine}(?![\w-])", msg)) == 1 and "no mapping" not in msg and "\n" not in msg

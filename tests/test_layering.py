@@ -188,6 +188,24 @@ def test_core_modules_list_covers_every_core_package():
     assert not any(m.startswith(("optsched.models", "optsched.solvers", "optsched.envs")) for m in mods)
 
 
+def design_not_core(text: str) -> tuple[str, ...]:
+    """The folders DESIGN.md's layering text names as not core: the sentence "The core is every module under
+    `optsched/` except the non-core folders ... (`NOT_CORE` ..." (backticked ``optsched/<folder>`` names)."""
+    m = re.search(r"The core is every module under `optsched/` except the non-core folders(.*?)\(`NOT_CORE`",
+                  text, re.DOTALL)
+    assert m, "DESIGN.md has no sentence 'The core is every module under `optsched/` except the non-core folders'"
+    return tuple(re.findall(r"`(optsched/\w+)`", m.group(1)))
+
+
+def test_design_names_the_same_non_core_folders():
+    assert design_not_core("The core is every module under `optsched/` except the non-core folders `optsched/a` "
+                           "and\n`optsched/b` (`NOT_CORE` in x) `optsched/c`") == ("optsched/a", "optsched/b")
+    named = design_not_core((ROOT / "DESIGN.md").read_text())
+    assert sorted(named) == sorted(NOT_CORE), f"DESIGN.md names {named}, NOT_CORE is {NOT_CORE}"
+    for folder in NOT_CORE:
+        assert (ROOT / folder).is_dir(), folder
+
+
 def test_core_import_pulls_no_heavy_packages():
     """Each core module in turn, in one fresh interpreter; names the module that first pulls one in."""
     code = (

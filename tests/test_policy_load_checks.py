@@ -54,3 +54,36 @@ def test_deep_nesting(tmp_path):
     p = _write(tmp_path, '{"schema": ' + "[" * 100_000 + "]" * 100_000 + "}")
     with pytest.raises(ValueError, match=rf"{p}: not a usable JSON document \(JSON nested deeper than MAX_JSON_DEPTH"):
         load_policy(p)
+
+
+def test_policy_of_names_the_file_and_the_field(tmp_path):
+    """A parameter the policy refuses (checked only when it is built, `Plan.to_policy`) is reported as the file's
+    load error: file, field, reason; it used to read "admission/vllm_threshold: invalid parameters (given: ...)"
+    with no file."""
+    from optsched.export import policy_of
+    from optsched.plan import PolicyParameterError
+
+    p = dump_policy(Plan("admission", "vllm_threshold", {"long_prefill_token_threshold": -5}), tmp_path / "n.json")
+    plan = load_policy(p)
+    with pytest.raises(PolicyParameterError) as e:
+        plan.to_policy()
+    assert (e.value.field, e.value.reason) == ("long_prefill_token_threshold", "must be an int >= 1, got -5")
+    with pytest.raises(ValueError) as e:
+        policy_of(plan, p)
+    assert str(e.value) == (f"{p}: invalid optsched.policy/v1 policy: field 'parameters.long_prefill_token_threshold' "
+                            "of admission/vllm_threshold: must be an int >= 1, got -5")
+    assert type(policy_of(load_policy(dump_policy(Plan("admission", "fcfs", {}), tmp_path / "f.json")), "f")).__name__ \
+        == "FCFSAdmission"
+
+
+@pytest.mark.parametrize(("message", "expected"), [
+    ("x must be >= 0, got -1", ("x", "must be >= 0, got -1")),
+    ("xy: must be finite", ("xy", "must be finite")),
+    ("__init__() got an unexpected keyword argument 'z'", ("z", "not a parameter of this policy")),
+    ("plan needs parameters.counts (list)", ("counts", "plan needs parameters.counts (list)")),
+    ("something else", (None, "something else")),
+])
+def test_parameter_named_in_a_refusal(message, expected):
+    from optsched.plan import _parameter_of
+
+    assert _parameter_of(message, {"x": 1, "xy": 2}) == expected

@@ -8,7 +8,7 @@ For the AgentX-like source (the one whose pause law is known: `AgentXParams.gap_
 (`optsched.models.residency_priced`, one instance, HBM tight):
 
 1. Training (stream "train" of ``--base-seed``, never an evaluated seed): the load-priced rule and the
-   ``load_priced_search`` eviction order, derived as in ``experiments/residency_imitation.py``
+   ``load_priced_search`` eviction order, derived as in ``experiments/residency/imitation.py``
    (`solve_priced`, `ordered_plan` on ``--rule-train-reps`` replications); the information-relaxation penalty
    lam (`optsched.pipelines.residency_bound.fit_penalty` on ``--bound-train-reps`` OTHER replications of the
    same stream).
@@ -40,7 +40,13 @@ from optsched.compare.replication import build_replication
 from optsched.config_cli import arg, config_parser, parse_config
 from optsched.cost import CostModel
 from optsched.cost.catalog import load_model
-from optsched.pipelines.residency_bound import FEATURES, fit_penalty, penalty_of_paths, relaxation_bound
+from optsched.pipelines.residency_bound import (
+    FEATURES,
+    fit_penalty,
+    parse_lam,
+    penalty_of_paths,
+    relaxation_bound,
+)
 from optsched.pipelines.residency_imitation_fit import ordered_plan
 from optsched.pipelines.residency_priced_solve import priced_instance, solve_priced
 from optsched.policies.residency_imitation import ImitationEvictionResidency
@@ -102,7 +108,7 @@ def run(cfg: Config) -> dict:
     rule_seeds, bound_seeds = train_seeds[:cfg.rule_train_reps], train_seeds[cfg.rule_train_reps:]
     rules = _train_rules(cfg, source, rule_seeds, cm, ctx, opts, kw) if cfg.rules else dict
     if cfg.lam:
-        lam = tuple(float(x) for x in cfg.lam.split(","))
+        lam = parse_lam(cfg.lam)
         pen = {"features": list(FEATURES), "lam": list(lam), "fixed": True}
         logger.info("penalty lam %s (%s), fixed by --lam", lam, FEATURES)
     else:
@@ -223,11 +229,9 @@ def _problem(cfg: Config) -> str | None:
             return f"--{f.replace('_', '-')} must be a finite number > 0 (s), got {getattr(cfg, f)!r}"
     if cfg.lam:
         try:
-            lam = [float(x) for x in cfg.lam.split(",")]
-        except ValueError:
-            lam = []
-        if len(lam) != len(FEATURES) or not all(math.isfinite(x) for x in lam):
-            return f"--lam must be {len(FEATURES)} finite numbers ({','.join(FEATURES)}), got {cfg.lam!r}"
+            parse_lam(cfg.lam)
+        except ValueError as exc:
+            return str(exc)
     try:
         CostModel.from_names(cfg.gpu, cfg.model, tp=cfg.tp)
     except (ValueError, FileNotFoundError) as exc:
@@ -236,11 +240,7 @@ def _problem(cfg: Config) -> str | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    cfg = parse_config(config_parser(Config, __doc__.splitlines()[0]), Config, argv)
-    problem = _problem(cfg)
-    if problem:
-        print(f"residency_bound: {problem}", file=sys.stderr)
-        return 2
+    cfg = parse_config(config_parser(Config, __doc__.splitlines()[0]), Config, argv, check=_problem)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     for name in ("pyomo", "optsched.solvers", "optsched.pipelines.residency_priced_solve"):
         logging.getLogger(name).setLevel(logging.WARNING)

@@ -46,7 +46,13 @@ from optsched.config_cli import arg, config_parser, parse_config
 from optsched.cost import CostModel
 from optsched.cost.catalog import load_model
 from optsched.pipelines.residency_adaptive import ADAPTIVE_RULES, AdaptiveRule, replay_adaptive
-from optsched.pipelines.residency_bound import FEATURES, fit_penalty, penalty_terms, relaxation_bound
+from optsched.pipelines.residency_bound import (
+    FEATURES,
+    fit_penalty,
+    parse_lam,
+    penalty_terms,
+    relaxation_bound,
+)
 from optsched.pipelines.residency_priced_solve import priced_instance
 from optsched.replicate import mean_ci, paired_difference, stream
 from optsched.revision import git_revision
@@ -110,7 +116,7 @@ def run_slot(cfg: Config, slot_s: float, cdf, train_seeds: list[int], cm: CostMo
     """Steps 1-3 of the module docstring for one slot length."""
     f = cfg.prefetch_factor
     if cfg.lam:
-        lam, train_bound = tuple(float(x) for x in cfg.lam.split(",")), None
+        lam, train_bound = parse_lam(cfg.lam), None
     else:
         train = [inst for _, inst in _instances(cfg, train_seeds, slot_s, cm, ctx)]
         fit = fit_penalty(train, cdf, opts, iters=cfg.fit_iters, prefetch_factor=f)
@@ -207,22 +213,16 @@ def _problem(cfg: Config) -> str | None:
         return "need --bound-train-reps, --fit-iters, --max-pauses >= 1 and --base-seed >= 0"
     if cfg.lam:
         try:
-            lam = [float(x) for x in cfg.lam.split(",")]
-        except ValueError:
-            lam = []
-        if len(lam) != len(FEATURES) or not all(math.isfinite(x) for x in lam):
-            return f"--lam must be {len(FEATURES)} finite numbers ({','.join(FEATURES)}), got {cfg.lam!r}"
+            parse_lam(cfg.lam)
+        except ValueError as exc:
+            return str(exc)
     if not (math.isfinite(cfg.prefetch_factor) and cfg.prefetch_factor >= 0):
         return f"--prefetch-factor must be a finite number >= 0, got {cfg.prefetch_factor!r}"
     return None
 
 
 def main(argv: list[str] | None = None) -> int:
-    cfg = parse_config(config_parser(Config, __doc__.splitlines()[0]), Config, argv)
-    problem = _problem(cfg)
-    if problem:
-        print(f"residency_bound_wide: error: {problem}", file=sys.stderr)
-        return 2
+    cfg = parse_config(config_parser(Config, __doc__.splitlines()[0]), Config, argv, check=_problem)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     for name in ("pyomo", "optsched.solvers", "optsched.pipelines.residency_bound"):
         logging.getLogger(name).setLevel(logging.WARNING)

@@ -50,7 +50,7 @@ logger = logging.getLogger("residency_hindsight")
 class Config:
     sources: str = arg("agentx:sessions=16", "workload sources separated by ';': a generator spec "
                                              "(agentx:sessions=N) or a trace path")
-    seeds: int = arg(5, "evaluated seeds, --base-seed .. --base-seed + N - 1 (>= 2, for a CI)")
+    seeds: int = arg(5, "evaluated seeds, --base-seed .. --base-seed + N - 1 (>= 2, for a CI)", at_least=2)
     base_seed: int = arg(0, "first evaluated seed; its stream 'train' draws the training replication (>= 0)")
     instances: int = arg(2, "colocated serving instances, in the simulator and in the priced slot model")
     slot_s: float = arg(10.0, "slot length of the priced residency model (s)")
@@ -171,9 +171,6 @@ def render(results: list[dict]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     cfg = parse_config(config_parser(Config, __doc__.splitlines()[0]), Config, argv)
-    if cfg.seeds < 2:
-        print("residency_hindsight: --seeds must be >= 2 (a CI needs spread)", file=sys.stderr)
-        return 2
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     logging.getLogger("pyomo").setLevel(logging.WARNING)
     logging.getLogger("optsched.solvers").setLevel(logging.WARNING)

@@ -65,7 +65,8 @@ def _glue_dash_values(argv: list[str]) -> list[str]:
 
 # loggers whose INFO lines are progress of a long command, shown by default (the rest, e.g. a fit's parameter
 # dump, only with -v)
-PROGRESS_LOGGERS = ("optsched.reproduce", "optsched.compare", "optsched.executor.validate")
+PROGRESS_LOGGERS = ("optsched.reproduce", "optsched.compare", "optsched.executor.validate",
+                    "optsched.pipelines.pd_pool_plan")
 
 
 def _configure_logging(verbose: int, quiet: bool) -> None:

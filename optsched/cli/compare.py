@@ -225,18 +225,33 @@ def _run(args: argparse.Namespace) -> int:
     out = Path(args.out or f"runs/compare-{slug}")
     if out.exists() and not out.is_dir():  # else every run was computed, then lost when its cache entry was written
         raise ValueError(f"--out {out}: exists and is not a folder")
+    from tqdm import tqdm
+    from tqdm.contrib.logging import logging_redirect_tqdm
+
     from optsched.compare.policies import SolveTimedOut
 
+    bars: list = []  # drawn at the first finished run, so a config error run_compare raises stays one line
+
+    def progress(done: int, asked: int) -> None:  # the search asks for more runs as it goes: the total grows
+        if not bars:
+            bars.append(tqdm(total=asked, desc="runs done", unit="run", file=sys.stderr, dynamic_ncols=True,
+                             leave=False))
+        bars[0].total = asked
+        bars[0].update(done - bars[0].n)
+
     try:
-        res = run_compare(cfg, out / "cache", args.backend, workers, args.address,
-                          progress=lambda d, n: print(f"\r{d} runs done ({n} asked so far)", end="", file=sys.stderr,
-                                                    flush=True))
+        # the search's INFO lines go through tqdm.write, above the bar, instead of into its line
+        with logging_redirect_tqdm():
+            try:
+                res = run_compare(cfg, out / "cache", args.backend, workers, args.address, progress=progress)
+            finally:
+                for bar in bars:
+                    bar.close()
     except SolveTimedOut as exc:  # a derivation the wall clock stopped: one line, not a traceback
         if args.verbose:
             raise
         print(f"optsched compare: error: {exc} (--solver-time-limit {args.solver_time_limit:g})", file=sys.stderr)
         return 1
-    print(file=sys.stderr)
     text = json.dumps(res, indent=2, allow_nan=False)
     out.mkdir(parents=True, exist_ok=True)
     (out / "compare.json").write_text(text + "\n")

@@ -26,8 +26,8 @@ def register(subparsers) -> None:
                "                  scheduling profile, scorer weights)\n"
                "  dynamo-planner  Dynamo PlannerConfig YAML (python -m dynamo.planner --config FILE)\n"
                "each file starts with comment lines: what was derived from the solve, what is an approximation,\n"
-               "engine caveats. A policy no engine feature can express prints one '# no <engine> file:' line\n"
-               "naming the missing feature and exits 1 (no file written).\n\n"
+               "engine caveats. A policy no engine feature can express prints one line, '# no <engine> file for\n"
+               "the <kind> policy '<type>': <why>.', and exits 1 (no file written).\n\n"
                "mappings: routing -> sglang-router, llm-d; admission -> vllm, sglang (llm-d: vLLM args);\n"
                "residency -> vllm / sglang KV offload; pd_ratio -> dynamo-planner",
         formatter_class=__import__("argparse").RawDescriptionHelpFormatter)
@@ -50,7 +50,7 @@ def _run(args) -> int:
         try:
             text = engine_file(plan, args.engine, args.model)
         except NoEngineMapping as exc:
-            print(f"# no {args.engine} file: {exc}")
+            print(f"# {exc}")
             return 1
         if args.output:
             from optsched.output import write_output
@@ -97,7 +97,6 @@ def _check_parameters(plan, path: str) -> None:
     reg = REGISTRY_KIND.get(plan.kind)
     if (plan.kind, plan.type) not in policy_targets() and not (reg and plan.type in policy_names(reg)):
         return
-    try:
-        plan.to_policy()
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"{path}: parameters of {plan.kind}/{plan.type}: {exc}") from None
+    from optsched.export import policy_of
+
+    policy_of(plan, path)

@@ -76,8 +76,12 @@ def main(args: argparse.Namespace) -> int:
         changes["seed"] = args.seed
     if changes:
         cfg = cfg.replace(**changes)
-    out = run_reproduce(cfg, out_dir=args.out, argv=_argv(args), progress=not args.no_progress, force=args.force,
-                        only=only, backend=args.backend)
+    from tqdm.contrib.logging import logging_redirect_tqdm
+
+    # the stages' INFO lines go through tqdm.write, above the progress bars, instead of into their lines
+    with logging_redirect_tqdm():
+        out = run_reproduce(cfg, out_dir=args.out, argv=_argv(args), progress=not args.no_progress,
+                            force=args.force, only=only, backend=args.backend)
     if out.headline is not None:
         t = out.headline
         print(f"\n{t.caption}\n")

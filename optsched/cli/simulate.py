@@ -83,6 +83,13 @@ def plot_pareto(rows: list[dict], key: str, path: Path) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from tqdm.contrib.logging import logging_redirect_tqdm
+
+    with logging_redirect_tqdm():  # log lines (-v) above the simulator's progress bar, not inside its line
+        return _simulate(args)
+
+
+def _simulate(args: argparse.Namespace) -> int:
     from optsched.sim.result import _clean
     from optsched.sim_file import apply_override, check_config, load_config_dict, run_config
 

@@ -29,7 +29,9 @@ routing: ``optsched.pipelines.routing.plan_from_workload``: a window of ``--wind
 window MILP + LP bound; the price router's weights (policy routing/price).
 pd: ``optsched.pipelines.pd.plan_from_workload``: mean token profile and cached fraction of the
 workload, P90 TTFT ``--ttft`` / TPOT ``--tpot`` SLOs, ``--gpu-budget``; counts per role and TP
-(policy pd_ratio/counts). An SLO no configuration meets is a one-line error (exit 2).
+(policy pd_ratio/counts). An SLO no configuration meets is a one-line error (exit 2). ``--formulation pool``
+prints its stages by default (INFO lines of ``optsched.pipelines.pd_pool_plan``: the timeline and pools per
+configuration, then a line every tenth (prefill pool, decode pool) pair, where most of its time goes).
 Solver progress: INFO log lines; the HiGHS log itself with ``--solver-log``.
 """
 

@@ -60,29 +60,34 @@ def pool_instance(workloads: Sequence[Workload], configs: Sequence[tuple[str, st
     # config (a closed loop's releases depend on it); reused by every decode pool size
     prefill_play: dict[tuple[int, str], list] = {}
     for gpu, model, tp in configs:
+        config = f"{model}/{gpu}/tp{tp}"  # the PoolOption.config name, also in every log line
         try:
             cm = CostModel.from_names(gpu, model, tp=tp)
         except ValueError as exc:  # weights do not fit at this TP
-            logger.info("pd_pool: skip %s/%s/tp%d: %s", gpu, model, tp, exc)
+            logger.info("pd_pool: skip %s: %s", config, exc)
             continue
+        logger.info("pd_pool: %s: uncontended timeline of %d workload(s), %d calls", config, len(workloads),
+                    sum(wl.num_calls for wl in workloads))
         trs = [call_trace(wl, cm) for wl in workloads]
         need = max(int(np.max(tr.input_tokens + tr.output_tokens)) for tr in trs)
         if cm.kv_capacity_tokens() < need:
             # from_names does not refuse a TP whose weights leave no KV room (llama-3-70b on one H200: 0
             # tokens); such an instance cannot hold the longest call, so it is no candidate (the md1 model's
             # config_from_cost_model refuses it the same way)
-            logger.info("pd_pool: skip %s/%s/tp%d: KV capacity %d tokens < the longest call's %d", gpu, model, tp,
+            logger.info("pd_pool: skip %s: KV capacity %d tokens < the longest call's %d", config,
                         cm.kv_capacity_tokens(), need)
             continue
         cap = min(gpu_budget, (gpus_available or {}).get(gpu, gpu_budget)) // tp
         xfers = [np.asarray(cm.kv_transfer_time(tr.input_tokens, link), dtype=float) for tr in trs]
-        played[f"{model}/{gpu}/tp{tp}"] = (cm, trs, xfers)
+        played[config] = (cm, trs, xfers)
+        logger.info("pd_pool: %s: goodput of %d pool(s) (%s, sizes 1..%d)", config, len(roles) * cap,
+                    ", ".join(roles), cap)
         for role in roles:
             for n in range(1, cap + 1):
                 preds = [predict_pool(cm, tr, role, n, ttft_slo_s, tpot_slo_s, transfer_s=x)
                          for tr, x in zip(trs, xfers, strict=True)]
                 g = float(np.mean([q.goodput_rps for q in preds]))
-                opts.append(PoolOption(f"{model}/{gpu}/tp{tp}", gpu, tp, role, n, g,
+                opts.append(PoolOption(config, gpu, tp, role, n, g,
                                        (prices or {}).get(gpu, 1.0)))
                 if role == "prefill":
                     prefill_play[len(opts) - 1, opts[-1].config] = preds
@@ -94,32 +99,42 @@ def pool_instance(workloads: Sequence[Workload], configs: Sequence[tuple[str, st
         avail = gpus_available or {}
         pairs = {}
         batch: dict[tuple[str, int], list[float]] = {}  # (decode config, size) -> fixed-point batch per workload
+        todo = []  # every (prefill pool, decode pool) within the budgets, prefill-major
         for i, p in enumerate(opts):
             if p.role != "prefill":
                 continue
-            cm_p, trs, xfers = played[p.config]
             for j, d in enumerate(opts):
                 by_type = {p.gpu: p.gpus}
                 by_type[d.gpu] = by_type.get(d.gpu, 0) + d.gpus
-                if d.role != "decode" or p.gpus + d.gpus > gpu_budget or any(
+                if d.role == "decode" and p.gpus + d.gpus <= gpu_budget and not any(
                         v > avail.get(t, v) for t, v in by_type.items()):
-                    continue
-                cm_d = played[d.config][0]
-                if (i, d.config) not in prefill_play:
-                    prefill_play[i, d.config] = [predict_pool(cm_p, tr, "prefill", p.size, ttft_slo_s, tpot_slo_s,
-                                                              transfer_s=x, decode_cm=cm_d)
-                                                 for tr, x in zip(trs, xfers, strict=True)]
-                if (d.config, d.size) not in batch:
-                    batch[d.config, d.size] = [decode_batch(cm_d, tr, d.size) for tr in trs]
-                pairs[i, j] = float(np.mean([predict_pd(cm_p, cm_d, tr, p.size, d.size, ttft_slo_s, tpot_slo_s,
-                                                        transfer_s=x, prefill=q, batch=b).goodput_rps
-                                             for tr, x, q, b in zip(trs, xfers, prefill_play[i, d.config],
-                                                                    batch[d.config, d.size], strict=True)]))
+                    todo.append((i, j))
+        # the pairs are most of the time (a closed-loop decode play each): a line every tenth of them
+        logger.info("pd_pool: pipeline goodput of %d (prefill pool, decode pool) pairs", len(todo))
+        step = max(1, len(todo) // 10)
+        for k, (i, j) in enumerate(todo, 1):
+            p, d = opts[i], opts[j]
+            cm_p, trs, xfers = played[p.config]
+            cm_d = played[d.config][0]
+            if (i, d.config) not in prefill_play:
+                prefill_play[i, d.config] = [predict_pool(cm_p, tr, "prefill", p.size, ttft_slo_s, tpot_slo_s,
+                                                          transfer_s=x, decode_cm=cm_d)
+                                             for tr, x in zip(trs, xfers, strict=True)]
+            if (d.config, d.size) not in batch:
+                batch[d.config, d.size] = [decode_batch(cm_d, tr, d.size) for tr in trs]
+            pairs[i, j] = float(np.mean([predict_pd(cm_p, cm_d, tr, p.size, d.size, ttft_slo_s, tpot_slo_s,
+                                                    transfer_s=x, prefill=q, batch=b).goodput_rps
+                                         for tr, x, q, b in zip(trs, xfers, prefill_play[i, d.config],
+                                                                batch[d.config, d.size], strict=True)]))
+            if k % step == 0 or k == len(todo):
+                logger.info("pd_pool: pairs %d/%d", k, len(todo))
     return PoolInstance(tuple(opts), gpu_budget, gpus_available, pair_goodput_rps=pairs)
 
 
 def solve_pool(inst: PoolInstance, options: SolverOptions | None = None) -> PoolSolve:
     """Solve the pool MILP (HiGHS via `optsched.solvers`); ``plan`` is None when it has no solution."""
+    logger.info("pd_pool: pool MILP over %d candidate pools, %d pairs", len(inst.options),
+                len(inst.pair_goodput_rps or {}))
     m = build_pd_pool(inst)
     res = solve(m, options or SolverOptions(time_limit_s=60.0, mip_gap=1e-6))
     plan = extract_pd_pool(m, res.objective, res.bound, res.gap) if res.has_solution else None

@@ -34,20 +34,37 @@ and fits its penalty:
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+
 from optsched.models.residency_info_relax import build_penalized_residency
 from optsched.models.residency_priced import PricedResidencyInstance
 from optsched.solvers import SolverOptions, solve
 
-__all__ = ["FEATURES", "BoundResult", "PenaltyFit", "fit_penalty", "penalty_features", "penalty_of_paths",
+__all__ = ["FEATURES", "BoundResult", "PenaltyFit", "fit_penalty", "parse_lam", "penalty_features", "penalty_of_paths",
            "penalty_terms", "relaxation_bound", "slot_hazards"]
 
 logger = logging.getLogger(__name__)
 
 FEATURES = ("constant", "over_subscribed", "near_full", "demand", "first_slot")
+
+
+def parse_lam(text: str) -> tuple[float, ...]:
+    """Penalty weights written as ``"w1,w2,..."`` in `FEATURES` order (an experiment's ``--lam``).
+
+    Raises:
+        ValueError: not ``len(FEATURES)`` comma-separated finite numbers (one line naming FEATURES and the text).
+    """
+    try:
+        lam = tuple(float(x) for x in text.split(","))
+    except ValueError:
+        lam = ()
+    if len(lam) != len(FEATURES) or not all(math.isfinite(x) for x in lam):
+        raise ValueError(f"--lam must be {len(FEATURES)} finite numbers ({','.join(FEATURES)}), got {text!r}")
+    return lam
 
 
 def slot_hazards(slot_s: float, cdf: Callable[[float], float], n: int) -> np.ndarray:

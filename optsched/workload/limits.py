@@ -5,7 +5,7 @@ A trace number beyond these is not a workload optsched can say anything true abo
 ``output_length`` of 10^13 tokens is ~10^8 times the largest model context in the catalog. Loaders reject
 such a value with a :class:`~optsched.workload.errors.TraceFormatError` naming the file, the line and the
 field; generator specs reject sizes past the generator caps. DESIGN.md "Input limits" shows
-:func:`limits_markdown` (``tests/workload/test_limits.py`` checks that it is the same table).
+:func:`limits_markdown` (``tests/workload/test_hostile_inputs.py`` checks that it is the same table).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 ``jsonschema`` costs ~0.2-2 ms per call line here (measured: 167 µs for a call without hashes, 2.4 ms
 with 200 hashes), which would cap loading far below the 1M calls/min goal. These hand-written checks
-accept exactly the records the schema accepts (``tests/workload/test_native_schema.py`` asserts
+accept exactly the records the schema accepts (``tests/workload/test_native.py`` asserts
 agreement on valid records and on mutations of every field); on a rejection the loader asks
 ``jsonschema`` for the precise message. ``load_jsonl(..., validate="schema")`` runs jsonschema on
 every line instead.

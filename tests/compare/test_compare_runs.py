@@ -212,3 +212,26 @@ def test_cli_timed_out_derivation_is_one_line_exit_1(tmp_path):
     assert last.startswith("optsched compare: error: price router window MILP: the solve hit the 1e-09 s wall-clock")
     assert last.endswith("(--solver-time-limit 1e-09)")
     assert not (tmp_path / "compare.json").exists()
+
+
+def test_cli_info_lines_do_not_land_in_the_progress_line(tmp_path):
+    """The search's INFO lines are written above the progress bar (tqdm.write), each on a line of its own;
+    before, the bar was a "\\r3 runs done" line without a newline, so the next INFO line was glued to it."""
+    code = ("import logging, sys\n"
+            "import optsched.compare.core as C\n"
+            "from optsched.compare.policies import SolveTimedOut\n"
+            "def fake(*a, progress=None, **k):\n"
+            "    progress(1, 4)\n"
+            "    logging.getLogger('optsched.compare.core').info('MARK one')\n"
+            "    progress(3, 4)\n"
+            "    logging.getLogger('optsched.compare.core').info('MARK two')\n"
+            "    raise SolveTimedOut('stop here')\n"
+            "C.run_compare = fake\n"
+            "from optsched.cli import main\n"
+            f"sys.exit(main(['compare', {SRC!r}, '--seeds', '5', '--out', {str(tmp_path)!r}]))\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert proc.returncode == 1, proc.stderr
+    lines = proc.stderr.replace("\r", "\n").splitlines()
+    marks = [ln for ln in lines if "MARK" in ln]
+    assert marks == ["INFO optsched.compare.core: MARK one", "INFO optsched.compare.core: MARK two"], proc.stderr
+    assert any("runs done" in ln and "3/4" in ln for ln in lines), proc.stderr

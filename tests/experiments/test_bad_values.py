@@ -10,11 +10,19 @@ from tests.experiments.loader import load_experiment
 
 CASES = [
     ("residency/imitation", ["--instances", "0"], "--instances: must be >= 1"),
+    ("residency/imitation", ["--seeds", "1"], "--seeds: must be >= 2"),
+    ("residency/hindsight", ["--seeds", "1"], "--seeds: must be >= 2"),
     ("residency/imitation", ["--slot-s", "nan"], "--slot-s: must be > 0"),
     ("residency/imitation", ["--lam", "nan"], "--lam: must be > 0"),
     ("residency/imitation", ["--hindsight", "2"], "--hindsight: invalid choice"),
     ("residency/imitation", ["--gpu", "bogus"], "unknown gpu 'bogus'"),
     ("residency/imitation", ["--sources", "bogus"], "source 'bogus' is neither"),
+    # the two residency bound scripts share their --lam parser (optsched.pipelines.residency_bound.parse_lam) and
+    # their cross-field checks run inside parse_config (check=): before, each printed its own line and returned 2
+    ("residency/bound", ["--lam", "1,2"], "--lam must be 5 finite numbers (constant,over_subscribed,"),
+    ("residency/bound", ["--seeds", "1"], "--seeds must be >= 2 (a CI needs spread), got 1"),
+    ("residency/bound_wide", ["--lam", "0,0,0,0,nan"], "--lam must be 5 finite numbers"),
+    ("residency/bound_wide", ["--prefetch-factor", "-1"], "--prefetch-factor must be a finite number >= 0"),
     ("routing/window_rules", ["--windows", "0"], "--windows: must be >= 1"),
     ("routing/window_rules", ["--window-calls", "0"], "--window-calls: must be >= 1"),
     ("routing/window_rules", ["--big-seeds", "-1"], "--big-seeds: must be >= 0"),

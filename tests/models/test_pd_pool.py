@@ -130,13 +130,17 @@ def test_heterogeneous_gpu_types_from_the_workload():
     assert s.plan.counts == {("llama-3-8b/h100-sxm/tp1", "prefill"): 4, ("llama-3-8b/a100-80gb/tp1", "decode"): 4}
 
 
-def test_a_tp_whose_weights_leave_no_kv_room_is_no_candidate():
+def test_a_tp_whose_weights_leave_no_kv_room_is_no_candidate(caplog):
     """Llama-3-70B on one H200 (TP1) leaves 0 KV tokens after the weights: it cannot hold any call, so the pool
     MILP gets no TP1 option (it picked 16 x TP1 colocated with 1.5 calls/s "predicted" before), and with TP1
-    alone there is no candidate at all."""
+    alone there is no candidate at all. The skip is logged under the candidates' own config name."""
+    import logging
+
     wl = poisson(60, 1.0, 4000, 0, 100)
-    inst = pool_instance([wl], [("h200-sxm", "llama-3-70b", 1), ("h200-sxm", "llama-3-70b", 4)], 16, 10.0, 0.1)
+    with caplog.at_level(logging.INFO, logger="optsched.pipelines.pd_pool_plan"):
+        inst = pool_instance([wl], [("h200-sxm", "llama-3-70b", 1), ("h200-sxm", "llama-3-70b", 4)], 16, 10.0, 0.1)
     assert {o.tp for o in inst.options} == {4}
+    assert "pd_pool: skip llama-3-70b/h200-sxm/tp1: KV capacity 0 tokens < the longest call's 4100" in caplog.messages
     with pytest.raises(ValueError, match="no configuration"):
         pool_instance([wl], [("h200-sxm", "llama-3-70b", 1)], 16, 10.0, 0.1)
 
@@ -160,3 +164,21 @@ def test_the_door_cuts_calls_longer_than_the_context_as_the_experiments_do():
         b, _ = plan_from_workload(wl, "h200-sxm", "llama-3-70b", 2, **kw)
         assert a.parameters["counts"] == b.parameters["counts"]
         assert a.parameters["goodput_rps"] == b.parameters["goodput_rps"]
+
+
+def test_pool_instance_reports_its_stages(caplog):
+    """A long pool solve says where it is (`optsched solve pd --formulation pool` on the 19k-row Azure trace ran
+    minutes without a line): the timeline per config, the pools, the pair count and a line every tenth pair."""
+    import logging
+
+    with caplog.at_level(logging.INFO, logger="optsched.pipelines.pd_pool_plan"):
+        inst = pool_instance([poisson(60, 20.0, 2000, 0, 50)], [("h100-sxm", "llama-3-8b", 1)], 4, 1.0, 0.05)
+        solve_pool(inst)
+    msgs = [r.getMessage() for r in caplog.records]
+    n = len(inst.pair_goodput_rps)
+    assert n == 6  # prefill sizes 1..3 x decode sizes 1..3 within 4 GPUs: (1,1) (1,2) (1,3) (2,1) (2,2) (3,1)
+    assert msgs == ["pd_pool: llama-3-8b/h100-sxm/tp1: uncontended timeline of 1 workload(s), 60 calls",
+                    "pd_pool: llama-3-8b/h100-sxm/tp1: goodput of 12 pool(s) (prefill, decode, colocated, sizes 1..4)",
+                    f"pd_pool: pipeline goodput of {n} (prefill pool, decode pool) pairs",
+                    *[f"pd_pool: pairs {k}/{n}" for k in range(1, n + 1)],
+                    f"pd_pool: pool MILP over 12 candidate pools, {n} pairs"]

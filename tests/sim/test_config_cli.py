@@ -159,3 +159,16 @@ def test_policies_accept_policy_json_files(tmp_path, capsys):
         assert main(["simulate", str(tmp_path / "bad.yaml")]) == 2
         err = capsys.readouterr().err
         assert msg in err and err.count("\n") == 1, err
+
+
+def test_a_policy_file_parameter_the_policy_refuses_names_file_and_field(tmp_path, capsys):
+    from optsched.export import dump_policy
+    from optsched.plan import Plan
+
+    dump_policy(Plan("admission", "vllm_threshold", {"long_prefill_token_threshold": -5}), tmp_path / "neg.json")
+    p = _write(tmp_path, dict(TINY, policies={"router": "least_outstanding", "admission": "neg.json"}))
+    assert main(["simulate", str(p), "--no-progress", "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.endswith("admission: neg.json: invalid optsched.policy/v1 policy: field "
+                        "'parameters.long_prefill_token_threshold' of admission/vllm_threshold: must be an int >= 1, "
+                        "got -5"), err
