@@ -297,7 +297,7 @@ def main(argv: list[str] | None = None) -> dict:
     args = ap.parse_args(argv)
     import torch
 
-    from optsched.executor.calibrate import calibrate, measure_ceilings, set_threads
+    from optsched.executor.calibrate import calibrate, measure_ceilings, select_cuda_device, set_threads
     from optsched.executor.config import ExecModelConfig, check_device
     from optsched.executor.model import dtype_for
     from optsched.executor.scale import scale_workload
@@ -321,7 +321,7 @@ def main(argv: list[str] | None = None) -> dict:
     t0 = time.perf_counter()
     res: dict = {"device": device, "status": "ok", "size": size_name, "stage_s": {}}
     if device.startswith("cuda"):
-        torch.cuda.set_device(torch.device(device))  # every kernel, event and stream on this device
+        select_cuda_device(device)  # every kernel, event and stream on this device ("cuda": the current one)
         res["device_name"] = torch.cuda.get_device_name(torch.device(device))
     cfg = ExecModelConfig(**size["model"])
     for stage in ("parity", "ceilings", "kernels", "calibrate", "sim_to_real"):
