@@ -341,7 +341,7 @@ def main(argv: list[str] | None = None) -> dict:
                          device=device, repeats=size["repeats"], max_shapes=24 if size_name == "tiny" else 48,
                          scale=size["scale"], step_repeats=sr, step_max_repeats=smr,
                          retime_rounds=size["retime_rounds"])
-            res["sim_to_real"] = {k: v[k] for k in ("step_time_ape", "ranking_agrees", "rankings", "metric_error",
+            res["sim_to_real"] = {k: v[k] for k in ("step_time_ape", "ranking_agrees", "ranking_pairs", "rankings", "metric_error",
                                                     "calibration", "calibration_fit", "calibration_shapes", "step_time_bias_median",
                                                     "executions_per_step", "steps", "dram_reloads")}
         res["stage_s"][stage] = time.perf_counter() - ts
