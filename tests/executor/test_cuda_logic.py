@@ -83,3 +83,56 @@ def test_cuda_timer_events_bracket_the_work_on_the_device_stream(stub_cuda, devi
     assert sec == 4 / 1e3  # elapsed_time is ms: the stub's 4 positions between the two records
     assert end.synced and not start.synced  # the host waits for the end event only, after the work
     assert start.stream.device == end.stream.device == torch.device(device)
+
+
+class _SideStream:
+    """A CUDA stream stub for the host tier: notes what is waited on and recorded, in the shared log."""
+
+    def __init__(self, log: list, name: str) -> None:
+        self.log, self.name = log, name
+
+    def wait_stream(self, other) -> None:
+        self.log.append(f"{self.name} waits {other.name}")
+
+    def wait_event(self, event) -> None:
+        self.log.append(f"{self.name} waits event {event.at}")
+
+
+def test_host_tier_copies_on_the_side_stream_order_and_timing(monkeypatch):
+    """HostTier's CUDA branch on CPU tensors with the CUDA calls stubbed: every copy waits for the compute
+    stream, is bracketed by two events on the side stream, the compute stream waits for the end event,
+    and the seconds are the events' elapsed times, collected when read (no host wait per copy)."""
+    from contextlib import nullcontext
+
+    from optsched.executor.host_tier import HostTier
+    from optsched.executor.kv_pool import PagedKVPool
+
+    log: list = []
+    comp, side = _SideStream(log, "compute"), _SideStream(log, "side")
+    events: list = []
+
+    def event(enable_timing=False):
+        e = _Event(log, enable_timing)
+        events.append(e)
+        return e
+
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: comp)
+    monkeypatch.setattr(torch.cuda, "Event", event)
+    monkeypatch.setattr(torch.cuda, "stream", lambda s: nullcontext())
+    pool = PagedKVPool(2, 8, 4, 2, 8)
+    pool.k.normal_()
+    pool.v.normal_()
+    tier = HostTier(pool, 4)
+    tier.cuda, tier.stream = True, side  # the CUDA branch, on CPU tensors
+    k3, v3 = pool.k[:, 3].clone(), pool.v[:, 3].clone()
+    assert tier.offload("h", 3)
+    assert log == ["side waits compute", "record", "record", "compute waits event 2"]
+    assert not any(e.synced for e in events)  # issuing a copy does not wait on the host
+    pool.k[:, 5] = 0
+    pool.v[:, 5] = 0
+    assert tier.reload("h", 5)
+    assert torch.equal(pool.k[:, 5], k3) and torch.equal(pool.v[:, 5], v3)  # K and V both moved
+    assert log[4:] == ["side waits compute", "record", "record", "compute waits event 6"]
+    assert tier.seconds == {"offload": 1 / 1e3, "reload": 1 / 1e3}  # stub ms: one log position per copy
+    assert events[-1].synced and tier.copies == {"offload": 1, "reload": 1}
+    assert tier.bytes["reload"] == pool.page_bytes
