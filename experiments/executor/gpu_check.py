@@ -30,7 +30,8 @@ Budget at ``--size full`` on an H200 (reasoned, not yet run on one): parity and 
 passes of ~1,250 steps at a few ms of host launch time each, plus two simulator passes: 1-3 minutes.
 
 Writes ``OUT/gpu_check.json`` (stages, provenance), ``OUT/gpu_check.txt`` (the table) and ``OUT/gpu_check.md``
-(the same as Markdown); prints the table. Without a CUDA device and without ``--device`` (e.g. under
+(the same as Markdown); prints the table. ``gpu_check.json`` is also written after every stage (status
+"partial: <stage> done"), so a run stopped by a time limit keeps what it measured. Without a CUDA device and without ``--device`` (e.g. under
 ``CUDA_VISIBLE_DEVICES=""``) it writes the three files with status "no CUDA device" and exits 0.
 CUDA: ``torch.cuda.set_device`` first, so kernels, events and the host tier's side stream are on ``cuda:N``;
 kernel times are CUDA events on that device's stream with no host copy inside the timed region (plans and
@@ -345,6 +346,9 @@ def main(argv: list[str] | None = None) -> dict:
                                                     "calibration", "calibration_fit", "calibration_shapes", "step_time_bias_median",
                                                     "executions_per_step", "steps", "dram_reloads")}
         res["stage_s"][stage] = time.perf_counter() - ts
+        out.mkdir(parents=True, exist_ok=True)  # what is measured so far survives a run stopped by a time limit
+        (out / "gpu_check.json").write_text(json.dumps({**res, "status": f"partial: {stage} done"}, sort_keys=True,
+                                                       indent=1, default=str) + "\n")
     res["cuda_graph_speedup"] = None  # decode is not captured in CUDA graphs yet: nothing to compare
     res["wall_s"] = time.perf_counter() - t0
     res["provenance"] = collect_provenance({"device": device, "size": size_name, **size}, argv_rec, 0, [])

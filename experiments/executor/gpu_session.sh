@@ -12,7 +12,7 @@
 #              flex vs gather, end-to-end logits of whole workloads with offload/reload on CUDA); they skip on CPU
 #   gpu_check  experiments/executor/gpu_check.py --device cuda (parity, decode GB/s and % of copy bandwidth,
 #              prefill TFLOP/s and % of the matmul peak, calibration, sim-to-real): OUT/gpu_check/*
-#   validate   optsched validate --device cuda --json (out of sample; admission and residency pairs):
+#   validate   optsched validate --device cuda --retime-rounds 2 --json (out of sample; admission and residency pairs):
 #              OUT/validate.json
 #   no_device  gpu_check under CUDA_VISIBLE_DEVICES="" reports "no CUDA device" and exits 0
 # PYTHON (default .venv/bin/python) runs everything; the script runs from the repository root.
@@ -30,12 +30,13 @@ if [ "$DRY" = 1 ]; then
   CHECK_ARGS=(--device cpu --size tiny)
   VALIDATE_ARGS=(--device cpu --workload "hotprompt:sessions=4,calls=2,seed=1,stagger=0.1"
                  --calibrate-on "chat:calls=12,seed=3" --kv-blocks 60 --retime-rounds 0 --repeats 1)
-  T_TESTS=300; T_CHECK=300; T_VALIDATE=300
+  T_TESTS=300; T_CHECK=300; T_VALIDATE=300; T_SMALL=120
 else
   DEVICE=cuda
+  T_SMALL=30
   CHECK_ARGS=(--device cuda --size full)
-  VALIDATE_ARGS=(--device cuda)
-  T_TESTS=90; T_CHECK=270; T_VALIDATE=90  # with env and no_device: <= 8 minutes in all
+  VALIDATE_ARGS=(--device cuda --retime-rounds 2)  # CUDA-event step times are stable: 2 rounds, as gpu_check
+  T_TESTS=60; T_CHECK=300; T_VALIDATE=60  # with env and no_device (30 s each): <= 8 minutes in all
 fi
 
 stage() {  # stage NAME LIMIT_S CMD...: run CMD under a time limit, log to OUT/NAME.log, record rc and seconds
@@ -48,7 +49,7 @@ stage() {  # stage NAME LIMIT_S CMD...: run CMD under a time limit, log to OUT/N
   echo "gpu_session: $name rc=$rc ($((SECONDS - t0)) s)" >&2
 }
 
-stage env 60 bash -c "$PY -c 'import torch; print(\"torch\", torch.__version__, \"cuda\", torch.version.cuda,
+stage env "$T_SMALL" bash -c "$PY -c 'import torch; print(\"torch\", torch.__version__, \"cuda\", torch.version.cuda,
 \"available\", torch.cuda.is_available()); print(torch.cuda.get_device_name(0) if torch.cuda.is_available() else \"no CUDA device\")'
 command -v nvidia-smi > /dev/null && nvidia-smi -L || true
 git rev-parse --short HEAD"
@@ -57,7 +58,7 @@ stage gpu_check "$T_CHECK" "$PY" experiments/executor/gpu_check.py "${CHECK_ARGS
 # bash -c: $0 the interpreter, $1 the JSON file, the rest validate's flags
 stage validate "$T_VALIDATE" bash -c '"$0" -c "import sys; from optsched.cli import main; sys.exit(main(sys.argv[1:]))" \
   validate "${@:2}" --json > "$1"' "$PY" "$OUT/validate.json" "${VALIDATE_ARGS[@]}"
-stage no_device 120 env CUDA_VISIBLE_DEVICES="" "$PY" experiments/executor/gpu_check.py --out "$OUT/no_device"
+stage no_device "$T_SMALL" env CUDA_VISIBLE_DEVICES="" "$PY" experiments/executor/gpu_check.py --out "$OUT/no_device"
 
 "$PY" - "$OUT" "$DEVICE" > "$SUMMARY" <<'EOF'
 import json
