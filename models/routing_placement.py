@@ -26,7 +26,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyomo.environ as pyo
-
 from optsched.models.routing_placement_data import PlacementInstance
 
 __all__ = ["PlacementSolution", "build_placement", "extract_placement", "set_placement_start"]
@@ -185,7 +184,7 @@ def extract_placement(model: pyo.ConcreteModel) -> PlacementSolution:
         raise ValueError("placement model has no solution loaded (check SolveResult.has_solution first)")
     assign = np.argmax(xv.astype(float), axis=1)
     start = np.array([float(model.St[c].value) for c in range(inst.n_calls)])
-    return PlacementSolution(assign, start, tuple(sorted(set(int(i) for i in assign))))
+    return PlacementSolution(assign, start, tuple(sorted({int(i) for i in assign})))
 
 
 def set_placement_start(model: pyo.ConcreteModel, assignment: np.ndarray, start_s: np.ndarray,

@@ -11,9 +11,11 @@ the order on each; started from the cache-aware greedy schedule, solved to ``--m
 nodes), and two greedy earliest-finish-time list schedulers (`optsched.pipelines.routing_placement_greedy`),
 cache-unaware and cache-aware, on the fastest instances the budget buys. Each placement is predicted by the model
 (one call at a time per instance) and simulated in the cluster simulator on its chosen instances, every call
-pinned where the placement puts it (`PlanRouter`), under two engines: ``sequential`` (``max_num_seqs = 1``: the
-model's own machine, so the difference is model error) and ``batched`` (vLLM v1 defaults: decodes overlap, the
-serving engine). Order on an instance is the engine's (FCFS by release), not the MILP's. Nothing is fitted: each
+pinned where the placement puts it (`PlanRouter`), under three engines (vLLM v1 scheduler defaults in all):
+``sequential`` (`PlannedOrderAdmission` one call at a time, in the placement's order: the model's own machine, so
+the difference to the prediction is model error), ``batched`` (prefills start in the placement's order, decodes
+overlap: the serving engine following the whole plan) and ``batched_fcfs`` (the engine's own FCFS order: a plan
+that only routes). Nothing is fitted: each
 seed's placement is solved from that seed's workload (offline planning with full information, as the published
 optimizer), so there is no train/test split.
 
@@ -37,36 +39,42 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from optsched.solvers import SolverOptions
 
 from optsched.config_cli import arg, config_parser, parse_config
 from optsched.pipelines.routing_placement_greedy import greedy_placement
-from optsched.pipelines.routing_placement_plan import placement_cluster, placement_instance, solve_placement
+from optsched.pipelines.routing_placement_plan import (
+    placement_cluster,
+    placement_instance,
+    placement_order,
+    solve_placement,
+)
+from optsched.policies.admission_planned_order import PlannedOrderAdmission
 from optsched.policies.router_plan import PlanRouter
 from optsched.policies.router_round_robin import RoundRobinRouter
 from optsched.replicate import paired_difference, stream, verdict
 from optsched.reproduce.provenance import collect_provenance
 from optsched.sim import simulate
 from optsched.sim.config import SchedulerConfig
-from optsched.solvers import SolverOptions
 from optsched.workload.gen_agentx import AGENTX_VARIANTS, generate_agentx
 from optsched.workload.types import Session, Workload
 
 logger = logging.getLogger("routing_placement")
 
 METHODS = ("milp", "greedy_cache_aware", "greedy_cache_unaware")
-ENGINES = ("sequential", "batched")
+ENGINES = ("sequential", "batched", "batched_fcfs")
 
 
 @dataclass(frozen=True, slots=True)
 class Config:
-    sessions: int = arg(4, "workflows (AgentX-like sessions) per seed", at_least=1)
+    sessions: int = arg(6, "workflows (AgentX-like sessions) per seed", at_least=1)
     seeds: int = arg(10, "seeds (one workload each)", at_least=2)
     seed0: int = arg(0, "first seed")
     model: str = arg("mistral-7b", "catalog model served by every instance")
     tp: int = arg(1, "tensor-parallel degree of every instance (GPUs per instance)", at_least=1)
     pool: tuple[str, ...] = arg(("h200-sxm:1", "h100-sxm:2", "a100-80gb:2", "a40:3"),
                                 "candidate instances, GPU kind:count")
-    gpu_budget: int = arg(5, "most GPUs the chosen instances use", at_least=1)
+    gpu_budget: int = arg(3, "most GPUs the chosen instances use", at_least=1)
     token_scale: float = arg(0.125, "factor on the AgentX input-length law (published median 142,016 tokens) and "
                                     "its prefix layers, so inputs fit the model's context", above=0)
     min_calls: int = arg(3, "main-chain calls per session, at least", at_least=1)
@@ -74,9 +82,11 @@ class Config:
     max_subagents: int = arg(3, "most subagent lanes of one fork", at_least=1)
     think_scales: tuple[float, ...] = arg((1.0, 0.0), "factors on every tool/think time, one regime each (1 = the "
                                           "AgentX law; 0 = back-to-back calls, compute-bound)", at_least=0)
+    completion_weight: float = arg(1e-3, "weight of the mean workflow completion beside the makespan in the MILP "
+                                         "objective (dimensionless)", at_least=0)
     mip_gap: float = arg(0.01, "relative MIP gap at which the solve stops", at_least=0)
-    node_limit: int = arg(2000, "branch-and-bound node limit per solve (deterministic)", at_least=1)
-    time_limit_s: float = arg(120.0, "safety wall-clock limit per solve (s); a solve stopped by it is reported",
+    node_limit: int = arg(500, "branch-and-bound node limit per solve (deterministic)", at_least=1)
+    time_limit_s: float = arg(300.0, "safety wall-clock limit per solve (s); a solve stopped by it is reported",
                               above=0)
     quick: bool = arg(False, "small budget: 3 seeds, 3 sessions, 300 nodes")
     out: str = arg("runs/routing_placement", "output folder (results.csv, summary.csv, summary.json, placement.png, "
@@ -121,9 +131,11 @@ def workload(cfg: Config, seed: int, think_scale: float = 1.0) -> Workload:
 
 
 def simulate_schedule(cfg: Config, inst, sched, wl: Workload, engine: str, seed: int) -> dict[str, float]:
-    sc = SchedulerConfig(max_num_seqs=1) if engine == "sequential" else SchedulerConfig()
-    cluster, plan = placement_cluster(inst, sched, cfg.model, cfg.tp, sc)
-    res = simulate(wl, cluster, router=PlanRouter(plan, RoundRobinRouter()), seed=seed)
+    """Simulated makespan and mean workflow completion (s) of a placement under ``engine`` (module docstring)."""
+    cluster, plan = placement_cluster(inst, sched, cfg.model, cfg.tp, SchedulerConfig())
+    adm = None if engine == "batched_fcfs" else PlannedOrderAdmission(placement_order(inst, sched),
+                                                                      one_at_a_time=engine == "sequential")
+    res = simulate(wl, cluster, router=PlanRouter(plan, RoundRobinRouter()), admission=adm, seed=seed)
     calls = res.calls
     done = calls.groupby("session_id")["finish_s"].max()
     return {"sim_makespan_s": float(calls["finish_s"].max()), "sim_mean_completion_s": float(done.mean())}
@@ -134,7 +146,9 @@ def run_seed(cfg: Config, seed: int, think_scale: float) -> list[dict]:
     inst = placement_instance(wl, cfg.pool_pairs, cfg.model, cfg.tp, cfg.gpu_budget)
     opts = SolverOptions(time_limit_s=cfg.time_limit_s, mip_gap=cfg.mip_gap, node_limit=cfg.node_limit,
                          warm_start=True)
-    milp, res = solve_placement(inst, opts)
+    milp, res = solve_placement(inst, opts, cfg.completion_weight)
+    # objective = M + ε·mean W <= (1 + ε)·M (W <= M), so bound / (1 + ε) is a lower bound on the makespan
+    mk_bound = None if res.bound is None else res.bound / (1.0 + cfg.completion_weight)
     scheds = {"milp": milp, "greedy_cache_aware": greedy_placement(inst, cache_aware=True),
               "greedy_cache_unaware": greedy_placement(inst, cache_aware=False)}
     rows = []
@@ -144,14 +158,14 @@ def run_seed(cfg: Config, seed: int, think_scale: float) -> list[dict]:
                 "instances": "+".join(f"{kinds.count(k)}x{k}" for k in dict.fromkeys(kinds)),
                 "pred_makespan_s": s.makespan_s, "pred_mean_completion_s": float(np.mean(s.completion_s(inst.session))),
                 "warm_calls": int(s.warm.sum()),
-                "bound_s": res.bound if name == "milp" else None, "gap": res.gap if name == "milp" else None,
+                "bound_s": mk_bound if name == "milp" else None, "gap": res.gap if name == "milp" else None,
                 "solve_status": res.status if name == "milp" else "", "solve_s": res.wall_time_s if name == "milp" else 0.0,
                 "stopped_by_time": res.stopped_by_time if name == "milp" else False}
         for engine in ENGINES:
             rows.append({**base, "engine": engine, **simulate_schedule(cfg, inst, s, wl, engine, seed)})
     logger.info("think x%g seed %d: %d calls, MILP %.1f s (bound %.1f, gap %.3f), greedy aware %.1f s, unaware %.1f s",
                 think_scale, seed,
-                inst.n_calls, milp.makespan_s, res.bound or float("nan"), res.gap or float("nan"),
+                inst.n_calls, milp.makespan_s, mk_bound or float("nan"), res.gap or float("nan"),
                 scheds["greedy_cache_aware"].makespan_s, scheds["greedy_cache_unaware"].makespan_s)
     return rows
 
@@ -174,10 +188,11 @@ def summarize(df: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
                                  "ref_mean": float(e[ref].mean()), "rel_diff": est.mean, "ci_lo": est.ci95[0],
                                  "ci_hi": est.ci95[1], "n": est.n, "verdict": word})
         m = dt[dt.method == "milp"]
-        seq, bat = m[m.engine == "sequential"], m[m.engine == "batched"]
+        seq, bat, fcfs = (m[m.engine == e] for e in ENGINES)
         head[f"think_x{t:g}"] = {
             "model_error_sequential": float((seq.pred_makespan_s / seq.sim_makespan_s - 1).mean()),
             "model_error_batched": float((bat.pred_makespan_s / bat.sim_makespan_s - 1).mean()),
+            "model_error_batched_fcfs": float((fcfs.pred_makespan_s / fcfs.sim_makespan_s - 1).mean()),
             "milp_gap_max": float(seq.gap.max()),
             "milp_bound_over_pred_mean": float((seq.bound_s / seq.pred_makespan_s).mean()),
             "solves_stopped_by_time": int(seq.stopped_by_time.sum()),
@@ -208,7 +223,8 @@ def plot(df: pd.DataFrame, path: Path, cfg: Config) -> None:
             vals = [d[d.engine == "sequential"].pred_makespan_s] + [d[d.engine == e].sim_makespan_s for e in ENGINES]
             ax.bar(x + (k - 1) * w, [float(v.mean()) for v in vals], w,
                    yerr=[float(v.std(ddof=1)) if len(v) > 1 else 0.0 for v in vals], capsize=3, label=LABELS[mth])
-        ax.set_xticks(x, ["model\n(predicted)", "simulated,\nsequential engine", "simulated,\nbatched engine"])
+        ax.set_xticks(x, ["model\n(predicted)", "simulated,\nsequential,\nplanned order",
+                          "simulated,\nbatched,\nplanned order", "simulated,\nbatched,\nFCFS order"], fontsize=8)
         ax.set_ylabel("makespan (s), mean ± sd over seeds")
         ax.set_title(f"tool/think times x{t:g}: {dt.seed.nunique()} seeds, {cfg.sessions} workflows each, "
                      f"≤{cfg.gpu_budget} GPUs", fontsize=9)
@@ -217,7 +233,7 @@ def plot(df: pd.DataFrame, path: Path, cfg: Config) -> None:
         ax = axes[r][1]
         for mth, mk in zip(METHODS, "os^"):
             d = dt[dt.method == mth]
-            for e, color in zip(ENGINES, ("C0", "C3")):
+            for e, color in zip(ENGINES, ("C0", "C3", "C2")):
                 de = d[d.engine == e]
                 ax.scatter(de.pred_makespan_s, de.sim_makespan_s, marker=mk, color=color, alpha=0.6,
                            label=f"{LABELS[mth]}, {e} engine")

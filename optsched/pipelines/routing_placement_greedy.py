@@ -21,7 +21,7 @@ import numpy as np
 
 from optsched.models.routing_placement_data import PlacementInstance
 
-__all__ = ["PlacementSchedule", "evaluate_schedule", "greedy_placement", "greedy_instances"]
+__all__ = ["PlacementSchedule", "evaluate_schedule", "greedy_instances", "greedy_placement"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,7 +80,7 @@ def evaluate_schedule(inst: PlacementInstance, assignment: np.ndarray, order_key
         start[c] = max(_release(inst, c, finish), free.get(i, 0.0))
         finish[c] = start[c] + (inst.warm_s[c, i] if warm[c] else inst.cold_s[c, i])
         free[i] = float(finish[c])
-    u = tuple(sorted(set(int(i) for i in assignment))) if used is None else used
+    u = tuple(sorted({int(i) for i in assignment})) if used is None else used
     return PlacementSchedule(np.asarray(assignment, dtype=int), start, finish, u, warm)
 
 

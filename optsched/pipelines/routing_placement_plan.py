@@ -6,7 +6,7 @@ warm = the same with only the call's new tokens prefilled on top of its cached p
 `optsched.models.routing_placement`, starts HiGHS from the cache-aware greedy schedule, and returns the
 solved placement re-timed by `evaluate_schedule` (semi-active: never later than the MILP's own times).
 `placement_cluster` turns a placement into the simulator's `ClusterConfig` (the chosen instances, one entry each)
-and the `RoutingPlan` that pins every call to its instance.
+and the `RoutingPlan` that pins every call to its instance; `placement_order` gives each instance's call order.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from optsched.sim.config import ClusterConfig, InstanceConfig, SchedulerConfig
 from optsched.solvers import SolveResult, SolverOptions, solve
 from optsched.workload.types import Workload
 
-__all__ = ["call_times", "placement_cluster", "placement_instance", "solve_placement"]
+__all__ = ["call_times", "placement_cluster", "placement_instance", "placement_order", "solve_placement"]
 
 
 def call_times(cm: CostModel, input_tokens: np.ndarray, new_tokens: np.ndarray, output_tokens: np.ndarray,
@@ -134,3 +134,13 @@ def placement_cluster(inst: PlacementInstance, sched: PlacementSchedule, model: 
     plan = RoutingPlan(assignment={cid: pos[int(sched.assignment[c])] for c, cid in enumerate(inst.call_ids)},
                        makespan_s=sched.makespan_s, source="placement")
     return cluster, plan
+
+
+def placement_order(inst: PlacementInstance, sched: PlacementSchedule) -> dict[int, list[str]]:
+    """Call ids per simulated instance (position in `placement_cluster`'s cluster) in the schedule's start order
+    (ties: call index), for `optsched.policies.admission_planned_order.PlannedOrderAdmission`."""
+    pos = {i: k for k, i in enumerate(sched.used)}
+    out: dict[int, list[str]] = {k: [] for k in range(len(sched.used))}
+    for c in sorted(range(inst.n_calls), key=lambda c: (float(sched.start_s[c]), c)):
+        out[pos[int(sched.assignment[c])]].append(inst.call_ids[c])
+    return out
