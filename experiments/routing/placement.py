@@ -212,7 +212,7 @@ def plot(df: pd.DataFrame, summ: pd.DataFrame, path: Path, cfg: Config) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from matplotlib.ticker import ScalarFormatter
+    from matplotlib.ticker import NullFormatter, ScalarFormatter
 
     regimes = list(dict.fromkeys(df.think_scale))
     fig, axes = plt.subplots(len(regimes), 2, figsize=(11, 4.1 * len(regimes)), squeeze=False)
@@ -254,8 +254,8 @@ def plot(df: pd.DataFrame, summ: pd.DataFrame, path: Path, cfg: Config) -> None:
         ax.set_yscale("log")
         for axis in (ax.xaxis, ax.yaxis):
             axis.set_major_formatter(ScalarFormatter())
-            axis.set_minor_formatter(ScalarFormatter())
-        ax.tick_params(which="minor", labelsize=6)
+            axis.set_minor_formatter(ScalarFormatter() if hi / lo < 5 else NullFormatter())
+        ax.tick_params(which="minor", labelsize=7)
         ax.set_xlim(lim)
         ax.set_ylim(lim)
         ax.set_xlabel("predicted makespan (s, placement model)")
