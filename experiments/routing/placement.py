@@ -73,7 +73,8 @@ class Config:
     model: str = arg("mistral-7b", "catalog model served by every instance")
     tp: int = arg(1, "tensor-parallel degree of every instance (GPUs per instance)", at_least=1)
     pool: tuple[str, ...] = arg(("h200-sxm:1", "h100-sxm:2", "a100-80gb:2", "a40:3"),
-                                "candidate instances, GPU kind:count")
+                                "candidate instances, GPU kind:count or kind:count:tp (tp: that kind's "
+                                "tensor-parallel degree, GPUs per instance; default --tp)")
     gpu_budget: int = arg(3, "most GPUs the chosen instances use", at_least=1)
     token_scale: float = arg(0.125, "factor on the AgentX input-length law (published median 142,016 tokens) and "
                                     "its prefix layers, so inputs fit the model's context", above=0)
@@ -94,13 +95,18 @@ class Config:
 
     def __post_init__(self) -> None:
         for p in self.pool:
-            g, _, n = p.partition(":")
-            if not g or not n.isdigit():
-                raise ValueError(f"pool entries are GPU:count, got {p!r}")
+            f = p.split(":")
+            if len(f) not in (2, 3) or not f[0] or not all(x.isdigit() and int(x) >= 1 for x in f[1:]):
+                raise ValueError(f"pool entries are GPU:count or GPU:count:tp (positive ints), got {p!r}")
 
     @property
-    def pool_pairs(self) -> tuple[tuple[str, int], ...]:
-        return tuple((p.partition(":")[0], int(p.partition(":")[2])) for p in self.pool)
+    def pool_pairs(self) -> tuple[tuple[str, int, int], ...]:
+        """((gpu, count, tp), ...) of ``pool``."""
+        out = []
+        for p in self.pool:
+            f = p.split(":")
+            out.append((f[0], int(f[1]), int(f[2]) if len(f) == 3 else self.tp))
+        return tuple(out)
 
     def budgeted(self) -> Config:
         """The run's sizes: ``--quick`` shrinks seeds, sessions and nodes."""
@@ -132,7 +138,7 @@ def workload(cfg: Config, seed: int, think_scale: float = 1.0) -> Workload:
 
 def simulate_schedule(cfg: Config, inst, sched, wl: Workload, engine: str, seed: int) -> dict[str, float]:
     """Simulated makespan and mean workflow completion (s) of a placement under ``engine`` (module docstring)."""
-    cluster, plan = placement_cluster(inst, sched, cfg.model, cfg.tp, SchedulerConfig())
+    cluster, plan = placement_cluster(inst, sched, cfg.model, SchedulerConfig())
     adm = None if engine == "batched_fcfs" else PlannedOrderAdmission(placement_order(inst, sched),
                                                                       one_at_a_time=engine == "sequential")
     res = simulate(wl, cluster, router=PlanRouter(plan, RoundRobinRouter()), admission=adm, seed=seed)
@@ -153,7 +159,7 @@ def run_seed(cfg: Config, seed: int, think_scale: float) -> list[dict]:
               "greedy_cache_unaware": greedy_placement(inst, cache_aware=False)}
     rows = []
     for name, s in scheds.items():
-        kinds = [inst.kind[i] for i in s.used]
+        kinds = [f"{inst.kind[i]}@tp{int(inst.gpus[i])}" for i in s.used]
         base = {"think_scale": think_scale, "seed": seed, "method": name, "calls": inst.n_calls, "sessions": inst.n_sessions,
                 "instances": "+".join(f"{kinds.count(k)}x{k}" for k in dict.fromkeys(kinds)),
                 "pred_makespan_s": s.makespan_s, "pred_mean_completion_s": float(np.mean(s.completion_s(inst.session))),
@@ -263,7 +269,8 @@ def plot(df: pd.DataFrame, summ: pd.DataFrame, path: Path, cfg: Config) -> None:
         ax.set_title(f"model error, tool/think times x{t:g} (one point per seed, method, engine)", fontsize=9)
         ax.legend(fontsize=7)
         ax.grid(True, which="both", alpha=0.3)
-    fig.suptitle(f"Workflow placement on candidates {' + '.join(cfg.pool)} ({cfg.model}, TP{cfg.tp})", fontsize=10)
+    fig.suptitle(f"Workflow placement on candidates {' + '.join(cfg.pool)} (GPU:count[:TP], {cfg.model}, default TP{cfg.tp})",
+                 fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)

@@ -55,9 +55,11 @@ def call_times(cm: CostModel, input_tokens: np.ndarray, new_tokens: np.ndarray, 
     return cold, np.minimum(warm, cold)
 
 
-def placement_instance(workload: Workload, pool: Sequence[tuple[str, int]], model: str, tp: int, gpu_budget: int,
+def placement_instance(workload: Workload, pool: Sequence[tuple], model: str, tp: int, gpu_budget: int,
                        chunk_tokens: int = 8192) -> PlacementInstance:
-    """The placement instance of ``workload`` on candidates ``pool`` = ((gpu, count), ...) of ``model`` at ``tp``.
+    """The placement instance of ``workload`` on candidates ``pool`` = ((gpu, count), ...) or ((gpu, count, tp_k),
+    ...) of ``model``, each kind at its own tensor-parallel degree ``tp_k`` (default ``tp``): a candidate uses
+    ``tp_k`` GPUs of the budget.
 
     A call's predecessor is its lane's previous call (the parent on the same lane; a subagent lane's first call
     forks from the main-chain parent, whose prefix it extends, as the AgentX-like generator builds it). Session
@@ -70,21 +72,24 @@ def placement_instance(workload: Workload, pool: Sequence[tuple[str, int]], mode
     calls = [c for s in workload.sessions for c in s.calls]
     idx = {c.call_id: k for k, c in enumerate(calls)}
     sess = {s.session_id: j for j, s in enumerate(workload.sessions)}
-    kinds = [(g, n) for g, n in pool if n > 0]
-    cms = {g: CostModel.from_names(g, model, tp=tp) for g, _ in kinds}
-    for g, cm in cms.items():
+    kinds = [(e[0], int(e[1]), int(e[2]) if len(e) > 2 else tp) for e in pool if int(e[1]) > 0]
+    if len({(g, t) for g, _, t in kinds}) != len(kinds):
+        raise ValueError(f"placement pool names a (gpu, tp) twice: {list(pool)}")
+    cms = {(g, t): CostModel.from_names(g, model, tp=t) for g, _, t in kinds}
+    for cm in cms.values():
         cm.check_fits()
     inp = np.array([c.input_tokens for c in calls], dtype=float)
     new = np.array([c.new_tokens for c in calls], dtype=float)
     out = np.array([c.output_tokens for c in calls], dtype=float)
-    cols_cold, cols_warm, kind, cap = [], [], [], []
-    for g, n in kinds:
-        cold, warm = call_times(cms[g], inp, new, out, chunk_tokens)
+    cols_cold, cols_warm, kind, cap, gpus = [], [], [], [], []
+    for g, n, t in kinds:
+        cold, warm = call_times(cms[(g, t)], inp, new, out, chunk_tokens)
         for _ in range(n):
             cols_cold.append(cold)
             cols_warm.append(warm)
             kind.append(g)
-            cap.append(cms[g].kv_capacity_tokens())
+            cap.append(cms[(g, t)].kv_capacity_tokens())
+            gpus.append(t)
     pred = []
     for c in calls:
         ps = [idx[p] for p in c.parents]
@@ -98,7 +103,7 @@ def placement_instance(workload: Workload, pool: Sequence[tuple[str, int]], mode
         parents=tuple(tuple(idx[p] for p in c.parents) for c in calls), pred=np.array(pred),
         think_s=np.array([c.think_time_s for c in calls]), wait_s=np.array([c.wait_s for c in calls]),
         cold_s=np.stack(cols_cold, axis=1), warm_s=np.stack(cols_warm, axis=1), context_tokens=ctx,
-        kv_capacity_tokens=np.array(cap, dtype=float), kind=tuple(kind), gpus=np.full(len(kind), tp),
+        kv_capacity_tokens=np.array(cap, dtype=float), kind=tuple(kind), gpus=np.array(gpus),
         gpu_budget=gpu_budget)
 
 
@@ -124,13 +129,13 @@ def solve_placement(inst: PlacementInstance, options: SolverOptions | None = Non
     return evaluate_schedule(inst, sol.assignment, sol.start_s, sol.used), res
 
 
-def placement_cluster(inst: PlacementInstance, sched: PlacementSchedule, model: str, tp: int,
+def placement_cluster(inst: PlacementInstance, sched: PlacementSchedule, model: str,
                       scheduler: SchedulerConfig) -> tuple[ClusterConfig, RoutingPlan]:
-    """The simulator's cluster of the instances ``sched`` uses (in increasing candidate index, one entry each) and
-    the plan pinning each call to its instance there."""
+    """The simulator's cluster of the instances ``sched`` uses (in increasing candidate index, one entry each, at
+    its tensor-parallel degree ``inst.gpus[i]``) and the plan pinning each call to its instance there."""
     pos = {i: k for k, i in enumerate(sched.used)}
-    cluster = ClusterConfig(instances=tuple(InstanceConfig(gpu=inst.kind[i], model=model, tp=tp) for i in sched.used),
-                            scheduler=scheduler)
+    cluster = ClusterConfig(instances=tuple(InstanceConfig(gpu=inst.kind[i], model=model, tp=int(inst.gpus[i]))
+                                            for i in sched.used), scheduler=scheduler)
     plan = RoutingPlan(assignment={cid: pos[int(sched.assignment[c])] for c, cid in enumerate(inst.call_ids)},
                        makespan_s=sched.makespan_s, source="placement")
     return cluster, plan

@@ -64,7 +64,7 @@ def test_solve_is_no_worse_than_greedy_and_the_simulator_confirms_the_model():
     assert res.has_solution and not res.stopped_by_time
     assert sched.makespan_s <= greedy_placement(inst, cache_aware=True).makespan_s + 1e-9
     assert res.bound <= res.objective + 1e-9
-    cluster, plan = placement_cluster(inst, sched, MODEL, 1, SchedulerConfig(max_num_seqs=1))
+    cluster, plan = placement_cluster(inst, sched, MODEL, SchedulerConfig(max_num_seqs=1))
     assert len(cluster.expanded) == len(sched.used)
     sim = simulate(wl, cluster, router=PlanRouter(plan, RoundRobinRouter()))
     got = sim.calls.set_index("call_id")
