@@ -71,3 +71,13 @@ def test_solve_is_no_worse_than_greedy_and_the_simulator_confirms_the_model():
     assert [int(got.loc[cid, "instance"]) for cid in inst.call_ids] == [plan.assignment[c] for c in inst.call_ids]
     # one call at a time is the model's own machine: the simulated makespan is the predicted one within 3%
     assert float(got["finish_s"].max()) == pytest.approx(sched.makespan_s, rel=0.03)
+
+
+def test_pool_entries_with_their_own_tp_spend_it_of_the_budget():
+    wl = small_workload()
+    inst = placement_instance(wl, (("h200-sxm", 2, 2), ("a40", 1, 1)), MODEL, 1, gpu_budget=3)
+    assert inst.gpus.tolist() == [2, 2, 1] and inst.kind == ("h200-sxm", "h200-sxm", "a40")
+    tp1 = placement_instance(wl, (("h200-sxm", 1),), MODEL, 1, gpu_budget=1)
+    assert np.all(inst.cold_s[:, 0] < tp1.cold_s[:, 0])  # TP2 is faster than TP1 on the same GPU
+    with pytest.raises(ValueError, match="names a"):
+        placement_instance(wl, (("a40", 1, 1), ("a40", 2, 1)), MODEL, 1, gpu_budget=2)
