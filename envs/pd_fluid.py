@@ -123,8 +123,8 @@ class PDFluidEnv(gym.Env):
 
     ## Episode end
 
-    Terminated after ``horizon_s / interval_s`` steps (a trace: until its last arrival). No step limit is
-    registered.
+    Terminated after ``horizon_s / interval_s`` steps (a trace: until its last arrival; a training window:
+    ``window_s / interval_s``). No step limit is registered.
 
     ## Arguments
 
@@ -132,6 +132,10 @@ class PDFluidEnv(gym.Env):
     ``horizon_s`` (default 3600, one compressed day), ``flip_s`` (default 30), ``slo``, ``regime``
     (`RegimeConfig`), ``workload`` (fixed open-loop trace; then ``reset(seed=s)`` is rejected),
     ``trace_speedup`` (> 0, default 1: a trace replayed that many times faster, `workload_arrivals`),
+    ``trace_windows`` (an open-loop trace to train on, e.g. the earlier part from `split_by_time`: with
+    probability ``window_prob`` (default 1) a generated episode is replaced by ``window_s`` seconds (after
+    the speed-up; default 600, ``window_s / interval_s`` steps) of it from a start drawn uniformly from
+    ``np_random``, so seeds stay honoured),
     ``gpu`` / ``model`` / ``tp`` (default h200-sxm, llama-3-70b, 4). Raises ``ValueError`` naming the
     argument.
     """
