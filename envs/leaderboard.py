@@ -170,9 +170,9 @@ PD_TRACE_SLO = (3.0, 0.025)
 
 
 def _pd_trace(args: Any) -> tuple[str, dict[str, Any]]:
-    from optsched.sim import SLO
-
     from optsched.envs.pd_fluid import DEFAULT_FLUID_SLO, split_by_time
+
+    from optsched.sim import SLO
 
     slo = DEFAULT_FLUID_SLO if getattr(args, "pd_env_slo", False) else SLO(*PD_TRACE_SLO)
     if args.pd_trace:

@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from optsched.config_cli import arg, config_parser, parse_config
@@ -77,11 +77,12 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--trace is required (an open-loop trace file)")
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     import optsched.envs  # noqa: F401  (registers the ids)
-    from optsched.agents.export import learned_plan
-    from optsched.agents.ppo import Args, train, write_provenance
     from optsched.envs.evaluate import evaluate, paired_difference
     from optsched.envs.leaderboard import SPECS
     from optsched.envs.pd_fluid import PDFluidEnv, split_by_time
+
+    from optsched.agents.export import learned_plan
+    from optsched.agents.ppo import Args, train, write_provenance
     from optsched.export import dump_policy, load_policy
     from optsched.workload import load_any
 
@@ -117,15 +118,17 @@ def main(argv: list[str] | None = None) -> int:
     for label, row in table.items():
         row["minus_best"], row["minus_best_ci95"] = paired_difference(res[label], res[best])
         row["trace_minus_best"] = row["trace_return"] - table[best_trace]["trace_return"]
+    # the record names the training trace part instead of carrying its calls (the trace file and --split give them)
+    recorded = replace(args, env_kwargs={**train_kw, "trace_windows": train_wl.name})
     doc = {"config": asdict(cfg), "trace": {"name": wl.name, "calls": len(wl.sessions), "train_calls": len(train_wl.sessions),
                                             "test_calls": len(test_wl.sessions)},
            "best_reference": best, "best_reference_trace": best_trace, "policies": table,
            "training": {"steps": args.num_iterations * args.batch_size, "cpu_s": train_cpu, "wall_s": train_wall,
-                        "ppo_args": repr(args)},
+                        "ppo_args": repr(recorded)},
            "curve": {"global_step": logs["global_step"], "episode_return": logs["episode_return"],
                      "episode_length": logs["episode_length"], "explained_variance": logs["explained_variance"]}}
     (out / "results.json").write_text(json.dumps(doc, indent=2, default=str) + "\n")
-    write_provenance(out, args, {"experiment_config": asdict(cfg)})
+    write_provenance(out, recorded, {"experiment_config": asdict(cfg)})
     logger.info("best reference on held-out seeds %s, on the held-out trace part %s; PPO %+.1f ± %.1f, trace %+.1f; "
                 "training %.0f CPU-s", best, best_trace, table["ppo"]["minus_best"], table["ppo"]["minus_best_ci95"],
                 table["ppo"]["trace_minus_best"], train_cpu)

@@ -38,7 +38,7 @@ def test_a_window_is_a_seeded_contiguous_slice_of_the_trace_and_prob_0_is_the_ge
     assert env.n_steps == 10 and np.array_equal(a.arrival_s, b.arrival_s) and not np.array_equal(a.arrival_s, c.arrival_s)
     assert a.arrival_s.min() >= 0.0 and a.arrival_s.max() < 100.0
     start = int(np.flatnonzero(full.input_tokens == a.input_tokens[0])[0])
-    i = int(np.flatnonzero((full.input_tokens[start:] == a.input_tokens[0]))[0]) + start
+    i = int(np.flatnonzero(full.input_tokens[start:] == a.input_tokens[0])[0]) + start
     assert np.array_equal(full.input_tokens[i:i + a.input_tokens.size], a.input_tokens)
     assert np.allclose(np.diff(full.arrival_s[i:i + a.arrival_s.size]), np.diff(a.arrival_s), rtol=0, atol=1e-9)
     gen = PDFluidEnv(trace_windows=WL, window_prob=0.0)

@@ -4,7 +4,6 @@ policy is scored on the later part and on held-out seeds, paired to the best ref
 import json
 
 from optsched.workload.samples import mooncake_sample
-
 from tests.experiments.loader import load_experiment
 
 pt = load_experiment("rl/pd_trace")
@@ -23,3 +22,5 @@ def test_tiny_run_scores_ppo_on_the_held_out_part_and_seeds(tmp_path):
     assert all(len(r["returns"]) == 2 for r in pol.values())
     assert doc["training"]["steps"] == 64 and len(doc["curve"]["episode_return"]) == len(doc["curve"]["episode_length"])
     assert (tmp_path / "policy.json").exists() and (tmp_path / "provenance.json").exists()
+    for name in ("results.json", "provenance.json"):  # the record names the training part, not its calls
+        assert "Session(" not in (tmp_path / name).read_text()
