@@ -380,3 +380,15 @@ def test_ray_backend_gives_the_local_numbers(tiny_run, tmp_path):
     assert canonical_json(comp[0]) == canonical_json(comp[1])
     for e in ("E6", "E8"):
         assert canonical_json(ray_["experiments"][e]) == canonical_json(loc["experiments"][e])
+
+
+def test_a_workload_can_be_compared_on_its_own_instance_count():
+    from optsched.reproduce.stages.comparison import compare_config
+
+    cfg = load_config(config_path("quick"))
+    by = {w.name: w for w in cfg.workloads}
+    assert cfg.num_instances == 4 and by["agentx"].compare_instances == 2
+    assert compare_config(cfg, by["agentx"]).cluster["instances"] == 2
+    assert compare_config(cfg, by["mooncake"]).cluster["instances"] == 4  # 0: the run's num_instances
+    with pytest.raises(ValueError, match="workload a: compare_instances must be an int >= 0, got -1"):
+        WorkloadSpec("a", "agentx", compare_instances=-1)
