@@ -36,13 +36,15 @@ setup: $(STAMP)
 
 # The demo first runs, at a quick budget, the experiments the report reads from their own folders under runs/:
 # E5 (break-even, cost model only), E4 (DistServe's example at 400 requests, 8 bisection steps), E3 (prefill
-# schedule interval on a lockstep group of 8), E10 (sim-to-real on the executor, a small scaled workload), E7
-# (the residency information-relaxation bound, 3 seeds) and E6 (PPO on Routing-v0, 2,048 steps); then
+# schedule interval on a lockstep group of 8), E9 (placement MILP vs greedy on a heterogeneous pool, 3 seeds),
+# E10 (sim-to-real on the executor, a small scaled workload), E7 (the residency information-relaxation bound,
+# 3 seeds) and E6 (PPO on Routing-v0, 2,048 steps); then
 # optsched reproduce --quick, which ends by printing the report path and the verdict lines.
 demo: $(STAMP)
 	$(BIN)/python experiments/pd/breakeven.py --out runs/pd_breakeven
 	$(BIN)/python experiments/pd/distserve.py --requests 400 --iters 8 --out runs/distserve_sim
 	$(BIN)/python experiments/admission/dp_interval.py --quick --out runs/prefill_interval
+	$(BIN)/python experiments/routing/placement.py --quick --out runs/routing_placement
 	mkdir -p runs/validate && $(BIN)/optsched validate --json --quiet $(DEMO_VALIDATE) > runs/validate/validate.json.part \
 		&& mv runs/validate/validate.json.part runs/validate/validate.json
 	$(BIN)/python experiments/residency/bound.py $(DEMO_BOUND) --out runs/residency_bound
