@@ -239,7 +239,7 @@ def plan_from_workload(workload, gpu: str, model: str, tp: int = 1, options: Sol
     res, sol = solve_session_routing(inst, relax=True, options=options)
     cfg = SessionRouterConfig(gpu=gpu, model=model, tp=int(tp), link=link, decode_s_per_token=dec,
                               think_forecast_s=think, default_think_s=default, reprice_s=float(grid["reprice_s"]),
-                              bucket_s=bucket, n_buckets=n_b, kv_pressure=True)
+                              bucket_s=bucket, n_buckets=n_b)
     if move_margin_s is None:
         if cluster is None:
             from optsched.sim import ClusterConfig, InstanceConfig
@@ -265,11 +265,11 @@ def plan_from_workload(workload, gpu: str, model: str, tp: int = 1, options: Sol
                "backlog_forecast_s": sol.backlog_s.tolist() if sol is not None else None,
                "think_forecast_s": "median think_time_s per tool class of the workload",
                "decode_s_per_token": "CostModel.decode_step_time(32, 32*8192) / 32",
-               "time_grid": grid, "move_margin": margin, "kv_pressure": _kv_pressure_record(cm, firsts)}
+               "time_grid": grid, "move_margin": margin}
     params = {"gpu": gpu, "model": model, "tp": int(tp), "link": link, "decode_s_per_token": dec,
               "think_forecast_s": think, "default_think_s": default, "reprice_s": float(grid["reprice_s"]),
               "bucket_s": bucket, "n_buckets": n_b, "move_margin_s": float(margin["move_margin_s"]),
-              "incumbent": incumbent, "incumbent_margin_s": inc_margin, "kv_pressure": True, "derived": derived}
+              "incumbent": incumbent, "incumbent_margin_s": inc_margin, "derived": derived}
     from optsched.workload.digest import workload_digest
 
     prov = Provenance(workload_digest=workload_digest(workload), cost_model=f"{gpu}/{model}/tp{tp}",
@@ -281,29 +281,12 @@ def plan_from_workload(workload, gpu: str, model: str, tp: int = 1, options: Sol
     return Plan("routing", "session", params, prov), res
 
 
-def _kv_pressure_record(cm: CostModel, firsts) -> dict:
-    """Derivation record of the router's preemption price (`SessionRouter`, ``kv_i(c)``): the formula, where
-    each factor comes from, and its value for the workload's median first call on an instance whose forecast
-    KV leaves no room for it (ρ = 1, no co-running decode)."""
-    own = int(np.median([c.input_tokens + c.output_tokens for c in firsts]))
-    return {"formula": "kv_i(c) = min(1, max(0, D_i(c) - C_i) / (in_c + out_c)) * (1 + d_i) * "
-                       "prefill_time(in_c + out_c, 0); D_i(c) = K_i + Q_i + min(d_i*out_c, R_i) + in_c + out_c",
-            "capacity": "C_i = InstanceView.kv_capacity_blocks * block_size (the simulator's HBM KV capacity)",
-            "forecast": "K_i pinned KV, Q_i queued calls' prefix (router ledger), R_i remaining decode tokens, "
-                        "d_i running decodes: the view at the decision",
-            "price": "CostModel.prefill_time (re-prefill after a recompute preemption of the newest sequence)",
-            "kv_capacity_tokens_per_instance": int(cm.kv_capacity_tokens()),
-            "median_first_call_kv_tokens": own,
-            "median_first_call_preemption_s": float(cm.prefill_time(own, 0))}
-
-
 def config_from_parameters(params) -> SessionRouterConfig:
     """`SessionRouterConfig` from a session plan's ``parameters`` (``derived`` becomes its provenance). Keys a
-    plan written before their derivation lacks (``bucket_s``, ``n_buckets``, ``move_margin_s``, ``kv_pressure``)
-    take the config's defaults, the earlier values (2.0 s, 8, 0.5 s, no preemption price), so old plans behave as
-    before."""
+    plan written before their derivation lacks (``bucket_s``, ``n_buckets``, ``move_margin_s``) take the
+    config's defaults, the earlier hand-set values (2.0 s, 8, 0.5 s), so old plans behave as before."""
     keys = ("gpu", "model", "tp", "link", "decode_s_per_token", "think_forecast_s", "default_think_s",
-            "reprice_s", "move_margin_s", "bucket_s", "n_buckets", "incumbent", "incumbent_margin_s", "kv_pressure")
+            "reprice_s", "move_margin_s", "bucket_s", "n_buckets", "incumbent", "incumbent_margin_s")
     return SessionRouterConfig(**{k: params[k] for k in keys if k in params},
                                provenance=dict(params.get("derived", {})))
 

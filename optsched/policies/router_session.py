@@ -4,7 +4,7 @@ Per released call c of session s, over prefill instances i and the ways c's KV c
 reload on the instance where it is resident, transfer from the session's home over ``link``, or
 recompute what is not resident), the router picks the option with the lowest
 
-    score(i, o) = wait_i + fixed(i, o) + d_i·prefill(i, o) + decode_i(c) + kv_i(c) + σ[i]·work(i, o) + π[i]·kv_tokens(c)
+    score(i, o) = wait_i + fixed(i, o) + d_i·prefill(i, o) + decode_i(c) + σ[i]·work(i, o) + π[i]·kv_tokens(c)
 
 * wait_i (s): prefill work queued on i = (queued prefill tokens − their ledger hits) × the EMA of the
   marginal prefill seconds per new token of the calls this router sent to i (non-linear prefill with
@@ -55,26 +55,6 @@ recompute what is not resident), the router picks the option with the lowest
   Measured with this wait and decode_i against the previous score (5 seeds, paired, BENCHMARKS.md "Session
   router with its own decode term"): AgentX full goodput at P90 10 tok/s +9.6% [+1.9%, +17.2%] (but
   -2.0% [-3.9%, -0.1%] at load 16 alone); hot prompt (loads 4-32, 9 points) +1.2% [-1.6%, +4.0%], a tie.
-* kv_i(c) (user-seconds, with ``kv_pressure``): the preemption c's placement risks. While c decodes on i
-  the KV pinned there is forecast as
-
-      D_i(c) = K_i + Q_i + min(d_i·out_c, R_i) + in_c + out_c
-
-  K_i pinned by running sequences, Q_i the input tokens of the calls queued for prefill ahead of c (the
-  ledger's queue, at least ``queued_prefill_tokens``: each pins its whole context once admitted),
-  min(d_i·out_c, R_i) the co-running decodes' growth while c decodes (the window of decode_i(c); finishing
-  sequences are not credited, so this is an upper bound), in_c + out_c c's own KV at the end of its decode.
-  vLLM's recompute preemption frees the newest running sequence first, which c is on arrival, so the part
-  of c's KV that does not fit, ρ_i(c) = min(1, max(0, D_i(c) − C_i) / (in_c + out_c)) with C_i the HBM KV
-  capacity, is the fraction of c at risk, priced at what a preemption costs:
-
-      kv_i(c) = ρ_i(c) · (1 + d_i) · prefill(in_c + out_c, 0)
-
-  the re-prefill of its whole context (its freed blocks are reused under the pressure that preempted it),
-  paid by c and, as in d_i·prefill, by each of the d_i decodes sharing those steps. Every factor is the
-  cost model's or the view's; no weight is fitted. 0 on a P/D prefill instance (c's KV leaves after the
-  prefill) and whenever the forecast fits. Without it the router's placements built the KV pressure that
-  cache-aware's balance avoids: AgentX-like full, 7.5× cache-aware's preemptions at the crossing.
 * σ[i] (s of TTFT per s of work) and π[i] (s per KV token) are the LP duals of the backlog and HBM rows
   in the current bucket; 0 when no pricer is given or the row is slack (complementary slackness).
 
@@ -152,8 +132,6 @@ class SessionRouterConfig:
             is one of the options the score prices (the same instance, with the best way its KV can get there), and
             the router leaves it only for an option whose score is lower by more than ``incumbent_margin_s``, so it
             deviates from the heuristic only where its model predicts a gain larger than its own error.
-        kv_pressure: price the preemption risk of a placement (module docstring, kv_i(c)); False in plans
-            written before it, so they behave as before.
         incumbent_margin_s: that margin (s, >= 0). Derived = the median absolute error of the router's predicted
             TTFT (queued prefill wait + the option's fixed cost) against the simulated TTFT of the same calls in
             a calibration simulation (`optsched.pipelines.session_calibrate.calibrate_move_margin`).
@@ -173,14 +151,11 @@ class SessionRouterConfig:
     n_buckets: int = 8
     incumbent: str = ""
     incumbent_margin_s: float = 0.0
-    kv_pressure: bool = False
     provenance: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.link not in ("rdma", "nvlink"):
             raise ValueError(f"SessionRouterConfig.link must be 'rdma' or 'nvlink', got {self.link!r}")
-        if not isinstance(self.kv_pressure, bool):
-            raise ValueError(f"SessionRouterConfig.kv_pressure must be true or false, got {self.kv_pressure!r}")
         if self.incumbent not in ("", "cache_aware"):
             raise ValueError(f"SessionRouterConfig.incumbent must be '' or 'cache_aware', got {self.incumbent!r}")
         for f in ("decode_s_per_token", "default_think_s", "move_margin_s", "incumbent_margin_s"):
@@ -279,37 +254,19 @@ class SessionRouter:
         """Prefill queued on i (s): (queued prefill tokens − their ledger hits) × the EMA of prefill s per new
         token sent to i (module docstring, "wait_i")."""
         q = view.instances[i].queued_prefill_tokens
-        return max(0, q - self._queued(i, q)[0]) * self._ema.get(i, self._prefill_s(8192, 0) / 8192)
+        return max(0, q - self._queued_hits(i, q)) * self._ema.get(i, self._prefill_s(8192, 0) / 8192)
 
-    def _queued(self, i: int, queued: int) -> tuple[int, int]:
-        """(hits, prefix blocks) of i's queue: the ledger's newest calls whose counted new tokens add up to
-        ``queued`` are taken as the queue (FCFS); hits: the tokens of ``queued`` that will be cache hits (each
-        call's prefix that an earlier call routed to i computes first); blocks: the queue's prefix blocks (the
-        KV those calls pin once admitted, ``kv_i(c)``)."""
-        acc = hits = blocks = 0
-        for hashes, counted, hit in reversed(self._ledger.get(i, ())):
+    def _queued_hits(self, i: int, queued: int) -> int:
+        """Tokens of i's ``queued`` prefill tokens that will be cache hits: the ledger's newest calls whose
+        counted new tokens add up to ``queued`` are taken as the queue (FCFS), and each contributes the part of
+        its prefix an earlier call routed to i computes first."""
+        acc = hits = 0
+        for _, counted, hit in reversed(self._ledger.get(i, ())):
             if acc >= queued:
                 break
             acc += counted
             hits += hit
-            blocks += len(hashes)
-        return min(hits, queued), blocks
-
-    def _kv_pressure_s(self, call: Call, view: ClusterView, i: int) -> float:
-        """User-seconds of preemption risk if ``call`` runs on i (module docstring, "kv_i(c)"): the fraction of
-        its KV that the forecast pinned KV leaves no room for × (1 + d_i) × the re-prefill of its context."""
-        v = view.instances[i]
-        if v.role == "prefill":
-            return 0.0
-        bs, d, out = view.block_size, int(v.running_decodes), call.output_tokens
-        q = v.queued_prefill_tokens
-        queue_pin = max(q, self._queued(i, q)[1] * bs) if q > 0 else 0
-        growth = min(d * out, max(0, v.outstanding_tokens - q))
-        own = call.input_tokens + out
-        over = active_kv_blocks(v) * bs + queue_pin + growth + own - v.kv_capacity_blocks * bs
-        if over <= 0:
-            return 0.0
-        return min(1.0, over / own) * (1 + d) * self._prefill_s(own, 0)
+        return min(hits, queued)
 
     def _ledger_prefix(self, call: Call, i: int) -> int:
         """Leading blocks of ``call`` that a call in i's ledger shares (computed, or queued to be, before it)."""
@@ -407,8 +364,6 @@ class SessionRouter:
             work = pre + call.output_tokens * self.config.decode_s_per_token
             wait = self._prefill_wait_s(view, i)
             score = wait + fixed + pre * int(v.running_decodes) + self._decode_s(call, view, i)
-            if self.config.kv_pressure:
-                score += self._kv_pressure_s(call, view, i)
             if p is not None:
                 score += float(p.work_price[i, t]) * work + float(p.hbm_price[i, t]) * (n_in + call.output_tokens)
             out.append((score, i, mode, pre, new, wait + fixed))

@@ -157,62 +157,6 @@ def test_a_prompt_queued_ahead_is_priced_as_a_hit_not_as_new_work():
     assert r.route(b, view) == 0
     q = a.input_tokens + b.input_tokens
     inst.queued_prefill_tokens = q
-    assert r._queued(0, q)[0] == 4096 * BS
+    assert r._queued_hits(0, q) == 4096 * BS
     assert r._prefill_wait_s(view, 0) == (q - 4096 * BS) * r._ema[0]
-    assert r._queued(0, 0)[0] == 0  # an empty queue: nothing comes off
-
-
-def _near_kv_full_view():
-    # instance 0 holds the call's prefix, but its running sequences pin 7000 of its 10000 blocks (112K of 160K
-    # tokens), so the call's 64.1K tokens of KV leave 16.1K with no room; instance 1 pins as much with 10x the
-    # capacity. No decodes anywhere: the decode terms are alike, the only difference is where the KV fits.
-    return _View([_Inst(3968, kv_capacity_blocks=10_000, active_kv_blocks=7_000),
-                  _Inst(0, kv_capacity_blocks=100_000, active_kv_blocks=7_000)], home=0)
-
-
-def _kv_router(kv_pressure, **kw):
-    return SessionRouter(SessionRouterConfig(gpu="h200-sxm", model="llama-3-70b", tp=4, kv_pressure=kv_pressure, **kw))
-
-
-def test_kv_pressure_moves_a_call_off_an_instance_its_kv_does_not_fit():
-    view, call = _near_kv_full_view(), _call()
-    assert _kv_router(False).route(call, view) == 0  # without the price: stay on the cached prefix
-    r = _kv_router(True)
-    # the part of the call's KV that does not fit (16,100 of 64,100 tokens) x its re-prefill, nothing co-running
-    assert r._kv_pressure_s(call, view, 0) == (16_100 / 64_100) * r._prefill_s(64_100, 0)
-    assert r._kv_pressure_s(call, view, 1) == 0.0  # fits: no price
-    assert r.route(call, view) == 1 and r.decisions["transfer"] == 1
-
-
-def test_kv_pressure_moves_cache_awares_choice_when_the_gain_beats_the_margin():
-    from optsched.policies.router_cache_aware import CacheAwareRouter
-
-    view, call = _near_kv_full_view(), _call()
-    assert CacheAwareRouter().route(call, view) == 0
-    kw = {"incumbent": "cache_aware", "incumbent_margin_s": 0.5}
-    plain = _kv_router(False, **kw)
-    assert plain.route(call, view) == 0 and plain.decisions["incumbent"] == 1
-    r = _kv_router(True, **kw)
-    assert r.route(call, view) == 1 and r.decisions["deviations"] == 1
-    # a margin above the predicted gain keeps the incumbent
-    big = _kv_router(True, incumbent="cache_aware", incumbent_margin_s=1e9)
-    assert big.route(call, view) == 0
-
-
-def test_kv_pressure_counts_co_running_growth_and_the_queue():
-    # 80K pinned + the call fit; 16K queued ahead and the decodes' growth (400 tokens) push it 500 over
-    view, call = _near_kv_full_view(), _call()
-    r = _kv_router(True)
-    inst = view.instances[0]
-    inst.active_kv_blocks = 5_000  # 80K pinned: 80K + 64.1K fits in 160K
-    assert r._kv_pressure_s(call, view, 0) == 0.0
-    inst.running_decodes, inst.outstanding_tokens = 4, 100_000  # growth min(4 x 100, 100K) = 400 tokens
-    inst.queued_prefill_tokens = 16_000  # no ledger: the queue pins at least its counted tokens
-    inst.outstanding_tokens += 16_000
-    over = 80_000 + 16_000 + 400 + 64_100 - 160_000
-    assert r._kv_pressure_s(call, view, 0) == (over / 64_100) * 5 * r._prefill_s(64_100, 0)
-
-
-def test_kv_pressure_must_be_a_bool():
-    with pytest.raises(ValueError, match="kv_pressure must be true or false"):
-        SessionRouterConfig(gpu="h200-sxm", model="llama-3-70b", tp=4, kv_pressure=1)
+    assert r._queued_hits(0, 0) == 0  # an empty queue: nothing comes off
