@@ -1,6 +1,6 @@
 """The simulator and env speed figures in one run: alternated rounds of the simulator and env benchmarks, pure vs compiled.
 
-Every job is a fresh process running a committed command of this tree (BENCHMARKS.md, "Env speed on an idle
+Every job is a fresh process running a committed command of this tree (docs/notebook/BENCHMARKS.md, "Env speed on an idle
 machine"); the job order is reversed every other round, so slow drifts of a shared machine fall on both
 builds. Per build (pure Python: ``OPTSCHED_PURE_PYTHON=1``; compiled: the `make compiled` build, skipped with
 a note when absent):

@@ -1,4 +1,4 @@
-"""Smoke test of experiments/residency/bound.py at a tiny budget (the figures live in BENCHMARKS.md): the bound
+"""Smoke test of experiments/residency/bound.py at a tiny budget (the figures live in RESULTS.md, "KV residency"): the bound
 of every evaluated seed is a proven MILP bound, the penalty check is recorded per rule, bad arguments exit 2."""
 
 from __future__ import annotations
