@@ -19,6 +19,10 @@ a note when absent):
   ``sim_full_old`` / ``sim_5000_old`` from that tree's own simulator benchmark (``PYTHONPATH=DIR``; a tree whose
   ``optsched`` package lacks the mapped packages needs symlinks ``optsched/envs -> ../envs`` etc.).
 
+Composition, not overlap: it times nothing itself. Every figure is measured by `sim.py` or `envs.py`
+(``pair_steady`` too: two processes that each call `envs.py`'s ``steady``); this script only schedules
+their processes in alternated rounds and summarizes what they print.
+
 Writes one JSON line per job to ``--out`` (appending, so an interrupted run keeps its rounds) and prints the
 summary: mean ± 95% Student-t half-width per job over the rounds, and paired ratios by round.
 
