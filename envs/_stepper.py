@@ -139,7 +139,8 @@ def gc_paused(method):
     """Decorator of an env's ``reset`` / ``step``: Python's cyclic garbage collector is paused while it
     runs and its state restored after (as ``Simulator.run`` does). An episode allocates tens of thousands
     of KV-block, call and step objects, and the collector's passes rescanned all of them every few
-    hundred allocations (~15-25% of a Routing-v0 episode's CPU, BENCHMARKS.md); the simulator frees its
+    hundred allocations (~15-25% of a Routing-v0 episode's CPU, docs/notebook/BENCHMARKS.md,
+    "Env speed, third pass"); the simulator frees its
     objects by reference counting (`close_sim`), and the collector runs between calls. Results do not
     depend on it."""
 

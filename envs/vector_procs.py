@@ -7,7 +7,7 @@ the actions live in shared memory, so a step moves no arrays between processes: 
 the actions, posts one semaphore per worker, steps shard 0, and waits on one semaphore per worker.
 Every process polls a semaphore for up to `SPIN_S` before it blocks on it, when there are no more
 processes than usable cores (a blocked process's wake-up costs 50-100 us per step on a VM;
-BENCHMARKS.md), giving its core away between polls after the first `SPIN_BARE_S`; a poll that runs out
+docs/notebook/BENCHMARKS.md, "Env speed on an idle machine"), giving its core away between polls after the first `SPIN_BARE_S`; a poll that runs out
 cuts the next polls' budget by 4 down to none (`_Poller`), so on a busy machine the waits soon block.
 Workers stop when their parent process is gone (under fork, spawn and forkserver); an env dropped
 without `close` stops its workers. Payloads (reset options, call arguments, results, tracebacks) go

@@ -27,7 +27,7 @@ The least-cost candidate is committed for round t only (first minimum: determini
 
 Online: it reads only requests with a_i <= t (their sizes and arrival rounds) and the round; the
 sampler is seeded by (seed, t, #known). Parameters K, H, q, ``subset_cap`` were chosen on training
-instances of seed streams 1 and 2, never on the evaluation set (BENCHMARKS.md states the split).
+instances of seed streams 1 and 2, never on the evaluation set (docs/notebook/BENCHMARKS.md, "Prefill admission", states the split).
 """
 
 from __future__ import annotations

@@ -23,10 +23,10 @@ still arrive:
    and against arrivals that never come (a finite stream). Only round t's decision is committed.
 
 Why: the hindsight optimum's main advantage over MC-SF on Poisson arrivals is deferring a long request
-so that short ones arriving 1-5 rounds later can run first (BENCHMARKS.md); a deterministic rollout
+so that short ones arriving 1-5 rounds later can run first (docs/notebook/BENCHMARKS.md, "Prefill admission"); a deterministic rollout
 over known requests cannot see that, the sampled future can. Parameters K (``scenarios``), H
 (``horizon_rounds``) and delta (``switch_margin_rounds``) were chosen on training instances of a different seed stream than the benchmark's
-evaluation set (BENCHMARKS.md states the split). The sampler is seeded by ``(seed, t, #known)``, so a
+evaluation set (docs/notebook/BENCHMARKS.md, "Prefill admission", states the split). The sampler is seeded by ``(seed, t, #known)``, so a
 run is deterministic.
 """
 

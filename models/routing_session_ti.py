@@ -2,7 +2,7 @@
 
 The big-M FIFO model (`optsched.models.routing_session`) switches each wait row off with
 M·(1 − y[d,i]); its LP relaxation spreads x evenly and pays no wait at all (LP 7.7 vs incumbent 68.6 on
-8 × 64, BENCHMARKS.md). Here a call's *start slot* is part of the binary decision, so its TTFT is a
+8 × 64, docs/notebook/BENCHMARKS.md, "Session-level routing + KV placement"). Here a call's *start slot* is part of the binary decision, so its TTFT is a
 linear function of the binaries and the capacity rows are knapsack rows per slot (the time-indexed
 formulation of Sousa & Wolsey, Math. Prog. 54, 1992, and Dyer & Wolsey, Discrete Appl. Math. 26, 1990,
 whose LP relaxation bounds Σ w·C within a small factor), with a fluid instance: several short calls may

@@ -3,7 +3,7 @@
 optsched is pure Python. ``make compiled`` (``tools/build_compiled.py``) can compile the modules in
 `COMPILED_MODULES` with mypyc (https://mypyc.readthedocs.io) into C extensions next to their ``.py`` files;
 Python then imports the extension instead of the source. Results are the same floats in the same order
-(``tests/sim/test_compiled_build.py``); BENCHMARKS.md, "Compiled inner loop (mypyc) — measured", gives the
+(``tests/sim/test_compiled_build.py``); docs/notebook/BENCHMARKS.md, "Compiled inner loop (mypyc) — measured", gives the
 speed. A missing or failed build changes nothing: the ``.py`` files are used.
 
 This module holds what the compiled modules need at import time without mypyc installed:

@@ -1,4 +1,4 @@
-"""Env speed: steps per CPU-second of every registered env, single and vectorized (BENCHMARKS.md, "Env speed").
+"""Env speed: steps per CPU-second of every registered env, single and vectorized (RESULTS.md, "Simulator and env speed").
 
 Single env: ``gym.make(id).unwrapped`` stepped with a fixed cyclic action for ``--episodes`` episodes
 (seeds 0..); CPU time (``time.process_time``, this process only, so the figure is independent of other
@@ -16,8 +16,8 @@ included), steps of all envs per wall second (an idle machine's figure).
 
 ``--routing-steady`` prints only Routing-v0's steady-state single-env figure (warm-up episodes, then unseen
 seeds); ``--routing-single`` prints only Routing-v0's single-env figure with the collector's CPU time;
-``--routing-procs`` only the ``--procs`` aggregate (BENCHMARKS.md, "Env speed, third pass");
-``--routing-sharded`` only the ``ShardedVectorEnv`` figure (BENCHMARKS.md, "Sharded vector env").
+``--routing-procs`` only the ``--procs`` aggregate (docs/notebook/BENCHMARKS.md, "Env speed, third pass");
+``--routing-sharded`` only the ``ShardedVectorEnv`` figure (docs/notebook/BENCHMARKS.md, "Env speed on an idle machine").
 
 Usage: .venv/bin/python experiments/bench/envs.py [--episodes 3] [--num-envs 2] [--procs 2] [--only-routing] [--profile]
        [--routing-single | --routing-steady [--warm-episodes N] | --routing-procs | --routing-sharded [--warm-steps N]]
@@ -85,7 +85,7 @@ def steady(env_id: str, warm_episodes: int, episodes: int, n_inst: int) -> dict:
     """Steady-state single-env rate: ``warm_episodes`` untimed episodes (seeds 0..; the process's lazy
     imports and the cost model's step-time memo and tables), then ``episodes`` timed episodes on seeds
     ``10_000 + k`` that no earlier episode used. Repeating the warm-up's seeds instead would find every
-    step time already memoized and overstate the rate (BENCHMARKS.md, "Env speed, steady state")."""
+    step time already memoized and overstate the rate (docs/notebook/BENCHMARKS.md, "Env speed on an idle machine")."""
     env = gym.make(env_id, **_kwargs(env_id, n_inst)).unwrapped
     _episodes(env, range(warm_episodes))
     t0 = time.process_time()

@@ -1,4 +1,4 @@
-"""Prefix-cache operation cost (BENCHMARKS.md, "KV prefix cache").
+"""Prefix-cache operation cost (docs/notebook/BENCHMARKS.md, "KV prefix cache").
 
 CPU time per call (``time.process_time``, robust to other load on a shared machine) of the operations
 the simulator issues for one call: ``match`` (routers, per instance), and ``acquire`` + ``allocate`` +

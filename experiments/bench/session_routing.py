@@ -1,5 +1,5 @@
 """Solve times of the session routing model: re-pricing LP 8x32, the big-M FIFO MILP and the time-indexed
-exact MILP on 8x64 (BENCHMARKS.md).
+exact MILP on 8x64 (docs/notebook/BENCHMARKS.md, "Session-level routing + KV placement").
 
 Usage: .venv/bin/python experiments/bench/session_routing.py [--skip-bigm]
 """

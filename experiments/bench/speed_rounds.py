@@ -1,6 +1,6 @@
 """The simulator and env speed figures in one run: alternated rounds of the simulator and env benchmarks, pure vs compiled.
 
-Every job is a fresh process running a committed command of this tree (BENCHMARKS.md, "Env speed on an idle
+Every job is a fresh process running a committed command of this tree (docs/notebook/BENCHMARKS.md, "Env speed on an idle
 machine"); the job order is reversed every other round, so slow drifts of a shared machine fall on both
 builds. Per build (pure Python: ``OPTSCHED_PURE_PYTHON=1``; compiled: the `make compiled` build, skipped with
 a note when absent):
@@ -18,6 +18,10 @@ a note when absent):
 - with ``--old-tree DIR`` (a source tree of an older commit, e.g. ``git archive f30948e | tar -x -C DIR``):
   ``sim_full_old`` / ``sim_5000_old`` from that tree's own simulator benchmark (``PYTHONPATH=DIR``; a tree whose
   ``optsched`` package lacks the mapped packages needs symlinks ``optsched/envs -> ../envs`` etc.).
+
+Composition, not overlap: it times nothing itself. Every figure is measured by `sim.py` or `envs.py`
+(``pair_steady`` too: two processes that each call `envs.py`'s ``steady``); this script only schedules
+their processes in alternated rounds and summarizes what they print.
 
 Writes one JSON line per job to ``--out`` (appending, so an interrupted run keeps its rounds) and prints the
 summary: mean ± 95% Student-t half-width per job over the rounds, and paired ratios by round.

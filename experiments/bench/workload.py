@@ -1,4 +1,4 @@
-"""Workload loading/generation speed and peak memory (BENCHMARKS.md, "Workload loading").
+"""Workload loading/generation speed and peak memory (docs/notebook/BENCHMARKS.md, "Workload loading").
 
 Rates are given per CPU-minute (``time.process_time``, robust to other load on a shared machine) and
 per wall-minute. Each phase runs in a fresh subprocess (one core, single thread) so that its peak RSS

@@ -293,7 +293,7 @@ def _check_args(a: argparse.Namespace) -> str:
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--requests", type=int, default=1000,
-                    help="Poisson requests per simulated run (>= 1; default 1000, BENCHMARKS.md uses 3000)")
+                    help="Poisson requests per simulated run (>= 1; default 1000, RESULTS.md uses 3000)")
     ap.add_argument("--iters", type=int, default=12,
                     help="bisection steps on the arrival rate per goodput (>= 1; default 12)")
     ap.add_argument("--seed", type=int, default=0, help="arrival-process seed (>= 0; default 0)")

@@ -76,7 +76,7 @@ ENVS = {
                             "kind": "router", "baseline": "round_robin"},
     "optsched/Admission-v0": {"kwargs": {}, "train_kwargs": {"reward_mode": "waiting"},
                               # the actor picks the order at the full token budget: MENU[4] fcfs, MENU[9]
-                              # shortest_first (on the whole menu PPO tied FCFS at 82k steps; BENCHMARKS.md)
+                              # shortest_first (on the whole menu PPO tied FCFS at 82k steps; docs/notebook/BENCHMARKS.md)
                               "ppo": {"learning_rate": 1e-3, "ent_coef": 0.0, "gamma": 1.0, "action_subset": (4, 9)},
                               "kind": "admission", "baseline": "fcfs"},
 }

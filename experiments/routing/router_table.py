@@ -17,6 +17,15 @@ its first too-long call; the cut count is logged and the ``calls`` column shows 
 Routers are every registered one (``optsched.sim.registry.policy_names("router")``), built by
 ``build_policy``: random routers draw from the registry's named stream of ``--seed``.
 
+Not a second `optsched compare`: compare measures each router at its crossing of a P90-interactivity
+target (load searched per replication, arrival gaps permuted, a steady-state window, paired CIs; with
+``--explain`` TTFT split by cause, hits by tier, balance as max/mean of calls and prefill tokens), while
+this table replays each trace once at its own timestamps and load and reports the whole run's HBM hit
+rate, TTFT p50/p90, TPGS and KV imbalance. `optsched simulate` runs one YAML config per call (its
+``--sweep`` CSV keeps neither the HBM-only hit rate nor KV imbalance). Every number here comes from the
+library (``simulate``, ``build_policy``, ``cap_context``, the trace loaders); the script only picks the
+workloads, re-bases the LMCache session starts and renders the table.
+
 Usage:
     .venv/bin/python experiments/routing/router_table.py --out runs/router_table
 Writes ``<out>/router_table.md`` (the table), ``<out>/router_table.csv`` and ``<out>/provenance.json``

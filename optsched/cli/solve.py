@@ -16,14 +16,14 @@ against, the hindsight MILP of the same workload: `optsched.pipelines.residency_
 training MILPs' status / objective / bound / gap, method and weights under ``parameters.solve.imitation``; both
 written as type ``load_priced_imitate``), ``event_priced`` (the event-driven rule: the priced eviction order
 re-keyed at arrivals by the fitted hazard of resuming, and prefetch back to HBM before a predicted resume,
-`optsched.pipelines.residency_event_fit`; pause laws fitted on the solved workload). Default ``load_priced_search``, the rule of record (BENCHMARKS.md,
+`optsched.pipelines.residency_event_fit`; pause laws fitted on the solved workload). Default ``load_priced_search``, the rule of record (docs/notebook/BENCHMARKS.md,
 "Eviction orders derived from the hindsight optimum's primal"): better than LRU on HBM hit on the tight
 AgentX-like setting, a tie elsewhere, the lowest mean ratio to the hindsight optimum of the online rules; where
 HBM never binds its weights are 0 and it runs as ``load_priced`` (no order). It costs one more MILP solve (the
 training MILP on the same instance) plus <= 136 replays, and it needs an engine hook for the eviction order
 (`optsched export`): ``--rule load_priced`` where the engine has only a per-pause hook. The order is fitted
 in-sample (on the solved workload) unless ``--train-seeds`` names other replications of a generator workload
-(``agentx:N``), one training MILP each: held-out training, as BENCHMARKS.md's figures use.
+(``agentx:N``), one training MILP each: held-out training, as RESULTS.md's figures use.
 routing: ``optsched.pipelines.routing.plan_from_workload``: a window of ``--window`` calls after
 ``--warmup`` calls replayed through per-instance prefix caches, on ``--instances`` instances; the
 window MILP + LP bound; the price router's weights (policy routing/price).
@@ -67,7 +67,8 @@ def register(subparsers) -> None:
     p.add_argument("--calls", type=int, default=8,
                    help="admission: calls of a trace quantized into the MILP. Every online rule is simulated "
                         "first; scenario_lookahead's time grows steeply with the requests (~17 s at 20, "
-                        "~5.5 min at 40 on a 2-core VM, also for jaillet:N; BENCHMARKS.md)")
+                        "~5.5 min at 40 on a 2-core VM, also for jaillet:N; "
+                        "docs/notebook/BENCHMARKS.md, \"Prefill admission\")")
     p.add_argument("--slot", type=float, default=2.0, help="residency: slot length (s)")
     p.add_argument("--sessions", type=int, default=0, help="residency: use only the first N sessions (0 = all)")
     p.add_argument("--instances", type=int, default=4, help="routing / residency: instances of the cluster")

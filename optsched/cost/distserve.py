@@ -13,7 +13,7 @@ constraints (the authors' blog post on the figure composes the colocated goodput
 TTFT-bound and TPOT-bound rates, and 2P1D as min(2 x 5.6, 10) / 3). Caveat of the decode-only number:
 the fixed point constrains the step time at the MEAN batch, i.e. about the median TPOT over calls, not
 the P90; with Poisson arrivals the batch a call sees fluctuates, and the cluster simulator at the same
-step times reaches P90 TPOT <= 40 ms at ~25% lower rates (BENCHMARKS.md, "DistServe's example in the
+step times reaches P90 TPOT <= 40 ms at ~25% lower rates (docs/notebook/BENCHMARKS.md, "DistServe's example in the
 simulator"). ``StepScale`` lets a check model a slower serving engine than the kernel-level calibration:
 every step costs ``kernel_scale`` × the cost model's time + ``per_seq_s`` per sequence in the step
 (CPU-side per-request work: input preparation, sampling, output processing; Vidur models these CPU
@@ -151,7 +151,8 @@ class PhaseScaledCostModel:
     part of a step, ``decode_scale`` on the decode part. Capacities, transfers and every other attribute
     are the wrapped model's. Models a serving engine slower than the kernel-level calibration whose
     slowdown differs by phase (DistServe's Figure-1 system against its released OPT-13B/A100 profile:
-    ~1.7x on prefill, ~1.2-1.3x on decode; BENCHMARKS.md, "DistServe's example in the simulator").
+    ~1.7x on prefill, ~1.2-1.3x on decode; docs/notebook/BENCHMARKS.md,
+    "DistServe's example in the simulator").
 
     Mixed steps (chunked prefill on a colocated instance): the cost model's step time T(p + d) is not a
     sum of a prefill and a decode term (the GEMMs run over the step's prefill + decode rows at once and

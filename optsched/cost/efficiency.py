@@ -25,7 +25,7 @@ Sources of the form:
   cuBLAS And Performance": efficiency rises with each dimension until it saturates). Each is the same
   one-parameter Michaelis–Menten envelope as S(m, m_half); the least-squares fit sets each half-size, and a
   term the data do not support goes to 0 (no effect). Measured on the H200 AIConfigurator GEMMs (5-fold
-  held-out; BENCHMARKS.md "Across tensor parallelism"): k_half ≈ 120 (compute) and n_half_mem ≈ 200
+  held-out; docs/notebook/BENCHMARKS.md, "Cost model accuracy and speed"): k_half ≈ 120 (compute) and n_half_mem ≈ 200
   (memory) carry the effect, n_half and k_half_mem fit to ≈ 0.
 - p-norm instead of max: compute and memory phases overlap imperfectly near the ridge point
   (p → ∞ recovers the sharp roofline max). Fitted, typically 2–6.

@@ -24,7 +24,8 @@ Sources (read their SOURCE.md):
   the 2-GPU bus bandwidth at 510 MB would exceed NVLink if it were fp16 elements).
 - AIConfigurator H200 (vLLM 0.24.0) ``gemm_perf_bfloat16.csv``, ``context_attention_perf.csv``,
   ``generation_attention_perf.csv`` (FA3, bf16 KV, no sliding window), ``custom_allreduce_perf.csv``
-  (vllm_graph backend; ``message_size`` read as bf16 elements — ASSUMPTION, see BENCHMARKS.md).
+  (vllm_graph backend; ``message_size`` read as bf16 elements — ASSUMPTION, see docs/notebook/BENCHMARKS.md,
+  "Cost model accuracy and speed").
 """
 
 from __future__ import annotations

@@ -127,7 +127,7 @@ class TorchStepBackend:
     time in execution order, so that a step's executions are a whole round apart (seconds) instead of back
     to back; ``retimed_s`` is then each step's minimum over its in-run and its R round executions. On the
     shared 2-vCPU VM the speed of identical work drifts in phases of tens of seconds (back-to-back minima
-    of the same step differ by 10-20% between passes; BENCHMARKS.md "Executor"), so back-to-back
+    of the same step differ by 10-20% between passes; docs/notebook/BENCHMARKS.md, "Update (exec13b)"), so back-to-back
     repetitions all see one phase while round executions see several. The run's clock advanced by the
     in-run times (``steps.clock_s`` of ``optsched.executor.runner.run``); the refined times (plus each step's
     measured host copies) are the per-step

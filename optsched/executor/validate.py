@@ -277,7 +277,7 @@ def validate(workload, variants: list[Variant], *, cfg: ExecModelConfig, device:
     order, every other step (``split_steps``) is fitted and the other half is scored, never fitted on, so
     the fitted and the scored steps are executed in the same minutes of a shared machine (a separate
     calibration pass ran minutes earlier: on the idle 2-vCPU VM its fit predicted the scored pass 24% slow,
-    BENCHMARKS.md "Executor"); the simulator side takes its step times from the fitted model
+    docs/notebook/BENCHMARKS.md "Executor"); the simulator side takes its step times from the fitted model
     (``FittedBackend``) with the same uncalibrated model on the instances for policies that price steps.
     ``calibration="run"``: a separate executor pass of every variant before the scored runs, all its
     steps fitted; the scored runs are new executions of all steps (instances priced by the fitted model).
@@ -289,8 +289,8 @@ def validate(workload, variants: list[Variant], *, cfg: ExecModelConfig, device:
     executor run is executed R more times after the run, in rounds in execution order, and its measured time is
     the minimum over all its executions (``TorchStepBackend.retime``): on the shared 2-vCPU VM the speed of
     identical work drifts in phases of tens of seconds, back-to-back repetitions all see one phase, and the
-    per-step error against the fit fell from 15-18% to 5-7% median with R = 16 (BENCHMARKS.md "Executor",
-    update exec15). The fit and the scored steps use these times; the run's clock (TTFT, TPOT) keeps the
+    per-step error against the fit fell from 15-18% to 5-7% median with R = 16 (docs/notebook/BENCHMARKS.md,
+    "Update (exec15): retiming rounds after the run"). The fit and the scored steps use these times; the run's clock (TTFT, TPOT) keeps the
     in-run minima (``steps.clock_s``)."""
     t0 = time.perf_counter()
 

@@ -6,7 +6,7 @@ prefix (0 = first block). ``ch0``/``ch1``/``ch2`` count the children resident in
 as a tuple; `kids` / `add_kids` by tier index), which is what leaf-first eviction needs (a block may leave
 tier t only when no child is in tier t or hotter). Three int slots rather than a list: a list per block
 was ~40% of the container objects an episode keeps alive, all rescanned by the cyclic collector's passes
-(BENCHMARKS.md, "Simulator / env speed, fourth pass").
+(docs/notebook/BENCHMARKS.md, "Simulator / env speed, fourth pass").
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ The instance generator follows the synthetic setup of Jaillet et al., arXiv:2502
 "Arrival Model 2"): memory M ~ U{30..50} tokens, prompt s_i ~ U{1..5}, output o_i ~ U{1..M - s_i},
 Poisson arrivals with rate lambda ~ U[0.5, 1.5] per round (arrival round = floor of the arrival time).
 The paper uses 40-60 requests solved with Gurobi; HiGHS on this machine solves ~8 requests in seconds,
-so ``n_requests`` is a parameter (documented in BENCHMARKS.md).
+so ``n_requests`` is a parameter (documented in docs/notebook/BENCHMARKS.md, "Prefill admission").
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ the rule over the training workloads whose optimum is > 0 (the rule = ``rule_par
 parameters, with the candidate weights, replayed by `optsched.models.residency_priced_slots.replay_priced`),
 over the grid ``SEARCH_GRID`` (the zero vector, i.e. LRU's order, first; ties keep the earlier candidate).
 Imitating the optimum's choices copies correlations that the optimum owes to the true return times, which
-no online rule sees (BENCHMARKS.md, KV residency); the search scores the online rule itself against the
+no online rule sees (docs/notebook/BENCHMARKS.md, "KV residency"); the search scores the online rule itself against the
 optimum. No training optimum > 0 (HBM never binds) gives w = 0.
 
 `ordered_plan` is the door's export of either derivation: the load-priced Plan of a `solve_priced` run with the
@@ -61,9 +61,9 @@ if TYPE_CHECKING:
 __all__ = ["ORDER_METHODS", "RULES", "SEARCH_GRID", "ImitationFit", "fit_eviction_weights", "imitation_pairs",
            "ordered_plan", "rule_plan", "search_eviction_weights", "solve_and_fit"]
 
-# rule name (as the experiment and BENCHMARKS.md report it) -> solve_and_fit method
+# rule name (as the experiment and RESULTS.md report it) -> solve_and_fit method
 ORDER_METHODS = {"load_priced_imitate": "imitation", "load_priced_search": "search"}
-# the rules the residency door exports (`rule_plan`); the first is the default, the rule of record (BENCHMARKS.md,
+# the rules the residency door exports (`rule_plan`); the first is the default, the rule of record (docs/notebook/BENCHMARKS.md,
 # "Eviction orders derived from the hindsight optimum's primal": better than LRU on HBM hit on the tight AgentX-like
 # setting, a tie elsewhere, the lowest mean ratio to the hindsight optimum of the online rules; 0 weights, i.e.
 # load_priced run for run, where HBM never binds)

@@ -17,7 +17,7 @@ Prices: the LP relaxation's HBM-row duals pi[i,t] (s per token-s). What the rule
 - ``expected_pause_s``: the ``pause_stat`` ("median" default, or "mean") of the think times per tool class of
   ``durations`` (and "*" pooled). The median is the default because pause times are heavy-tailed
   (AgentX: median 3.84 s, p95 185 s): with the mean the rule offloads pauses that LRU would keep and pays
-  more (BENCHMARKS.md, KV residency).
+  more (docs/notebook/BENCHMARKS.md, "KV residency").
 
 Every rule is replayed on the same instance (`optsched.models.residency_priced_slots`) and divided by
 the MILP optimum. The exported Plan (kind "residency", type "load_priced") carries the rule's parameters

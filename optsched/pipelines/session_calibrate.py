@@ -33,7 +33,7 @@
   distribution (if e does not depend on F). Not the RMS (recorded too): the errors are heavy-tailed (AgentX-like
   256k derivation workload: median |e| 0, P90 |e| 0.34 s, RMS 0.84 s), and a margin at the RMS (0.84 s)
   measurably lengthened the P90 TTFT at load 16 (+0.51 s [+0.29, +0.73] against 0.5 s, paired over 5 seeds;
-  BENCHMARKS.md; 427 vs 456 KV moves a run). No pair logged (no pause, or a single instance):
+  docs/notebook/BENCHMARKS.md, "Re-run with the per-replication ring"; 427 vs 456 KV moves a run). No pair logged (no pause, or a single instance):
   margin 0 (nothing to be wrong about), recorded as such.
 """
 

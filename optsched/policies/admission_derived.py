@@ -17,7 +17,7 @@ version keeps the part of the rule that this information supports:
 3. Chunks fill the budget in that order (`admission_fcfs.greedy_chunks`).
 The rollout lookahead, the scenario sampling of v1 and v2 (they also need the arrival history) and the memory
 check are not applied here (no output lengths, KV view or arrival history through the protocol): stated
-in BENCHMARKS.md.
+in docs/notebook/BENCHMARKS.md, "Prefill admission".
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ heuristic table (``--long-prefill-token-threshold=512``). A long prompt then adv
 prefills and decodes share the budget; the longest prefills' TTFT rises. Measured gains in throughput
 and interactivity depend on the regime and mostly need vLLM v0's limit on long partial prefills
 (``SchedulerConfig.max_num_partial_prefills`` / ``max_long_partial_prefills``, which the scheduler also
-enforces on this policy's answers): BENCHMARKS.md, "Long-prefill threshold".
+enforces on this policy's answers): docs/notebook/BENCHMARKS.md, "Long-prefill threshold".
 """
 
 from __future__ import annotations

@@ -52,7 +52,7 @@ recompute what is not resident), the router picks the option with the lowest
   each of c's prefill steps. 0 on a P/D prefill instance (c decodes on the one ``route_decode`` picks).
   Without it the score had no term for c's own decode, the largest part of its end-to-end latency (out_c ×
   ~14 ms steps for llama-3-70b/TP4 on H200) and the part of a session's critical path that depends on i.
-  Measured with this wait and decode_i against the previous score (5 seeds, paired, BENCHMARKS.md "Session
+  Measured with this wait and decode_i against the previous score (5 seeds, paired, docs/notebook/BENCHMARKS.md "Session
   router with its own decode term"): AgentX full goodput at P90 10 tok/s +9.6% [+1.9%, +17.2%] (but
   -2.0% [-3.9%, -0.1%] at load 16 alone); hot prompt (loads 4-32, 9 points) +1.2% [-1.6%, +4.0%], a tie.
 * σ[i] (s of TTFT per s of work) and π[i] (s per KV token) are the LP duals of the backlog and HBM rows

@@ -118,7 +118,8 @@ class SchedulerConfig:
             first chunk. Both knobs only gate admission; blocks are still allocated chunk by chunk and
             decode blocks on demand, one per block boundary crossed (vLLM v1 ``allocate_slots``).
             With both at Vidur's values (0.01, True) Vidur's splitwise_conv setup preempts 3 times as
-            Vidur does; with vLLM v1's defaults it preempts 868 times (BENCHMARKS.md).
+            Vidur does; with vLLM v1's defaults it preempts 868 times (docs/notebook/BENCHMARKS.md,
+            "Simulator speed").
     """
 
     max_num_batched_tokens: int = 8192

@@ -82,7 +82,8 @@ def decode_run(inst: Instance, b: Batch, t: float, horizon_s: float) -> float:
         if m > 1:
             # ends of these steps by sequential addition (np.cumsum adds left to right: the same floats
             # as ``end += dt`` step by step); the run stops after the first step ending at/after horizon.
-            # Kept as an array (no per-step Python floats: BENCHMARKS.md, "fourth pass")
+            # Kept as an array (no per-step Python floats: docs/notebook/BENCHMARKS.md,
+            # "Simulator / env speed, fourth pass")
             if parts or len(tail) > 2:
                 buf = None
                 cum = np.concatenate(((end,), times)).cumsum()[1:]

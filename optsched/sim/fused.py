@@ -14,7 +14,7 @@ state after every handler is the general loop's (tested: fast paths on vs off, `
 Why: on the Vidur splitwise_conv trace every engine step is a mixed step that ends with nothing
 else in the queue before it (one release every ~4 steps), so the per-step Python calls of the
 general loop (``complete_batch``, ``add_step``, ``_begin_step``, ``plan_step``, ``can_run``, the step-end
-event) were most of the run's time (BENCHMARKS.md, "Simulator speed").
+event) were most of the run's time (docs/notebook/BENCHMARKS.md, "Simulator speed").
 """
 
 from __future__ import annotations

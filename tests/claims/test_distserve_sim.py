@@ -1,7 +1,7 @@
 """DistServe's introduction example (OSDI 2024, §1 / Fig. 1) in the simulator under two calibrations of
 the engine factor, with the paper's goodput definition (P90 TTFT <= 0.4 s and P90 TPOT <= 0.04 s as two
 separate percentile constraints) and per-call joint attainment (>= 90% of calls meet both). Full-size
-figures: BENCHMARKS.md, "DistServe's example in the simulator" (experiments/pd/distserve.py, 3,000
+figures: docs/notebook/BENCHMARKS.md, "DistServe's example in the simulator" (experiments/pd/distserve.py, 3,000
 requests, seeds 0-2); this test runs 400 requests, 8 bisection steps, seed 0 (short runs read ~10%
 higher: the empty start and the drain weigh more).
 
@@ -24,7 +24,7 @@ pinned as measured (+21%): chunked prefill serves this workload better than the 
 
 Single factor (the prefill factor on every step; kept so the regression stays visible): colocated
 (-14%) and prefill-only (-6%) reproduce, decode-only (6.4 req/s, -36%) and hence 2P1D (2.15, -35%) do
-not: the Figure-1 engine's slowdown differs by phase (DistServe's released profile, BENCHMARKS.md).
+not: the Figure-1 engine's slowdown differs by phase (DistServe's released profile, docs/notebook/BENCHMARKS.md).
 """
 
 import importlib.util
@@ -67,7 +67,7 @@ def test_per_phase_2p1d_within_20_percent_of_paper(measured):
 
 def test_per_phase_v0_colocated_within_20_percent_of_paper(measured):
     # the paper's baseline (vLLM v0, no chunked prefill): measured at 400 requests 1.76 (P90 and joint);
-    # 3,000 requests, seeds 0-2: 1.54 / 1.54 / 1.46, mean 1.51 (BENCHMARKS.md)
+    # 3,000 requests, seeds 0-2: 1.54 / 1.54 / 1.46, mean 1.51 (RESULTS.md, "P/D sizing")
     pp = measured["per_phase"]
     assert pp["colocated_v0_per_gpu_p90"] == pytest.approx(1.6, rel=0.20)
     assert pp["colocated_v0_per_gpu_joint"] == pytest.approx(1.6, rel=0.20)
@@ -112,7 +112,7 @@ def test_definitions_agree_because_ttft_never_binds(measured):
 
 def test_single_factor_decode_only_and_2p1d_fall_short_of_paper(measured):
     # measured at 400 requests: decode-only 7.19 req/s (paper 10), 2P1D 2.41 req/s/GPU (paper 3.3),
-    # colocated 1.56; 3,000 requests, seeds 0-2: 6.43 / 2.15 / 1.37 (BENCHMARKS.md)
+    # colocated 1.56; 3,000 requests, seeds 0-2: 6.43 / 2.15 / 1.37 (docs/notebook/BENCHMARKS.md)
     s = measured["single"]
     assert 0.6 * 10.0 < s["decode_only_p90"] < 0.8 * 10.0
     assert 0.6 * 3.3 < s["p2d1_per_gpu_p90"] < 0.8 * 3.3

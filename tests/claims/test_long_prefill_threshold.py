@@ -12,11 +12,12 @@ in each test). The oversubscribed-regime claims do NOT hold on context-valid len
 the cut sessions' KV fits in HBM (0 preemptions, hit rate 0.94), and on TP-4 (half the KV) "off" preempts
 only 71 / 15 times (hit rate 0.83 / 0.90), the partial-prefill limit gives TPGS 1.027x / 0.976x and P90
 interactivity 0.53x / 0.53x, v1 alone TPGS 1.012x / 0.965x. The figures in the next paragraph (and
-BENCHMARKS.md) were measured on the uncut workload, whose 262K-token calls no llama-3-70b serves; the
+docs/notebook/BENCHMARKS.md, "Long-prefill threshold") were measured on the uncut workload, whose 262K-token calls no llama-3-70b serves; the
 two tests are kept as strict xfails on the TP-4 c = 40 regime so a change that brings the claim back
 is noticed.
 
-RESULT ON THE UNCUT WORKLOAD (before the context limit; ``experiments/admission/threshold_sweep.py``; BENCHMARKS.md):
+RESULT ON THE UNCUT WORKLOAD (before the context limit; ``experiments/admission/threshold_sweep.py``;
+docs/notebook/BENCHMARKS.md):
 one Llama-3-70B TP-8 instance on H200 (2.87M KV tokens, HBM prefix cache only), AgentX 256K variant,
 ``extra_calls_mean=10``, 48 sessions, closed loop with ``concurrency`` sessions at a time. TPGS = all
 tokens (cached included) / (GPUs x makespan); P90 interactivity = 1 / P90 of the per-token ITL.
@@ -41,7 +42,7 @@ tokens (cached included) / (GPUs x makespan); P90 interactivity = 1 / P90 of the
   P90 interactivity 10-12x, zero preemptions, HBM hit rate 0.58-0.81 (off 0.51-0.64), longest prefills
   1.8-2.5x slower. TTFT P50 depends on the seed (1.4 s vs 85 s; 223 s vs 95 s: with one long prompt at
   a time, cold and evicted calls queue for that slot). Direction of the claim reproduced in this
-  regime; TPGS magnitude below the published +93% (a windowed TPGS reaches ~2x, BENCHMARKS.md),
+  regime; TPGS magnitude below the published +93% (a windowed TPGS reaches ~2x, docs/notebook/BENCHMARKS.md),
   interactivity far above 2.3x (the baseline collapses). With vLLM v0's own "long" test (prefix hits
   counted, so a warm 100K-context call is "long" too) every call queues behind every other and TPGS does
   not rise (0.89x / 0.98x; measured in the experiment, too slow for this test).

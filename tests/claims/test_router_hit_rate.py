@@ -2,7 +2,8 @@
 on the shipped Mooncake sample and the shipped LMCache agent sessions.
 
 Cluster: 4 colocated llama-3-8b instances on H200 (tp 1, ~0.9M KV tokens each), HBM-only prefix cache,
-vLLM v1 scheduler defaults. Full-size numbers: ``experiments/routing/router_table.py`` (BENCHMARKS.md).
+vLLM v1 scheduler defaults. Full-size numbers: ``experiments/routing/router_table.py``
+(docs/notebook/BENCHMARKS.md, "Baseline routers on real traces").
 
 Mooncake runs on 4 llama-3-70b TP-4 instances on H200 (131,072-token context, ~1.3M KV tokens each): its
 prompts reach 121,912 tokens and 278 of the first 500 exceed llama-3-8b's 8,192-token context, which the

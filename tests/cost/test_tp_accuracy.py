@@ -13,7 +13,7 @@ Bars, derived from the TP-1 error of the same split rather than chosen freely:
 
 H200 GEMMs (AIConfigurator) at the catalog models' shard shapes, 5-fold held-out over weight shapes: every TP
 degree's median APE <= 6.9%, the held-out median of the whole H200 GEMM table under the m-only efficiency
-(BENCHMARKS.md cost table before the shape terms): no TP shard may be predicted worse than the average GEMM was.
+(docs/notebook/BENCHMARKS.md, "Cost model accuracy and speed", before the shape terms): no TP shard may be predicted worse than the average GEMM was.
 The m-only efficiency fails it at TP 8 (this quick version: 4.6 / 5.6 / 6.0 / 7.2% at TP 1/2/4/8; full data 4.6 /
 5.5 / 5.9 / 7.2%, reported 4.9 / 5.8 / 6.3 / 8.2% on a slightly different shape set); the shape-aware efficiency
 gives 4.1 / 4.8 / 5.3 / 6.1%. The median bias must stay below the smallest bias of the reported defect (+1.5%).

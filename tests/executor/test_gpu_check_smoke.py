@@ -1,4 +1,4 @@
-"""Smoke test of experiments/executor/gpu_check.py on CPU at its tiny size (the device figures live in BENCHMARKS.md)."""
+"""Smoke test of experiments/executor/gpu_check.py on CPU at its tiny size (the device notes live in docs/notebook/BENCHMARKS.md, "Executor")."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Sim-to-real at CI size (~3 s CPU): the calibrated simulator and the executor rank the two admission
 settings (long-prefill threshold 512 vs none, divided by the scale) the same way. Step-time APE figures
-depend on the machine's load and live in BENCHMARKS.md, not in an assertion."""
+depend on the machine's load and live in RESULTS.md ("Cost model and sim-to-real error"), not in an assertion."""
 
 from __future__ import annotations
 

@@ -119,7 +119,7 @@ def test_online_schedules_are_feasible_and_never_beat_the_optimum():
 # optimum 78, 146, 153, 60, 80, 112, 62; MC-SF = rollout = optimum except seed 107 (65);
 # scenario_rollout 78, 148, 153, 60, 85, 112, 65. With 5 requests no further arrivals come after the last one,
 # and the scenario rule still reserves memory for sampled arrivals, so here it is WORSE than MC-SF (documented
-# in BENCHMARKS.md; on the 7-request Poisson benchmark it is better).
+# in docs/notebook/BENCHMARKS.md, "Prefill admission"; on the 7-request Poisson benchmark it is better).
 SMALL_SEEDS = range(101, 108)
 
 

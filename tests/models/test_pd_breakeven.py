@@ -44,7 +44,7 @@ def default_run(exp, tmp_path_factory):
     import pandas as pd
 
     out = tmp_path_factory.mktemp("pdb")
-    summary = exp.run(exp.Config(out=str(out)))  # the documented configuration (BENCHMARKS.md), ~10 s CPU
+    summary = exp.run(exp.Config(out=str(out)))  # the documented configuration (RESULTS.md, "P/D sizing"), ~10 s CPU
     return summary["breakeven_io_ratio"], pd.read_csv(out / "results.csv")
 
 
@@ -57,7 +57,7 @@ def test_breakeven_is_where_the_model_puts_it(default_run, curve, lo, hi):
     """Prediction, not fit: no parameter of the P/D model or the cost model was tuned to a break-even ratio.
 
     Tolerance: both goodputs come from the same cost model, whose stated held-out error on the whole layer
-    is 2.8% median (BENCHMARKS.md, cost-model accuracy); an error of that size in either capacity moves the
+    is 2.8% median (RESULTS.md, "Cost model and sim-to-real error"); an error of that size in either capacity moves the
     advantage by up to ~3%, so the crossing is only located between the last grid ratio with advantage
     <= 1 - 3% and the first with advantage >= 1 + 3%: [lo, hi] (measured: 0.87, 5.0, 3.6). The published
     "near 10" (DistServe-style simulation) lies outside all three brackets: not reproduced by this model.

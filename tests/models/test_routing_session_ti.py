@@ -1,5 +1,6 @@
 """Known answers per constraint family of the time-indexed session routing model, LP <= MILP, and the
-8 x 64 model's size (its solve time is a benchmark, BENCHMARKS.md)."""
+8 x 64 model's size (its solve time is a benchmark, docs/notebook/BENCHMARKS.md,
+"Session-level routing + KV placement")."""
 
 import numpy as np
 import pytest

@@ -1,4 +1,4 @@
-"""Smoke test of experiments/residency/hindsight.py at a tiny budget (the figures live in BENCHMARKS.md)."""
+"""Smoke test of experiments/residency/hindsight.py at a tiny budget (the figures live in RESULTS.md, "KV residency")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Smoke test of experiments/bench/sim.py at a tiny budget (the speed figures live in BENCHMARKS.md)."""
+"""Smoke test of experiments/bench/sim.py at a tiny budget (the speed figures live in RESULTS.md, "Simulator and env speed")."""
 
 from __future__ import annotations
 

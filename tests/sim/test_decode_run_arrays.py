@@ -1,4 +1,4 @@
-"""Decode runs keep their step ends as a float64 array (`optsched.sim.fastforward`, BENCHMARKS.md "fourth
+"""Decode runs keep their step ends as a float64 array (`optsched.sim.fastforward`, docs/notebook/BENCHMARKS.md "Simulator / env speed, fourth
 pass"): a run cut by a call routed to its instance (`truncate_run`) and views read mid-run (steps done by
 ``now``: `routing_rows`, `active_kv_blocks`, `remaining_decode_tokens_at`) must give exactly what one event
 per engine step gives. The stepping API routes every call to the instance with the fewest outstanding
