@@ -30,7 +30,8 @@ Budget at ``--size full`` on an H200 (reasoned, not yet run on one): parity and 
 passes of ~1,250 steps at a few ms of host launch time each, plus two simulator passes: 1-3 minutes.
 
 Writes ``OUT/gpu_check.json`` (stages, provenance), ``OUT/gpu_check.txt`` (the table) and ``OUT/gpu_check.md``
-(the same as Markdown); prints the table. Without a CUDA device and without ``--device`` (e.g. under
+(the same as Markdown); prints the table. ``gpu_check.json`` is also written after every stage (status
+"partial: <stage> done"), so a run stopped by a time limit keeps what it measured. Without a CUDA device and without ``--device`` (e.g. under
 ``CUDA_VISIBLE_DEVICES=""``) it writes the three files with status "no CUDA device" and exits 0.
 CUDA: ``torch.cuda.set_device`` first, so kernels, events and the host tier's side stream are on ``cuda:N``;
 kernel times are CUDA events on that device's stream with no host copy inside the timed region (plans and
@@ -297,7 +298,7 @@ def main(argv: list[str] | None = None) -> dict:
     args = ap.parse_args(argv)
     import torch
 
-    from optsched.executor.calibrate import calibrate, measure_ceilings, set_threads
+    from optsched.executor.calibrate import calibrate, measure_ceilings, select_cuda_device, set_threads
     from optsched.executor.config import ExecModelConfig, check_device
     from optsched.executor.model import dtype_for
     from optsched.executor.scale import scale_workload
@@ -321,7 +322,7 @@ def main(argv: list[str] | None = None) -> dict:
     t0 = time.perf_counter()
     res: dict = {"device": device, "status": "ok", "size": size_name, "stage_s": {}}
     if device.startswith("cuda"):
-        torch.cuda.set_device(torch.device(device))  # every kernel, event and stream on this device
+        select_cuda_device(device)  # every kernel, event and stream on this device ("cuda": the current one)
         res["device_name"] = torch.cuda.get_device_name(torch.device(device))
     cfg = ExecModelConfig(**size["model"])
     for stage in ("parity", "ceilings", "kernels", "calibrate", "sim_to_real"):
@@ -341,10 +342,13 @@ def main(argv: list[str] | None = None) -> dict:
                          device=device, repeats=size["repeats"], max_shapes=24 if size_name == "tiny" else 48,
                          scale=size["scale"], step_repeats=sr, step_max_repeats=smr,
                          retime_rounds=size["retime_rounds"])
-            res["sim_to_real"] = {k: v[k] for k in ("step_time_ape", "ranking_agrees", "rankings", "metric_error",
+            res["sim_to_real"] = {k: v[k] for k in ("step_time_ape", "ranking_agrees", "ranking_pairs", "rankings", "metric_error",
                                                     "calibration", "calibration_fit", "calibration_shapes", "step_time_bias_median",
                                                     "executions_per_step", "steps", "dram_reloads")}
         res["stage_s"][stage] = time.perf_counter() - ts
+        out.mkdir(parents=True, exist_ok=True)  # what is measured so far survives a run stopped by a time limit
+        (out / "gpu_check.json").write_text(json.dumps({**res, "status": f"partial: {stage} done"}, sort_keys=True,
+                                                       indent=1, default=str) + "\n")
     res["cuda_graph_speedup"] = None  # decode is not captured in CUDA graphs yet: nothing to compare
     res["wall_s"] = time.perf_counter() - t0
     res["provenance"] = collect_provenance({"device": device, "size": size_name, **size}, argv_rec, 0, [])

@@ -1,6 +1,8 @@
 """``optsched validate [--workload W] [--calibrate-on C] [--policy A.json --policy B.json] [--json]``: sim-to-real
 check (``optsched.executor.validate``). torch is imported only when the verb runs. Default variants: vLLM
-long-prefill threshold 512 vs none. ``--calibration workload`` (default) fits the cost model on the executor's
+long-prefill threshold 512 vs none (the admission pair) and, with no threshold, LRU residency vs dropping a
+paused session's KV at the pause (the residency pair; ``validation_variants``); ``--routers``: round-robin vs
+cache-aware on 2 instances (the router pair). ``--calibration workload`` (default) fits the cost model on the executor's
 steps of another workload (``--calibrate-on``) and scores ``--workload``: out of sample. The default validation
 workload (``DEFAULT_WORKLOAD`` at ``DEFAULT_KV_BLOCKS`` HBM blocks) has mixed prefill+decode steps, steps of
 8+ sequences, preemptions and DRAM reloads. Progress lines go to stderr. JSON keys: ``optsched validate
@@ -34,7 +36,9 @@ def register(subparsers) -> None:
     p.add_argument("--calibrate-on", default=DEFAULT_CALIBRATION_WORKLOAD,
                    help=f"workload the fit uses with --calibration workload (default {DEFAULT_CALIBRATION_WORKLOAD})")
     p.add_argument("--policy", action="append", default=[], help="optsched.policy/v1 file (routing/admission/residency)")
-    p.add_argument("--routers", action="store_true", help="compare round_robin vs cache_aware instead")
+    p.add_argument("--routers", action="store_true",
+                   help="rank the router pair (round_robin vs cache_aware, 2 instances) instead of the admission and "
+                        "residency pairs")
     p.add_argument("--scale", type=int, default=32, help="divide token counts and block size by this (default 32)")
     p.add_argument("--time-scale", type=float, default=0.05, help="multiply think times by this (default 0.05)")
     p.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
@@ -72,14 +76,18 @@ def _run(args: argparse.Namespace) -> int:
         raise ValueError("--routers and --policy: give one (--routers ranks round_robin vs cache_aware)")
     check_device(args.device)
     from optsched.executor.scale import scale_workload
-    from optsched.executor.validate import default_variants, policy_variants, router_variants, validate
+    from optsched.executor.validate import policy_variants, router_variants, validate, validation_variants
     from optsched.workload.spec import workload_from_spec
 
     variants = policy_variants(args.policy)  # bad files fail before any work; labels made unique
     if len(variants) == 1:
         raise ValueError("--policy: give two or more policies to rank, or none for the defaults")
-    if not variants:
-        variants = router_variants() if args.routers else default_variants()
+    pairs = None  # --policy: every pair of the files' policies
+    if not variants and args.routers:
+        variants = router_variants()
+        pairs = {"router": (variants[0].label, variants[1].label)}
+    elif not variants:
+        variants, pairs = validation_variants()
     w = scale_workload(workload_from_spec(args.workload), args.scale, args.time_scale)
     from optsched.executor.runner import check_fits_memory
 
@@ -94,7 +102,7 @@ def _run(args: argparse.Namespace) -> int:
     out = validate(w, variants, cfg=ExecModelConfig(block_size=w.block_size), device=args.device,
                    instances=max(args.instances, 2 if args.routers else 1), hbm_blocks=args.kv_blocks,
                    threads=args.threads, repeats=args.repeats, scale=args.scale, calibration=args.calibration,
-                   retime_rounds=args.retime_rounds, calibration_workload=cw,
+                   retime_rounds=args.retime_rounds, calibration_workload=cw, pairs=pairs,
                    progress=None if args.quiet else progress)
     if args.json:
         print(json.dumps(out, sort_keys=True, indent=1, default=str))
@@ -107,6 +115,9 @@ def _run(args: argparse.Namespace) -> int:
               f"DRAM reloads {out['dram_reloads']['pages']} pages")
         print(f"ranking by {out['rank_metric']}: sim {out['rankings']['sim']}  executor {out['rankings']['executor']}"
               f"  agrees={out['ranking_agrees']}")
+        for name, p in out["ranking_pairs"].items():
+            print(f"  pair {name}: sim {p['sim']}  executor {p['executor']}  agrees={p['agrees']}  reloaded pages "
+                  + " / ".join(str(out["dram_reloads"]["by_variant"][lab]) for lab in p["variants"]))
         for lab, err in out["metric_error"].items():
             print(f"  {lab}: " + "  ".join(f"{k} {v:+.2f}" for k, v in err.items() if v is not None))
     return 0

@@ -42,10 +42,22 @@ from optsched.executor.model import TinyDecoder
 from optsched.executor.paged import PagedSequences
 
 __all__ = ["calibrate", "fit_executor", "grid_shapes", "measure_ceilings", "measure_grid", "measure_shapes",
-           "robust_nnls", "save_calibration_dir", "scale_family", "set_threads", "shape_row", "timer"]
+           "robust_nnls", "save_calibration_dir", "scale_family", "select_cuda_device", "set_threads", "shape_row", "timer"]
 
 log = logging.getLogger(__name__)
 _COLS = ["prefill_tokens", "prefill_attn_pairs", "prefill_kv_tokens", "decode_seqs", "decode_kv_tokens"]
+
+
+def select_cuda_device(device: torch.device | str) -> None:
+    """Make ``device`` torch's current CUDA device (``torch.cuda.set_device``), so kernels, events and
+    streams created without a device land on it. "cuda" without an index means the current device and is
+    left as it is: ``set_device`` refuses a device without an index (ValueError), which is what the
+    default device name "cuda" is. Raises ValueError for a non-CUDA device."""
+    device = torch.device(device)
+    if device.type != "cuda":
+        raise ValueError(f"select_cuda_device: {device} is not a CUDA device")
+    if device.index is not None:
+        torch.cuda.set_device(device.index)
 
 
 def timer(device: torch.device):
@@ -57,7 +69,7 @@ def timer(device: torch.device):
     on a shared machine do not count (wall time on a 2-core machine at load average 10 is mostly such
     waiting)."""
     if device.type == "cuda":
-        torch.cuda.set_device(device)  # events and kernels on cuda:N, not on the default device 0
+        select_cuda_device(device)  # events and kernels on cuda:N, not on the default device 0
 
         def run(f) -> float:
             stream = torch.cuda.current_stream(device)

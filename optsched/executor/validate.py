@@ -41,11 +41,13 @@ __all__ = [
     "policy_variant",
     "policy_variants",
     "predict_steps",
+    "residency_variants",
     "router_variants",
     "scheduler_for",
     "split_steps",
     "step_counts",
     "validate",
+    "validation_variants",
 ]
 
 log = logging.getLogger(__name__)
@@ -69,6 +71,25 @@ class Variant:
 def default_variants() -> list[Variant]:
     """Admission: vLLM long-prefill threshold 512 vs none (built-in FCFS chunked prefill)."""
     return [Variant("threshold=512", threshold=512), Variant("threshold=none", threshold=0)]
+
+
+def residency_variants() -> list[Variant]:
+    """Residency: LRU (a paused session's KV stays in HBM until memory pressure evicts it, the default) vs
+    keeping nothing across a pause (``TTLResidency`` with TTL 0 then drop: the KV leaves the cache when the
+    call ends, and the session's next call recomputes what no running call shares)."""
+    from optsched.policies.residency_ttl import TTLResidency
+
+    return [Variant("residency=lru"),
+            Variant("residency=drop_at_pause", residency=TTLResidency({"": (0.0,)}, 0.0, then="drop"))]
+
+
+def validation_variants() -> tuple[list[Variant], dict[str, tuple[str, str]]]:
+    """The variants and named pairs of ``optsched validate`` by default: the admission pair of
+    `default_variants` and the residency pair of `residency_variants` sharing one variant (threshold none
+    with LRU residency, labelled "threshold=none"), so three executor runs rank two pairs."""
+    adm = default_variants()
+    drop = residency_variants()[1]
+    return [*adm, drop], {"admission": (adm[0].label, adm[1].label), "residency": (adm[1].label, drop.label)}
 
 
 def router_variants() -> list[Variant]:
@@ -235,7 +256,8 @@ def validate(workload, variants: list[Variant], *, cfg: ExecModelConfig, device:
              budget: int = 2048, max_seqs: int = 32, hbm_blocks: int = 2048, dram_blocks: int = 8192,
              repeats: int = 5, threads: int = 1, max_shapes: int = 48, scale: int = 1,
              step_repeats: int = 3, step_max_repeats: int = 8, calibration: str = "interleave",
-             retime_rounds: int = 16, calibration_workload=None, progress=None) -> dict:
+             retime_rounds: int = 16, calibration_workload=None, progress=None,
+             pairs: dict[str, tuple[str, str]] | None = None) -> dict:
     """Run every variant on simulator and executor (``workload`` already scaled). Returns the dict of the
     module docstring. ``scale``: the factor ``workload`` was scaled down by (thresholds are divided by it).
     Raises ValueError when a call does not fit ``hbm_blocks``, for an unknown ``calibration``, a repeated
@@ -245,6 +267,8 @@ def validate(workload, variants: list[Variant], *, cfg: ExecModelConfig, device:
     (another workload, already scaled: other sessions and shapes), all its steps are fitted, and the scored
     runs of ``workload`` (executor and simulator, instances priced by the fitted model) never took part in
     the fit. ``progress``: a callable receiving one line per stage (the CLI prints them to stderr).
+    ``pairs``: {name: (label, label)}, the pairs of variants whose order is reported one by one
+    (``ranking_pairs``; default every pair of variants, named "a vs b"); ValueError for an unknown label.
     Every mode also fits the host link (``fit_host_link``) from the fitted runs' measured copies, and
     a step's prediction includes the PCIe time of its copies (``predict_steps``).
 
@@ -278,6 +302,11 @@ def validate(workload, variants: list[Variant], *, cfg: ExecModelConfig, device:
     dup = sorted({x for x in labels if labels.count(x) > 1})
     if dup:  # the report is keyed by label: a repeated one silently kept only the last variant's results
         raise ValueError(f"variant labels must be unique, got {dup[0]!r} twice")
+    if pairs is None:
+        pairs = {f"{a} vs {b}": (a, b) for i, a in enumerate(labels) for b in labels[i + 1:]}
+    for name, pair in pairs.items():
+        if len(pair) != 2 or pair[0] == pair[1] or not set(pair) <= set(labels):
+            raise ValueError(f"pair {name!r}: {pair!r} is not two different variant labels of {labels}")
     check_fits_memory(workload, hbm_blocks)
     if calibration not in CALIBRATIONS:
         raise ValueError(f"calibration must be one of {CALIBRATIONS}, got {calibration!r}")
@@ -381,7 +410,8 @@ def validate(workload, variants: list[Variant], *, cfg: ExecModelConfig, device:
     out["steps"] = step_counts(all_steps)
     out["dram_reloads"] = {"pages": int(all_steps["reload_pages"].sum()),
                            "steps": int((all_steps["reload_pages"] > 0).sum()),
-                           "offloaded_pages": int(all_steps["offload_pages"].sum())}
+                           "offloaded_pages": int(all_steps["offload_pages"].sum()),
+                           "by_variant": {v.label: int(exes[v.label].steps["reload_pages"].sum()) for v in variants}}
     ape = np.concatenate(apes)
     out["step_time_ape"] = {"median": float(np.median(ape)), "p90": float(np.quantile(ape, 0.9)), "n": int(ape.size)}
     out["step_time_bias_median"] = float(np.median(np.concatenate(rels)))
@@ -393,6 +423,10 @@ def validate(workload, variants: list[Variant], *, cfg: ExecModelConfig, device:
     out["rankings"] = order
     out["rank_metric"] = RANK_METRIC
     out["ranking_agrees"] = order["sim"] == order["executor"]
+    out["ranking_pairs"] = {}
+    for name, (a, b) in pairs.items():
+        po = {side: [lab for lab in order[side] if lab in (a, b)] for side in ("sim", "executor")}
+        out["ranking_pairs"][name] = {"variants": [a, b], **po, "agrees": po["sim"] == po["executor"]}
     out["wall_s"] = time.perf_counter() - t0
     say(f"done: step-time APE median {out['step_time_ape']['median']:.3f} p90 {out['step_time_ape']['p90']:.3f}, "
         f"ranking agrees {out['ranking_agrees']}")

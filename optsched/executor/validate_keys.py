@@ -4,7 +4,7 @@ written. Torch-free (the CLI reads it to build its help).
 
 A key is a dotted path; ``<variant>`` stands for each variant label, ``<metric>`` for each reported metric
 (``METRICS`` of the validate module, plus its rank metric ``ttft_mean_s`` under ``sim`` / ``executor``),
-``<kind>`` for each step kind present ("decode", "prefill", "mixed").
+``<kind>`` for each step kind present ("decode", "prefill", "mixed"), ``<pair>`` for each named pair of variants.
 """
 
 from __future__ import annotations
@@ -41,6 +41,12 @@ VALIDATE_KEYS: tuple[tuple[str, str], ...] = (
     ("rankings.executor", "the same order measured on the executor"),
     ("rank_metric", "the metric the rankings use (ttft_mean_s, lower is better)"),
     ("ranking_agrees", "every pair of variants is ordered the same by simulator and executor"),
+    ("ranking_pairs.<pair>.variants", ("the two variant labels of a named pair (optsched validate: admission = "
+                                       "long-prefill threshold 512 vs none, residency = LRU vs drop at pause; "
+                                       "--routers: router; --policy: every pair, 'a vs b')")),
+    ("ranking_pairs.<pair>.sim", "the pair by rank_metric in the simulator, best first"),
+    ("ranking_pairs.<pair>.executor", "the pair by rank_metric measured on the executor"),
+    ("ranking_pairs.<pair>.agrees", "simulator and executor order the pair the same"),
     ("steps.total", "executor steps of the scored runs (all variants)"),
     ("steps.mixed", "of which mixed steps (prefill chunk and decodes in one step)"),
     ("steps.max_batch", "most sequences in one step (prefill chunks plus decodes)"),
@@ -48,6 +54,7 @@ VALIDATE_KEYS: tuple[tuple[str, str], ...] = (
     ("dram_reloads.pages", "KV pages the scored executor runs reloaded from the host (DRAM) tier"),
     ("dram_reloads.steps", "steps that reloaded at least one page"),
     ("dram_reloads.offloaded_pages", "KV pages the scored executor runs copied to the host tier"),
+    ("dram_reloads.by_variant.<variant>", "KV pages each variant's scored executor run reloaded"),
     ("calibration.mode", ("the calibration mode: workload (out of sample: fitted on another workload), "
                           "interleave, run or shapes")),
     ("calibration.workload", "the workload whose executor steps the fit used"),

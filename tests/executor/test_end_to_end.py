@@ -116,6 +116,7 @@ def test_every_logit_matches_the_dense_reference(e2e):
     assert worst <= tol, f"max |logits - dense| = {worst:.3g} > {tol}"
 
 
+@pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 @pytest.mark.parametrize("attention", ["gather", "flex"])
 def test_every_logit_matches_on_cuda(attention):

@@ -190,6 +190,7 @@ def test_flex_plan_is_one_buffer_and_bad_names_are_rejected():
 
 
 
+@pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_compiled_flex_on_cuda_equals_the_gather_path():
     """CUDA: compiled flex (fused kernel, sparse block mask of 128-token KV blocks) on a bf16 decoder

@@ -8,7 +8,7 @@ import pytest
 
 from optsched.executor.config import ExecModelConfig
 from optsched.executor.scale import scale_workload
-from optsched.executor.validate import METRICS, RANK_METRIC, default_variants, validate
+from optsched.executor.validate import METRICS, RANK_METRIC, default_variants, validate, validation_variants
 from optsched.executor.validate_keys import VALIDATE_KEYS
 from optsched.workload.spec import workload_from_spec
 
@@ -22,7 +22,7 @@ def _written_keys(out: dict) -> set[str]:
 
     def name(k: str, path: str) -> str:
         return ("<variant>" if k in out["variants"] else "<metric>" if k in (*METRICS, RANK_METRIC)
-                else "<kind>" if path == "step_time_ape_by_kind" else k)
+                else "<kind>" if path == "step_time_ape_by_kind" else "<pair>" if path == "ranking_pairs" else k)
 
     def walk(x, path: str) -> set[str]:
         if path in documented or not isinstance(x, dict):
@@ -77,3 +77,32 @@ def test_out_of_sample_calibration_fits_another_workload():
     with pytest.raises(ValueError, match="needs a calibration_workload"):
         validate(w, default_variants(), cfg=ExecModelConfig(num_layers=1, block_size=w.block_size), device="cpu",
                  calibration="workload")
+
+
+def test_residency_pair_ranks_the_same_and_differs_in_reloads():
+    """The residency pair of `validation_variants` (LRU vs dropping a paused session's KV): on a workload whose
+    sessions come back to prefix pages that memory pressure moved to the host tier, LRU reloads them and the
+    other variant recomputes; the simulator ranks LRU first by a real margin and the executor agrees."""
+    w = scale_workload(workload_from_spec("hotprompt:sessions=8,calls=3,seed=1,stagger=0.1"), SCALE, 0.05)
+    variants, pairs = validation_variants()
+    lru, drop = pairs["residency"]
+    assert lru == "threshold=none" and pairs["admission"] == ("threshold=512", "threshold=none")
+    out = validate(w, [v for v in variants if v.label in (lru, drop)], pairs={"residency": (lru, drop)},
+                   cfg=ExecModelConfig(num_layers=1, block_size=w.block_size), device="cpu", step_repeats=1,
+                   step_max_repeats=1, scale=SCALE, retime_rounds=0, hbm_blocks=90)
+    p = out["ranking_pairs"]["residency"]
+    assert p["variants"] == [lru, drop] and set(out["ranking_pairs"]) == {"residency"}
+    assert p["sim"] == [lru, drop], p  # keeping the KV wins in the simulator ...
+    assert out["sim"][drop]["ttft_mean_s"] > 1.2 * out["sim"][lru]["ttft_mean_s"]  # ... by a real margin
+    assert p["agrees"], p
+    reloads = out["dram_reloads"]["by_variant"]
+    assert reloads[lru] > 0 and reloads[drop] == 0  # LRU reloads offloaded prefix pages; drop keeps none to reload
+    assert sum(reloads.values()) == out["dram_reloads"]["pages"]
+    assert _written_keys(out) == {k for k, _ in VALIDATE_KEYS}
+
+
+def test_pairs_must_name_two_variants():
+    w = scale_workload(workload_from_spec("copilot:sessions=1,seed=0"), SCALE, 0.05)
+    with pytest.raises(ValueError, match="pair 'x'.*not two different variant labels"):
+        validate(w, default_variants(), cfg=ExecModelConfig(num_layers=1, block_size=w.block_size), device="cpu",
+                 pairs={"x": ("threshold=512", "lru")})

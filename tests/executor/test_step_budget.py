@@ -76,6 +76,7 @@ def test_ops_and_host_round_trips_per_step(layers):
     assert sum(new.values()) < sum(old.values())
 
 
+@pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_one_transfer_per_step_on_cuda():
     cfg = ExecModelConfig(num_layers=2, head_dim=16, vocab_size=64, block_size=4)
