@@ -98,6 +98,10 @@ class Config:
             f = p.split(":")
             if len(f) not in (2, 3) or not f[0] or not all(x.isdigit() and int(x) >= 1 for x in f[1:]):
                 raise ValueError(f"pool entries are GPU:count or GPU:count:tp (positive ints), got {p!r}")
+        from optsched.cost import CostModel
+
+        for gpu, _, tp in self.pool_pairs:  # an unknown GPU / model or a TP the heads do not split by: one usage line
+            CostModel.from_names(gpu, self.model, tp=tp)
 
     @property
     def pool_pairs(self) -> tuple[tuple[str, int, int], ...]:

@@ -34,3 +34,15 @@ def test_tiny_run_and_e9_verdict(tmp_path):
     # makespan rows of every engine, mean completion of the batched engine: 2 regimes x (1 + 3 + 1) x 2 references
     assert o.table is not None and len(o.table.rows) == 20 and o.figure is not None
     assert e9.evaluate({}, tmp_path / "absent").verdict.startswith("not measured in this run")
+
+
+def test_unknown_gpu_model_or_tp_is_one_usage_error_before_any_work(capsys):
+    import pytest
+
+    for argv, words in ((["--pool", "h900:1"], "unknown gpu 'h900'"), (["--model", "foo"], "unknown model 'foo'"),
+                        (["--pool", "h200-sxm:1:3"], "tp=3 must divide")):
+        with pytest.raises(SystemExit) as exc:
+            pl.parse(argv)
+        assert exc.value.code == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert ": error: " in err[-1] and words in err[-1], err
