@@ -68,5 +68,5 @@ def test_ctrl_c_is_one_line_exit_130(capsys, monkeypatch):
     assert err == ["optsched compare: interrupted (finished results are kept in their caches; rerun to resume)"]
     # a command without a run cache promises no resume: a rerun of `simulate` starts over
     assert cli.main(["simulate"]) == 130
-    assert capsys.readouterr().err.strip().splitlines() == ["optsched simulate: interrupted (this command keeps "
-                                                            "no run cache: a rerun starts over)"]
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["optsched simulate: interrupted (this command keeps no run cache: a rerun starts over)"]
