@@ -17,6 +17,10 @@ STAMP := $(VENV)/.installed
 TORCH ?= 2.13.0
 TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
 PYPI_INDEX ?= https://pypi.org/simple
+# the demo's small E10 and E7 runs (see demo:)
+DEMO_VALIDATE ?= --workload hotprompt:sessions=6,calls=3,seed=1,stagger=0.1 \
+	--calibrate-on hotprompt:sessions=4,calls=3,seed=7,stagger=0.3 --kv-blocks 90
+DEMO_BOUND ?= --sessions 8 --seeds 3 --rule-train-reps 2 --bound-train-reps 4 --fit-iters 8 --max-pauses 60
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -30,11 +34,21 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP)
 
-# The demo first runs the two experiments the report reads from their own folders at a quick budget (E5: cost
-# model only; E4: DistServe's example at 400 requests, 8 bisection steps), then optsched reproduce --quick.
+# The demo first runs, at a quick budget, the experiments the report reads from their own folders under runs/:
+# E5 (break-even, cost model only), E4 (DistServe's example at 400 requests, 8 bisection steps), E3 (prefill
+# schedule interval on a lockstep group of 8), E9 (placement MILP vs greedy on a heterogeneous pool, 3 seeds),
+# E10 (sim-to-real on the executor, a small scaled workload), E7 (the residency information-relaxation bound,
+# 3 seeds) and E6 (PPO on Routing-v0, 2,048 steps); then
+# optsched reproduce --quick, which ends by printing the report path and the verdict lines.
 demo: $(STAMP)
 	$(BIN)/python experiments/pd/breakeven.py --out runs/pd_breakeven
 	$(BIN)/python experiments/pd/distserve.py --requests 400 --iters 8 --out runs/distserve_sim
+	$(BIN)/python experiments/admission/dp_interval.py --quick --out runs/prefill_interval
+	$(BIN)/python experiments/routing/placement.py --quick --out runs/routing_placement
+	mkdir -p runs/validate && $(BIN)/optsched validate --json --quiet $(DEMO_VALIDATE) > runs/validate/validate.json.part \
+		&& mv runs/validate/validate.json.part runs/validate/validate.json
+	$(BIN)/python experiments/residency/bound.py $(DEMO_BOUND) --out runs/residency_bound
+	$(BIN)/python experiments/rl/train_ppo.py --env routing --routing-steps 2048 --eval-seeds 3 --out runs/train_ppo_routing
 	$(BIN)/optsched reproduce --quick
 
 test: $(STAMP)

@@ -21,9 +21,11 @@ and the paired difference to the best non-learned, non-oracle policy on the same
 also to the best static split: whether control pays). Real traces
 (one episode: a fixed trace has no seed): Routing-v0 the packaged Mooncake sample (2,000 calls, run
 to its last call); KVResidency-v0 and Admission-v0 the packaged LMCache agent sample; PDRatio-v1 the
-packaged Mooncake sample (``--pd-trace`` another Mooncake-format file, ``--pd-speedup`` a faster
-replay) against a TTFT 3 s / TPOT 25 ms SLO (`PD_TRACE_SLO`: its long prompts cannot meet the
-env's 15 ms TPOT at any split). Warnings name a learned policy that ranks in the lower half on the trace, or
+packaged Mooncake sample (``--pd-trace`` another open-loop trace, e.g. the Azure LLM inference 2023
+conversation CSV, ``--pd-speedup`` a faster replay, ``--pd-split F`` only its arrivals after the
+fraction F of its span: the part a learner trained on the earlier one never saw) against a TTFT 3 s /
+TPOT 25 ms SLO (`PD_TRACE_SLO`: the Mooncake prompts cannot meet the env's 15 ms TPOT at any split;
+``--pd-env-slo`` scores against the env's own SLO, for traces whose lengths the generator matches). Warnings name a learned policy that ranks in the lower half on the trace, or
 whose held-out rank and trace rank differ by more than a third of the table; a learned policy whose trace
 return is below the best heuristic's is flagged in its own row ("does not transfer", `transfer_flag`).
 Writes ``leaderboard.json`` (every return, config, argv, git revision, CPU and wall times) and
@@ -168,15 +170,20 @@ PD_TRACE_SLO = (3.0, 0.025)
 
 
 def _pd_trace(args: Any) -> tuple[str, dict[str, Any]]:
+    from optsched.envs.pd_fluid import DEFAULT_FLUID_SLO, split_by_time
+
     from optsched.sim import SLO
 
-    slo = SLO(*PD_TRACE_SLO)
+    slo = DEFAULT_FLUID_SLO if getattr(args, "pd_env_slo", False) else SLO(*PD_TRACE_SLO)
     if args.pd_trace:
-        from optsched.workload import load_mooncake
+        from optsched.workload import load_any
 
-        wl, name = load_mooncake(args.pd_trace), Path(args.pd_trace).name
+        wl, name = load_any(args.pd_trace), Path(args.pd_trace).name
     else:
         wl, name = _sample("mooncake"), "mooncake sample"
+    split = getattr(args, "pd_split", 0.0)
+    if split:  # score the later part only: the earlier one is what a learner may train on (experiments/rl/pd_trace.py)
+        wl, name = split_by_time(wl, split)[1], f"{name} after {split:g} of its span"
     return (f"{name} x{args.pd_speedup:g}, SLO TTFT {slo.ttft_s:g} s / TPOT {slo.tpot_s * 1e3:g} ms",
             {"workload": wl, "trace_speedup": args.pd_speedup, "slo": slo})
 
@@ -420,8 +427,14 @@ def main(argv: list[str] | None = None) -> int:
                    help="ENV=STEPS PPO budgets (0 skips PPO); defaults: " +
                         ", ".join(f"{k}={s.default_ppo_steps}" for k, s in SPECS.items()))
     p.add_argument("--sb3-steps", type=int, default=0, help="Stable-Baselines3 PPO budget per env (0: skip; needs the sb3 extra)")
-    p.add_argument("--pd-trace", default="", help="Mooncake-format trace for PDRatio-v1 (default: the packaged sample)")
+    p.add_argument("--pd-trace", default="", help="open-loop trace for PDRatio-v1, any format load_any reads "
+                                                 "(default: the packaged Mooncake sample)")
     p.add_argument("--pd-speedup", type=float, default=1.0, help="PDRatio-v1 trace replay speed-up")
+    p.add_argument("--pd-split", type=float, default=0.0,
+                   help="score PDRatio-v1 on the trace's arrivals after this fraction of its time span (0: all)")
+    p.add_argument("--pd-env-slo", action="store_true",
+                   help="score the PDRatio-v1 trace against the env's SLO (TTFT 1 s / TPOT 15 ms) instead of "
+                        "PD_TRACE_SLO (TTFT 3 s / TPOT 25 ms, for the Mooncake sample's long prompts)")
     p.add_argument("--smoke", action="store_true", help="tiny episodes and budgets, for tests")
     p.add_argument("--add", nargs=3, metavar=("ENV", "LABEL", "POLICY_JSON"),
                    help="score one more policy file on the existing leaderboard in --out (same seeds and trace) "
@@ -438,6 +451,8 @@ def main(argv: list[str] | None = None) -> int:
             p.error(str(exc))
         log.info("%s %s: %.2f ± %.2f, trace %s", env_name, label, row["mean"], row["ci95"], row["trace_return"])
         return 0
+    if not 0 <= args.pd_split < 1:
+        p.error(f"--pd-split must lie in [0, 1), got {args.pd_split}")
     if args.seeds < 2:
         p.error(f"--seeds must be >= 2 (a CI needs two), got {args.seeds}")
     if not (math.isfinite(args.pd_speedup) and args.pd_speedup > 0):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any, ClassVar
 
 import gymnasium as gym
@@ -16,7 +17,7 @@ from optsched.sim.pd_fluid import FluidState, PDFluidModel
 from optsched.workload.gen_regimes import RegimeArrivals, RegimeConfig, regime_arrivals
 from optsched.workload.types import Workload
 
-__all__ = ["DEFAULT_FLUID_SLO", "FLUID_FEATURES", "PDFluidEnv", "workload_arrivals"]
+__all__ = ["DEFAULT_FLUID_SLO", "FLUID_FEATURES", "PDFluidEnv", "split_by_time", "workload_arrivals"]
 
 FLUID_FEATURES = ("prefill_frac", "prefill_in_service", "decode_in_service", "flipping", "rate", "rate_ewma_fast",
                   "rate_ewma_slow", "input_mean", "output_mean", "prefill_demand", "decode_demand",
@@ -48,6 +49,27 @@ def workload_arrivals(wl: Workload, speedup: float = 1.0) -> RegimeArrivals:
     inp = np.array([c.input_tokens for c in calls], dtype=np.int64)
     out = np.array([c.output_tokens for c in calls], dtype=np.int64)
     return RegimeArrivals((t - t[0]) / speedup, inp, out, np.full(t.size, -1, np.int8))
+
+
+def split_by_time(wl: Workload, frac: float) -> tuple[Workload, Workload]:
+    """An open-loop workload cut at the arrival time ``t0 + frac (t1 - t0)`` of its first and last call:
+    ``(earlier, later)``, every call in exactly one part (a derive-on-one-part, score-on-the-other split).
+
+    Raises:
+        ValueError: a closed-loop workload, ``frac`` outside (0, 1), or a part without calls.
+    """
+    if isinstance(frac, bool) or not isinstance(frac, (int, float)) or not 0 < frac < 1:
+        raise ValueError(f"frac must lie in (0, 1), got {frac!r}")
+    if wl.closed_loop:
+        raise ValueError(f"workload {wl.name!r} is closed-loop; only open-loop arrivals split by time")
+    t = [s.calls[0].arrival_s for s in wl.sessions]
+    cut = min(t) + frac * (max(t) - min(t))
+    early = tuple(s for s in wl.sessions if s.calls[0].arrival_s < cut)
+    late = tuple(s for s in wl.sessions if s.calls[0].arrival_s >= cut)
+    if not early or not late:
+        raise ValueError(f"workload {wl.name!r}: frac {frac} leaves a part without calls")
+    return (replace(wl, name=f"{wl.name}[:{frac:g}]", sessions=early),
+            replace(wl, name=f"{wl.name}[{frac:g}:]", sessions=late))
 
 
 class PDFluidEnv(gym.Env):
@@ -101,8 +123,8 @@ class PDFluidEnv(gym.Env):
 
     ## Episode end
 
-    Terminated after ``horizon_s / interval_s`` steps (a trace: until its last arrival). No step limit is
-    registered.
+    Terminated after ``horizon_s / interval_s`` steps (a trace: until its last arrival; a training window:
+    ``window_s / interval_s``). No step limit is registered.
 
     ## Arguments
 
@@ -110,6 +132,10 @@ class PDFluidEnv(gym.Env):
     ``horizon_s`` (default 3600, one compressed day), ``flip_s`` (default 30), ``slo``, ``regime``
     (`RegimeConfig`), ``workload`` (fixed open-loop trace; then ``reset(seed=s)`` is rejected),
     ``trace_speedup`` (> 0, default 1: a trace replayed that many times faster, `workload_arrivals`),
+    ``trace_windows`` (an open-loop trace to train on, e.g. the earlier part from `split_by_time`: with
+    probability ``window_prob`` (default 1) a generated episode is replaced by ``window_s`` seconds (after
+    the speed-up; default 600, ``window_s / interval_s`` steps) of it from a start drawn uniformly from
+    ``np_random``, so seeds stay honoured),
     ``gpu`` / ``model`` / ``tp`` (default h200-sxm, llama-3-70b, 4). Raises ``ValueError`` naming the
     argument.
     """
@@ -120,7 +146,8 @@ class PDFluidEnv(gym.Env):
         self, n_instances: int = 8, n_prefill: int = 4, interval_s: float = 10.0, horizon_s: float = 3_600.0,
         flip_s: float = 30.0, slo: SLO = DEFAULT_FLUID_SLO, regime: RegimeConfig = DEFAULT_REGIME,
         workload: Workload | None = None, gpu: str = "h200-sxm", model: str = "llama-3-70b", tp: int = 4,
-        trace_speedup: float = 1.0,
+        trace_speedup: float = 1.0, trace_windows: Workload | None = None, window_s: float = 600.0,
+        window_prob: float = 1.0,
     ) -> None:
         if isinstance(horizon_s, bool) or not isinstance(horizon_s, (int, float)) or not 0 < horizon_s < math.inf:
             raise ValueError(f"horizon_s must be a finite number > 0, got {horizon_s!r}")
@@ -137,6 +164,17 @@ class PDFluidEnv(gym.Env):
         self.horizon_s, self.flip_s, self.slo, self.regime = float(horizon_s), float(flip_s), slo, regime
         self.fixed_workload, self.trace_speedup = workload, trace_speedup
         self._fixed_arrivals = None if workload is None else workload_arrivals(workload, trace_speedup)
+        if trace_windows is not None and not isinstance(trace_windows, Workload):
+            raise ValueError(f"trace_windows must be an optsched Workload or None, got {type(trace_windows).__name__}")
+        if isinstance(window_s, bool) or not isinstance(window_s, (int, float)) or not 0 < window_s < math.inf:
+            raise ValueError(f"window_s must be a finite number > 0, got {window_s!r}")
+        if isinstance(window_prob, bool) or not isinstance(window_prob, (int, float)) or not 0 <= window_prob <= 1:
+            raise ValueError(f"window_prob must lie in [0, 1], got {window_prob!r}")
+        self._windows = None if trace_windows is None else workload_arrivals(trace_windows, trace_speedup)
+        if self._windows is not None and float(self._windows.arrival_s[-1]) <= window_s:
+            raise ValueError(f"trace_windows {trace_windows.name!r} spans {float(self._windows.arrival_s[-1]):g} s "
+                             f"(after trace_speedup), not more than window_s = {window_s:g}")
+        self.window_s, self.window_prob = float(window_s), float(window_prob)
         self._c_d = self.model.slo_decode_capacity(1_024.0 + 128.0)
         self.action_space = spaces.Discrete(n_instances - 1)
         lo = np.zeros(len(FLUID_FEATURES), np.float32)
@@ -150,7 +188,9 @@ class PDFluidEnv(gym.Env):
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         fixed = workload_for_reset(self.fixed_workload, seed, options)
         super().reset(seed=seed)
-        if fixed is None:
+        if fixed is None and self._windows is not None and self.np_random.random() < self.window_prob:
+            arr, horizon = self._window(), self.window_s
+        elif fixed is None:
             arr, horizon = regime_arrivals(self.np_random, self.horizon_s, self.regime), self.horizon_s
         else:
             arr = self._fixed_arrivals if fixed is self.fixed_workload else workload_arrivals(fixed, self.trace_speedup)
@@ -206,6 +246,13 @@ class PDFluidEnv(gym.Env):
         return self._t
 
     # ---- internals ---------------------------------------------------------------------------
+    def _window(self) -> RegimeArrivals:
+        """``window_s`` seconds of ``trace_windows`` from a start drawn uniformly (``np_random``), times from it."""
+        w = self._windows
+        start = float(self.np_random.uniform(0.0, float(w.arrival_s[-1]) - self.window_s))
+        a, b = np.searchsorted(w.arrival_s, [start, start + self.window_s])
+        return RegimeArrivals(w.arrival_s[a:b] - start, w.input_tokens[a:b], w.output_tokens[a:b], w.regime[a:b])
+
     def _prefill_work(self, t: int) -> float:
         _, inp, _ = self.interval_arrivals(t)
         return float(self.model.prefill_time(inp).sum()) if inp.shape[0] else 0.0

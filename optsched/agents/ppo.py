@@ -22,7 +22,7 @@ register none, a caller's ``max_episode_steps`` does) is bootstrapped: ``gamma �
 its reward (Pardo et al., "Time Limits in Reinforcement Learning", ICML 2018), so truncation is not
 learned as termination. ``Args.target_kl`` stops an update's epochs early once the approximate KL
 (CleanRL's k3 estimator) exceeds it. ``train(args)`` returns the trained `Agent` and a log
-``{"global_step", "episode_return" (training reward), "episode_ttft" (-Σ TTFT of the episode, s, from
+``{"global_step", "episode_return" (training reward), "episode_length" (steps), "episode_ttft" (-Σ TTFT of the episode, s, from
 ``info["ttft_s"]``), "loss", "entropy", "approx_kl", "clip_frac" (share of samples whose ratio left the
 clip range), "explained_variance" (of the returns by the values), "sps" (env steps per wall-clock
 second: logged, never used), "truncations"}``; `write_provenance` records config, argv, git revision,
@@ -288,7 +288,8 @@ def train(args: Args) -> tuple[Agent, dict[str, list[float]]]:
     obs_buf = torch.zeros((S, N, *unit_shape))
     act_buf = torch.zeros((S, N), dtype=torch.long)
     logp_buf, rew_buf, done_buf, val_buf = (torch.zeros((S, N)) for _ in range(4))
-    logs: dict[str, list[float]] = {"global_step": [], "episode_return": [], "episode_ttft": [], "update_step": [],
+    logs: dict[str, list[float]] = {"global_step": [], "episode_return": [], "episode_length": [], "episode_ttft": [],
+                                    "update_step": [],
                                     "loss": [], "entropy": [], "approx_kl": [], "clip_frac": [],
                                     "explained_variance": [], "sps": [], "truncations": []}
     t_start = time.perf_counter()  # SPS only (logged, never used in a computation)
@@ -333,6 +334,7 @@ def train(args: Args) -> tuple[Agent, dict[str, list[float]]]:
             for k, ep in _final_infos(info, "episode"):
                 logs["global_step"].append(global_step)
                 logs["episode_return"].append(ep)
+                logs["episode_length"].append(float(info["final_info"]["episode"]["l"][k]))
                 logs["episode_ttft"].append(float(ttft.get(k, np.nan)))
         with torch.no_grad():  # GAE (same-step autoreset: the step after a done is the next episode's first)
             next_value = agent.value(next_obs).flatten()

@@ -28,6 +28,9 @@ class WorkloadSpec:
     only). max_calls_per_session: keep only each session's first calls (0 = no cap); more, shorter
     sessions give the cluster more concurrent work at the same call budget. load_scales: this
     workload's load sweep (empty = the run's ``load_scales``), so each sweep brackets the target.
+    compare_instances: instances of this workload's ``optsched compare`` cluster (0 = the run's
+    ``num_instances``): a generator needs many more sessions than instances to load the cluster past the
+    interactivity target, and fewer instances get there with fewer (cheaper) sessions.
     """
 
     name: str
@@ -36,6 +39,7 @@ class WorkloadSpec:
     sessions: int = 12
     max_calls_per_session: int = 0
     load_scales: tuple[float, ...] = ()
+    compare_instances: int = 0
 
     def __post_init__(self) -> None:
         if not self.name or not self.name.replace("_", "").replace("-", "").isalnum():
@@ -53,6 +57,9 @@ class WorkloadSpec:
         v = self.max_calls_per_session
         if not isinstance(v, int) or isinstance(v, bool) or v < 0:
             raise ValueError(f"workload {self.name}: max_calls_per_session must be an int >= 0, got {v!r}")
+        v = self.compare_instances
+        if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+            raise ValueError(f"workload {self.name}: compare_instances must be an int >= 0, got {v!r}")
 
 
 def _pos(name: str, v: Any, integer: bool = False) -> None:

@@ -36,12 +36,15 @@ class Claim:
 @dataclass(slots=True)
 class Outcome:
     """An experiment's result in this run: the verdict line, optsched's value per claim (same order), one table
-    and one figure (a path relative to the run folder, or to the runs root with ``../``)."""
+    and one figure (a path relative to the run folder, or to the runs root with ``../``); ``statuses`` replace
+    the claims' ledger statuses (same order) where this run's own paired verdict decides a claim."""
 
     verdict: str
     values: list[str] = field(default_factory=list)
     table: Table | None = None
     figure: dict[str, str] | None = None
+    # this run's status per claim, where the experiment's own run decides a claim the ledger has no entry for
+    statuses: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,15 +156,52 @@ def _e2(st: dict[str, StageResult], root: Path) -> Outcome:
                    vals, t)
 
 
+def _pm(e: dict | None, scale: float = 1.0, unit: str = "") -> str:
+    """A paired difference ``{"mean", "ci95"}`` as "+x [lo, hi]unit" (``scale`` multiplies: 100 for %)."""
+    if not e:
+        return "n/a"
+    lo, hi = e["ci95"]
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        return f"{e['mean'] * scale:+.3g}{unit} (one seed, no CI)"
+    return f"{e['mean'] * scale:+.3g}{unit} [{lo * scale:+.3g}{unit}, {hi * scale:+.3g}{unit}]"
+
+
 def _e3(st: dict[str, StageResult], root: Path) -> Outcome:
-    if not _ok(st, "baselines"):
-        return _missing("stage baselines unavailable", 1)
-    rs, t = _vs_fcfs(st, "interval")
-    if not rs:
-        return _missing("no interval baseline", 1)
-    parts = ", ".join(f"{w}: TPGS x{_f(a)}, TTFT P90 x{_f(c)}" for w, a, _, c in rs)
-    return Outcome(f"interval admission vs FCFS at the demo load ({parts}); the lockstep group of 8 and its "
-                   "stretched steps are not simulated by any experiment yet", ["not measured"], t)
+    _, t = _vs_fcfs(st, "interval") if _ok(st, "baselines") else ([], None)
+    r = _json(root, "prefill_interval/results.json")
+    if r is None:
+        o = _missing("runs/prefill_interval missing: the lockstep group of 8 was not simulated", 1,
+                     "experiments/admission/dp_interval.py --out runs/prefill_interval")
+        o.table = t
+        return o
+    s, cfg = r["summary"], r["config"]
+    by = {(d["interval"], d["metric"]): d for d in r["paired"]}
+    n = s["claim_interval"]
+    st_d = by.get((n, "stretched_steps"), {})
+    moved = {"worse": "fewer", "better": "more", "tie": "a tie", "n/a": "one seed, no verdict"}[st_d.get("verdict", "n/a")]
+    rows = []
+    for k in sorted({i for i, _ in by}):
+        rows.append([k, by[(k, "stretched_steps")]["mean"], _pm(by[(k, "stretched_steps")]["diff"]),
+                     by[(k, "barrier_idle_frac")]["mean"], _pm(by[(k, "tpgs")].get("rel_diff"), 100, "%"),
+                     _pm(by[(k, "ttft_p90_s")].get("rel_diff"), 100, "%")])
+    off = s["by_interval"]["1"]
+    rows.insert(0, [1, off["stretched_steps"], "reference", off["barrier_idle_frac"], "reference", "reference"])
+    table = Table("dp_interval", f"Lockstep data-parallel group of {cfg['instances']} on AgentX-like traffic: each "
+                  f"interval against off (1), paired by seed over {s['seeds']} seeds (95% t intervals).",
+                  ["interval (steps)", "stretched steps", "vs off", "barrier idle frac", "TPGS vs off",
+                   "TTFT P90 vs off"], rows)
+    value = f"{_f(s['stretched_off'])} -> {_f(s['stretched_on'])} at interval {n} ({moved})"
+    tp, tt = by.get((n, "tpgs"), {}), by.get((n, "ttft_p90_s"), {})
+    verdict = (f"lockstep group of {cfg['instances']}, {s['seeds']} seeds: stretched steps off -> interval {n}: "
+               f"{_f(s['stretched_off'])} -> {_f(s['stretched_on'])}, {_pm(st_d.get('diff'))} paired ({moved}); "
+               f"TPGS {_pm(tp.get('rel_diff'), 100, '%')}, TTFT P90 {_pm(tt.get('rel_diff'), 100, '%')}; "
+               f"barrier idle {_f(off['barrier_idle_frac'], 2)} of GPU time off")
+    fig = {"path": "../prefill_interval/dp_interval.png",
+           "caption": "Stretched steps, barrier idle, TPGS and TTFT P90 vs the prefill schedule interval"}
+    status = "reproduced (fewer stretched steps, CI excludes 0)" if moved == "fewer" else \
+        "not reproduced (no fewer stretched steps on this traffic)"
+    return Outcome(verdict, [value], table if rows else t,
+                   fig if (root / "prefill_interval/dp_interval.png").exists() else None, statuses=[status])
 
 
 def _e4(st: dict[str, StageResult], root: Path) -> Outcome:
@@ -337,7 +377,8 @@ EXPERIMENTS: tuple[Experiment, ...] = (
                 Claim("P90 interactivity gain at 512", "~2.3x", "vLLM", "not reproduced (direction only, other regime)")),
                _e2, (("threshold_sweep", "experiments/admission/threshold_sweep.py --out runs/threshold_sweep"),)),
     Experiment("E3", "Prefill schedule interval on a lockstep data-parallel group of 8", ("baselines",),
-               (Claim("stretched steps, interval off -> on", "6 -> 3", "illustration", NOT_IN_LEDGER),), _e3),
+               (Claim("stretched steps, interval off -> on", "6 -> 3", "illustration", NOT_IN_LEDGER),), _e3,
+               (("prefill_interval", "experiments/admission/dp_interval.py --out runs/prefill_interval"),)),
     Experiment("E4", "DistServe goodput, colocated vs disaggregated, and the P/D model's choice", ("formulations",),
                (Claim("colocated goodput", "1.6 req/s/GPU", "DistServe OSDI'24 Fig. 1", "predicted (-5%)"),
                 Claim("2P1D goodput", "3.3 req/s/GPU", "DistServe OSDI'24 Fig. 1", "fitted by construction")),
@@ -372,8 +413,9 @@ IDS = tuple(e.id for e in EXPERIMENTS)
 def claim_rows(e: Experiment, o: Outcome) -> list[dict[str, str]]:
     """Each published claim of ``e`` beside this run's value ("not measured" where the run gave none)."""
     vals = list(o.values) + ["not measured"] * (len(e.claims) - len(o.values))
-    return [{"what": c.what, "published": c.published, "source": c.source, "optsched": v, "status": c.status}
-            for c, v in zip(e.claims, vals)]
+    status = [o.statuses[i] if i < len(o.statuses) else c.status for i, c in enumerate(e.claims)]
+    return [{"what": c.what, "published": c.published, "source": c.source, "optsched": v, "status": s}
+            for c, v, s in zip(e.claims, vals, status)]
 
 
 def parse_only(text: str | None) -> tuple[str, ...]:

@@ -376,10 +376,19 @@ class Simulator(PDMixin, SteppingMixin):
         if all(b.empty for b in batches):
             self.idle_unit(unit, t)
             return
+        lead = None  # the prefill-carrying member that sets the step's duration (first on ties)
+        waits = False  # a member with decodes only waits at the barrier
         for inst, b in zip(unit.members, batches):
             inst.busy_s += b.time_s
             inst.num_steps += 1
             inst.barrier_idle_s += longest - b.time_s
+            if b.chunks:
+                if lead is None or b.time_s > lead[1].time_s:
+                    lead = (inst, b)
+            elif b.n_dec:
+                waits = True
+        if lead is not None and waits:
+            lead[0].stretched_steps += 1  # once per group step, so the sum over a group counts its steps
         unit.batches = batches
         unit.busy = True
         unit.token += 1

@@ -98,6 +98,9 @@ class Instance:
         # metrics
         self.busy_s = 0.0
         self.barrier_idle_s = 0.0
+        # lockstep group steps whose duration this member set with prefill work while a decode-only member
+        # of its group waited at the barrier (optsched.sim.metrics ``stretched_steps``)
+        self.stretched_steps = 0
         self.num_steps = 0
         # (t_s, queue depth, running sequences, HBM KV blocks used) at every step boundary
         self.samples: list[tuple[float, int, int, int]] = []

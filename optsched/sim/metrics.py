@@ -45,6 +45,11 @@ Summary:
 - ``kv_imbalance``: max - min over instances of the time-averaged HBM KV use (fraction of capacity),
   over the instances of each lockstep group (all instances of a role when there are no groups),
   worst group. ``barrier_idle_frac``: lockstep barrier idle time / busy+idle GPU-time of grouped instances.
+- ``stretched_steps`` (runs with lockstep groups only): group steps in which a member carrying prefill chunks
+  sets the step's duration while a member with decodes only waits at the barrier (a decode step stretched to
+  a prefill step); ``group_steps``: engine steps of the groups (one per group step);
+  ``stretched_step_frac`` their ratio. The prefill schedule interval admits new prefills on every N-th step
+  only, so the ranks' prefills share steps and fewer steps stretch.
 """
 
 from __future__ import annotations
@@ -293,6 +298,15 @@ def _instance_metrics(s: dict, instances: list, end_s: float) -> None:
     busy = sum(i.busy_s for i in grouped)
     s["barrier_idle_s"] = float(idle)
     s["barrier_idle_frac"] = float(idle / (idle + busy)) if idle + busy > 0 else 0.0
+    if grouped:  # only runs with lockstep groups carry these keys
+        by_group: dict[int, list] = {}
+        for i in grouped:
+            by_group.setdefault(i.group, []).append(i)
+        steps = sum(g[0].num_steps for g in by_group.values())  # members of a group step together
+        stretched = sum(i.stretched_steps for i in grouped)
+        s["group_steps"] = int(steps)
+        s["stretched_steps"] = int(stretched)
+        s["stretched_step_frac"] = float(stretched / steps) if steps else 0.0
     s["engine_steps"] = int(sum(i.num_steps for i in instances))
     s["gpu_busy_frac"] = float(sum(i.busy_s * i.num_gpus for i in instances)
                                / max(sum(i.num_gpus for i in instances) * (s["makespan_s"] or 1.0), 1e-300))

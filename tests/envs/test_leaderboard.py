@@ -7,6 +7,8 @@ import json
 import pytest
 from optsched.envs.leaderboard import main
 
+from optsched.workload.samples import mooncake_sample
+
 
 def test_pdratio_leaderboard_smoke(tmp_path):
     assert main(["--smoke", "--envs", "pdratio", "--seeds", "2", "--ppo-steps", "pdratio=64", "--out", str(tmp_path)]) == 0
@@ -90,3 +92,18 @@ def test_a_learned_policy_that_does_not_transfer_is_flagged_in_its_row():
     assert rows[1].startswith("| ppo | learned |") and rows[1].endswith(
         "| **does not transfer: trace -582711.00 vs best heuristic least_outstanding -4718.00, 124x** |")
     assert next(r for r in rows if r.startswith("| good_learner ")).endswith("| -4000.00 |  |")
+
+
+def test_pd_trace_column_scores_the_later_part_against_the_chosen_slo():
+    from types import SimpleNamespace
+
+    from optsched.envs.leaderboard import PD_TRACE_SLO, _pd_trace
+    from optsched.envs.pd_fluid import DEFAULT_FLUID_SLO
+
+    path = str(mooncake_sample())
+    name, kw = _pd_trace(SimpleNamespace(pd_trace=path, pd_speedup=2.0, pd_split=0.5, pd_env_slo=True))
+    assert len(kw["workload"].sessions) == 987 and min(c.arrival_s for c in kw["workload"].calls()) >= 334.5
+    assert kw["slo"] == DEFAULT_FLUID_SLO and kw["trace_speedup"] == 2.0 and "after 0.5 of its span" in name
+    name, kw = _pd_trace(SimpleNamespace(pd_trace="", pd_speedup=1.0, pd_split=0.0, pd_env_slo=False))
+    assert len(kw["workload"].sessions) == 2000 and (kw["slo"].ttft_s, kw["slo"].tpot_s) == PD_TRACE_SLO
+    assert name.startswith("mooncake sample x1")

@@ -13,7 +13,7 @@ import pytest
 
 from optsched.reproduce.config import ReproduceConfig, WorkloadSpec, config_path, load_config
 from optsched.reproduce.report import TIMINGS_HEADING, fmt, markdown_table
-from optsched.runcache import RunCache, atomic_write_text, digest
+from optsched.runcache import RunCache, atomic_write_text, canonical_json, digest
 
 # ---------------------------------------------------------------- run cache
 
@@ -370,7 +370,25 @@ def test_only_and_backend_errors_are_one_line(capsys, monkeypatch):
 def test_ray_backend_gives_the_local_numbers(tiny_run, tmp_path):
     from optsched.reproduce.run import run_reproduce
 
-    _, first = tiny_run
-    other = run_reproduce(TINY, out_dir=tmp_path, argv=["test"], progress=False, only=["E6"], backend="ray")
+    root, first = tiny_run
+    other = run_reproduce(TINY, out_dir=tmp_path, argv=["test"], progress=False, only=["E6", "E8"], backend="ray")
     by = {r.stage: r for r in first.results}
     assert other.headline.rows == by["comparison"].table("headline").rows
+    # the report's numbers, byte for byte: the comparison stage as results.json stores it and E6 / E8's verdicts
+    loc, ray_ = (json.loads((d / TINY.name / "results.json").read_text()) for d in (root, tmp_path))
+    comp = [next(s for s in r["stages"] if s["stage"] == "comparison") for r in (loc, ray_)]
+    assert canonical_json(comp[0]) == canonical_json(comp[1])
+    for e in ("E6", "E8"):
+        assert canonical_json(ray_["experiments"][e]) == canonical_json(loc["experiments"][e])
+
+
+def test_a_workload_can_be_compared_on_its_own_instance_count():
+    from optsched.reproduce.stages.comparison import compare_config
+
+    cfg = load_config(config_path("quick"))
+    by = {w.name: w for w in cfg.workloads}
+    assert cfg.num_instances == 4 and by["agentx"].compare_instances == 2
+    assert compare_config(cfg, by["agentx"]).cluster["instances"] == 2
+    assert compare_config(cfg, by["mooncake"]).cluster["instances"] == 4  # 0: the run's num_instances
+    with pytest.raises(ValueError, match="workload a: compare_instances must be an int >= 0, got -1"):
+        WorkloadSpec("a", "agentx", compare_instances=-1)

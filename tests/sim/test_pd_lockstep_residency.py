@@ -36,6 +36,28 @@ def test_lockstep_group_steps_as_slowest_rank():
     assert r.summary["barrier_idle_s"] == pytest.approx(slow - fast, rel=1e-9)
 
 
+@pytest.mark.parametrize("interval, stretched", [(1, 2), (4, 1)])
+def test_prefill_schedule_interval_aligns_prefills_into_fewer_stretched_steps(interval, stretched):
+    # rank 0 decodes a for 40 steps; b (rank 1) arrives in step 1, c (rank 2) in step 2. Interval 1: b prefills
+    # in step 2, c in step 3, each stretching a's decode step. Interval 4: both wait for step 4 and share it.
+    w = Workload("t", (Session("a", (Call("a", "a", 100, 40),)),
+                       Session("b", (Call("b", "b", 500, 1),), start_s=0.016),
+                       Session("c", (Call("c", "c", 500, 1),), start_s=0.026)))
+    cl = ClusterConfig((InstanceConfig(gpu=GPU, model=MODEL, tp=1, count=3, group=0),),
+                       SchedulerConfig(block_size=16, prefill_schedule_interval=interval))
+    r = simulate(w, cl)
+    assert (r.summary["group_steps"], r.summary["stretched_steps"]) == (40, stretched)
+    assert r.summary["stretched_step_frac"] == stretched / 40
+    c = r.calls.set_index("call_id")
+    if interval == 4:
+        assert c.loc["b"].finish_s == c.loc["c"].finish_s  # one shared prefill step
+
+
+def test_no_lockstep_group_no_stretched_step_keys():
+    w = Workload("t", (Session("s", (Call("a", "s", 100, 4),)),))
+    assert "stretched_steps" not in simulate(w, cluster(1)).summary
+
+
 def _two_calls():
     h = tuple(range(1, 64))
     a = Call("a", "s", 1000, 5, block_hashes=h, block_size=16, think_time_s=1.0)

@@ -48,7 +48,7 @@ def compare_config(cfg: ReproduceConfig, w: WorkloadSpec) -> Any:
         source=source, policies=None, seeds=cfg.compare_seeds, max_seeds=cfg.compare_seeds, base_seed=cfg.seed,
         loads=cfg.scales(w.name),
         target=float(cfg.interactivity_target_tok_s),
-        cluster={"gpu": cfg.gpu, "model": cfg.model, "tp": cfg.tp, "instances": cfg.num_instances,
+        cluster={"gpu": cfg.gpu, "model": cfg.model, "tp": cfg.tp, "instances": w.compare_instances or cfg.num_instances,
                  "max_num_batched_tokens": cfg.max_num_batched_tokens},
         slo={"ttft_s": float(cfg.slo_ttft_s), "tpot_s": float(cfg.slo_tpot_s)}, max_calls=max_calls,
         max_calls_per_session=w.max_calls_per_session, window_calls=cfg.routing_window_calls,
@@ -116,8 +116,8 @@ def _front_rows(w: str, res: dict[str, Any]) -> list[list[Any]]:
     return rows
 
 
-def _summary(w: str, res: dict[str, Any]) -> str:
-    s = res["verdict_line"].replace(res["workload"], w, 1) + "."
+def _summary(w: str, res: dict[str, Any], instances: int) -> str:
+    s = res["verdict_line"].replace(res["workload"], w, 1) + f" ({instances} instances)."
     nm = [p["name"] for p in res["policies"] if p["verdict"] == "not_measured"]
     if nm:
         s += f" Not measured (crossing not bracketed in every replication): {', '.join(nm)}."
@@ -154,7 +154,7 @@ def _run(ctx: StageContext) -> StageResult:
         plot_fronts(res, path)
         figures.append({"path": rel, "caption": f"{w.name}: each policy's measured P90 interactivity vs load per "
                         f"replication and the crossing found (n = {res['n']}), and goodput at the target with 95% CI"})
-        parts.append(_summary(w.name, res))
+        parts.append(_summary(w.name, res, cc.cluster["instances"]))
         win = decision_winner(res)
         data[w.name] = {"best_heuristic": res["best_heuristic"], "winner": win,
                         "winner_kind": next((p["kind"] for p in res["policies"] if p["name"] == win), None),
