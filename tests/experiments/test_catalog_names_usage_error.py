@@ -5,7 +5,7 @@ import pytest
 
 from tests.experiments.loader import load_experiment
 
-SCRIPTS = ("residency/bound_wide", "residency/hindsight", "routing/router_table")
+SCRIPTS = ("admission/dp_interval", "residency/bound_wide", "residency/hindsight", "routing/router_table")
 
 
 @pytest.mark.parametrize("script", SCRIPTS)
