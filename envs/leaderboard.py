@@ -455,6 +455,13 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"--pd-split must lie in [0, 1), got {args.pd_split}")
     if args.seeds < 2:
         p.error(f"--seeds must be >= 2 (a CI needs two), got {args.seeds}")
+    if not (math.isfinite(args.pd_speedup) and args.pd_speedup > 0):
+        p.error(f"--pd-speedup must be a finite number > 0, got {args.pd_speedup!r}")
+    if args.pd_trace and "pdratio" in args.envs:
+        try:  # read now: a bad path or file is an error line before any env trains, not after all of them
+            _pd_trace(args)
+        except (OSError, ValueError) as exc:
+            p.error(f"--pd-trace: {exc}")
     args.ppo_steps = dict(args.ppo_steps)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     out = Path(args.out)

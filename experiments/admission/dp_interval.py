@@ -76,6 +76,9 @@ class Config:
             raise ValueError(f"intervals must start with 1 (off) and be >= 1, got {self.intervals}")
         if len(set(self.intervals)) != len(self.intervals):
             raise ValueError(f"intervals must be distinct, got {self.intervals}")
+        from optsched.cost import CostModel
+
+        CostModel.from_names(self.gpu, self.model, tp=self.tp)  # an unknown GPU / model or a bad TP: one usage line
 
     @property
     def budget(self) -> Config:

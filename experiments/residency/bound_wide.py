@@ -196,6 +196,10 @@ def _variant(source: str) -> str:
 
 
 def _problem(cfg: Config) -> str | None:
+    try:  # an unknown catalog GPU / model or a TP the heads do not split by: one usage line, before any work
+        CostModel.from_names(cfg.gpu, cfg.model, tp=cfg.tp)
+    except ValueError as exc:
+        return str(exc)
     if cfg.law not in ("generator", "empirical"):
         return f"--law must be generator or empirical, got {cfg.law!r}"
     if cfg.law == "generator" and (not cfg.source.startswith("agentx") or _variant(cfg.source) not in AGENTX_VARIANTS):

@@ -67,6 +67,9 @@ class Config:
                                "0: not")
     out: str = arg("runs/residency", "output folder (summary.json, results.md, provenance.json)")
 
+    def __post_init__(self) -> None:  # an unknown catalog GPU / model or a bad TP: one usage line, before any work
+        CostModel.from_names(self.gpu, self.model, tp=self.tp)
+
 
 def _cluster(cfg: Config) -> ClusterConfig:
     return ClusterConfig(instances=(InstanceConfig(gpu=cfg.gpu, model=cfg.model, tp=cfg.tp, count=cfg.instances),),

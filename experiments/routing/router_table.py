@@ -48,6 +48,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from optsched.cost import CostModel
 from optsched.cost.catalog import load_model
 from optsched.revision import git_revision
 from optsched.sim import ClusterConfig, InstanceConfig, SchedulerConfig, simulate
@@ -88,7 +89,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--max-calls", type=int, default=0, help="Mooncake: keep the first N requests (0 = all)")
     p.add_argument("--routers", default=",".join(policy_names("router")),
                    help="comma list of registered router names (default: all, sorted)")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    try:  # an unknown catalog GPU / model or a TP the heads do not split by: one usage line, before any work
+        CostModel.from_names(args.gpu, args.model, tp=args.tp)
+    except ValueError as exc:
+        p.error(str(exc))
+    return args
 
 
 DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"

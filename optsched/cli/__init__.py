@@ -63,6 +63,9 @@ def _glue_dash_values(argv: list[str]) -> list[str]:
     return out
 
 
+# subcommands whose finished work survives Ctrl-C in a run cache (optsched.runcache) and resumes on a rerun
+RESUMABLE = ("reproduce", "compare")
+
 # loggers whose INFO lines are progress of a long command, shown by default (the rest, e.g. a fit's parameter
 # dump, only with -v)
 PROGRESS_LOGGERS = ("optsched.reproduce", "optsched.compare", "optsched.executor.validate",
@@ -103,8 +106,9 @@ def main(argv: list[str] | None = None) -> int:
         # Ctrl-C: one line and 128 + SIGINT; every cache write is atomic (optsched.runcache), so what finished is kept
         if args.verbose:
             raise
-        print(f"optsched {args.command}: interrupted (finished results are kept in their caches; rerun to resume)",
-              file=sys.stderr)
+        why = ("finished results are kept in their caches; rerun to resume" if args.command in RESUMABLE
+               else "this command keeps no run cache: a rerun starts over")
+        print(f"optsched {args.command}: interrupted ({why})", file=sys.stderr)
         return 130
     except BrokenPipeError:
         # `optsched ... | head`: the reader went away; exit quietly as Unix tools do (128 + SIGPIPE)

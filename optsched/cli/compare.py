@@ -100,14 +100,18 @@ def register(subparsers) -> None:
                    "100 ms TPOT SLO, DistServe's chatbot SLO; MLPerf's Llama-2-70B server bound is 200 ms = 5 tok/s)")
     p.add_argument("--max-calls", type=int, default=0, help="trace: keep its first N calls (0 = all)")
     p.add_argument("--max-calls-per-session", type=int, default=0, help="keep each session's first N calls (0 = all)")
-    p.add_argument("--gpu", default="h200-sxm")
-    p.add_argument("--model", default="llama-3-70b")
-    p.add_argument("--tp", type=int, default=4)
-    p.add_argument("--instances", type=int, default=4)
-    p.add_argument("--max-num-batched-tokens", type=int, default=8192)
+    p.add_argument("--gpu", default="h200-sxm",
+                   help="catalog GPU name (optsched cost list) or a GPU YAML/JSON file (default h200-sxm)")
+    p.add_argument("--model", default="llama-3-70b",
+                   help="catalog model name (optsched cost list) or a model YAML/JSON file (default llama-3-70b)")
+    p.add_argument("--tp", type=int, default=4, help="tensor-parallel degree, GPUs per instance (default 4)")
+    p.add_argument("--instances", type=int, default=4, help="colocated instances of the cluster (default 4)")
+    p.add_argument("--max-num-batched-tokens", type=int, default=8192,
+                   help="token budget of one engine step (default 8192, vLLM's)")
     p.add_argument("--slo-ttft", type=float, default=10.0, help="goodput SLO on TTFT, s (default 10)")
     p.add_argument("--slo-tpot", type=float, default=0.1, help="goodput SLO on TPOT, s (default 0.1)")
-    p.add_argument("--window-calls", type=int, default=60, help="routing window MILP size of the optimized policies")
+    p.add_argument("--window-calls", type=int, default=60,
+                   help="routing window MILP size of the optimized policies, calls (default 60)")
     p.add_argument("--solver-node-limit", type=int, default=2000,
                    help="HiGHS branch-and-bound node limit of every derivation solve (1 thread; default 2000): "
                    "deterministic, unlike a time limit")

@@ -15,9 +15,11 @@ def register(subparsers) -> None:
     p = subparsers.add_parser("cost", help="GPU cost model: predict a step's time, validate against measurements")
     sub = p.add_subparsers(dest="cost_command", metavar="ACTION")
     pr = sub.add_parser("predict", help="time of one engine step, with its breakdown")
-    pr.add_argument("--gpu", default="h200-sxm")
-    pr.add_argument("--model", default="llama-3-70b")
-    pr.add_argument("--tp", type=int, default=1)
+    pr.add_argument("--gpu", default="h200-sxm",
+                    help="catalog GPU name (optsched cost list) or a GPU YAML/JSON file (default h200-sxm)")
+    pr.add_argument("--model", default="llama-3-70b",
+                    help="catalog model name (optsched cost list) or a model YAML/JSON file (default llama-3-70b)")
+    pr.add_argument("--tp", type=int, default=1, help="tensor-parallel degree, GPUs per instance (default 1)")
     pr.add_argument("--prefill", type=int, default=0, help="new prefill tokens this step (one chunk)")
     pr.add_argument("--context", type=int, default=0,
                     help="total context of the prefill chunk incl. the new tokens (cached = context - prefill)")
@@ -26,27 +28,28 @@ def register(subparsers) -> None:
     pr.add_argument("--uncalibrated", action="store_true", help="use default efficiencies, not the shipped fit")
     pr.add_argument("--calibration", default=None, help="calibration JSON (from `optsched cost fit`) instead of the shipped one")
     pr.add_argument("--ep", type=int, default=1, help="expert parallelism of MoE layers: 1 or --tp")
-    pr.add_argument("--json", action="store_true")
+    pr.add_argument("--json", action="store_true",
+                    help="print time_s and components {linear_s, attention_s, communication_s, overhead_s} as JSON")
     pr.set_defaults(func=_predict)
     va = sub.add_parser("validate", help="accuracy table: predicted vs measured kernel times")
     va.add_argument("--data", default=None, help="measured data dir (default ../shared/data next to the repo)")
     va.add_argument("--quick", action="store_true",
                     help="subsample 3000 kernels per source and family (about 30 s instead of about 90 s)")
-    va.add_argument("--json", action="store_true")
+    va.add_argument("--json", action="store_true", help="print the error table as JSON")
     va.set_defaults(func=_validate)
     ft = sub.add_parser("fit", help="fit a calibration from measured kernel samples (documented CSV form)")
     ft.add_argument("--samples", nargs="+", required=True,
                     help="CSV file(s) with columns " + ", ".join(SAMPLE_COLUMNS_DOC) + " (optsched.cost.measured)")
     ft.add_argument("--out", required=True, help="calibration JSON to write")
-    ft.add_argument("--name", default="user fit")
+    ft.add_argument("--name", default="user fit", help="name recorded in the calibration JSON (default 'user fit')")
     ft.set_defaults(func=_fit)
     fs = sub.add_parser("fit-steps", help="fit engine speed factor + per-step/per-sequence overheads from "
                                           "measured whole steps (optsched.cost.fit_steps CSV form)")
     fs.add_argument("--steps", required=True, help="CSV: prefill_tokens, prefill_attn_pairs, prefill_kv_tokens, "
                                                    "decode_seqs, decode_kv_tokens, time_s")
-    fs.add_argument("--gpu", required=True)
-    fs.add_argument("--model", required=True)
-    fs.add_argument("--tp", type=int, default=1)
+    fs.add_argument("--gpu", required=True, help="catalog GPU name or a GPU YAML/JSON file the steps ran on")
+    fs.add_argument("--model", required=True, help="catalog model name or a model YAML/JSON file the steps ran")
+    fs.add_argument("--tp", type=int, default=1, help="tensor-parallel degree of the measured steps (default 1)")
     fs.add_argument("--calibration", default=None, help="kernel-level calibration to start from (default: shipped)")
     fs.add_argument("--out", required=True, help="calibration JSON to write")
     fs.set_defaults(func=_fit_steps)

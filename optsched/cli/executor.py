@@ -45,7 +45,7 @@ def register(subparsers) -> None:
     r.add_argument("--calibration", help="calibration name or folder (optsched executor calibrate)")
     r.add_argument("--scale", type=int, default=32, help="divide token counts and block size by this (default 32)")
     r.add_argument("--time-scale", type=float, default=0.05, help="multiply think times by this (default 0.05)")
-    r.add_argument("--instances", type=int, default=1)
+    r.add_argument("--instances", type=int, default=1, help="executor instances (default 1)")
     r.add_argument("--kv-blocks", type=int, default=2048, help="HBM KV blocks per instance")
     r.add_argument("--budget", type=int, default=2048, help="token budget per step (max_num_batched_tokens)")
     r.add_argument("--retime-rounds", type=int, default=0,

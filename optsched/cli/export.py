@@ -32,7 +32,7 @@ def register(subparsers) -> None:
                "residency -> vllm / sglang KV offload; pd_ratio -> dynamo-planner",
         formatter_class=__import__("argparse").RawDescriptionHelpFormatter)
     p.add_argument("policy", help="policy JSON written by `optsched solve`")
-    p.add_argument("--engine", required=True, choices=FILE_ENGINES)
+    p.add_argument("--engine", required=True, choices=FILE_ENGINES, help="engine to map the policy to (mappings below)")
     p.add_argument("-o", "--output", help="write the complete engine file here (see below)")
     p.add_argument("--model", default="MODEL", help="model id in launch commands (default MODEL)")
     p.add_argument("--json", action="store_true", help="machine-readable output")

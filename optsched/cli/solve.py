@@ -54,13 +54,16 @@ RESIDENCY_RULES = ("load_priced_search", "load_priced", "load_priced_evict", "lo
 
 def register(subparsers) -> None:
     p = subparsers.add_parser("solve", help="solve a formulation to a policy (optsched.policy/v1 JSON)")
-    p.add_argument("problem", choices=PROBLEMS)
+    p.add_argument("problem", choices=PROBLEMS, help="which formulation to solve")
     p.add_argument("--workload", required=True,
                    help="trace path (any supported format), 'agentx:N' (generated), or 'jaillet:N' (admission)")
-    p.add_argument("--gpu", default="h200-sxm")
-    p.add_argument("--model", default="llama-3-70b")
-    p.add_argument("--tp", type=int, default=4)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--gpu", default="h200-sxm",
+                   help="catalog GPU name (optsched cost list) or a GPU YAML/JSON file (default h200-sxm)")
+    p.add_argument("--model", default="llama-3-70b",
+                   help="catalog model name (optsched cost list) or a model YAML/JSON file (default llama-3-70b)")
+    p.add_argument("--tp", type=int, default=4, help="tensor-parallel degree, GPUs per instance (default 4)")
+    p.add_argument("--seed", type=int, default=0,
+                   help="seed of a generated workload (agentx:N, jaillet:N) and of the solve (default 0)")
     p.add_argument("--time-limit", type=float, default=120.0, help="solver time limit (s)")
     p.add_argument("--mip-gap", type=float, default=None,
                    help="relative MIP gap (default: 1e-3 for routing, whose windows are large; 1e-4 otherwise)")

@@ -42,7 +42,7 @@ def register(subparsers) -> None:
     p.add_argument("--scale", type=int, default=32, help="divide token counts and block size by this (default 32)")
     p.add_argument("--time-scale", type=float, default=0.05, help="multiply think times by this (default 0.05)")
     p.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
-    p.add_argument("--instances", type=int, default=1)
+    p.add_argument("--instances", type=int, default=1, help="executor / simulator instances (default 1)")
     p.add_argument("--kv-blocks", type=int, default=None,
                    help=f"HBM KV blocks per instance (default {DEFAULT_KV_BLOCKS} for the default workload, else 2048)")
     p.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1: stable timings)")

@@ -229,7 +229,8 @@ def register(subparsers) -> None:
                               + _GENERATORS.replace("(instead of a path; ", "("),
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     g.add_argument("spec", nargs="?", help="a generator spec (all generator options), instead of --kind ...")
-    g.add_argument("--kind", choices=("agentx", "copilot", "chat"))
+    g.add_argument("--kind", choices=("agentx", "copilot", "chat"),
+                   help="generator (or give a SPEC instead); its options are listed below")
     g.add_argument("--sessions", type=int, default=None, help="sessions (chat: calls) to generate (default 50)")
     g.add_argument("--seed", type=int, default=None, help="numpy Generator seed >= 0 (default 0)")
     g.add_argument("--variant", choices=("full", "256k"), default=None, help="agentx context variant (default full)")

@@ -359,6 +359,21 @@ def _more_seeds(blocks: list[dict], best: dict, n: int, cfg: CompareConfig) -> i
     return min(cfg.max_seeds, need)
 
 
+def _unbracketed_sides(policies: list[dict]) -> str:
+    """"; the target was still met at the highest load tried in U of N policy replications (...) and missed at the
+    lowest load in D (...)": which side of the searched load range the unbracketed crossings fell on ("" if none)."""
+    st = [s for p in policies for s in (p.get("goodput_at_target") or {}).get("status") or []]
+    up, down = st.count("above_range"), st.count("below_range")
+    parts = []
+    if up:
+        parts.append(f"still met at the highest load tried in {up} of {len(st)} policy replications (above range: the "
+                     "workload does not load the cluster to the target; raise the loads or the sessions)")
+    if down:
+        parts.append(f"missed at the lowest load in {down}" + (f" of {len(st)} policy replications" if not up else "")
+                     + " (below range: lower the loads)")
+    return "; the target was " + " and ".join(parts) if parts else ""
+
+
 def _verdict_line(res: dict[str, Any]) -> str:
     """One line: the winner (or that no policy separates at this precision), its margin with CI, n, the bound."""
     best = res["best_heuristic"]
@@ -366,7 +381,8 @@ def _verdict_line(res: dict[str, Any]) -> str:
     bnd = res["bound_at_target"]
     btxt = f"bound {bnd['mean']:.3g} calls/s" if bnd and bnd.get("mean") is not None else "no bound"
     if best is None:
-        return f"{res['workload']}: no heuristic's crossing was bracketed: nothing measured (n={n}, {btxt})"
+        return (f"{res['workload']}: no heuristic's crossing was bracketed: nothing measured (n={n}, {btxt})"
+                + _unbracketed_sides(res["policies"]))
     ref = next(p for p in res["policies"] if p["name"] == best)
     g = ref["goodput_at_target"]["mean"]
     better = [p for p in res["policies"] if p["verdict"] == "better"]

@@ -58,10 +58,15 @@ def test_ctrl_c_is_one_line_exit_130(capsys, monkeypatch):
         def interrupted(_a):
             raise KeyboardInterrupt
 
-        sub.add_parser("slow").set_defaults(func=interrupted)
+        sub.add_parser("compare").set_defaults(func=interrupted)
+        sub.add_parser("simulate").set_defaults(func=interrupted)
         return p
 
     monkeypatch.setattr(cli, "build_parser", build_parser)
-    assert cli.main(["slow"]) == 130
+    assert cli.main(["compare"]) == 130
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == ["optsched slow: interrupted (finished results are kept in their caches; rerun to resume)"]
+    assert err == ["optsched compare: interrupted (finished results are kept in their caches; rerun to resume)"]
+    # a command without a run cache promises no resume: a rerun of `simulate` starts over
+    assert cli.main(["simulate"]) == 130
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["optsched simulate: interrupted (this command keeps no run cache: a rerun starts over)"]

@@ -48,3 +48,15 @@ def test_fronts_figure_has_a_panel_per_policy_and_the_bound(tmp_path):
     res["bound_at_target"] = {"mean": 3.0, "ci95": [2.9, 3.1]}
     lo, hi = plot_fronts(res, tmp_path / "f.png")
     assert (tmp_path / "f.png").stat().st_size > 0 and hi >= 3.0
+
+
+def test_nothing_measured_verdict_says_which_side_of_the_range():
+    from optsched.compare.core import _verdict_line
+
+    res = _res([_pol("a", False, ["above_range"] * 5), _pol("b", False, ["above_range"] * 4 + ["below_range"])])
+    res["best_heuristic"] = None
+    line = _verdict_line(res)
+    assert line == ("w: no heuristic's crossing was bracketed: nothing measured (n=5, no bound); the target was "
+                    "still met at the highest load tried in 9 of 10 policy replications (above range: the workload "
+                    "does not load the cluster to the target; raise the loads or the sessions) and missed at the "
+                    "lowest load in 1 (below range: lower the loads)")

@@ -35,6 +35,19 @@ def test_bad_arguments_exit_2(tmp_path):
     assert e.value.code == 2
 
 
+def test_bad_pd_trace_or_speedup_is_refused_before_any_training(tmp_path, capsys):
+    # a missing --pd-trace used to surface only after every env's PPO had trained (minutes)
+    out = tmp_path / "lb"
+    for bad, words in ((["--pd-trace", str(tmp_path / "none.jsonl")], "none.jsonl"),
+                       (["--pd-speedup", "0"], "--pd-speedup"), (["--pd-speedup", "nan"], "--pd-speedup")):
+        with pytest.raises(SystemExit) as e:
+            main(["--smoke", *bad, "--out", str(out)])
+        assert e.value.code == 2, bad
+        last = capsys.readouterr().err.strip().splitlines()[-1]
+        assert "error: " in last and words in last, last
+    assert not out.exists()
+
+
 def test_add_scores_a_policy_file_on_an_existing_leaderboard(tmp_path):
     from optsched.envs.pd_fluid_policies import FluidMPC
 

@@ -34,3 +34,25 @@ def test_tiny_run_and_e9_verdict(tmp_path):
     # makespan rows of every engine, mean completion of the batched engine: 2 regimes x (1 + 3 + 1) x 2 references
     assert o.table is not None and len(o.table.rows) == 20 and o.figure is not None
     assert e9.evaluate({}, tmp_path / "absent").verdict.startswith("not measured in this run")
+
+
+def test_unknown_gpu_model_or_tp_is_one_usage_error_before_any_work(capsys):
+    import pytest
+
+    for argv, words in ((["--pool", "h900:1"], "unknown gpu 'h900'"), (["--model", "foo"], "unknown model 'foo'"),
+                        (["--pool", "h200-sxm:1:3"], "tp=3 must divide")):
+        with pytest.raises(SystemExit) as exc:
+            pl.parse(argv)
+        assert exc.value.code == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert ": error: " in err[-1] and words in err[-1], err
+
+
+def test_same_config_twice_gives_byte_identical_results(tmp_path):
+    # the MILP's wall-clock solve time sat in results.csv, so two identical runs differed; it lives in timings.csv
+    argv = ["--seeds", "2", "--sessions", "2", "--node-limit", "50", "--think-scales", "1"]
+    assert pl.main([*argv, "--out", str(tmp_path / "a")]) == 0
+    assert pl.main([*argv, "--out", str(tmp_path / "b")]) == 0
+    for f in ("results.csv", "summary.csv"):
+        assert (tmp_path / "a" / f).read_bytes() == (tmp_path / "b" / f).read_bytes(), f
+    assert "solve_s" in pd.read_csv(tmp_path / "a" / "timings.csv").columns

@@ -46,7 +46,9 @@ def test_wide_bound_experiment_smoke(tmp_path):
     out = tmp_path / "w.json"
     for bad in (["--slots", "0"], ["--slots", "x"], ["--seeds", "1"], ["--law", "nope"], ["--prefetch-factor", "-1"],
                 ["--source", "copilot:sessions=4"]):
-        assert mod.main([*bad, "--out", str(out)]) == 2, bad
+        with pytest.raises(SystemExit) as exc:  # argparse's error line (parse_config), before any work
+            mod.main([*bad, "--out", str(out)])
+        assert exc.value.code == 2, bad
     assert not out.exists()
     rc = mod.main(["--source", "agentx:sessions=4,variant=full-iid-gaps", "--slots", "30,10", "--seeds", "2",
                    "--sim-seeds", "3", "--bound-train-reps", "1", "--fit-iters", "1", "--max-pauses", "15",
