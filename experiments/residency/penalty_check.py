@@ -38,6 +38,9 @@ from pathlib import Path
 
 from scipy import stats
 
+from optsched.models.residency_priced import build_priced_residency
+from optsched.solvers import SolverOptions, solve
+
 from optsched.compare.replication import build_replication
 from optsched.config_cli import arg, config_parser, parse_config
 from optsched.cost import CostModel
@@ -72,6 +75,9 @@ class Config:
     tp: int = arg(2, "tensor-parallel degree of the instance")
     out: str = arg("runs/residency_penalty_check.json", "output JSON file")
     render: str = arg("", "print the tables of this JSON and exit (no run)")
+    hindsight_seeds: int = arg(0, "also solve the hindsight MILP H (demote only; = H with prefetch at f >= 1) on the "
+                                   "first N seeds at every slot length")
+    time_limit_s: float = arg(600.0, "solver time limit per hindsight MILP (s)")
     merge: str = arg("", "comma-separated JSONs of runs on consecutive seed ranges: merge them into --out and exit")
 
 
@@ -89,6 +95,8 @@ def _problem(cfg: Config) -> str | None:
         return f"--slots must be comma-separated numbers (s), got {cfg.slots!r}"
     if not all(math.isfinite(s) and s > 0 for s in slots) or len(set(slots)) != len(slots):
         return f"--slots must be distinct finite numbers > 0 (s), got {cfg.slots!r}"
+    if not 0 <= cfg.hindsight_seeds <= cfg.seeds or not cfg.time_limit_s > 0:
+        return f"need 0 <= --hindsight-seeds <= --seeds and --time-limit-s > 0, got {cfg.hindsight_seeds}, {cfg.time_limit_s}"
     if cfg.seeds < 2 or cfg.base_seed < 0 or cfg.max_pauses < 1:
         return f"need --seeds >= 2, --base-seed >= 0, --max-pauses >= 1, got {cfg.seeds}, {cfg.base_seed}, {cfg.max_pauses}"
     try:
@@ -112,6 +120,12 @@ def seed_rows(cfg: Config, seed: int, cm: CostModel, ctx: int, cdf) -> list[dict
         sessions = [c.session_id for c in calls]
         first = [inst.slots(j)[0] for j in range(len(inst.pauses))]
         row = {"keep": round(sum(terms.values()), 6), "cost": {}, "pen": {}}
+        if seed < cfg.base_seed + cfg.hindsight_seeds:
+            h = solve(build_priced_residency(inst), SolverOptions(time_limit_s=cfg.time_limit_s, mip_gap=1e-4,
+                                                                  threads=1))
+            if h.status != "optimal":
+                raise RuntimeError(f"seed {seed} slot {inst.slot_s:g}: H MILP ended '{h.status}'; raise --time-limit-s")
+            row["H"] = round(float(h.objective), 6)
         for name, rule in RULES.items():
             paths, cost = replay_adaptive(inst, rule, cdf, cfg.prefetch_factor, sessions)
             row["cost"][name] = round(cost, 6)
@@ -126,10 +140,12 @@ def run(cfg: Config) -> dict:
     cdf = AGENTX_VARIANTS[_variant(cfg.source)].gap_cdf
     slots = [float(s) for s in cfg.slots.split(",")]
     seeds = list(range(cfg.base_seed, cfg.base_seed + cfg.seeds))
-    per = {s: {"keep": [], "cost": {n: [] for n in RULES}, "pen": {n: [] for n in RULES}} for s in slots}
+    per = {s: {"keep": [], "H": [], "cost": {n: [] for n in RULES}, "pen": {n: [] for n in RULES}} for s in slots}
     for k, seed in enumerate(seeds):
         for s, row in zip(slots, seed_rows(cfg, seed, cm, ctx, cdf), strict=True):
             per[s]["keep"].append(row["keep"])
+            if "H" in row:
+                per[s]["H"].append(row["H"])
             for n in RULES:
                 per[s]["cost"][n].append(row["cost"][n])
                 per[s]["pen"][n].append(row["pen"][n])
@@ -231,6 +247,24 @@ def render(res: dict) -> str:
     return "\n".join(out) + "\n"
 
 
+def render_hindsight(res: dict) -> str:
+    """Markdown: H and every rule's cost over H (ratio of sums) and minus H (paired 95% CI), on the seeds with H."""
+    costed = [*res["class_rules"], "lru", "lru_prefetch"]
+    out = ["| slot (s) | n | H (s) | " + " | ".join(f"{k} / H" for k in costed) + " | lru_fresh - H (s) | lru - H (s) |",
+           "|---|---|---|" + "---|" * (len(costed) + 2)]
+    for s in sorted(res["slots"], key=lambda x: -x["slot_s"]):
+        h = s["H"]
+        if not h:
+            continue
+        cost = {k: s["cost"][k][:len(h)] for k in costed}
+        d = {k: paired_difference(cost[k], h).to_dict() for k in ("lru_fresh", "lru")}
+        out.append(f"| {s['slot_s']:g} | {len(h)} | {_ci(_est(h), '.2f')} | "
+                   + " | ".join(f"{sum(cost[k]) / sum(h):.3f}" for k in costed) + " | "
+                   + " | ".join(_ci({"mean": d[k]["mean"], "ci": d[k]["ci95"]}, ".2f") for k in ("lru_fresh", "lru"))
+                   + " |")
+    return "\n".join(out) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     cfg = parse_config(config_parser(Config, __doc__.splitlines()[0]), Config, argv)
     if cfg.render:
@@ -240,6 +274,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"residency_penalty_check: error: {cfg.render}: {exc}", file=sys.stderr)
             return 2
         print(render(res), end="")
+        if any(x.get("H") for x in res["slots"]):
+            print("\n" + render_hindsight(res), end="")
         return 0
     if cfg.merge:
         try:
@@ -261,6 +297,8 @@ def main(argv: list[str] | None = None) -> int:
     out.write_text(json.dumps(res, separators=(",", ":"), sort_keys=True) + "\n")
     logger.info("wrote %s", out)
     print(render(res), end="")
+    if cfg.hindsight_seeds:
+        print("\n" + render_hindsight(res), end="")
     return 0
 
 
