@@ -53,6 +53,7 @@ from optsched.revision import git_revision
 from optsched.workload.gen_agentx import AGENTX_VARIANTS
 
 logger = logging.getLogger("residency_penalty_check")
+DATA = Path(__file__).resolve().parents[2] / "docs" / "notebook" / "data" / "residency"
 # the weights of RESULTS' 10-s bound (as experiments/residency/figures.py fixes them for every slot length)
 LAM = "0.5942,-0.4127,0.3762,0.0520,-0.3574"
 CLASS = tuple(FRESH_RULES)
@@ -247,21 +248,38 @@ def render(res: dict) -> str:
     return "\n".join(out) + "\n"
 
 
-def render_hindsight(res: dict) -> str:
-    """Markdown: H and every rule's cost over H (ratio of sums) and minus H (paired 95% CI), on the seeds with H."""
+def committed_hindsight(res: dict, folder: Path = DATA) -> dict[float, dict[int, float]]:
+    """slot_s -> seed -> H (s): the run's own ``H`` (``--hindsight-seeds``) and the hindsight optimum of every
+    `experiments/residency/bound_wide.py` JSON in ``folder`` with the same source, pause cap and cost model."""
+    out: dict[float, dict[int, float]] = {}
+    for s in res["slots"]:
+        out.setdefault(s["slot_s"], {}).update(zip(res["seeds"], s.get("H", [])))
+    same = ("source", "max_pauses", "gpu", "model", "tp")
+    for f in sorted(folder.glob("*.json")):
+        run = json.loads(f.read_text())
+        bound_run = run.get("slots") and all("per_seed" in s for s in run["slots"])
+        if bound_run and all(run["config"].get(k) == res["config"][k] for k in same):
+            for s in run["slots"]:
+                out.setdefault(s["slot_s"], {}).update({r["seed"]: r["H"] for r in s["per_seed"]})
+    return out
+
+
+def render_hindsight(res: dict, hindsight: dict[float, dict[int, float]]) -> str:
+    """Markdown: H and every rule's cost over H (ratio of sums) and minus H (paired 95% CI), on the seeds of
+    ``res`` that have an H in ``hindsight`` (slot_s -> seed -> H)."""
     costed = [*res["class_rules"], "lru", "lru_prefetch"]
-    out = ["| slot (s) | n | H (s) | " + " | ".join(f"{k} / H" for k in costed) + " | lru_fresh - H (s) | lru - H (s) |",
-           "|---|---|---|" + "---|" * (len(costed) + 2)]
+    out = ["| slot (s) | seeds | H (s) | " + " | ".join(f"{k} / H" for k in costed) + " | lru_fresh - H (s) | "
+           "lru_fresh - lru (s) |", "|---|---|---|" + "---|" * (len(costed) + 2)]
     for s in sorted(res["slots"], key=lambda x: -x["slot_s"]):
-        h = s["H"]
-        if not h:
+        idx = [k for k, seed in enumerate(res["seeds"]) if seed in hindsight.get(s["slot_s"], {})]
+        if len(idx) < 2:
             continue
-        cost = {k: s["cost"][k][:len(h)] for k in costed}
-        d = {k: paired_difference(cost[k], h).to_dict() for k in ("lru_fresh", "lru")}
-        out.append(f"| {s['slot_s']:g} | {len(h)} | {_ci(_est(h), '.2f')} | "
-                   + " | ".join(f"{sum(cost[k]) / sum(h):.3f}" for k in costed) + " | "
-                   + " | ".join(_ci({"mean": d[k]["mean"], "ci": d[k]["ci95"]}, ".2f") for k in ("lru_fresh", "lru"))
-                   + " |")
+        h = [hindsight[s["slot_s"]][res["seeds"][k]] for k in idx]
+        cost = {n: [s["cost"][n][k] for k in idx] for n in costed}
+        d = [paired_difference(cost["lru_fresh"], x).to_dict() for x in (h, cost["lru"])]
+        out.append(f"| {s['slot_s']:g} | {', '.join(str(res['seeds'][k]) for k in idx)} | {_ci(_est(h), '.2f')} | "
+                   + " | ".join(f"{sum(cost[n]) / sum(h):.3f}" for n in costed) + " | "
+                   + " | ".join(_ci({"mean": x["mean"], "ci": x["ci95"]}, ".2f") for x in d) + " |")
     return "\n".join(out) + "\n"
 
 
@@ -274,8 +292,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"residency_penalty_check: error: {cfg.render}: {exc}", file=sys.stderr)
             return 2
         print(render(res), end="")
-        if any(x.get("H") for x in res["slots"]):
-            print("\n" + render_hindsight(res), end="")
+        print("\n" + render_hindsight(res, committed_hindsight(res)), end="")
         return 0
     if cfg.merge:
         try:
@@ -297,8 +314,7 @@ def main(argv: list[str] | None = None) -> int:
     out.write_text(json.dumps(res, separators=(",", ":"), sort_keys=True) + "\n")
     logger.info("wrote %s", out)
     print(render(res), end="")
-    if cfg.hindsight_seeds:
-        print("\n" + render_hindsight(res), end="")
+    print("\n" + render_hindsight(res, committed_hindsight(res)), end="")
     return 0
 
 
