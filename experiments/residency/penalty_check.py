@@ -175,7 +175,8 @@ def merge(parts: list[dict]) -> dict:
         slots.append({"slot_s": s["slot_s"], "keep": [x for c in col for x in c["keep"]],
                       **{f: {n: [x for c in col for x in c[f][n]] for n in s[f]} for f in ("cost", "pen")}})
     cfg = {**parts[0]["config"], "seeds": len(seeds), "base_seed": seeds[0]}
-    return {"config": cfg, "revision": sorted({r["revision"] for r in parts}), "seeds": seeds,
+    revisions = [r["revision"] for k, r in enumerate(parts) if r["revision"] not in [q["revision"] for q in parts[:k]]]
+    return {"config": cfg, "revision": revisions, "seeds": seeds,
             "class_rules": parts[0]["class_rules"], "slots": slots}
 
 
