@@ -3,7 +3,8 @@
 Usage::
 
     python experiments/rl/pd_trace.py --trace PATH --out runs/pd_trace [--speedup 5.5] [--split 0.5]
-        [--window-s 200] [--window-prob 0.5] [--steps 500000] [--seed 1] [--eval-seeds 10] [--smoke]
+        [--window-s 200] [--window-prob 0.5] [--steps 500000] [--seed 1] [--eval-seeds 10]
+        [--bc-expert balance|oracle --bc-episodes 40 --critic-warmup 10 --learning-rate 3e-4] [--smoke]
 
 The trace (any open-loop format `optsched.workload.load_any` reads, e.g. the Azure LLM inference 2023
 conversation CSV) is replayed ``--speedup`` times faster (`optsched.envs.pd_fluid.workload_arrivals`) and
@@ -15,6 +16,12 @@ MPC with a persistence forecast, MPC with the true future as a non-deployable re
 PPO (exported to JSON and loaded back: the numpy policy is scored): the later part of the trace as one
 episode (deterministic, an exact number), and held-out generated episodes ``10_000 + k``, mean ± 95%
 Student-t half-width and paired differences to the best non-learned, non-oracle policy.
+
+``--bc-expert``: warm start (`optsched.agents.ppo.bc_warm_start`): the actor is first fit by behaviour
+cloning to ``balance`` or to the MPC with the true future (``oracle``) on ``--bc-episodes`` training
+episodes (seeds 20000 + k: trace windows and generated episodes as in training), then PPO fine-tunes
+it, its first ``--critic-warmup`` updates training the critic only. ``results.json`` then also scores
+the cloned actor before PPO (``bc``).
 
 Writes to ``--out``: ``results.json`` (every return, the paired differences, training CPU and wall
 seconds, the learning curve: training episode returns and lengths by env step; a trace window is
@@ -36,6 +43,8 @@ logger = logging.getLogger("pd_trace")
 
 ENV_ID = "optsched/PDRatio-v1"
 HELD_OUT_BASE = 10_000
+BC_BASE = 20_000  # seeds of the warm start's labelled episodes
+BC_EXPERTS = ("", "balance", "oracle")
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +62,10 @@ class Config:
     steps: int = arg(500_000, "PPO training budget (env steps)", at_least=1)
     seed: int = arg(1, "PPO seed (torch, minibatches, training episodes)")
     eval_seeds: int = arg(10, "held-out generated episodes 10000 .. 10000 + N - 1", at_least=2)
+    bc_expert: str = arg("", "behaviour-clone this policy before PPO: balance or oracle (default: none)")
+    bc_episodes: int = arg(40, "training episodes the expert labels for the warm start", at_least=1)
+    critic_warmup: int = arg(10, "with --bc-expert: first PPO updates that train the critic only", at_least=0)
+    learning_rate: float = arg(0.0, "PPO learning rate (0: the leaderboard's PDRatio-v1 setting)", at_least=0.0)
     smoke: bool = arg(False, "tiny run for tests: 2 envs x 32 steps per batch, 300 s generated episodes")
 
     def __post_init__(self) -> None:
@@ -62,6 +75,8 @@ class Config:
             raise ValueError(f"--window-prob must lie in [0, 1], got {self.window_prob}")
         if not self.speedup > 0 or not self.window_s > 0:
             raise ValueError(f"--speedup and --window-s must be > 0, got {self.speedup}, {self.window_s}")
+        if self.bc_expert not in BC_EXPERTS:
+            raise ValueError(f"--bc-expert must be one of {sorted(BC_EXPERTS)}, got {self.bc_expert!r}")
 
 
 def _policies() -> list[tuple[str, str, object]]:
@@ -80,9 +95,10 @@ def main(argv: list[str] | None = None) -> int:
     from optsched.envs.evaluate import evaluate, paired_difference
     from optsched.envs.leaderboard import SPECS
     from optsched.envs.pd_fluid import PDFluidEnv, split_by_time
+    from optsched.envs.pd_fluid_policies import BalanceSplit, FluidMPC
 
     from optsched.agents.export import learned_plan
-    from optsched.agents.ppo import Args, train, write_provenance
+    from optsched.agents.ppo import Args, bc_warm_start, train, write_provenance
     from optsched.export import dump_policy, load_policy
     from optsched.workload import load_any
 
@@ -96,12 +112,25 @@ def main(argv: list[str] | None = None) -> int:
     ppo = dict(SPECS["pdratio"].ppo)
     if cfg.smoke:
         ppo.update(num_envs=2, num_steps=32)
+    if cfg.learning_rate > 0:
+        ppo["learning_rate"] = cfg.learning_rate
+    if cfg.bc_expert:
+        ppo["critic_warmup"] = cfg.critic_warmup
     args = Args(env_id=ENV_ID, env_kwargs=train_kw, seed=cfg.seed, total_timesteps=cfg.steps, **ppo)
     c0, w0 = time.process_time(), time.perf_counter()
-    agent, logs = train(args)
+    warm, bc_log, bc_rows = None, {}, []
+    if cfg.bc_expert:
+        expert = BalanceSplit(8) if cfg.bc_expert == "balance" else FluidMPC(6, "oracle")
+        warm, bc_agent, bc_log = bc_warm_start(args, expert, [BC_BASE + k for k in range(cfg.bc_episodes)])
+        bc_log["cpu_s"] = time.process_time() - c0
+        logger.info("behaviour cloning of %s: %d states, training accuracy %.3f, %.0f CPU-s", cfg.bc_expert,
+                    bc_log["states"], bc_log["train_accuracy"], bc_log["cpu_s"])
+        bc_path = dump_policy(learned_plan(bc_agent, args, PDFluidEnv(**eval_kw)), out / "policy_bc.json")
+        bc_rows = [("bc", "learned", load_policy(bc_path).to_policy())]
+    agent, logs = train(args, warm)
     train_cpu, train_wall = time.process_time() - c0, time.perf_counter() - w0
     path = dump_policy(learned_plan(agent, args, PDFluidEnv(**eval_kw)), out / "policy.json")
-    rows = [*_policies(), ("ppo", "learned", load_policy(path).to_policy())]
+    rows = [*_policies(), *bc_rows, ("ppo", "learned", load_policy(path).to_policy())]
     held_out = tuple(HELD_OUT_BASE + k for k in range(cfg.eval_seeds))
     trace_kw = {**eval_kw, "workload": test_wl, "trace_speedup": cfg.speedup}
     res, table = {}, {}
@@ -124,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
                                             "test_calls": len(test_wl.sessions)},
            "best_reference": best, "best_reference_trace": best_trace, "policies": table,
            "training": {"steps": args.num_iterations * args.batch_size, "cpu_s": train_cpu, "wall_s": train_wall,
-                        "ppo_args": repr(recorded)},
+                        "ppo_args": repr(recorded), "bc": bc_log},
            "curve": {"global_step": logs["global_step"], "episode_return": logs["episode_return"],
                      "episode_length": logs["episode_length"], "explained_variance": logs["explained_variance"]}}
     (out / "results.json").write_text(json.dumps(doc, indent=2, default=str) + "\n")

@@ -51,8 +51,8 @@ from optsched.agents.normalize import RunningMeanStd, normalize
 from optsched.policies.mlp import MLP
 from optsched.policies.routing_features import N_CALL_FEATURES, N_INSTANCE_FEATURES
 
-__all__ = ["ARCHS", "ARG_HELP", "Agent", "Args", "actor_mlp", "arg_parser", "make_vec_env", "train",
-           "write_provenance"]
+__all__ = ["ARCHS", "ARG_HELP", "Agent", "Args", "WarmStart", "actor_mlp", "arg_parser", "bc_warm_start",
+           "make_vec_env", "train", "write_provenance"]
 
 log = logging.getLogger(__name__)
 
@@ -86,6 +86,7 @@ ARG_HELP = {
     "action_subset": "env actions the actor chooses among (default: all)",
     "torch_threads": "torch intra-op threads",
     "target_kl": "stop an update's epochs once the approximate KL exceeds this (default: never)",
+    "critic_warmup": "first updates that train the critic only (keeps a warm-started actor while the critic learns)",
 }
 """Command-line help of each `Args` field (`arg_parser`)."""
 
@@ -119,8 +120,11 @@ class Args:
     action_subset: tuple[int, ...] | None = None  # env actions the actor chooses among (None: all)
     torch_threads: int = 1
     target_kl: float | None = None  # stop the epochs of an update once the approximate KL exceeds it (None: never)
+    critic_warmup: int = 0  # first updates that train the critic only (the actor, e.g. a warm start, is kept)
 
     def __post_init__(self) -> None:
+        if isinstance(self.critic_warmup, bool) or not isinstance(self.critic_warmup, int) or self.critic_warmup < 0:
+            raise ValueError(f"Args.critic_warmup must be an int >= 0, got {self.critic_warmup!r}")
         for name in ("total_timesteps", "num_envs", "num_steps", "num_minibatches", "update_epochs", "hidden",
                      "torch_threads"):
             v = getattr(self, name)
@@ -154,6 +158,66 @@ class Args:
     @property
     def num_iterations(self) -> int:
         return max(1, self.total_timesteps // self.batch_size)
+
+
+@dataclass(frozen=True)
+class WarmStart:
+    """A starting actor for `train` (e.g. behaviour cloning, `bc_warm_start`): the state dict of
+    `Agent.actor` and the input statistics it was fit on, which seed PPO's running observation
+    normalization (mean, var, count), so the first rollout feeds the actor the inputs it was fit on."""
+
+    actor_state: dict[str, torch.Tensor]
+    obs_mean: np.ndarray
+    obs_var: np.ndarray
+    obs_count: float
+
+
+def bc_warm_start(args: Args, expert: Any, seeds: list[int] | tuple[int, ...], epochs: int = 30, lr: float = 3e-3,
+                  batch: int = 256) -> tuple[WarmStart, Agent, dict[str, Any]]:
+    """Behaviour cloning of ``expert`` as a `WarmStart` for ``args`` (``"flat"`` actor, all actions):
+    the expert (``act_in(env, obs)`` if it has one, else ``act(obs)``) runs one episode of
+    ``gym.make(args.env_id, **args.env_kwargs)`` per seed; the actor (``Agent``'s layers and init, torch
+    seeded by ``args.seed``) is fit by cross-entropy (Adam) on the visited states, normalized by their mean
+    and ``sqrt(var + EPS)`` and clipped at ``args.obs_clip``. Returns it, the cloned `Agent` (its
+    normalization frozen in, ready for `actor_mlp`) and a log (states, training accuracy)."""
+    import optsched.envs  # noqa: F401  (registers the ids)
+
+    if args.arch != "flat" or args.action_subset is not None:
+        raise ValueError("bc_warm_start: needs Args.arch 'flat' and no action_subset")
+    env = gym.make(args.env_id, **args.env_kwargs).unwrapped
+    xs, ys = [], []
+    for seed in seeds:
+        obs, _ = env.reset(seed=int(seed))
+        done = False
+        while not done:
+            a = int(expert.act_in(env, obs) if hasattr(expert, "act_in") else expert.act(obs))
+            xs.append(gym.spaces.flatten(env.observation_space, obs))
+            ys.append(a)
+            obs, _, term, trunc, _ = env.step(a)
+            done = term or trunc
+    x, y = np.asarray(xs, dtype=np.float64), np.asarray(ys, dtype=np.int64)
+    rms = RunningMeanStd(x.shape[1:])
+    rms.update(x)
+    torch.manual_seed(args.seed)
+    rng = np.random.default_rng(args.seed)
+    agent = Agent((x.shape[1],), int(env.action_space.n), args.hidden)
+    xn = torch.as_tensor(normalize(x, rms.mean, rms.std, args.obs_clip), dtype=torch.float32)
+    yt = torch.as_tensor(y)
+    opt = torch.optim.Adam(agent.actor.parameters(), lr=lr)
+    for _ in range(epochs):
+        perm = torch.as_tensor(rng.permutation(len(y)))
+        for s in range(0, len(y), batch):
+            idx = perm[s:s + batch]
+            loss = nn.functional.cross_entropy(agent.actor(xn[idx]), yt[idx])
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    with torch.no_grad():
+        acc = float(np.mean(agent.actor(xn).argmax(1).numpy() == y))
+    state = {k: v.detach().clone() for k, v in agent.actor.state_dict().items()}
+    agent.obs_mean, agent.obs_std, agent.obs_clip = rms.mean.copy(), rms.std, float(args.obs_clip)
+    warm = WarmStart(state, rms.mean.copy(), rms.var.copy(), float(rms.count))
+    return warm, agent, {"states": len(y), "train_accuracy": acc}
 
 
 class _EpisodeTTFT(gym.Wrapper):
@@ -268,8 +332,9 @@ def _final_infos(info: dict[str, Any], key: str) -> list[tuple[int, Any]]:
     return [(int(k), float(val[k])) for k in np.flatnonzero(fin[f"_{key}"])]
 
 
-def train(args: Args) -> tuple[Agent, dict[str, list[float]]]:
-    """Train PPO for ``args.total_timesteps`` env steps (rounded down to whole rollouts)."""
+def train(args: Args, warm_start: WarmStart | None = None) -> tuple[Agent, dict[str, list[float]]]:
+    """Train PPO for ``args.total_timesteps`` env steps (rounded down to whole rollouts); ``warm_start``:
+    the actor and observation statistics to start from (default: CleanRL's orthogonal init)."""
     torch.manual_seed(args.seed)
     torch.set_num_threads(args.torch_threads)
     rng = np.random.default_rng(args.seed)
@@ -283,6 +348,13 @@ def train(args: Args) -> tuple[Agent, dict[str, list[float]]]:
     unit_shape = (n_act, N_INSTANCE_FEATURES + N_CALL_FEATURES) if args.arch == "per_instance" else (n_flat,)
     agent = Agent(unit_shape, n_act, args.hidden, args.arch)
     obs_rms, ret_rms = RunningMeanStd(unit_shape[-1:]), RunningMeanStd(())
+    if warm_start is not None:
+        if warm_start.obs_mean.shape != unit_shape[-1:]:
+            raise ValueError(f"warm_start: observation statistics of shape {warm_start.obs_mean.shape}, "
+                             f"the actor's input is {unit_shape[-1:]}")
+        agent.actor.load_state_dict(warm_start.actor_state)
+        obs_rms.mean, obs_rms.var = warm_start.obs_mean.copy(), warm_start.obs_var.copy()
+        obs_rms.count = float(warm_start.obs_count)
     opt = torch.optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
     N, S = args.num_envs, args.num_steps
     obs_buf = torch.zeros((S, N, *unit_shape))
@@ -366,6 +438,8 @@ def train(args: Args) -> tuple[Agent, dict[str, list[float]]]:
                 pg = torch.max(-a * ratio, -a * ratio.clamp(1 - args.clip_coef, 1 + args.clip_coef)).mean()
                 v_loss = 0.5 * ((newv.flatten() - b_ret[idx]) ** 2).mean()
                 loss = pg - args.ent_coef * ent.mean() + args.vf_coef * v_loss
+                if it < args.critic_warmup:  # critic only: the actor gets no gradient
+                    loss = args.vf_coef * v_loss
                 opt.zero_grad()
                 loss.backward()
                 nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
