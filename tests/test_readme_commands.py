@@ -21,7 +21,7 @@ def readme_commands() -> list[str]:
     """The command lines of README.md's ```bash blocks (continuations joined, comments dropped)."""
     text = (ROOT / "README.md").read_text()
     out = []
-    for block in re.findall(r"```bash\n(.*?)```", text, re.S):
+    for block in re.findall(r"```bash\n(.*?)```", text, re.DOTALL):
         joined = re.sub(r"\\\n\s*", " ", block)
         for line in joined.splitlines():
             line = re.sub(r"(^|\s)#.*$", "", line).strip()
