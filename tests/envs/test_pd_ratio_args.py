@@ -3,7 +3,6 @@
 import math
 
 import pytest
-
 from optsched.envs.pd_ratio import PDRatioEnv
 
 
