@@ -9,8 +9,8 @@ import gymnasium as gym
 import numpy as np
 import pandas as pd
 from gymnasium import spaces
-from optsched.envs._stepper import close_sim, episode_workload, gc_paused, workload_for_reset
 
+from optsched.envs._stepper import close_sim, episode_workload, gc_paused, workload_for_reset
 from optsched.policies.admission_menu import MENU, MenuAdmission
 from optsched.policies.router_round_robin import RoundRobinRouter
 from optsched.sim import SLO, ClusterConfig, InstanceConfig, SchedulerConfig

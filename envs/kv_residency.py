@@ -9,6 +9,7 @@ import gymnasium as gym
 import numpy as np
 import pandas as pd
 from gymnasium import spaces
+
 from optsched.envs._stepper import (
     DEFAULT_SLO,
     StepTerms,
@@ -18,7 +19,6 @@ from optsched.envs._stepper import (
     workload_for_reset,
 )
 from optsched.envs.routing import default_cluster
-
 from optsched.policies.base import ClusterView, ResidencyDecision
 from optsched.policies.router_cache_aware import CacheAwareRouter
 from optsched.sim import SLO, ClusterConfig, Decision, Simulator

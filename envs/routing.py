@@ -8,6 +8,7 @@ import gymnasium as gym
 import numpy as np
 import pandas as pd
 from gymnasium import spaces
+
 from optsched.envs._stepper import (
     DEFAULT_SLO,
     StepTerms,
@@ -16,7 +17,6 @@ from optsched.envs._stepper import (
     gc_paused,
     workload_for_reset,
 )
-
 from optsched.policies.base import ClusterView
 from optsched.policies.routing_features import routing_observation
 from optsched.sim import SLO, ClusterConfig, Decision, InstanceConfig, SchedulerConfig, Simulator

@@ -8,15 +8,15 @@ import sys
 import time
 
 import numpy as np
-from optsched.models.routing_session_lp import build_session_lp
-from optsched.solvers import SolverOptions
-from optsched.solvers.scipy_lp import solve_matrix_lp
 
+from optsched.models.routing_session_lp import build_session_lp
 from optsched.pipelines.session_routing import (
     solve_session_routing,
     solve_session_routing_ti,
     synthetic_session_instance,
 )
+from optsched.solvers import SolverOptions
+from optsched.solvers.scipy_lp import solve_matrix_lp
 
 EXACT = SolverOptions(mip_gap=0.01, time_limit_s=60, threads=1)
 

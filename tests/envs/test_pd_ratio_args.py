@@ -3,6 +3,7 @@
 import math
 
 import pytest
+
 from optsched.envs.pd_ratio import PDRatioEnv
 
 

@@ -6,10 +6,10 @@ import itertools
 
 import numpy as np
 import pytest
-from optsched.models.pd_pool import PoolInstance, PoolOption, build_pd_pool
-from optsched.solvers import solve
 
+from optsched.models.pd_pool import PoolInstance, PoolOption, build_pd_pool
 from optsched.pipelines.pd_pool_plan import pool_instance, solve_pool
+from optsched.solvers import solve
 from optsched.workload.types import Call, Session, Workload
 
 HAND = {"colocated": (3.0, 5.0, 6.0), "prefill": (4.0, 7.0, 9.0), "decode": (5.0, 6.8, 7.0)}

@@ -15,10 +15,10 @@ import math
 
 import numpy as np
 import pytest
-from optsched.models.admission_data import KVRequest
-from optsched.models.admission_online import RuleConfig, simulate_rounds
 
 from optsched.cost import CostModel
+from optsched.models.admission_data import KVRequest
+from optsched.models.admission_online import RuleConfig, simulate_rounds
 from optsched.pipelines.admission_cluster import LookaheadAdmission
 from optsched.sim import simulate
 from optsched.workload.types import Call, Session, Workload

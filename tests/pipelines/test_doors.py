@@ -8,11 +8,11 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from optsched.solvers import SolverOptions
 
 import optsched.pipelines as P
 from optsched.cost import CostModel
 from optsched.pipelines import routing_window
+from optsched.solvers import SolverOptions
 from optsched.workload import generate_agentx
 from optsched.workload.digest import workload_digest
 

@@ -2,9 +2,9 @@
 the wall clock stops says so (`SolveResult.stopped_by_time`)."""
 
 import numpy as np
-from optsched.solvers import SolverOptions
 
 from optsched.pipelines.session_routing import solve_session_routing, synthetic_session_instance
+from optsched.solvers import SolverOptions
 
 
 def test_result_does_not_depend_on_the_time_limit_when_the_node_limit_binds():
