@@ -55,33 +55,31 @@ def module_files() -> dict[str, Path]:
     return out
 
 
-def _module_level(body: list[ast.stmt]):
-    """Statements executed at import: top level, inside if/try/with/class bodies; not in functions,
-    not under ``if TYPE_CHECKING:``."""
+def _statements(body: list[ast.stmt], functions: bool):
+    """The statements of ``body`` and of the blocks nested in it (if/try/with/class bodies, and function
+    bodies where ``functions``); never those under ``if TYPE_CHECKING:`` (its ``else`` is walked)."""
     for node in body:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        if not functions and isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             continue
         if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            yield from _module_level(node.orelse)
+            yield from _statements(node.orelse, functions)
             continue
         yield node
         for field in ("body", "orelse", "finalbody", "handlers"):
             sub = getattr(node, field, None)
             if isinstance(sub, list) and sub and isinstance(sub[0], (ast.stmt, ast.excepthandler)):
-                yield from _module_level(sub if field != "handlers" else [s for h in sub for s in h.body])
+                yield from _statements(sub if field != "handlers" else [s for h in sub for s in h.body], functions)
+
+
+def _module_level(body: list[ast.stmt]):
+    """Statements executed at import: top level, inside if/try/with/class bodies; not in functions,
+    not under ``if TYPE_CHECKING:``."""
+    return _statements(body, functions=False)
 
 
 def _every_level(body: list[ast.stmt]):
     """Every statement, function bodies included; not under ``if TYPE_CHECKING:``."""
-    for node in body:
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            yield from _every_level(node.orelse)
-            continue
-        yield node
-        for field in ("body", "orelse", "finalbody", "handlers"):
-            sub = getattr(node, field, None)
-            if isinstance(sub, list) and sub and isinstance(sub[0], (ast.stmt, ast.excepthandler)):
-                yield from _every_level(sub if field != "handlers" else [s for h in sub for s in h.body])
+    return _statements(body, functions=True)
 
 
 def import_graph(lazy: bool = False) -> dict[str, set[str]]:
