@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from optsched.envs.leaderboard import main
+
 from optsched.workload.samples import mooncake_sample
 
 
@@ -49,8 +49,9 @@ def test_bad_pd_trace_or_speedup_is_refused_before_any_training(tmp_path, capsys
 
 
 def test_add_scores_a_policy_file_on_an_existing_leaderboard(tmp_path):
-    from optsched.agents.imitation import dagger
     from optsched.envs.pd_fluid_policies import FluidMPC
+
+    from optsched.agents.imitation import dagger
     from optsched.export import dump_policy
     from optsched.plan import Plan
 
