@@ -1,6 +1,7 @@
 # The README's two commands: `make demo` (the main job) and `make test` (the suite).
 # `make paper`: the paper from runs/ (paper/generate.py; a PDF with latexmk on the PATH, else paper/paper.md).
 # Both create .venv on first use and are fast when it is already set up.
+# `make lint`: ruff over the tree with the project's config (pyproject.toml [tool.ruff]); `make test` does not run it.
 # Opt-in: `make compiled` compiles the simulator's hot modules with mypyc (optsched/_native.py; needs a C
 # compiler and the Python headers), `make pure` removes them. Results are identical either way.
 PY ?= python3
@@ -8,7 +9,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test paper clean compiled pure
+.PHONY: setup demo test lint paper clean compiled pure
 
 # torch is installed first, as the CPU build (torch==$(TORCH)+cpu from PyTorch's CPU wheel index, PyPI for its
 # dependencies), so that no multi-GB CUDA build and ~20 nvidia wheels are pulled in. Where no +cpu wheel is found
@@ -53,6 +54,9 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
 
 paper: $(STAMP)
 	$(BIN)/python paper/generate.py --runs runs

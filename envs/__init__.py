@@ -27,6 +27,7 @@ Environments depend only on the optsched core (sim, workload, cost, policies) an
 from __future__ import annotations
 
 from gymnasium.envs.registration import register, registry
+
 from optsched.envs.admission import AdmissionEnv
 from optsched.envs.kv_residency import KVResidencyEnv
 from optsched.envs.pd_fluid import PDFluidEnv

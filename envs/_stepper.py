@@ -11,10 +11,11 @@ import functools
 import gc
 
 from optsched.sim import SLO, Simulator
-from optsched.workload.gen_agentx import generate_agentx
+from optsched.workload.gen_agentx import AGENTX_VARIANTS, generate_agentx
 from optsched.workload.types import Workload
 
-__all__ = ["DEFAULT_SLO", "INFO_TERMS", "StepTerms", "close_sim", "episode_workload", "gc_paused", "workload_for_reset"]
+__all__ = ["DEFAULT_SLO", "INFO_TERMS", "StepTerms", "check_episode_args", "close_sim", "episode_workload", "gc_paused",
+           "workload_for_reset"]
 
 RESET_OPTIONS = ("workload",)
 
@@ -95,6 +96,32 @@ class StepTerms:
                "hit_hbm_tokens": h[1], "hit_dram_tokens": h[2], "hit_ssd_tokens": h[3], "prefilled_tokens": h[4]}
         self._hits = [0, 0, 0, 0, 0]
         return out
+
+
+def check_episode_args(n_sessions: object, variant: object, workload: object, slo: object,
+                       concurrency: object = 0) -> None:
+    """Check the constructor arguments the envs over generated AgentX-like episodes share (Routing-v0,
+    KVResidency-v0, Admission-v0).
+
+    Raises:
+        ValueError: naming the argument and its value: ``n_sessions`` not an int in [1,
+            `optsched.workload.limits.MAX_GENERATED_SESSIONS`], ``variant`` not a key of `AGENTX_VARIANTS`,
+            ``concurrency`` not an int >= 0, ``workload`` neither None nor a `Workload`, ``slo`` not an `SLO`.
+    """
+    from optsched.workload.limits import MAX_GENERATED_SESSIONS
+
+    for name, v, lo in (("n_sessions", n_sessions, 1), ("concurrency", concurrency, 0)):
+        if not isinstance(v, int) or isinstance(v, bool) or v < lo:
+            raise ValueError(f"{name} must be an int >= {lo}, got {v!r}")
+    if n_sessions > MAX_GENERATED_SESSIONS:
+        raise ValueError(f"n_sessions expects at most {MAX_GENERATED_SESSIONS:,} (the generator cap, "
+                         f"optsched.workload.limits), got {n_sessions:,}")
+    if variant not in AGENTX_VARIANTS:
+        raise ValueError(f"variant must be one of {sorted(AGENTX_VARIANTS)}, got {variant!r}")
+    if workload is not None and not isinstance(workload, Workload):
+        raise ValueError(f"workload must be an optsched Workload or None, got {type(workload).__name__}")
+    if not isinstance(slo, SLO):
+        raise ValueError(f"slo must be an optsched.sim.SLO, got {slo!r}")
 
 
 def workload_for_reset(fixed: Workload | None, seed: int | None, options: dict | None) -> Workload | None:

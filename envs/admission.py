@@ -9,15 +9,20 @@ import gymnasium as gym
 import numpy as np
 import pandas as pd
 from gymnasium import spaces
-from optsched.envs._stepper import close_sim, episode_workload, gc_paused, workload_for_reset
 
+from optsched.envs._stepper import (
+    check_episode_args,
+    close_sim,
+    episode_workload,
+    gc_paused,
+    workload_for_reset,
+)
 from optsched.policies.admission_menu import MENU, MenuAdmission
 from optsched.policies.router_round_robin import RoundRobinRouter
 from optsched.sim import SLO, ClusterConfig, InstanceConfig, SchedulerConfig
 from optsched.sim.admission_obs import INSTANCE_FEATURES_ADM, PREFILL_FEATURES, admission_observation
 from optsched.sim.admission_step import AdmissionDecision, AdmissionSimulator
 from optsched.sim.cluster import default_cost_model
-from optsched.workload.gen_agentx import AGENTX_VARIANTS
 from optsched.workload.types import Workload
 
 __all__ = ["ADMISSION_REWARD_MODES", "DEFAULT_ADMISSION_SLO", "INSTANCE_FEATURES_ADM", "PREFILL_FEATURES",
@@ -118,22 +123,11 @@ class AdmissionEnv(gym.Env):
         workload: Workload | None = None, router_factory: Callable[[], Any] = RoundRobinRouter,
         reward_mode: str = "ttft", slo: SLO = DEFAULT_ADMISSION_SLO, k_prefills: int = 8, concurrency: int = 0,
     ) -> None:
-        for name, v, lo in (("n_sessions", n_sessions, 1), ("k_prefills", k_prefills, 1), ("concurrency", concurrency, 0)):
-            if not isinstance(v, int) or isinstance(v, bool) or v < lo:
-                raise ValueError(f"{name} must be an int >= {lo}, got {v!r}")
-        from optsched.workload.limits import MAX_GENERATED_SESSIONS
-
-        if n_sessions > MAX_GENERATED_SESSIONS:
-            raise ValueError(f"n_sessions expects at most {MAX_GENERATED_SESSIONS:,} (the generator cap, "
-                             f"optsched.workload.limits), got {n_sessions:,}")
-        if variant not in AGENTX_VARIANTS:
-            raise ValueError(f"variant must be one of {sorted(AGENTX_VARIANTS)}, got {variant!r}")
+        check_episode_args(n_sessions, variant, workload, slo, concurrency)
+        if not isinstance(k_prefills, int) or isinstance(k_prefills, bool) or k_prefills < 1:
+            raise ValueError(f"k_prefills must be an int >= 1, got {k_prefills!r}")
         if reward_mode not in ADMISSION_REWARD_MODES:
             raise ValueError(f"reward_mode must be one of {ADMISSION_REWARD_MODES}, got {reward_mode!r}")
-        if not isinstance(slo, SLO):
-            raise ValueError(f"slo must be an optsched.sim.SLO, got {slo!r}")
-        if workload is not None and not isinstance(workload, Workload):
-            raise ValueError(f"workload must be an optsched Workload or None, got {type(workload).__name__}")
         if not callable(router_factory):
             raise ValueError(f"router_factory must be callable, got {router_factory!r}")
         cluster = admission_cluster() if cluster is None else cluster

@@ -9,21 +9,21 @@ import gymnasium as gym
 import numpy as np
 import pandas as pd
 from gymnasium import spaces
+
 from optsched.envs._stepper import (
     DEFAULT_SLO,
     StepTerms,
+    check_episode_args,
     close_sim,
     episode_workload,
     gc_paused,
     workload_for_reset,
 )
 from optsched.envs.routing import default_cluster
-
 from optsched.policies.base import ClusterView, ResidencyDecision
 from optsched.policies.router_cache_aware import CacheAwareRouter
 from optsched.sim import SLO, ClusterConfig, Decision, Simulator
 from optsched.sim.cluster import default_cost_model
-from optsched.workload.gen_agentx import AGENTX_VARIANTS
 from optsched.workload.types import Call, Workload
 
 __all__ = ["DEFAULT_DECISIONS", "KVResidencyEnv"]
@@ -113,26 +113,12 @@ class KVResidencyEnv(gym.Env):
         workload: Workload | None = None, decisions: Sequence[ResidencyDecision] = DEFAULT_DECISIONS,
         router_factory: Callable[[], Any] = CacheAwareRouter, concurrency: int = 0, slo: SLO = DEFAULT_SLO,
     ) -> None:
-        if not isinstance(n_sessions, int) or isinstance(n_sessions, bool) or n_sessions < 1:
-            raise ValueError(f"n_sessions must be an int >= 1, got {n_sessions!r}")
-        from optsched.workload.limits import MAX_GENERATED_SESSIONS
-
-        if n_sessions > MAX_GENERATED_SESSIONS:
-            raise ValueError(f"n_sessions expects at most {MAX_GENERATED_SESSIONS:,} (the generator cap, "
-                             f"optsched.workload.limits), got {n_sessions:,}")
-        if variant not in AGENTX_VARIANTS:
-            raise ValueError(f"variant must be one of {sorted(AGENTX_VARIANTS)}, got {variant!r}")
-        if not isinstance(concurrency, int) or isinstance(concurrency, bool) or concurrency < 0:
-            raise ValueError(f"concurrency must be an int >= 0, got {concurrency!r}")
+        check_episode_args(n_sessions, variant, workload, slo, concurrency)
         decisions = tuple(decisions)
         if not decisions or not all(isinstance(d, ResidencyDecision) for d in decisions):
             raise ValueError(f"decisions must be a non-empty sequence of ResidencyDecision, got {decisions!r}")
-        if workload is not None and not isinstance(workload, Workload):
-            raise ValueError(f"workload must be an optsched Workload or None, got {type(workload).__name__}")
         if not callable(router_factory):
             raise ValueError(f"router_factory must be callable, got {router_factory!r}")
-        if not isinstance(slo, SLO):
-            raise ValueError(f"slo must be an optsched.sim.SLO, got {slo!r}")
         cluster = default_cluster() if cluster is None else cluster
         if any(ic.role != "colocated" for ic in cluster.instances):
             raise ValueError("cluster must have colocated instances only (KVResidency-v0)")

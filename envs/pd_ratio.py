@@ -9,8 +9,8 @@ import gymnasium as gym
 import numpy as np
 import pandas as pd
 from gymnasium import spaces
-from optsched.envs._stepper import close_sim, gc_paused
 
+from optsched.envs._stepper import close_sim, gc_paused
 from optsched.sim import SLO, ClusterConfig, InstanceConfig, SchedulerConfig
 from optsched.sim.cluster import default_cost_model
 from optsched.sim.pd_control import PDControlSimulator

@@ -8,20 +8,20 @@ import gymnasium as gym
 import numpy as np
 import pandas as pd
 from gymnasium import spaces
+
 from optsched.envs._stepper import (
     DEFAULT_SLO,
     StepTerms,
+    check_episode_args,
     close_sim,
     episode_workload,
     gc_paused,
     workload_for_reset,
 )
-
 from optsched.policies.base import ClusterView
 from optsched.policies.routing_features import routing_observation
 from optsched.sim import SLO, ClusterConfig, Decision, InstanceConfig, SchedulerConfig, Simulator
 from optsched.sim.cluster import default_cost_model
-from optsched.workload.gen_agentx import AGENTX_VARIANTS
 from optsched.workload.types import Call, Workload
 
 __all__ = ["INSTANCE_FEATURES", "REWARD_MODES", "RoutingEnv", "default_cluster"]
@@ -125,23 +125,9 @@ class RoutingEnv(gym.Env):
         self, n_sessions: int = 4, variant: str = "256k", cluster: ClusterConfig | None = None,
         workload: Workload | None = None, reward_mode: str = "ttft", concurrency: int = 0, slo: SLO = DEFAULT_SLO,
     ) -> None:
-        if not isinstance(n_sessions, int) or isinstance(n_sessions, bool) or n_sessions < 1:
-            raise ValueError(f"n_sessions must be an int >= 1, got {n_sessions!r}")
-        from optsched.workload.limits import MAX_GENERATED_SESSIONS
-
-        if n_sessions > MAX_GENERATED_SESSIONS:
-            raise ValueError(f"n_sessions expects at most {MAX_GENERATED_SESSIONS:,} (the generator cap, "
-                             f"optsched.workload.limits), got {n_sessions:,}")
-        if variant not in AGENTX_VARIANTS:
-            raise ValueError(f"variant must be one of {sorted(AGENTX_VARIANTS)}, got {variant!r}")
+        check_episode_args(n_sessions, variant, workload, slo, concurrency)
         if reward_mode not in REWARD_MODES:
             raise ValueError(f"reward_mode must be one of {REWARD_MODES}, got {reward_mode!r}")
-        if not isinstance(concurrency, int) or isinstance(concurrency, bool) or concurrency < 0:
-            raise ValueError(f"concurrency must be an int >= 0, got {concurrency!r}")
-        if workload is not None and not isinstance(workload, Workload):
-            raise ValueError(f"workload must be an optsched Workload or None, got {type(workload).__name__}")
-        if not isinstance(slo, SLO):
-            raise ValueError(f"slo must be an optsched.sim.SLO, got {slo!r}")
         cluster = default_cluster() if cluster is None else cluster
         roles = sorted({ic.role for ic in cluster.instances})
         if roles != ["colocated"]:

@@ -51,8 +51,8 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
-from optsched.envs.vector import BatchedVectorEnv, alloc_buffers, buffer_layout, check_actions, sub_env_seeds
 
+from optsched.envs.vector import BatchedVectorEnv, alloc_buffers, buffer_layout, check_actions, sub_env_seeds
 from optsched.sim.engine import gc_paused
 
 __all__ = ["ShardedVectorEnv"]

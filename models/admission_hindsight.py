@@ -22,6 +22,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 import pyomo.environ as pyo
+
 from optsched.models.admission_data import HindsightInstance
 
 __all__ = [

@@ -37,6 +37,7 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
+
 from optsched.models.admission_data import KVRequest
 from optsched.models.admission_rounds import extend, mcsf_finish, rollout_step
 

@@ -46,6 +46,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+
 from optsched.models.admission_data import KVRequest
 from optsched.models.admission_rounds import RoundState, rollout_step
 

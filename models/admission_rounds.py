@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+
 from optsched.models.admission_data import KVRequest
 
 __all__ = ["RoundState", "extend", "mcsf_finish", "rollout_step"]

@@ -33,6 +33,7 @@ run is deterministic.
 from __future__ import annotations
 
 import numpy as np
+
 from optsched.models.admission_data import KVRequest
 from optsched.models.admission_rounds import extend, mcsf_finish
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 
 import pyomo.environ as pyo
+
 from optsched.models.pd_data import PDInstance, PDPlan
 
 __all__ = ["ROLES", "build_pd", "extract_pd"]

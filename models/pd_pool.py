@@ -33,6 +33,7 @@ import math
 from dataclasses import dataclass
 
 import pyomo.environ as pyo
+
 from optsched.models.pd_data import PDPlan
 
 __all__ = ["PoolInstance", "PoolOption", "build_pd_pool", "extract_pd_pool"]

@@ -33,6 +33,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 import pyomo.environ as pyo
+
 from optsched.models.residency_priced import PricedResidencyInstance, build_priced_residency
 
 __all__ = ["build_penalized_residency"]

@@ -42,6 +42,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import pyomo.environ as pyo
+
 from optsched.models.residency import Pause
 
 __all__ = ["PRICED_TIERS", "PricedResidencyInstance", "build_priced_residency", "extract_hbm_prices",

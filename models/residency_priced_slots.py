@@ -26,7 +26,6 @@ from functools import partial
 
 from optsched.models.residency_priced import PricedResidencyInstance
 from optsched.models.residency_slots import ReplayClusterView, ReplayInstanceView
-
 from optsched.policies.base import Residency
 from optsched.workload.types import Call
 

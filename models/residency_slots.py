@@ -17,7 +17,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from optsched.models.residency import ResidencyInstance, ResidencyPlanPaths
-
 from optsched.policies.base import Residency, ResidencyDecision
 from optsched.workload.types import Call
 

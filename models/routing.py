@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import numpy as np
 import pyomo.environ as pyo
-from optsched.models.routing_data import RoutingInstance
 
+from optsched.models.routing_data import RoutingInstance
 from optsched.policies.router_plan import RoutingPlan
 
 __all__ = ["build_routing", "extract_routing"]

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyomo.environ as pyo
+
 from optsched.models.routing_placement_data import PlacementInstance
 
 __all__ = ["PlacementSolution", "build_placement", "extract_placement", "set_placement_start"]

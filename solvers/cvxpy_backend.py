@@ -13,6 +13,7 @@ import logging
 import time
 
 import cvxpy as cp
+
 from optsched.solvers._quiet import quiet_fds
 from optsched.solvers.types import SolveResult, SolverOptions, relative_gap
 

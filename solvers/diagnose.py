@@ -21,6 +21,7 @@ import logging
 from dataclasses import dataclass, field
 
 import pyomo.environ as pyo
+
 from optsched.solvers.solve import solve
 from optsched.solvers.types import SolveResult, SolverOptions
 

@@ -13,10 +13,11 @@ import math
 import time
 
 import pyomo.environ as pyo
-from optsched.solvers._quiet import quiet_fds
-from optsched.solvers.types import SolveResult, SolverOptions, relative_gap
 from pyomo.contrib.appsi.base import TerminationCondition as TC
 from pyomo.contrib.appsi.solvers import Highs
+
+from optsched.solvers._quiet import quiet_fds
+from optsched.solvers.types import SolveResult, SolverOptions, relative_gap
 
 __all__ = ["is_mip", "solve_pyomo"]
 

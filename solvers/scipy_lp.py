@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 
 import numpy as np
+
 from optsched.solvers.types import SolveResult
 
 __all__ = ["solve_matrix_lp"]

@@ -51,6 +51,7 @@ def test_generators_cap_sessions(gen):
 @pytest.mark.parametrize("env_id", ["optsched/Routing-v0", "optsched/KVResidency-v0", "optsched/Admission-v0"])
 def test_envs_cap_n_sessions_at_construction(env_id):
     import gymnasium as gym
+
     import optsched.envs  # noqa: F401  (registers the ids)
 
     with pytest.raises(ValueError, match=rf"n_sessions expects at most {MAX_GENERATED_SESSIONS:,}"):

@@ -3,11 +3,13 @@
 1. Importing any core module (every module under ``optsched/`` except the non-core folders in
    `NOT_CORE`) loads none of pyomo, cvxpy, highspy, gymnasium, torch (fresh subprocess).
 2. No import cycle among the modules of optsched and its mapped packages (``models/``, ``solvers/``,
-   ``envs/``), folders mapped to their ``optsched.*`` names through pyproject's
+   ``envs/``, ``agents/``), folders mapped to their ``optsched.*`` names through pyproject's
    ``[tool.setuptools.package-dir]``: neither among the imports that run at import time nor when the
    imports inside functions are counted too (a lazy import defers a circle, it does not remove it).
    ``if TYPE_CHECKING:`` blocks do not count.
 3. No module outside ``optsched/sim/`` touches a private member of `optsched.sim.Simulator`.
+   ``agents/`` imports ``envs/`` and the core only; ``envs/`` imports the core only, except
+   ``envs/leaderboard.py`` (it trains the agents and ranks plan-derived policies through the doors).
 4. One home per decision: no module name appears in two of ``models/``, ``optsched/pipelines/``,
    ``optsched/policies/``, ``envs/`` except a decision's own name (``routing.py`` is the routing model,
    door and env); every decision has its door, models and online policies by name.
@@ -24,8 +26,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 FORBIDDEN = ("pyomo", "cvxpy", "gymnasium", "highspy", "torch")
 # folders of optsched/ that are not numpy-only core: the torch executor, the per-problem doors that import
-# models / solvers, the two applications built on them (compare, reproduce) and the RL agents (torch)
-NOT_CORE = ("optsched/executor", "optsched/pipelines", "optsched/reproduce", "optsched/compare", "optsched/agents")
+# models / solvers and the two applications built on them (compare, reproduce); the RL agents (torch,
+# gymnasium) are the top-level agents/ folder, beside envs/
+NOT_CORE = ("optsched/executor", "optsched/pipelines", "optsched/reproduce", "optsched/compare")
 
 
 # ---- helpers ---------------------------------------------------------------------------------
@@ -52,33 +55,31 @@ def module_files() -> dict[str, Path]:
     return out
 
 
-def _module_level(body: list[ast.stmt]):
-    """Statements executed at import: top level, inside if/try/with/class bodies; not in functions,
-    not under ``if TYPE_CHECKING:``."""
+def _statements(body: list[ast.stmt], functions: bool):
+    """The statements of ``body`` and of the blocks nested in it (if/try/with/class bodies, and function
+    bodies where ``functions``); never those under ``if TYPE_CHECKING:`` (its ``else`` is walked)."""
     for node in body:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        if not functions and isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             continue
         if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            yield from _module_level(node.orelse)
+            yield from _statements(node.orelse, functions)
             continue
         yield node
         for field in ("body", "orelse", "finalbody", "handlers"):
             sub = getattr(node, field, None)
             if isinstance(sub, list) and sub and isinstance(sub[0], (ast.stmt, ast.excepthandler)):
-                yield from _module_level(sub if field != "handlers" else [s for h in sub for s in h.body])
+                yield from _statements(sub if field != "handlers" else [s for h in sub for s in h.body], functions)
+
+
+def _module_level(body: list[ast.stmt]):
+    """Statements executed at import: top level, inside if/try/with/class bodies; not in functions,
+    not under ``if TYPE_CHECKING:``."""
+    return _statements(body, functions=False)
 
 
 def _every_level(body: list[ast.stmt]):
     """Every statement, function bodies included; not under ``if TYPE_CHECKING:``."""
-    for node in body:
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            yield from _every_level(node.orelse)
-            continue
-        yield node
-        for field in ("body", "orelse", "finalbody", "handlers"):
-            sub = getattr(node, field, None)
-            if isinstance(sub, list) and sub and isinstance(sub[0], (ast.stmt, ast.excepthandler)):
-                yield from _every_level(sub if field != "handlers" else [s for h in sub for s in h.body])
+    return _statements(body, functions=True)
 
 
 def import_graph(lazy: bool = False) -> dict[str, set[str]]:
@@ -185,7 +186,8 @@ def test_core_modules_list_covers_every_core_package():
     for pkg in ("optsched", "optsched.cli", "optsched.cli.solve", "optsched.export", "optsched.plan",
                 "optsched.workload", "optsched.cost", "optsched.kvcache", "optsched.sim", "optsched.policies"):
         assert pkg in mods
-    assert not any(m.startswith(("optsched.models", "optsched.solvers", "optsched.envs")) for m in mods)
+    assert not any(m.startswith(("optsched.models", "optsched.solvers", "optsched.envs", "optsched.agents"))
+                   for m in mods)
 
 
 def design_not_core(text: str) -> tuple[str, ...]:
@@ -232,12 +234,14 @@ def test_the_core_one_liner_loads_no_heavy_package():
 
 
 def test_mapped_packages_import_as_optsched_names():
+    import optsched.agents
     import optsched.envs
     import optsched.models
     import optsched.solvers
 
-    for mod in (optsched.models, optsched.solvers, optsched.envs):
+    for mod in (optsched.models, optsched.solvers, optsched.envs, optsched.agents):
         assert mod.__name__.startswith("optsched.")
+    assert Path(optsched.agents.__file__).parent == ROOT / "agents"
 
 
 # ---- 2. no import cycle ----------------------------------------------------------------------
@@ -253,7 +257,8 @@ def test_cycle_finder_finds_a_known_cycle_and_ignores_lazy_imports():
 
 def test_graph_walks_every_mapped_folder():
     mods = set(module_files())
-    for name in ("optsched.sim.engine", "optsched.models.routing", "optsched.solvers.solve", "optsched.envs.routing"):
+    for name in ("optsched.sim.engine", "optsched.models.routing", "optsched.solvers.solve", "optsched.envs.routing",
+                 "optsched.agents.ppo"):
         assert name in mods
     g = import_graph()
     assert "optsched.sim.engine" in g["optsched.sim"]  # optsched/sim/__init__.py imports the engine
@@ -290,6 +295,30 @@ def test_no_import_cycle():
 def test_no_import_cycle_through_function_level_imports():
     cycles = find_cycles(import_graph(lazy=True))
     assert not cycles, "import cycles (imports inside functions counted):\n" + "\n".join(" -> ".join(c) for c in cycles)
+
+
+def layer_breaches(graph: dict[str, set[str]], layer: str, allowed: tuple[str, ...], core: set[str],
+                   exempt: tuple[str, ...] = ()) -> list[str]:
+    """``module -> target`` for every import (graph edge) of a module of package ``layer`` that reaches
+    neither the core nor a package in ``allowed`` (its own package counts as allowed)."""
+    return [f"{m} -> {t}" for m in sorted(graph) if (m == layer or m.startswith(layer + ".")) and m not in exempt
+            for t in sorted(graph[m]) if t not in core and not t.startswith((layer, *allowed))]
+
+
+def test_layer_breach_scan_sees_an_upward_import():
+    g = {"optsched.agents.ppo": {"optsched.envs.routing", "optsched.sim", "optsched.pipelines.routing"},
+         "optsched.envs.routing": {"optsched.sim"}, "optsched.sim": set(), "optsched.pipelines.routing": set()}
+    assert layer_breaches(g, "optsched.agents", ("optsched.envs",), {"optsched.sim"}) == [
+        "optsched.agents.ppo -> optsched.pipelines.routing"]
+    assert layer_breaches(g, "optsched.envs", (), {"optsched.sim"}) == []
+
+
+def test_agents_import_envs_and_core_and_envs_the_core_only():
+    """DESIGN.md: `agents` imports `envs` and core; `envs` depend only on core, except envs/leaderboard.py
+    (imports inside functions counted)."""
+    g, core = import_graph(lazy=True), set(core_modules())
+    assert layer_breaches(g, "optsched.agents", ("optsched.envs",), core) == []
+    assert layer_breaches(g, "optsched.envs", (), core, exempt=("optsched.envs.leaderboard",)) == []
 
 
 # ---- 3. no private Simulator member outside optsched/sim/ ------------------------------------

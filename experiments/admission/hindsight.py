@@ -23,6 +23,8 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+
+from optsched.config_cli import arg, config_parser, parse_config
 from optsched.models.admission_online import (
     DIAGNOSTICS,
     RULES,
@@ -31,12 +33,10 @@ from optsched.models.admission_online import (
     total_latency,
 )
 from optsched.models.admission_rounds import RoundState
-from optsched.solvers import SolverOptions
-
-from optsched.config_cli import arg, config_parser, parse_config
 from optsched.pipelines.admission import compare_rules_to_optimum, jaillet_instance
 from optsched.replicate import stream_seed
 from optsched.reproduce.provenance import collect_provenance
+from optsched.solvers import SolverOptions
 
 logger = logging.getLogger("admission_hindsight")
 

@@ -26,9 +26,8 @@ import sys
 import time
 from pathlib import Path
 
-from optsched.reproduce.provenance import collect_provenance
-
 from optsched.kvcache import PrefixCache
+from optsched.reproduce.provenance import collect_provenance
 
 
 def _extend(calls: int, start_blocks: int) -> dict:

@@ -58,13 +58,12 @@ class _Timed:
 
 def main(argv: list[str] | None = None) -> int:
     cfg = parse_config(config_parser(Config, __doc__.splitlines()[0]), Config, argv)
-    from optsched.solvers import SolverOptions
-
     from optsched.compare.replication import build_replication
     from optsched.pipelines.session_routing import build_router, config_from_parameters, plan_from_workload
     from optsched.policies.router_cache_aware import CacheAwareRouter
     from optsched.reproduce.provenance import write_run
     from optsched.sim import ClusterConfig, InstanceConfig, simulate
+    from optsched.solvers import SolverOptions
 
     n = 8 if cfg.quick else cfg.sessions
     spec = f"agentx:sessions={n},variant=256k"
@@ -74,9 +73,8 @@ def main(argv: list[str] | None = None) -> int:
                                        count=cfg.instances),))
     plan, _ = plan_from_workload(train, "h200-sxm", "llama-3-70b", 4, SolverOptions(threads=1), cfg.seed,
                                  n_instances=cfg.instances, cluster=cl)
-    from optsched.models.routing_session_lp import build_session_lp_rows
-
     from optsched.cost import CostModel
+    from optsched.models.routing_session_lp import build_session_lp_rows
     from optsched.pipelines.session_routing import make_pricer
     from optsched.policies.router_session import SessionRouter
 

@@ -8,6 +8,7 @@ import sys
 import time
 
 import numpy as np
+
 from optsched.models.routing_session_lp import build_session_lp
 from optsched.pipelines.session_routing import (
     solve_session_routing,

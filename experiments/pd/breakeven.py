@@ -26,11 +26,11 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from optsched.models.pd_data import PDInstance
 
 from optsched.config_cli import arg, config_parser, parse_config
 from optsched.cost import CostModel
 from optsched.cost.capacity import PDSLO, PDWorkload
+from optsched.models.pd_data import PDInstance
 from optsched.pipelines.pd_solve import config_from_cost_model, solve_pd
 from optsched.reproduce.provenance import collect_provenance
 

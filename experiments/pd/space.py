@@ -55,14 +55,13 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from optsched.compare.replication import build_replication
-from optsched.replicate import stream
-from optsched.replicate import mean_ci, paired_difference
-from optsched.config_cli import arg, config_parser, parse_config
-from optsched.reproduce.provenance import collect_provenance
 
+from optsched.compare.replication import build_replication
+from optsched.config_cli import arg, config_parser, parse_config
 from optsched.cost.catalog import load_model
 from optsched.policies.router_round_robin import RoundRobinRouter
+from optsched.replicate import mean_ci, paired_difference, stream
+from optsched.reproduce.provenance import collect_provenance
 from optsched.sim import SLO, ClusterConfig, InstanceConfig, SchedulerConfig, simulate
 from optsched.workload.digest import workload_digest
 
@@ -96,7 +95,6 @@ class Config:
 def _lmcache(part: str, seed: int, load: float):
     from optsched.replicate import scale_load
     from optsched.reproduce.stages.workloads import align_session_starts
-
     from optsched.workload import Session, samples
     from optsched.workload.split import session_part
 
@@ -108,9 +106,8 @@ def _lmcache(part: str, seed: int, load: float):
 
 
 def _window(path: Path, first: int, calls: int, seed: int, load: float):
-    from optsched.replicate import scale_load
     from optsched.compare.replication import cap_context, permute_arrivals
-
+    from optsched.replicate import scale_load
     from optsched.workload.spec import workload_from_spec
     from optsched.workload.split import call_window
 

@@ -92,13 +92,12 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--trace is required (an open-loop trace file)")
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     import optsched.envs  # noqa: F401  (registers the ids)
+    from optsched.agents.export import learned_plan
+    from optsched.agents.ppo import Args, bc_warm_start, train, write_provenance
     from optsched.envs.evaluate import evaluate, paired_difference
     from optsched.envs.leaderboard import SPECS
     from optsched.envs.pd_fluid import PDFluidEnv, split_by_time
     from optsched.envs.pd_fluid_policies import BalanceSplit, FluidMPC
-
-    from optsched.agents.export import learned_plan
-    from optsched.agents.ppo import Args, bc_warm_start, train, write_provenance
     from optsched.export import dump_policy, load_policy
     from optsched.workload import load_any
 

@@ -137,10 +137,10 @@ def main(argv: list[str] | None = None) -> int:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from optsched.envs.evaluate import evaluate, paired_difference
 
     from optsched.agents.export import learned_plan
     from optsched.agents.ppo import Args, train, write_provenance
+    from optsched.envs.evaluate import evaluate, paired_difference
     from optsched.export import dump_policy, load_policy
     from optsched.sim.registry import policy_names
     from optsched.workload.samples import lmcache_sample, mooncake_sample

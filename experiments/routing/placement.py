@@ -40,7 +40,6 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from optsched.solvers import SolverOptions
 
 from optsched.config_cli import arg, config_parser, parse_config
 from optsched.pipelines.routing_placement_greedy import greedy_placement
@@ -57,6 +56,7 @@ from optsched.replicate import paired_difference, stream, verdict
 from optsched.reproduce.provenance import collect_provenance
 from optsched.sim import simulate
 from optsched.sim.config import SchedulerConfig
+from optsched.solvers import SolverOptions
 from optsched.workload.gen_agentx import AGENTX_VARIANTS, generate_agentx
 from optsched.workload.types import Session, Workload
 

@@ -26,7 +26,6 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from optsched.solvers import SolverOptions
 
 from optsched.config_cli import arg, config_parser, parse_config
 from optsched.cost import CostModel
@@ -40,6 +39,7 @@ from optsched.pipelines.routing_price import (
 from optsched.pipelines.routing_window import solve_routing, synthetic_routing_window
 from optsched.replicate import stream_seed
 from optsched.reproduce.provenance import collect_provenance
+from optsched.solvers import SolverOptions
 
 
 @dataclass(frozen=True, slots=True)

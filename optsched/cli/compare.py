@@ -11,6 +11,7 @@ import math
 import sys
 from pathlib import Path
 
+from optsched.cli._hardware import add_hardware_args
 from optsched.compare.core import DEFAULT_TARGET
 
 __all__ = ["register"]
@@ -100,11 +101,7 @@ def register(subparsers) -> None:
                    "100 ms TPOT SLO, DistServe's chatbot SLO; MLPerf's Llama-2-70B server bound is 200 ms = 5 tok/s)")
     p.add_argument("--max-calls", type=int, default=0, help="trace: keep its first N calls (0 = all)")
     p.add_argument("--max-calls-per-session", type=int, default=0, help="keep each session's first N calls (0 = all)")
-    p.add_argument("--gpu", default="h200-sxm",
-                   help="catalog GPU name (optsched cost list) or a GPU YAML/JSON file (default h200-sxm)")
-    p.add_argument("--model", default="llama-3-70b",
-                   help="catalog model name (optsched cost list) or a model YAML/JSON file (default llama-3-70b)")
-    p.add_argument("--tp", type=int, default=4, help="tensor-parallel degree, GPUs per instance (default 4)")
+    add_hardware_args(p, tp=4)
     p.add_argument("--instances", type=int, default=4, help="colocated instances of the cluster (default 4)")
     p.add_argument("--max-num-batched-tokens", type=int, default=8192,
                    help="token budget of one engine step (default 8192, vLLM's)")

@@ -6,6 +6,8 @@ import dataclasses
 import json
 from pathlib import Path
 
+from optsched.cli._hardware import add_hardware_args
+
 __all__ = ["register"]
 
 SAMPLE_COLUMNS_DOC = ("source", "gpu", "family", "group", "op", "m", "flops", "bytes", "ranks", "time_s")
@@ -15,11 +17,7 @@ def register(subparsers) -> None:
     p = subparsers.add_parser("cost", help="GPU cost model: predict a step's time, validate against measurements")
     sub = p.add_subparsers(dest="cost_command", metavar="ACTION")
     pr = sub.add_parser("predict", help="time of one engine step, with its breakdown")
-    pr.add_argument("--gpu", default="h200-sxm",
-                    help="catalog GPU name (optsched cost list) or a GPU YAML/JSON file (default h200-sxm)")
-    pr.add_argument("--model", default="llama-3-70b",
-                    help="catalog model name (optsched cost list) or a model YAML/JSON file (default llama-3-70b)")
-    pr.add_argument("--tp", type=int, default=1, help="tensor-parallel degree, GPUs per instance (default 1)")
+    add_hardware_args(pr, tp=1)
     pr.add_argument("--prefill", type=int, default=0, help="new prefill tokens this step (one chunk)")
     pr.add_argument("--context", type=int, default=0,
                     help="total context of the prefill chunk incl. the new tokens (cached = context - prefill)")

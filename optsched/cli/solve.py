@@ -40,6 +40,8 @@ from __future__ import annotations
 import logging
 import math
 
+from optsched.cli._hardware import add_hardware_args
+
 __all__ = ["register"]
 
 logger = logging.getLogger("optsched.solve")
@@ -57,11 +59,7 @@ def register(subparsers) -> None:
     p.add_argument("problem", choices=PROBLEMS, help="which formulation to solve")
     p.add_argument("--workload", required=True,
                    help="trace path (any supported format), 'agentx:N' (generated), or 'jaillet:N' (admission)")
-    p.add_argument("--gpu", default="h200-sxm",
-                   help="catalog GPU name (optsched cost list) or a GPU YAML/JSON file (default h200-sxm)")
-    p.add_argument("--model", default="llama-3-70b",
-                   help="catalog model name (optsched cost list) or a model YAML/JSON file (default llama-3-70b)")
-    p.add_argument("--tp", type=int, default=4, help="tensor-parallel degree, GPUs per instance (default 4)")
+    add_hardware_args(p, tp=4)
     p.add_argument("--seed", type=int, default=0,
                    help="seed of a generated workload (agentx:N, jaillet:N) and of the solve (default 0)")
     p.add_argument("--time-limit", type=float, default=120.0, help="solver time limit (s)")

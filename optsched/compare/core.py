@@ -157,9 +157,8 @@ def _check_replications_differ(cfg: CompareConfig, seeds: list[int], ctx: int) -
         ValueError: identical replications (naming the source and what to change); as `build_replication`.
     """
     from optsched.compare.replication import build_replication
-    from optsched.workload.digest import workload_digest
-
     from optsched.compare.window import MIN_WINDOW_CALLS, WindowSpec
+    from optsched.workload.digest import workload_digest
 
     digests = set()
     for s in seeds:

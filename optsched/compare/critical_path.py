@@ -47,6 +47,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
 from optsched.compare.capacity import _coeffs, min_busy_s, prefill_lower_bound
 
 __all__ = ["CallLowerBounds", "call_lower_bounds", "critical_path_bound", "min_makespan_s"]

@@ -72,8 +72,8 @@ def derive_optimized(source: str, cluster: dict[str, Any], base_seed: int, sizes
     from optsched.compare.adapter import price_plan_from_workload, session_plan_from_workload
     from optsched.compare.jobs import cluster_config
     from optsched.compare.replication import training_workload
-    from optsched.replicate import stream
     from optsched.cost.catalog import load_model
+    from optsched.replicate import stream
 
     train_seed = int(stream(base_seed, "train").integers(2**31))
     wl, split = training_workload(source, base_seed, load_model(cluster["model"]).max_context_tokens, *sizes,
@@ -156,9 +156,8 @@ def derive_components(source: str, cluster: dict[str, Any], base_seed: int, size
     components, solved on the same training workload as `derive_optimized` (never an evaluated call)."""
     from optsched.compare.adapter import component_plan_from_workload
     from optsched.compare.replication import training_workload
-    from optsched.replicate import stream
-
     from optsched.cost.catalog import load_model
+    from optsched.replicate import stream
 
     train_seed = int(stream(base_seed, "train").integers(2**31))
     wl, split = training_workload(source, base_seed, load_model(cluster["model"]).max_context_tokens, *sizes,

@@ -57,8 +57,8 @@ def markdown_table(res: dict[str, Any]) -> str:
               f"second of the steady-state window, measured at each policy's crossing of P90 interactivity "
               f"{cfg['target']:g} tok/s (found by search to {100 * cfg['load_tol']:g}% in load); mean [95% CI] "
               f"over n = {res['n']} replications."), "",
-             "| policy | kind | verdict | goodput at target (calls/s) | crossing load | vs best heuristic | "
-             "headroom closed | TTFT prediction error (s) |",
+             ("| policy | kind | verdict | goodput at target (calls/s) | crossing load | vs best heuristic | "
+              "headroom closed | TTFT prediction error (s) |"),
              "|---|---|---|---|---|---|---|---|"]
 
     def key(p: dict) -> float:
@@ -80,9 +80,9 @@ def markdown_table(res: dict[str, Any]) -> str:
               + (f"{_num(b)} calls/s" + (f" ({ratio:.2f}x the best heuristic)" if ratio else "") if b else "none")
               + ".", "",
               f"Window: {res['window_rule']}. Split: {_split_text(res.get('split'))}.",
-              f"Precision: widest paired CI ±{_pp(res['precision'].get('widest_half_width_pp'))} pp "
-              f"(target ±{res['precision']['target_pp']:g} pp, cap {res['precision']['max_seeds']} replications: "
-              f"{'reached' if res['precision']['reached'] else 'not reached'}); {res['runs']} simulation runs."]
+              (f"Precision: widest paired CI ±{_pp(res['precision'].get('widest_half_width_pp'))} pp "
+               f"(target ±{res['precision']['target_pp']:g} pp, cap {res['precision']['max_seeds']} replications: "
+               f"{'reached' if res['precision']['reached'] else 'not reached'}); {res['runs']} simulation runs.")]
     for name, why in sorted((res.get("failed") or {}).items()):
         lines.append(f"Failed: {name} (no row; {why}).")
     return "\n".join(lines) + "\n"

@@ -124,21 +124,14 @@ class PagedSequences:
         segs: list[Segment] = []
         last: list[int] = []
         for key, new in items:
-            table = self.tables[key]
-            c = self.tokens[key]
-            n = len(new)
-            if n < 1:
-                raise ValueError(f"sequence {key!r}: a step needs at least one new token")
-            while len(table) * s < c + n:
-                table.append(self._alloc())
-            segs.append(Segment(len(toks), n, c, tuple(table[: -(-(c + n) // s)])))
+            table, c = self.tables[key], self.tokens[key]
+            segs.append(self._extend(key, new, len(toks)))
             toks.extend(new)
-            for j in range(c, c + n):
+            for j in range(c, c + len(new)):
                 pos.append(j)
                 pages.append(table[j // s])
                 offs.append(j % s)
             last.append(len(toks) - 1)
-            self.tokens[key] = c + n
         dev = pool.k.device
 
         def t(x: list[int]) -> torch.Tensor:
@@ -146,21 +139,28 @@ class PagedSequences:
 
         return model.forward_step(t(toks), t(pos), pool, t(pages), t(offs), segs, t(last))
 
+    def _extend(self, key: object, new: Sequence[int], start: int) -> Segment:
+        """Grow sequence ``key`` by ``len(new)`` tokens (pages allocated as needed); its `Segment` of the step's
+        rows, which begin at row ``start``.
+
+        Raises:
+            ValueError: ``new`` is empty.
+        """
+        table, c, n, s = self.tables[key], self.tokens[key], len(new), self.pool.block_size
+        if n < 1:
+            raise ValueError(f"sequence {key!r}: a step needs at least one new token")
+        while len(table) * s < c + n:
+            table.append(self._alloc())
+        self.tokens[key] = c + n
+        return Segment(start, n, c, tuple(table[: -(-(c + n) // s)]))
+
     def _step_packed(self, model, items: Sequence[tuple[object, Sequence[int]]]) -> torch.Tensor:
         s = self.pool.block_size
         segs: list[Segment] = []
         toks: list[int] = []
         for key, new in items:
-            table = self.tables[key]
-            c = self.tokens[key]
-            n = len(new)
-            if n < 1:
-                raise ValueError(f"sequence {key!r}: a step needs at least one new token")
-            while len(table) * s < c + n:
-                table.append(self._alloc())
-            segs.append(Segment(len(toks), n, c, tuple(table[: -(-(c + n) // s)])))
+            segs.append(self._extend(key, new, len(toks)))
             toks.extend(new)
-            self.tokens[key] = c + n
         packer = self._packers.get(id(model))
         if packer is None:
             packer = self._packers[id(model)] = StepPacker(self.pool.k.device, model.decode, model.attention)

@@ -16,17 +16,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+
+from optsched.cost import CostModel
 from optsched.models.admission_data import HindsightInstance, KVRequest
 from optsched.models.admission_hindsight import (
     build_admission_hindsight,
     extract_admission_hindsight,
 )
 from optsched.models.admission_online import RULES, RuleConfig, memory_profile, simulate_rounds, total_latency
-from optsched.solvers import SolveResult, SolverOptions, solve
-
-from optsched.cost import CostModel
 from optsched.plan import Plan, Provenance
 from optsched.revision import git_revision
+from optsched.solvers import SolveResult, SolverOptions, solve
 from optsched.workload.digest import workload_digest
 from optsched.workload.timeline import calls_in_release_order, uncontended_timeline
 

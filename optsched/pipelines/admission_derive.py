@@ -24,12 +24,12 @@ from __future__ import annotations
 import math
 
 import numpy as np
+
 from optsched.models.admission_data import KVRequest
 from optsched.models.admission_online import RuleConfig, simulate_rounds, total_latency
-from optsched.solvers import SolverOptions
-
 from optsched.plan import Plan, Provenance
 from optsched.revision import git_revision
+from optsched.solvers import SolverOptions
 from optsched.workload.digest import workload_digest
 from optsched.workload.timeline import calls_in_release_order, uncontended_timeline
 

@@ -10,11 +10,6 @@ from __future__ import annotations
 import logging
 import math
 
-from optsched.models.pd import build_pd, extract_pd
-from optsched.models.pd_data import PDConfig, PDInstance, PDPlan
-from optsched.solvers import SolveResult, SolverOptions, diagnose_infeasibility, solve
-from optsched.solvers.diagnose import InfeasibilityDiagnosis
-
 from optsched.cost import CostModel
 from optsched.cost.capacity import (
     PDSLO,
@@ -23,6 +18,10 @@ from optsched.cost.capacity import (
     decode_capacity_rps,
     prefill_capacity_rps,
 )
+from optsched.models.pd import build_pd, extract_pd
+from optsched.models.pd_data import PDConfig, PDInstance, PDPlan
+from optsched.solvers import SolveResult, SolverOptions, diagnose_infeasibility, solve
+from optsched.solvers.diagnose import InfeasibilityDiagnosis
 
 __all__ = [
     "DEFINITION_FAMILIES",

@@ -17,16 +17,16 @@ import logging
 from collections import OrderedDict
 
 import numpy as np
+
+from optsched.cost import CostModel
 from optsched.models.routing import build_routing, extract_routing
 from optsched.models.routing_data import RoutingWeights
 from optsched.pipelines.routing_window import routing_instance_from_calls
-from optsched.solvers import SolverOptions, solve_or_fallback
-
-from optsched.cost import CostModel
 from optsched.policies._load import active_kv_blocks, argmin
 from optsched.policies._roles import decode_candidates, prefill_candidates
 from optsched.policies.base import ClusterView
 from optsched.policies.router_price import PriceRouter, PriceRouterConfig
+from optsched.solvers import SolverOptions, solve_or_fallback
 from optsched.workload.types import Call
 
 __all__ = ["RollingHorizonRouter"]

@@ -14,13 +14,13 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 import numpy as np
-from optsched.models.routing import build_routing, extract_routing
-from optsched.models.routing_data import RoutingInstance, RoutingWeights
-from optsched.solvers import SolveResult, SolverOptions, solve, solve_or_fallback
 
 from optsched.cost import CostModel
 from optsched.kvcache import PrefixCache
+from optsched.models.routing import build_routing, extract_routing
+from optsched.models.routing_data import RoutingInstance, RoutingWeights
 from optsched.policies.router_plan import RoutingPlan
+from optsched.solvers import SolveResult, SolverOptions, solve, solve_or_fallback
 from optsched.workload.types import Call
 
 __all__ = [

@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from optsched.envs.pd_fluid_policies import BalanceSplit
 
 from optsched.agents.ppo import Args, actor_mlp, bc_warm_start, train
+from optsched.envs.pd_fluid_policies import BalanceSplit
 
 KW = {"horizon_s": 300.0}  # 30-step PDRatio-v1 episodes
 

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import numpy as np
-from optsched.envs.pd_fluid_policies import FluidMPC
 
 from optsched.agents.imitation import dagger
+from optsched.envs.pd_fluid_policies import FluidMPC
 from optsched.export import dump_policy, load_policy
 from optsched.plan import Plan
 

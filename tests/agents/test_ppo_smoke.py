@@ -9,10 +9,10 @@ import math
 import gymnasium as gym
 import numpy as np
 import pytest
-from optsched.envs.evaluate import evaluate
 
 from optsched.agents.export import learned_plan
 from optsched.agents.ppo import Args, actor_mlp, train, write_provenance
+from optsched.envs.evaluate import evaluate
 from optsched.export import dump_policy, load_policy, plan_to_json
 from optsched.sim import simulate
 

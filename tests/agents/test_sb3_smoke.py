@@ -8,10 +8,9 @@ import pytest
 
 pytest.importorskip("stable_baselines3")
 
+from optsched.agents.sb3 import train_sb3
 from optsched.envs import ENV_IDS
 from optsched.envs.evaluate import evaluate
-
-from optsched.agents.sb3 import train_sb3
 
 SMALL = {
     "optsched/Routing-v0": {"n_sessions": 1},

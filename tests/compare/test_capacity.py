@@ -2,8 +2,8 @@
 
 import numpy as np
 import pytest
-from optsched.compare.capacity import _coeffs, capacity_bound, prefill_lower_bound
 
+from optsched.compare.capacity import _coeffs, capacity_bound, prefill_lower_bound
 from optsched.cost import CostModel
 from optsched.workload import Call, Session, Workload
 

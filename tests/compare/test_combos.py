@@ -2,6 +2,7 @@
 plans, and run as one policy."""
 
 import pytest
+
 from optsched.compare.jobs import run_job
 from optsched.compare.policies import DEFAULT_COMBOS, baseline_specs, combo_specs, parse_combos
 

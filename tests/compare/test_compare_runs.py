@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import pytest
+
 from optsched.compare.core import CompareConfig, run_compare
 
 SRC = "optsched/data/samples/mooncake/conversation_trace_first2000.jsonl"
@@ -108,9 +109,10 @@ def test_cli_errors_are_one_line(tmp_path):
                        "--target-interactivity must be a positive number"),
                       (["compare", "no/such/file.jsonl"], "no such file"),
                       # one call: every seed's permutation is the identity, 5 copies of one run with a 0-width CI
-                      (["compare", SRC, "--max-calls", "1"], "cannot be split 0.3 / 0.7 into a training and an evaluation part "
-                       "(each needs a session: keep more calls, --max-calls or sessions=, or compare heuristics only "
-                       "with --train-fraction 0)"),
+                      (["compare", SRC, "--max-calls", "1"],
+                       ("cannot be split 0.3 / 0.7 into a training and an evaluation part "
+                        "(each needs a session: keep more calls, --max-calls or sessions=, or compare heuristics only "
+                        "with --train-fraction 0)")),
                       (["compare", SRC, "--precision", "0"], "--precision must be a finite number > 0"),
                       (["compare", SRC, "--max-seeds", "3"], "--max-seeds must be an int >= seeds (5), got 3"),
                       (["compare", SRC, "--load-tol", "0"], "--load-tol must be in (0, 1]"),
@@ -179,7 +181,6 @@ def test_cli_exits_1_and_names_a_policy_whose_runs_raised(tmp_path, monkeypatch,
     # before: the table was written without the policy and the command exited 0, so a sweep script took
     # a comparison missing a policy for a success
     import optsched.compare.jobs as J
-
     from optsched.cli import main
 
     real = J.run_job

@@ -3,8 +3,8 @@ and no simulated router exceeds it."""
 
 import numpy as np
 import pytest
-from optsched.compare.critical_path import call_lower_bounds, critical_path_bound, min_makespan_s
 
+from optsched.compare.critical_path import call_lower_bounds, critical_path_bound, min_makespan_s
 from optsched.cost import CostModel
 from optsched.workload import Call, Session, Workload
 

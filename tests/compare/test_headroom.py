@@ -1,6 +1,7 @@
 """Headroom closed and the default policy set, against values computed by hand."""
 
 import pytest
+
 from optsched.compare.core import headroom_closed
 from optsched.compare.policies import select
 

@@ -46,7 +46,7 @@ def test_failed_policy_is_named_under_the_table():
 def test_fronts_figure_has_a_panel_per_policy_and_the_bound(tmp_path):
     res = _res([_pol("a", True, ["bracketed"] * 5)])
     res["bound_at_target"] = {"mean": 3.0, "ci95": [2.9, 3.1]}
-    lo, hi = plot_fronts(res, tmp_path / "f.png")
+    _lo, hi = plot_fronts(res, tmp_path / "f.png")
     assert (tmp_path / "f.png").stat().st_size > 0 and hi >= 3.0
 
 

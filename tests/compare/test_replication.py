@@ -4,6 +4,7 @@ disjoint from every evaluated call."""
 from __future__ import annotations
 
 import pytest
+
 from optsched.compare.replication import build_replication, training_workload
 
 SRC = "optsched/data/samples/mooncake/conversation_trace_first2000.jsonl"

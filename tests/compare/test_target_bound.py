@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from optsched.compare.jobs import run_job
 
 SRC = "optsched/data/samples/mooncake/conversation_trace_first2000.jsonl"

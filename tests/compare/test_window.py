@@ -6,8 +6,8 @@ import dataclasses
 
 import numpy as np
 import pytest
-from optsched.compare.window import WindowSpec, steady_state
 
+from optsched.compare.window import WindowSpec, steady_state
 from optsched.policies.router_cache_aware import CacheAwareRouter
 from optsched.sim import SLO, ClusterConfig, InstanceConfig, SchedulerConfig, simulate
 from optsched.workload import Call, Session

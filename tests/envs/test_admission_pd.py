@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from optsched.envs.admission import AdmissionEnv
 from optsched.envs.pd_ratio import PDRatioEnv, pd_cluster, varying_rate_chat
-
 from optsched.policies.admission_fcfs import FCFSAdmission
 from optsched.policies.admission_menu import MENU, MenuAdmission
 from optsched.policies.admission_shortest_first import ShortestFirstAdmission

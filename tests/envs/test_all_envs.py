@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import gymnasium as gym
 import numpy as np
-import optsched.envs  # noqa: F401  (registers the ids)
 import pytest
 from gymnasium.utils.env_checker import check_env
+
+import optsched.envs  # noqa: F401  (registers the ids)
 from optsched.envs import ENV_IDS
 
 SMALL = {

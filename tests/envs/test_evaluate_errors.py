@@ -3,10 +3,10 @@ release) instead of dumping the policy's repr."""
 
 from __future__ import annotations
 
-import optsched.envs  # noqa: F401  (registers the ids)
 import pytest
-from optsched.envs.evaluate import evaluate
 
+import optsched.envs  # noqa: F401  (registers the ids)
+from optsched.envs.evaluate import evaluate
 from optsched.policies.residency_lru import LRUResidency
 
 

@@ -6,8 +6,8 @@ import gymnasium as gym
 import numpy as np
 import pytest
 from gymnasium.utils.env_checker import check_env
-from optsched.envs import KV_RESIDENCY_ID, KV_RESIDENCY_MAX_EPISODE_STEPS, KVResidencyEnv
 
+from optsched.envs import KV_RESIDENCY_ID, KV_RESIDENCY_MAX_EPISODE_STEPS, KVResidencyEnv
 from optsched.policies.base import ResidencyDecision
 from optsched.policies.residency_ttl import TTLResidency, tool_durations_from_calls
 from optsched.policies.router_cache_aware import CacheAwareRouter

@@ -6,13 +6,13 @@ import time
 
 import gymnasium as gym
 import numpy as np
-import optsched.envs  # noqa: F401  (registers the ids)
 import pytest
 from gymnasium.utils.env_checker import check_env
+
+import optsched.envs  # noqa: F401  (registers the ids)
+from optsched.cost import CostModel
 from optsched.envs import PD_FLUID_ID, PDFluidEnv
 from optsched.envs.pd_fluid_policies import BalanceSplit, FluidMPC
-
-from optsched.cost import CostModel
 from optsched.sim import SLO
 from optsched.sim.pd_fluid import PDFluidModel
 from optsched.workload.gen_regimes import RegimeConfig, regime_arrivals

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import numpy as np
-import optsched.envs  # noqa: F401  (registers the ids)
 import pytest
+
+import optsched.envs  # noqa: F401  (registers the ids)
 from optsched.envs import PDFluidEnv
 from optsched.envs.pd_fluid import split_by_time, workload_arrivals
-
 from optsched.workload.samples import lmcache_sample, mooncake_sample
 
 WL = mooncake_sample(load=True)  # 2,000 open-loop requests over 669 s

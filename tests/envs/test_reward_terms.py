@@ -4,8 +4,9 @@
 from __future__ import annotations
 
 import gymnasium as gym
-import optsched.envs  # noqa: F401
 import pytest
+
+import optsched.envs  # noqa: F401
 
 
 def _run(env_id: str, kwargs: dict, seed: int, n_actions: int):

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import gymnasium as gym
 import numpy as np
-import optsched.envs  # noqa: F401  (registers the ids)
 import pytest
 from gymnasium.utils.env_checker import check_env
+
+import optsched.envs  # noqa: F401  (registers the ids)
 from optsched.envs import ROUTING_ID, ROUTING_MAX_EPISODE_STEPS, RoutingEnv
 from optsched.envs.routing import default_cluster
-
 from optsched.policies.router_cache_aware import CacheAwareConfig, CacheAwareRouter
 from optsched.sim import ClusterConfig, InstanceConfig, SchedulerConfig, simulate
 from optsched.sim.cluster import default_cost_model

@@ -7,8 +7,8 @@ from __future__ import annotations
 import gymnasium as gym
 import numpy as np
 import pytest
-from optsched.envs import ENV_IDS, RoutingEnv
 
+from optsched.envs import ENV_IDS, RoutingEnv
 from optsched.policies.routing_features import _fill_generic, routing_observation
 from optsched.sim import ClusterConfig, InstanceConfig, SchedulerConfig
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import gymnasium as gym
 import numpy as np
-import optsched.envs  # noqa: F401  (registers the ids)
 import pytest
+
+import optsched.envs  # noqa: F401  (registers the ids)
 from optsched.envs.vector import BatchedVectorEnv
 
 RID = "optsched/Routing-v0"

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import gymnasium as gym
 import numpy as np
-import optsched.envs  # noqa: F401  (registers the ids)
 import pytest
+
+import optsched.envs  # noqa: F401  (registers the ids)
 from optsched.envs.vector import BatchedVectorEnv
 from optsched.envs.vector_procs import ShardedVectorEnv
-
 from tests.envs.test_vector import KW, RID, _rollout, _same
 
 

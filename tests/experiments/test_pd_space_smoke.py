@@ -5,7 +5,6 @@ the simulated plans."""
 import pandas as pd
 
 from optsched.pipelines.pd_pool_plan import pool_instance
-
 from tests.experiments.loader import load_experiment
 
 ps = load_experiment("pd/space")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pyomo.environ as pyo
 import pytest
+
 from optsched.models.admission_data import HindsightInstance, KVRequest
 from optsched.models.admission_hindsight import (
     build_admission_hindsight,
@@ -27,9 +28,8 @@ from optsched.models.admission_online import (
     total_latency,
 )
 from optsched.models.admission_rounds import RoundState
-from optsched.solvers import SolverOptions, solve
-
 from optsched.pipelines.admission import compare_rules_to_optimum, jaillet_instance
+from optsched.solvers import SolverOptions, solve
 
 OPTS = SolverOptions(time_limit_s=60, mip_gap=1e-6)
 

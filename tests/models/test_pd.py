@@ -4,12 +4,12 @@ infeasible goodput target diagnosed by family names, cost-model capacities sane.
 import itertools
 
 import pytest
+
+from optsched.cost.capacity import PDSLO, PDWorkload, max_rate_for_p90
 from optsched.models.pd import build_pd, extract_pd
 from optsched.models.pd_data import PDConfig, PDInstance
 from optsched.pipelines.pd_solve import DISTSERVE_OPT13B_A100, config_from_cost_model, solve_pd
 from optsched.solvers import solve
-
-from optsched.cost.capacity import PDSLO, PDWorkload, max_rate_for_p90
 
 
 def test_distserve_intro_example_2p1d():

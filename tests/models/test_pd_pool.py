@@ -6,10 +6,10 @@ import itertools
 
 import numpy as np
 import pytest
-from optsched.models.pd_pool import PoolInstance, PoolOption, build_pd_pool
-from optsched.solvers import solve
 
+from optsched.models.pd_pool import PoolInstance, PoolOption, build_pd_pool
 from optsched.pipelines.pd_pool_plan import pool_instance, solve_pool
+from optsched.solvers import solve
 from optsched.workload.types import Call, Session, Workload
 
 HAND = {"colocated": (3.0, 5.0, 6.0), "prefill": (4.0, 7.0, 9.0), "decode": (5.0, 6.8, 7.0)}
@@ -159,7 +159,8 @@ def test_the_door_cuts_calls_longer_than_the_context_as_the_experiments_do():
         block_hashes=tuple(range(9 * 10**6, 9 * 10**6 + 140000 // 16)), block_size=16),))
     longer = dataclasses.replace(wl, sessions=(*wl.sessions, big))
     for form in ("md1", "pool"):
-        kw = dict(gpu_budget=8, ttft_p90_s=10.0, tpot_s=0.1, tps=(2, 4), objective="goodput", formulation=form)
+        kw = {"gpu_budget": 8, "ttft_p90_s": 10.0, "tpot_s": 0.1, "tps": (2, 4), "objective": "goodput",
+              "formulation": form}
         a, _ = plan_from_workload(longer, "h200-sxm", "llama-3-70b", 2, **kw)
         b, _ = plan_from_workload(wl, "h200-sxm", "llama-3-70b", 2, **kw)
         assert a.parameters["counts"] == b.parameters["counts"]

@@ -6,10 +6,10 @@ router joins the shorter prefill queue, and decode saturates first above G*)."""
 
 import numpy as np
 import pytest
-from optsched.models.pd_data import PDInstance
-from optsched.pipelines.pd_solve import config_from_cost_model, solve_pd
 
 from optsched.cost.capacity import PDSLO, PDWorkload
+from optsched.models.pd_data import PDInstance
+from optsched.pipelines.pd_solve import config_from_cost_model, solve_pd
 from optsched.policies import LeastOutstandingRouter
 from optsched.sim import SLO, ClusterConfig, InstanceConfig, SchedulerConfig, simulate
 from optsched.workload.types import Call, Session, Workload

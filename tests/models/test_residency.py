@@ -6,12 +6,12 @@ import math
 
 import numpy as np
 import pytest
+
 from optsched.models.residency import Pause, ResidencyInstance, build_residency, extract_residency
 from optsched.models.residency_slots import path_cost, simulate_residency_policy
-from optsched.solvers import SolverOptions, solve
-
 from optsched.policies.base import ResidencyDecision
 from optsched.policies.residency_ttl_opt import OptimizedTTLResidency, expected_cost_curve
+from optsched.solvers import SolverOptions, solve
 from optsched.workload.types import Call
 
 OPTS = SolverOptions(time_limit_s=60, mip_gap=1e-6)

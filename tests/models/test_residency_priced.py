@@ -4,6 +4,7 @@ running KV takes HBM, LP <= MILP, and the replay of online rules is feasible (co
 from __future__ import annotations
 
 import pytest
+
 from optsched.models.residency import Pause
 from optsched.models.residency_priced import (
     PricedResidencyInstance,
@@ -12,10 +13,9 @@ from optsched.models.residency_priced import (
     extract_priced_paths,
 )
 from optsched.models.residency_priced_slots import replay_priced
-from optsched.solvers import SolverOptions, solve
-
 from optsched.policies.base import ResidencyDecision
 from optsched.policies.residency_load_priced import LoadPricedResidency
+from optsched.solvers import SolverOptions, solve
 from optsched.workload.types import Call
 
 OPTS = SolverOptions(time_limit_s=60, mip_gap=1e-9)

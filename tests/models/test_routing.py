@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+
 from optsched.models.routing import build_routing, extract_routing
 from optsched.models.routing_data import RoutingInstance, RoutingWeights
 from optsched.solvers import solve
@@ -111,10 +112,9 @@ def test_bad_input_names_field():
 def test_time_limited_200x8_returns_incumbent_with_gap():
     """200 calls x 8 instances with a 1 s limit and a 1e-4 gap target: HiGHS stops on time with the
     incumbent (at worst the greedy MIP start) and a finite gap; the plan routes every call."""
-    from optsched.solvers import SolverOptions
-
     from optsched.cost import CostModel
     from optsched.pipelines.routing_window import greedy_routing, solve_routing, synthetic_routing_window
+    from optsched.solvers import SolverOptions
 
     cm = CostModel.from_names("h200-sxm", "llama-3-70b", tp=4)
     w = synthetic_routing_window(200, 8, np.random.default_rng(0), cm)

@@ -3,11 +3,11 @@ the greedy baselines on the same instances, and the MIP start (never worse than 
 
 import numpy as np
 import pytest
+
 from optsched.models.routing_placement import build_placement, extract_placement, set_placement_start
 from optsched.models.routing_placement_data import PlacementInstance
-from optsched.solvers import SolverOptions, solve
-
 from optsched.pipelines.routing_placement_greedy import evaluate_schedule, greedy_placement
+from optsched.solvers import SolverOptions, solve
 
 
 def inst(cold, warm, parents, pred, session=None, ctx=None, cap=None, budget=2, think=None, gpus=None):

@@ -3,10 +3,9 @@ window comparison against the MILP optimum, and a run inside the real simulator.
 
 import numpy as np
 import pytest
+
 from optsched.models.routing import build_routing, extract_routing
 from optsched.models.routing_data import RoutingInstance, RoutingWeights
-from optsched.solvers import solve
-
 from optsched.pipelines.routing_price import (
     derive_price_weights,
     fit_price_weight,
@@ -14,6 +13,7 @@ from optsched.pipelines.routing_price import (
     window_rule_choice,
 )
 from optsched.policies.router_price import PriceRouter, PriceRouterConfig
+from optsched.solvers import solve
 from tests.policies.fakes import call, cluster
 
 

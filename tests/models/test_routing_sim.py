@@ -25,7 +25,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from optsched.solvers import SolverOptions
 
 from optsched.cost import CostModel
 from optsched.pipelines.routing import replay_window, window_decode_batch
@@ -33,6 +32,7 @@ from optsched.pipelines.routing_window import routing_instance_from_calls, solve
 from optsched.policies.router_plan import PlanRouter, RoutingPlan
 from optsched.policies.router_round_robin import RoundRobinRouter
 from optsched.sim import ClusterConfig, InstanceConfig, SchedulerConfig, simulate
+from optsched.solvers import SolverOptions
 from optsched.workload import load_any
 from optsched.workload.types import Session, Workload
 

@@ -15,11 +15,11 @@ import math
 
 import numpy as np
 import pytest
+
+from optsched.cost import CostModel
 from optsched.models.admission_data import KVRequest
 from optsched.models.admission_online import RuleConfig, simulate_rounds
 from optsched.pipelines.admission_cluster import LookaheadAdmission
-
-from optsched.cost import CostModel
 from optsched.sim import simulate
 from optsched.workload.types import Call, Session, Workload
 from tests.sim.helpers import GPU, MODEL, SmallKV, cluster
@@ -87,7 +87,6 @@ def test_without_view_is_one_clear_error():
 
 def test_plan_records_the_hindsight_solves_and_builds_the_rule():
     from optsched.pipelines.admission_derive import lookahead_plan
-
     from tests.sim.helpers import random_workload
 
     wl = random_workload(np.random.default_rng(0), n_sessions=6, max_calls=3, max_new=1500, max_out=200,
@@ -106,7 +105,6 @@ def test_hindsight_memory_is_the_clusters_kv_view():
     M = 6,400 // u units), not `kv_capacity_tokens()` (the unlowered A100 HBM: ~120K tokens, M in the
     thousands, so memory never bound and every parameter setting scored 1.000 of the optimum)."""
     from optsched.pipelines.admission_derive import lookahead_plan
-
     from tests.sim.helpers import random_workload
 
     wl = random_workload(np.random.default_rng(0), n_sessions=6, max_calls=3, max_new=1500, max_out=200,

@@ -7,12 +7,12 @@ import sys
 from dataclasses import replace
 
 import numpy as np
-import optsched.pipelines as P
 import pytest
+
+import optsched.pipelines as P
+from optsched.cost import CostModel
 from optsched.pipelines import routing_window
 from optsched.solvers import SolverOptions
-
-from optsched.cost import CostModel
 from optsched.workload import generate_agentx
 from optsched.workload.digest import workload_digest
 

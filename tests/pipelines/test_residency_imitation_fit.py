@@ -8,16 +8,16 @@ import math
 
 import numpy as np
 import pytest
+
+from optsched.cost import CostModel
 from optsched.models.residency import Pause
 from optsched.models.residency_priced import (
     PricedResidencyInstance,
     build_priced_residency,
     extract_priced_paths,
 )
-from optsched.solvers import SolverOptions, solve
-
-from optsched.cost import CostModel
 from optsched.pipelines.residency_imitation_fit import fit_eviction_weights, imitation_pairs, solve_and_fit
+from optsched.solvers import SolverOptions, solve
 from optsched.workload import generate_agentx
 from optsched.workload.types import Call
 
@@ -73,7 +73,6 @@ def test_loose_hbm_gives_no_pair_and_zero_weights(fits):
 
 def test_search_picks_the_grid_row_with_the_least_replay_ratio_and_zero_without_an_optimum():
     from optsched.models.residency_priced_slots import replay_priced
-
     from optsched.pipelines.residency_imitation_fit import search_eviction_weights
     from optsched.policies.residency_imitation import ImitationEvictionResidency
 

@@ -7,12 +7,12 @@ import json
 
 import numpy as np
 import pytest
-from optsched.solvers import SolverOptions
 
 from optsched.cost import CostModel
 from optsched.export import plan_from_json, plan_to_json
 from optsched.pipelines.residency_priced_solve import solve_priced
 from optsched.policies.residency_load_priced import LoadPricedResidency
+from optsched.solvers import SolverOptions
 from optsched.workload import generate_agentx
 
 OPTS = SolverOptions(time_limit_s=120, mip_gap=1e-6, threads=1)
@@ -52,7 +52,6 @@ def test_rule_keeps_more_when_loose(solves):
             return d
 
     from optsched.models.residency_priced_slots import replay_priced
-
     from optsched.pipelines.residency_priced_solve import priced_instance
 
     wl = generate_agentx(8, np.random.default_rng(3))

@@ -9,13 +9,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from optsched.models.residency_priced_slots import replay_priced
-from optsched.solvers import SolverOptions
 
 from optsched.cli import main
 from optsched.cli.solve import RESIDENCY_RULES
 from optsched.cost import CostModel
 from optsched.export import load_policy, plan_from_json, plan_to_json
+from optsched.models.residency_priced_slots import replay_priced
 from optsched.pipelines.residency import plan_from_workload
 from optsched.pipelines.residency_imitation_fit import ORDER_METHODS, RULES
 from optsched.pipelines.residency_priced_solve import priced_instance
@@ -23,6 +22,7 @@ from optsched.policies.residency_event_priced import EventPricedResidency
 from optsched.policies.residency_imitation import ImitationEvictionResidency
 from optsched.policies.residency_load_priced import LoadPricedResidency
 from optsched.policies.residency_priced_evict import PricedEvictionResidency
+from optsched.solvers import SolverOptions
 from optsched.workload import generate_agentx
 
 OPTS = SolverOptions(time_limit_s=120, mip_gap=1e-9, threads=1)

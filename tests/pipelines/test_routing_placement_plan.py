@@ -3,7 +3,6 @@ the greedy start, and the simulator confirming the model's makespan on its own m
 
 import numpy as np
 import pytest
-from optsched.solvers import SolverOptions
 
 from optsched.cost import CostModel
 from optsched.pipelines.routing_placement_greedy import greedy_placement
@@ -17,6 +16,7 @@ from optsched.policies.router_plan import PlanRouter
 from optsched.policies.router_round_robin import RoundRobinRouter
 from optsched.sim import simulate
 from optsched.sim.config import SchedulerConfig
+from optsched.solvers import SolverOptions
 from optsched.workload.gen_agentx import AGENTX_VARIANTS, generate_agentx
 from optsched.workload.types import Session
 

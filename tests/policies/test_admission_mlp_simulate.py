@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from optsched.envs.admission import AdmissionEnv
 from optsched.envs.evaluate import evaluate
-
 from optsched.export import dump_policy, load_policy
 from optsched.plan import Plan
 from optsched.policies.admission_mlp import MLPAdmission

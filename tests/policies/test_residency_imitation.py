@@ -9,12 +9,12 @@ import json
 import math
 
 import pytest
-from optsched.models.residency import Pause
-from optsched.models.residency_priced import PricedResidencyInstance
-from optsched.models.residency_priced_slots import replay_priced
 
 from optsched.cost import CostModel
 from optsched.export import plan_from_json, plan_to_json
+from optsched.models.residency import Pause
+from optsched.models.residency_priced import PricedResidencyInstance
+from optsched.models.residency_priced_slots import replay_priced
 from optsched.plan import Plan
 from optsched.policies.residency_imitation import ImitationEvictionResidency, imitation_features
 from optsched.policies.residency_load_priced import LoadPricedResidency

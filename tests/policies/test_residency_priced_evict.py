@@ -5,18 +5,18 @@ the priced order evicts a different pause than LRU and reaches the optimum) and 
 from __future__ import annotations
 
 import pytest
-from optsched.models.residency import Pause
-from optsched.models.residency_priced import PricedResidencyInstance, build_priced_residency
-from optsched.models.residency_priced_slots import replay_priced
-from optsched.solvers import SolverOptions, solve
 
 from optsched.cost import CostModel
 from optsched.kvcache import PrefixCache
+from optsched.models.residency import Pause
+from optsched.models.residency_priced import PricedResidencyInstance, build_priced_residency
+from optsched.models.residency_priced_slots import replay_priced
 from optsched.policies.residency_load_priced import LoadPricedResidency
 from optsched.policies.residency_priced_evict import PricedEvictionResidency
 from optsched.sim import simulate
 from optsched.sim.registry import policy_names
 from optsched.sim.result import same_summary
+from optsched.solvers import SolverOptions, solve
 from optsched.workload.types import Call, Session, Workload
 from tests.sim.helpers import GPU, MODEL, SmallKV, cluster
 

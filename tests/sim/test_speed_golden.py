@@ -100,6 +100,7 @@ def _small(ff: bool, admission: str | None, **sched):
 
 def _routing_episode() -> str:
     import gymnasium as gym
+
     import optsched.envs  # noqa: F401  (registers the ids)
 
     cl = ClusterConfig((InstanceConfig(**H200_70B, count=8),), SchedulerConfig())

@@ -5,6 +5,7 @@ import logging
 import numpy as np
 import pyomo.environ as pyo
 import pytest
+
 from optsched.solvers import SolverOptions, diagnose_infeasibility, solve, solve_or_fallback
 
 

@@ -2,6 +2,7 @@
 the wall clock stops says so (`SolveResult.stopped_by_time`)."""
 
 import numpy as np
+
 from optsched.pipelines.session_routing import solve_session_routing, synthetic_session_instance
 from optsched.solvers import SolverOptions
 

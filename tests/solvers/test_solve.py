@@ -4,6 +4,7 @@ import cvxpy as cp
 import numpy as np
 import pyomo.environ as pyo
 import pytest
+
 from optsched.solvers import SolveResult, SolverOptions, relative_gap, solve
 
 
