@@ -124,3 +124,25 @@ def test_pd_fluid_info_has_the_goodput_ttft_and_hit_terms_and_they_sum_to_the_ep
             sums[k] += info[k]
     assert ret == sums["slo_met"] and sums["arrivals"] == 2000
     assert sums["prefilled_tokens"] == sum(c.input_tokens for c in wl.calls())
+
+
+@pytest.mark.parametrize("env_id", ["optsched/KVResidency-v0", "optsched/Admission-v0"])
+def test_reset_options_workload_and_seed_conflict_in_the_other_call_level_envs(env_id):
+    """KVResidency-v0 and Admission-v0 serve a ``reset(options={"workload": wl})`` workload for that episode
+    only (every call of it finished, the return minus its total TTFT) and reject a seed with a fixed one."""
+    wl = generate_agentx(1, np.random.default_rng(3), variant="256k", max_context_tokens=131_072)
+    env = gym.make(env_id, n_sessions=2).unwrapped
+    env.reset(seed=0, options={"workload": wl})
+    assert env._sim.workload is wl
+    ret, done = 0.0, False
+    while not done:
+        _, r, done, _, _ = env.step(0)
+        ret += r
+    df = env.calls_frame()
+    assert len(df) == sum(len(s.calls) for s in wl.sessions)
+    assert math.isclose(-ret, float(df["ttft_s"].sum()), rel_tol=1e-12)
+    env.reset(seed=0)
+    assert env._sim.workload is not wl
+    fixed = gym.make(env_id, workload=wl).unwrapped
+    with pytest.raises(ValueError, match=r"reset\(seed=3\).*fixed workload"):
+        fixed.reset(seed=3)
