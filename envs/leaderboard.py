@@ -28,7 +28,7 @@ TPOT 25 ms SLO (`PD_TRACE_SLO`: the Mooncake prompts cannot meet the env's 15 ms
 ``--pd-env-slo`` scores against the env's own SLO, for traces whose lengths the generator matches). Warnings name a learned policy that ranks in the lower half on the trace, or
 whose held-out rank and trace rank differ by more than a third of the table; a learned policy whose trace
 return is below the best heuristic's is flagged in its own row ("does not transfer", `transfer_flag`).
-Writes ``leaderboard.json`` (every return, config, argv, git revision, CPU and wall times) and
+Writes ``leaderboard.json`` (every return, config, argv, seed, git revision, package versions, CPU and wall times) and
 ``leaderboard.md``. ``--add ENV LABEL POLICY_JSON`` scores one more policy file (a learner trained
 elsewhere, e.g. ``python -m optsched.agents.imitation``) on an existing leaderboard (`add_policy`).
 """
@@ -36,6 +36,7 @@ elsewhere, e.g. ``python -m optsched.agents.imitation``) on an existing leaderbo
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import json
 import logging
 import math
@@ -406,6 +407,20 @@ def _markdown(doc: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+PACKAGES = ("optsched", "numpy", "scipy", "gymnasium", "torch", "stable-baselines3", "pyomo", "highspy")
+
+
+def _package_versions() -> dict[str, str]:
+    """Installed version of each of `PACKAGES` ("not installed" when absent), for the record."""
+    out = {}
+    for name in PACKAGES:
+        try:
+            out[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            out[name] = "not installed"
+    return out
+
+
 def _steps(text: str) -> tuple[str, int]:
     k, _, v = text.partition("=")
     if k not in SPECS or not v.isdigit():
@@ -469,7 +484,8 @@ def main(argv: list[str] | None = None) -> int:
     from optsched.agents.ppo import _git_revision
 
     doc: dict[str, Any] = {"argv": ["python -m optsched.envs.leaderboard", *(sys.argv[1:] if argv is None else argv)],
-                           "git_revision": _git_revision(), "python": platform.python_version(), "envs": {}}
+                           "git_revision": _git_revision(), "python": platform.python_version(), "seed": args.seed,
+                           "packages": _package_versions(), "envs": {}}
     c0, w0 = time.process_time(), time.perf_counter()
     for name in args.envs:
         doc["envs"][name] = run_env(name, args, out)
