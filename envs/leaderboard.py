@@ -346,11 +346,11 @@ def transfer_flag(table: dict[str, dict[str, Any]], label: str) -> str:
     shown without it."""
     row = table[label]
     tr = row.get("trace_return")
-    heur = [(r["trace_return"], lab) for lab, r in table.items()
+    heur = [(r["trace_return"], r["mean"], lab) for lab, r in table.items()
             if r["family"] == "heuristic" and r.get("trace_return") is not None]
     if row["family"] != "learned" or tr is None or not heur:
         return ""
-    best_tr, best = max(heur)
+    best_tr, _, best = max(heur)  # of heuristics tied on the trace, the one best on held-out seeds is named
     if tr >= best_tr:
         return ""
     ratio = f", {tr / best_tr:.3g}x" if best_tr < 0 and tr < 0 else ""

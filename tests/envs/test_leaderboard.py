@@ -124,6 +124,11 @@ def test_rank_warnings_let_tied_policies_share_a_rank():
     got = _warnings(pols)
     assert not any(w.startswith("ppo ") for w in got)
     assert "sb3 ranks 7/8 on the real trace (lower half)" in got
+    # fcfs, interval and shortest_first tie on the trace: the flag names the one best on held-out seeds
+    assert "sb3 does not transfer: trace -1.49 vs best heuristic shortest_first -1.37, 1.09x" in got
+    pols["shortest_first"]["mean"] = -170.0
+    assert "sb3 does not transfer: trace -1.49 vs best heuristic fcfs -1.37, 1.09x" in _warnings(pols)
+    pols["shortest_first"]["mean"] = -158.0
     pols["ppo"]["trace_return"] = -1.45  # now 6th of 8 on the trace, 4th on the seeds: lower half, not beyond a third
     assert [w for w in _warnings(pols) if w.startswith("ppo ")] == [
         "ppo ranks 6/8 on the real trace (lower half)",
