@@ -135,3 +135,16 @@ def test_rank_warnings_let_tied_policies_share_a_rank():
         "ppo does not transfer: trace -1.45 vs best heuristic shortest_first -1.37, 1.06x"]
     pols["ppo"]["mean"] = -150.0  # 1st on the seeds, 6th on the trace: the rank warning too
     assert "ppo does not transfer: rank 1 on held-out seeds, 6 on the trace" in _warnings(pols)
+
+
+def test_routing_rows_hold_every_registry_router_and_the_constant_instance():
+    """The constant action is a row: on the default held-out episodes it ties the best routers, and a learner that
+    collapses to it must be seen next to it."""
+    from optsched.envs.leaderboard import _routing_policies
+
+    from optsched.sim.registry import policy_names
+
+    rows = _routing_policies(1)
+    assert ("always_instance_0", "heuristic", 0) in rows
+    assert set(policy_names("router")) <= {lab for lab, fam, _ in rows if fam == "heuristic"}
+    assert [fam for _, fam, _ in rows].count("derived") == 1
