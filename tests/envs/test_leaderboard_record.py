@@ -52,6 +52,9 @@ def test_the_results_table_numbers(doc):
     assert row("routing", "ppo") == (-55.4, 17.6, -582710.92)
     assert row("routing", "sb3_ppo") == (-64.7, 14.4, -108888.05)
     assert row("routing", "least_outstanding")[2] == -6010.21
+    assert row("routing", "always_instance_0") == (-56.9, 18.6, -1584708.18)  # a constant ties on the seeds
+    assert e["routing"]["policies"]["always_instance_0"]["minus_best"] + \
+        e["routing"]["policies"]["always_instance_0"]["minus_best_ci95"] > 0
     assert row("kvresidency", "always_keep") == (-52.6, 12.2, -1.16)
     assert row("kvresidency", "ppo") == (-75.4, 30.4, -2.87)
     assert row("kvresidency", "sb3_ppo") == (-70.5, 19.0, -1.20)
