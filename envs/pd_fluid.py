@@ -119,7 +119,11 @@ class PDFluidEnv(gym.Env):
     (returns of 60,000-90,000 over 360 steps); uniformly random actions flip constantly and score about 2
     per step (mean), std 20. ``info``: ``slo_met``, ``arrivals``, ``ttft_s`` (Σ),
     ``ttft_met``, ``tpot_s``, ``prefill_util``, ``decode_util``, ``flips`` (this step),
-    ``flips_total``, ``input_tokens``, ``output_tokens``, ``now_s``.
+    ``flips_total``, ``input_tokens``, ``output_tokens``, ``now_s``, and the prefix-hit terms of the
+    call-level envs (`optsched.envs._stepper.INFO_TERMS`) for loggers shared across envs: the fluid model
+    serves no prefix cache, so ``hit_hbm_tokens`` / ``hit_dram_tokens`` / ``hit_ssd_tokens`` are 0 and
+    ``prefilled_tokens`` is the prompt tokens of the interval's arrivals. ``ttft_s``, ``slo_met`` and the
+    token terms count the interval's arrivals (their TTFT is known at arrival in the fluid model).
 
     ## Episode end
 
@@ -223,7 +227,10 @@ class PDFluidEnv(gym.Env):
         e[2] += 0.3 * (pd_ - e[2])
         e[3] += 0.3 * (dd - e[3])
         self._demand = (pd_, dd)
-        info = {**terms, "flips_total": self._state.flips, "now_s": self._state.now_s}
+        # the fluid model serves no prefix cache: every prompt token of the interval's arrivals is prefilled
+        info = {**terms, "hit_hbm_tokens": 0, "hit_dram_tokens": 0, "hit_ssd_tokens": 0,
+                "prefilled_tokens": int(terms["input_tokens"]),
+                "flips_total": self._state.flips, "now_s": self._state.now_s}
         return self._obs(), float(terms["slo_met"]), self._t >= self.n_steps, False, info
 
     # ---- for planners (`optsched.envs.pd_fluid_policies`) ---------------------------------------

@@ -102,3 +102,47 @@ def test_kv_residency_info_is_not_empty():
     assert {"now_s", "total_calls", "home_instance"} <= set(info)
     _, _, _, _, info = env.step(2)
     assert set(INFO_TERMS) <= set(info)
+
+
+def test_pd_fluid_info_has_the_goodput_ttft_and_hit_terms_and_they_sum_to_the_episode():
+    """PDRatio-v1 on the Mooncake sample (one static split): ``slo_met`` sums to the return, ``arrivals`` to
+    every request, ``prefilled_tokens`` to every prompt token (no prefix cache: the hit terms are 0), and
+    ``ttft_s`` is a positive TTFT sum on every step with arrivals."""
+    from optsched.envs import PD_FLUID_ID
+
+    wl = mooncake_sample(load=True)
+    env = gym.make(PD_FLUID_ID, workload=wl)
+    env.reset()
+    ret, done, sums = 0.0, False, dict.fromkeys(("slo_met", "arrivals", "prefilled_tokens", "ttft_s"), 0.0)
+    while not done:
+        _, r, done, _, info = env.step(3)
+        ret += r
+        assert set(INFO_TERMS) - {"first_tokens", "finished"} <= set(info)
+        assert info["hit_hbm_tokens"] == info["hit_dram_tokens"] == info["hit_ssd_tokens"] == 0
+        assert (info["ttft_s"] > 0) == (info["arrivals"] > 0) and info["ttft_met"] >= info["slo_met"]
+        for k in sums:
+            sums[k] += info[k]
+    assert ret == sums["slo_met"] and sums["arrivals"] == 2000
+    assert sums["prefilled_tokens"] == sum(c.input_tokens for c in wl.calls())
+
+
+@pytest.mark.parametrize("env_id", ["optsched/KVResidency-v0", "optsched/Admission-v0"])
+def test_reset_options_workload_and_seed_conflict_in_the_other_call_level_envs(env_id):
+    """KVResidency-v0 and Admission-v0 serve a ``reset(options={"workload": wl})`` workload for that episode
+    only (every call of it finished, the return minus its total TTFT) and reject a seed with a fixed one."""
+    wl = generate_agentx(1, np.random.default_rng(3), variant="256k", max_context_tokens=131_072)
+    env = gym.make(env_id, n_sessions=2).unwrapped
+    env.reset(seed=0, options={"workload": wl})
+    assert env._sim.workload is wl
+    ret, done = 0.0, False
+    while not done:
+        _, r, done, _, _ = env.step(0)
+        ret += r
+    df = env.calls_frame()
+    assert len(df) == sum(len(s.calls) for s in wl.sessions)
+    assert math.isclose(-ret, float(df["ttft_s"].sum()), rel_tol=1e-12)
+    env.reset(seed=0)
+    assert env._sim.workload is not wl
+    fixed = gym.make(env_id, workload=wl).unwrapped
+    with pytest.raises(ValueError, match=r"reset\(seed=3\).*fixed workload"):
+        fixed.reset(seed=3)

@@ -22,6 +22,9 @@ def test_pdratio_leaderboard_smoke(tmp_path):
     best = env["best_reference"]
     assert env["policies"][best]["minus_best"] == 0.0
     assert env["training"]["ppo"]["steps"] == 64 and env["training"]["ppo"]["cpu_s"] > 0
+    assert doc["seed"] == 1 and doc["packages"]["gymnasium"] not in ("", "not installed")
+    assert set(doc["packages"]) == {"optsched", "numpy", "scipy", "gymnasium", "torch", "stable-baselines3", "pyomo",
+                                    "highspy"}
     md = (tmp_path / "leaderboard.md").read_text()
     assert "optsched/PDRatio-v1" in md and "| ppo | learned |" in md
 
@@ -107,3 +110,41 @@ def test_pd_trace_column_scores_the_later_part_against_the_chosen_slo():
     name, kw = _pd_trace(SimpleNamespace(pd_trace="", pd_speedup=1.0, pd_split=0.0, pd_env_slo=False))
     assert len(kw["workload"].sessions) == 2000 and (kw["slo"].ttft_s, kw["slo"].tpot_s) == PD_TRACE_SLO
     assert name.startswith("mooncake sample x1")
+
+
+def test_rank_warnings_let_tied_policies_share_a_rank():
+    """The admission trace case: the learner's trace return equals the best heuristic's exactly, so it ranks 1,
+    not 5 of 8 by table order (no "lower half" warning); a learner strictly below the middle is warned."""
+    from optsched.envs.leaderboard import _warnings
+
+    pols = {"shortest_first": _lb_row("heuristic", -158.0, -1.366), "fcfs": _lb_row("heuristic", -165.0, -1.366),
+            "interval": _lb_row("heuristic", -166.0, -1.366), "mcsf": _lb_row("derived", -166.5, -1.366),
+            "ppo": _lb_row("learned", -165.5, -1.366), "random": _lb_row("random", -163.0, -1.39),
+            "vllm": _lb_row("heuristic", -178.0, -1.49), "sb3": _lb_row("learned", -167.0, -1.49)}
+    got = _warnings(pols)
+    assert not any(w.startswith("ppo ") for w in got)
+    assert "sb3 ranks 7/8 on the real trace (lower half)" in got
+    # fcfs, interval and shortest_first tie on the trace: the flag names the one best on held-out seeds
+    assert "sb3 does not transfer: trace -1.49 vs best heuristic shortest_first -1.37, 1.09x" in got
+    pols["shortest_first"]["mean"] = -170.0
+    assert "sb3 does not transfer: trace -1.49 vs best heuristic fcfs -1.37, 1.09x" in _warnings(pols)
+    pols["shortest_first"]["mean"] = -158.0
+    pols["ppo"]["trace_return"] = -1.45  # now 6th of 8 on the trace, 4th on the seeds: lower half, not beyond a third
+    assert [w for w in _warnings(pols) if w.startswith("ppo ")] == [
+        "ppo ranks 6/8 on the real trace (lower half)",
+        "ppo does not transfer: trace -1.45 vs best heuristic shortest_first -1.37, 1.06x"]
+    pols["ppo"]["mean"] = -150.0  # 1st on the seeds, 6th on the trace: the rank warning too
+    assert "ppo does not transfer: rank 1 on held-out seeds, 6 on the trace" in _warnings(pols)
+
+
+def test_routing_rows_hold_every_registry_router_and_the_constant_instance():
+    """The constant action is a row: on the default held-out episodes it ties the best routers, and a learner that
+    collapses to it must be seen next to it."""
+    from optsched.envs.leaderboard import _routing_policies
+
+    from optsched.sim.registry import policy_names
+
+    rows = _routing_policies(1)
+    assert ("always_instance_0", "heuristic", 0) in rows
+    assert set(policy_names("router")) <= {lab for lab, fam, _ in rows if fam == "heuristic"}
+    assert [fam for _, fam, _ in rows].count("derived") == 1
