@@ -27,7 +27,7 @@ PUBLISHED = {
     "pub-e9-makespan": "-36.8%",
     "pub-e11-mcsf-online": "1.047", "pub-e11-mcsf-batch": "1.005",
     # claim statuses of the evidence ledger (RESULTS.md) for claims no run of the paper re-decides
-    "ledger-e1": "levels fitted through the session count, order predicted",
+    "ledger-e1": "levels not reproduced, order predicted",
     "ledger-e2": "not reproduced (direction only, in another regime)",
     "ledger-e11": "not reproduced (on smaller instances than the paper's)",
 }

@@ -268,7 +268,15 @@ def main(argv: list[str] | None = None) -> int:
     res = run(cfg, argv)
     pd.set_option("display.width", 220)
     print(pd.DataFrame(res["rows"]).to_string(index=False, float_format=lambda v: f"{v:.4g}"))
-    print(json.dumps(res["summary"], indent=2))
+    s = res["summary"]
+    print(f"best point of off: concurrency {s['best_concurrency']} (TPGS {s['off_tpgs_at_best']:.4g}); ratio to off, "
+          "mean [95% CI] paired by seed:")
+    for v, d in s["variants"].items():
+        cells = [f"{k} {m}: x{e['rel_diff']['mean'] + 1:.3f} [{e['rel_diff']['ci95'][0] + 1:.3f}, "
+                 f"{e['rel_diff']['ci95'][1] + 1:.3f}]" for k, x in (("at best", d["at_best"]), ("largest", d["largest"]))
+                 for m, e in x.items() if m in ("tpgs", "p90_inter_tok_s")]
+        print(f"  {v}: " + "; ".join(cells))
+    print(f"results: {Path(cfg.out) / 'results.json'}")
     return 0
 
 

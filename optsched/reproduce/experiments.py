@@ -348,8 +348,9 @@ def _e8(st: dict[str, StageResult], root: Path) -> Outcome:
         return _missing("stage comparison unavailable", 0)
     n = sum(int(r["runs"]) for r in rows)
     meas = sum(r["verdict"] != "not_measured" for r in rows)
-    return Outcome(f"{meas} of {len(rows)} policy crossings of the P90 target bracketed ({n} simulations); "
-                   "compared at the fixed P90 target in E6", [], st["comparison"].table("fronts"),
+    return Outcome(f"routers only: {meas} of {len(rows)} policy crossings of the P90 target bracketed ({n} "
+                   "simulations), compared at the fixed P90 target in E6; the fronts of router x admission x residency "
+                   "combinations (optsched compare --combos) are not run by reproduce: not measured", [], st["comparison"].table("fronts"),
                    _figure(st, "comparison", "fronts_"))
 
 
@@ -430,10 +431,10 @@ EXPERIMENTS: tuple[Experiment, ...] = (
     Experiment("E1", "Cache-hit gating: hit rate within a turn / across turns / after a model switch",
                ("hit_gating",),
                (Claim("hit rate within a turn", "~90%", "Copilot traces, HBM-only LRU",
-                      "fitted (levels, via the session count) / predicted (order)"),
-                Claim("hit rate across turns", "~64%", "Copilot traces", "fitted (levels) / predicted (order)"),
+                      "not reproduced (levels) / predicted (order)"),
+                Claim("hit rate across turns", "~64%", "Copilot traces", "not reproduced (levels) / predicted (order)"),
                 Claim("hit rate after a model switch", "~23%", "Copilot traces",
-                      "fitted (levels) / predicted (order)")), _e1),
+                      "not reproduced (levels) / predicted (order)")), _e1),
     Experiment("E2", "Chunked-prefill threshold x concurrency on AgentX-like traffic", ("baselines",),
                (Claim("TPGS gain of long_prefill_token_threshold=512", "up to +93%", "vLLM",
                       "not reproduced (direction only, other regime)"),
@@ -443,7 +444,8 @@ EXPERIMENTS: tuple[Experiment, ...] = (
                (Claim("stretched steps, interval off -> on", "6 -> 3", "illustration", NOT_IN_LEDGER),), _e3,
                (("prefill_interval", "experiments/admission/dp_interval.py --out runs/prefill_interval"),)),
     Experiment("E4", "DistServe goodput, colocated vs disaggregated, and the P/D model's choice", ("formulations",),
-               (Claim("colocated goodput", "1.6 req/s/GPU", "DistServe OSDI'24 Fig. 1", "predicted (-5%)"),
+               (Claim("colocated goodput", "1.6 req/s/GPU", "DistServe OSDI'24 Fig. 1",
+                      "predicted (ledger: 1.51, -5%, at the experiment's full budget)"),
                 Claim("2P1D goodput", "3.3 req/s/GPU", "DistServe OSDI'24 Fig. 1", "fitted by construction")),
                _e4, (("distserve_sim", "experiments/pd/distserve.py --out runs/distserve_sim"),)),
     Experiment("E5", "P/D break-even vs input/output ratio", (),
