@@ -316,9 +316,15 @@ def _e6(st: dict[str, StageResult], root: Path) -> Outcome:
         parts.append(f"{wl}: {win}" + (f" ({nm} not measured)" if nm else ""))
     ppo = _json(root, "train_ppo_routing/results.json")
     if ppo and "optsched/Routing-v0" in ppo:
-        p = ppo["optsched/Routing-v0"]["policies"]
-        parts.append(f"PPO on Routing-v0 {_f(p['ppo']['mean'])} (return; round-robin "
-                     f"{_f(p.get('round_robin', {}).get('mean'))})")
+        r = ppo["optsched/Routing-v0"]
+        p = r["policies"]
+        best = max((k for k in p if k != "ppo"), key=lambda k: (p[k]["mean"], k), default=None)
+        vs_rr = (f", {_f(p['ppo']['minus_round_robin'])} ± {_f(p['ppo']['minus_round_robin_ci95'])} above "
+                 "round-robin paired" if "minus_round_robin" in p["ppo"] else "")
+        tail = f"; best other policy {best} {_f(p[best]['mean'])}" if best else ""
+        parts.append(f"PPO on Routing-v0 ({r.get('train_steps', 'n/a')} training steps): return (minus the summed "
+                     f"TTFT, s) {_f(p['ppo']['mean'])} ± {_f(p['ppo'].get('ci95'))} over "
+                     f"{len(r.get('held_out_seeds', []))} held-out seeds{vs_rr}{tail}")
     else:
         parts.append("PPO agent not run (experiments/rl/train_ppo.py --out runs/train_ppo_routing --env routing)")
     return Outcome("; ".join(parts), [], head, _figure(st, "comparison", "fronts_"))
