@@ -36,14 +36,15 @@ $(STAMP): pyproject.toml
 setup: $(STAMP)
 
 # The demo first runs, at a quick budget, the experiments the report reads from their own folders under runs/:
-# E5 (break-even, cost model only), E4 (DistServe's example at 400 requests, 8 bisection steps), E3 (prefill
-# schedule interval on a lockstep group of 8), E9 (placement MILP vs greedy on a heterogeneous pool, 3 seeds),
+# E5 (break-even, cost model only), E4 (DistServe's example at 400 requests, 8 bisection steps), E2 (long-prefill
+# threshold x concurrency on one TP4 instance, 48 sessions, 2 seeds), E3 (prefill schedule interval on a lockstep group of 8), E9 (placement MILP vs greedy on a heterogeneous pool, 3 seeds),
 # E10 (sim-to-real on the executor, a small scaled workload), E7 (the residency information-relaxation bound,
 # 3 seeds) and E6 (PPO on Routing-v0, 2,048 steps); then
 # optsched reproduce --quick, which ends by printing the report path and the verdict lines.
 demo: $(STAMP)
 	$(BIN)/python experiments/pd/breakeven.py --out runs/pd_breakeven
 	$(BIN)/python experiments/pd/distserve.py --requests 400 --iters 8 --out runs/distserve_sim
+	$(BIN)/python experiments/admission/threshold_sweep.py --quick --out runs/threshold_sweep
 	$(BIN)/python experiments/admission/dp_interval.py --quick --out runs/prefill_interval
 	$(BIN)/python experiments/routing/placement.py --quick --out runs/routing_placement
 	mkdir -p runs/validate && $(BIN)/optsched validate --json --quiet $(DEMO_VALIDATE) > runs/validate/validate.json.part \

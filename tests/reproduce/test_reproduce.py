@@ -329,6 +329,13 @@ def test_report_opens_with_one_verdict_per_experiment_and_their_claims(tiny_run)
     assert all(c["optsched"] not in ("", "not measured") for c in e1)  # measured by the hit_gating stage
     assert [c["optsched"] for c in exp["E9"]["claims"]] == ["not measured"]  # never measured: no verdict
     assert exp["E9"]["verdict"].startswith("not measured")
+    e11 = exp["E11"]["claims"]  # online and batch: the stage solves the instance and its batch twin
+    assert [c["published"] for c in e11] == ["1.047", "1.005"]
+    assert [c["optsched"].split(" (")[1].split(",")[1] for c in e11] == [" Poisson arrivals)",
+                                                                          " every request at round 0)"]
+    fr = next(r for r in res.results if r.stage == "formulations")
+    adm = {r["rule"]: r for r in fr.table("admission_rules").records()}
+    assert e11[1]["optsched"].startswith(f"{adm['mcsf']['batch: ratio']:.4g} (")
     by = {r.stage: r for r in res.results}
     h = by["hit_gating"].data["hbm_lru"]
     assert e1[0]["optsched"] == f"{h['within_turn']:.2g}"
