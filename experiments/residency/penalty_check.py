@@ -157,13 +157,16 @@ def run(cfg: Config) -> dict:
 
 
 def merge(parts: list[dict]) -> dict:
-    """One result from runs of the same configuration on consecutive seed ranges (in seed order).
+    """One result from runs of the same configuration on consecutive seed ranges (in seed order), without H.
 
     Raises:
         ValueError: the parts differ in anything but their seeds, or their seeds are not consecutive.
     """
     parts = sorted(parts, key=lambda r: r["seeds"][0])
-    strip = [{k: v for k, v in r["config"].items() if k not in ("seeds", "base_seed", "out", "render")} for r in parts]
+    # the hindsight MILP's options change no replay: they may differ, and the merge keeps no H (a part's H covers
+    # its own first seeds only)
+    free = ("seeds", "base_seed", "out", "render", "merge", "hindsight_seeds", "time_limit_s")
+    strip = [{k: v for k, v in r["config"].items() if k not in free} for r in parts]
     if any(c != strip[0] for c in strip) or any(r["class_rules"] != parts[0]["class_rules"] for r in parts):
         raise ValueError("runs to merge differ in their configuration")
     seeds = [x for r in parts for x in r["seeds"]]
@@ -174,7 +177,7 @@ def merge(parts: list[dict]) -> dict:
         col = [r["slots"][k] for r in parts]
         slots.append({"slot_s": s["slot_s"], "keep": [x for c in col for x in c["keep"]],
                       **{f: {n: [x for c in col for x in c[f][n]] for n in s[f]} for f in ("cost", "pen")}})
-    cfg = {**parts[0]["config"], "seeds": len(seeds), "base_seed": seeds[0]}
+    cfg = {**parts[0]["config"], "seeds": len(seeds), "base_seed": seeds[0], "hindsight_seeds": 0}
     revisions = [r["revision"] for k, r in enumerate(parts) if r["revision"] not in [q["revision"] for q in parts[:k]]]
     return {"config": cfg, "revision": revisions, "seeds": seeds,
             "class_rules": parts[0]["class_rules"], "slots": slots}
@@ -279,13 +282,14 @@ def render_hindsight(res: dict, hindsight: dict[float, dict[int, float]]) -> str
         cost = {n: [s["cost"][n][k] for k in idx] for n in costed}
         d = [paired_difference(cost["lru_fresh"], x).to_dict() for x in (h, cost["lru"])]
         out.append(f"| {s['slot_s']:g} | {', '.join(str(res['seeds'][k]) for k in idx)} | {_ci(_est(h), '.2f')} | "
-                   + " | ".join(f"{sum(cost[n]) / sum(h):.3f}" for n in costed) + " | "
+                   + " | ".join(f"{sum(cost[n]) / sum(h):.3f}" if sum(h) > 0 else "-" for n in costed) + " | "
                    + " | ".join(_ci({"mean": x["mean"], "ci": x["ci95"]}, ".2f") for x in d) + " |")
     return "\n".join(out) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:
-    cfg = parse_config(config_parser(Config, __doc__.splitlines()[0]), Config, argv)
+    parser = config_parser(Config, __doc__.splitlines()[0])
+    cfg = parse_config(parser, Config, argv)
     if cfg.render:
         try:
             res = json.loads(Path(cfg.render).read_text())
@@ -306,8 +310,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     problem = _problem(cfg)
     if problem:
-        print(f"residency_penalty_check: error: {problem}", file=sys.stderr)
-        return 2
+        parser.error(problem)  # usage and one error line, exit 2, before any work (as the other residency scripts)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     res = run(cfg)
     out = Path(cfg.out)

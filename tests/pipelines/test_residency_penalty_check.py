@@ -17,7 +17,9 @@ from tests.experiments.loader import load_experiment
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "docs" / "notebook" / "data" / "residency"
 NOTEBOOK = ROOT / "docs" / "notebook" / "residency-penalty-check-2026-12.md"
-TINY = ["--source", "agentx:sessions=4,variant=full-iid-gaps", "--slots", "10,5", "--max-pauses", "20"]
+# 16 sessions, 60 pauses: the smallest instance tried whose HBM is over-subscribed (H > 0, rules differ); at 4 sessions
+# and 20 pauses every pause fits, every cost is 0 and the cost over H is 0 / 0
+TINY = ["--source", "agentx:sessions=16,variant=full-iid-gaps", "--slots", "10,5", "--max-pauses", "60"]
 
 
 @pytest.fixture(scope="module")
@@ -25,11 +27,27 @@ def mod():
     return load_experiment("residency/penalty_check")
 
 
-def test_bad_arguments_exit_2_before_any_work(mod, tmp_path):
+def _rc(mod, argv: list[str]) -> int:
+    """main's exit status: its return value, or the code of argparse's exit (bad arguments exit 2 there)."""
+    try:
+        return mod.main(argv)
+    except SystemExit as exc:
+        return exc.code
+
+
+def test_bad_arguments_exit_2_before_any_work(mod, tmp_path, capsys):
     out = tmp_path / "p.json"
-    for bad in (["--slots", "0"], ["--slots", "10,10"], ["--slots", "x"], ["--seeds", "1"], ["--lam", "1,2"],
-                ["--source", "copilot:sessions=4"], ["--prefetch-factor", "-1"], ["--hindsight-seeds", "9"]):
-        assert mod.main([*bad, "--out", str(out)]) == 2, bad
+    # --seeds 2 first: a bad argument the checks missed would run two seeds, not the 500 of the defaults
+    for bad, named in ((["--slots", "0"], "--slots"), (["--slots", "10,10"], "--slots"), (["--slots", "x"], "--slots"),
+                       (["--seeds", "1"], "--seeds"), (["--lam", "1,2"], "--lam"),
+                       (["--source", "copilot:sessions=4"], "--source"),
+                       (["--prefetch-factor", "-1"], "--prefetch-factor"), (["--hindsight-seeds", "9"], "--hindsight-seeds"),
+                       (["--seeds", "x"], "--seeds")):
+        assert _rc(mod, [*TINY, "--seeds", "2", *bad, "--out", str(out)]) == 2, bad
+        err = capsys.readouterr().err.strip().splitlines()
+        assert err[0].startswith("usage:") and "error:" in err[-1] and named in err[-1], (bad, err)
+    for bad in (["--render", str(tmp_path / "none.json")], ["--merge", str(tmp_path / "none.json")]):
+        assert _rc(mod, [*bad, "--out", str(out)]) == 2, bad
     assert not out.exists()
 
 
@@ -47,9 +65,10 @@ def test_tiny_runs_merge_into_the_run_of_both_ranges(mod, tmp_path):
         assert (m["keep"], m["cost"], m["pen"]) == (r["keep"], r["cost"], r["pen"])
     assert mod.main(["--merge", f"{paths['a']},{paths['ab']}", "--out", str(tmp_path / "x.json")]) == 2
     for s in a["slots"]:  # the hindsight optimum bounds every rule's replay, seed by seed
-        assert len(s["H"]) == 2
+        assert len(s["H"]) == 2 and min(s["H"]) > 0
         assert all(h <= c + 1e-4 * max(1.0, h) for n in s["cost"] for h, c in zip(s["H"], s["cost"][n]))
-    assert mod.render(merged).count("\n| 10 |") == 2 and "| 5: vs lru |" in mod.render(merged)
+    # the 10-s rows: raw and rule - keep penalty, and the cost row
+    assert mod.render(merged).count("\n| 10 |") == 3 and "| 5: vs lru |" in mod.render(merged)
 
 
 def test_committed_penalty_check_rederives_and_renders_the_notebook(mod):
