@@ -36,10 +36,9 @@ import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from scipy import stats
-
 from optsched.models.residency_priced import build_priced_residency
 from optsched.solvers import SolverOptions, solve
+from scipy import stats
 
 from optsched.compare.replication import build_replication
 from optsched.config_cli import arg, config_parser, parse_config
@@ -225,8 +224,8 @@ def render(res: dict) -> str:
     slots = sorted(summ, reverse=True)
     names = [*res["class_rules"], "lru", "lru_prefetch", "peek"]
     n = len(res["seeds"])
-    out = [f"Penalty (s), mean [Bonferroni CI at 1 - 0.05/{len(res['class_rules'])}], n = {n} seeds "
-           f"{res['seeds'][0]}-{res['seeds'][-1]}; keep = every pause held in HBM (tests the law):", "",
+    out = [(f"Penalty (s), mean [Bonferroni CI at 1 - 0.05/{len(res['class_rules'])}], n = {n} seeds "
+            f"{res['seeds'][0]}-{res['seeds'][-1]}; keep = every pause held in HBM (tests the law):"), "",
            "| slot (s) | part | keep | " + " | ".join(names) + " |", "|---|---|---|" + "---|" * len(names)]
     for s in slots:
         r = summ[s]["rules"]
