@@ -190,7 +190,7 @@ def merge(parts: list[dict]) -> dict:
         ValueError: the parts differ in anything but their seeds, or their MILP seeds are not consecutive.
     """
     parts = sorted(parts, key=lambda r: r["config"]["base_seed"])
-    free = ("seeds", "base_seed", "out", "merge")
+    free = ("seeds", "base_seed", "sim_seeds", "out", "merge")
     strip = [{k: v for k, v in r["config"].items() if k not in free} for r in parts]
     if any(c != strip[0] for c in strip) or any(r["config"]["seeds"] < 2 for r in parts):
         raise ValueError("runs to merge differ in their configuration or have no MILP seeds")
@@ -209,8 +209,8 @@ def merge(parts: list[dict]) -> dict:
         slots.append({**{f: first[f] for f in ("slot_s", "lam", "features", "mean_training_bound_s")},
                       "per_seed": rows, "penalty_per_seed": pen, "penalty_clip_per_seed": pen_clip,
                       "summary": summarize(rows, pen, pen_clip)})
-    cfg = {**parts[0]["config"], "seeds": len(seeds), "base_seed": seeds[0]}
     sim = [x for r in parts for x in range(r["config"]["base_seed"], r["config"]["base_seed"] + r["config"]["sim_seeds"])]
+    cfg = {**parts[0]["config"], "seeds": len(seeds), "base_seed": seeds[0], "sim_seeds": len(sim)}
     revisions = [r["revision"] for k, r in enumerate(parts) if r["revision"] not in [q["revision"] for q in parts[:k]]]
     return {"config": cfg, "revision": revisions, "train_seeds": parts[0]["train_seeds"], "penalty_seeds": sim,
             "slots": slots}
