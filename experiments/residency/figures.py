@@ -125,9 +125,11 @@ def render_prereg(runs: dict[str, dict], penalty_check: dict | None) -> str:
     """The pre-registered test L - 1.1 H (paired, 95% Student-t) per PREREG run, with L / H (ratio of sums), the
     other bounds and the rules' cost over H (``lru`` replayed by the run; the class's leak-free rules from
     ``penalty_check``, the committed `experiments/residency/penalty_check.py` JSON, on the same seeds)."""
+    from optsched.replicate import paired_difference
+
     out = ["| slot (s) | seeds | n | H (s) | L (s) | L / H | L - 1.1 H (s) | verdict | L, Delta >= 0: - 1.1 H (s) | "
-           "L demote-only / H | lru / H | " + " | ".join(f"{r} / H" for r in CLASS_RULES) + " |",
-           "|---|---|---|---|---|---|---|---|---|---|---|" + "---|" * len(CLASS_RULES)]
+           "L demote-only / H | lru / H | " + " | ".join(f"{r} / H" for r in CLASS_RULES) + f" | {CLASS_RULES[-1]} - L (s) |",
+           "|---|---|---|---|---|---|---|---|---|---|---|" + "---|" * (len(CLASS_RULES) + 1)]
     for name in PREREG:
         if name not in runs:
             continue
@@ -138,7 +140,7 @@ def render_prereg(runs: dict[str, dict], penalty_check: dict | None) -> str:
         verdict = ("> 0: no rule within 10% of H" if d["ci95"][0] > 0 else
                    "< 0: not shown (L < 1.1 H)" if d["ci95"][1] < 0 else "contains 0: not shown")
         hsum = sum(r["H"] for r in rows)
-        cls = []
+        cls, gap = [], "n/a"
         pc = next((x for x in (penalty_check or {}).get("slots", []) if x["slot_s"] == s["slot_s"]), None)
         for rule in CLASS_RULES:
             if pc is None or any(x not in penalty_check["seeds"] for x in seeds):
@@ -146,9 +148,13 @@ def render_prereg(runs: dict[str, dict], penalty_check: dict | None) -> str:
                 continue
             idx = [penalty_check["seeds"].index(x) for x in seeds]
             cls.append(_ratio(sum(pc["cost"][rule][k] for k in idx) / hsum))
+            if rule == CLASS_RULES[-1]:
+                d_rule = paired_difference([pc["cost"][rule][k] for k in idx], [r["L"] for r in rows]).to_dict()
+                gap = _ci(d_rule)
         out.append(f"| {s['slot_s']:g} | {seeds[0]}-{seeds[-1]} | {len(rows)} | {_ci(m['H'])} | {_ci(m['L'])} | "
                    f"{_ratio(m['L_over_H'])} | {_ci(d)} | {verdict} | {_ci(m['L_clip_minus_1.1H'])} | "
-                   f"{_ratio(m['L_demote_over_H'])} | {_ratio(m['rules']['lru']['over_H'])} | " + " | ".join(cls) + " |")
+                   f"{_ratio(m['L_demote_over_H'])} | {_ratio(m['rules']['lru']['over_H'])} | " + " | ".join(cls)
+                   + f" | {gap} |")
     return "\n".join(out) + "\n"
 
 
