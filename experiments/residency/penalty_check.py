@@ -267,6 +267,17 @@ def committed_hindsight(res: dict, folder: Path = DATA) -> dict[float, dict[int,
     return out
 
 
+def _ranges(seeds: list[int]) -> str:
+    """``[1000, 1001, 1004, 1005, 1006]`` -> ``"1000-1001, 1004-1006 (n 5)"``: consecutive runs of sorted seeds."""
+    runs: list[list[int]] = []
+    for x in sorted(seeds):
+        if runs and x == runs[-1][1] + 1:
+            runs[-1][1] = x
+        else:
+            runs.append([x, x])
+    return ", ".join(f"{a}-{b}" if b > a else f"{a}" for a, b in runs) + f" (n {len(seeds)})"
+
+
 def render_hindsight(res: dict, hindsight: dict[float, dict[int, float]]) -> str:
     """Markdown: H and every rule's cost over H (ratio of sums) and minus H (paired 95% CI), on the seeds of
     ``res`` that have an H in ``hindsight`` (slot_s -> seed -> H)."""
@@ -280,7 +291,7 @@ def render_hindsight(res: dict, hindsight: dict[float, dict[int, float]]) -> str
         h = [hindsight[s["slot_s"]][res["seeds"][k]] for k in idx]
         cost = {n: [s["cost"][n][k] for k in idx] for n in costed}
         d = [paired_difference(cost["lru_fresh"], x).to_dict() for x in (h, cost["lru"])]
-        out.append(f"| {s['slot_s']:g} | {', '.join(str(res['seeds'][k]) for k in idx)} | {_ci(_est(h), '.2f')} | "
+        out.append(f"| {s['slot_s']:g} | {_ranges([res['seeds'][k] for k in idx])} | {_ci(_est(h), '.2f')} | "
                    + " | ".join(f"{sum(cost[n]) / sum(h):.3f}" if sum(h) > 0 else "-" for n in costed) + " | "
                    + " | ".join(_ci({"mean": x["mean"], "ci": x["ci95"]}, ".2f") for x in d) + " |")
     return "\n".join(out) + "\n"
