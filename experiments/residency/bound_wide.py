@@ -57,7 +57,7 @@ from optsched.pipelines.residency_bound import (
 from optsched.pipelines.residency_priced_solve import priced_instance
 from optsched.replicate import mean_ci, paired_difference, stream
 from optsched.revision import git_revision
-from optsched.workload.gen_agentx import AGENTX_VARIANTS
+from optsched.workload.gen_agentx import AGENTX_VARIANTS, spec_variant
 
 logger = logging.getLogger("residency_bound_wide")
 PEEK = AdaptiveRule("lru", peek=True)
@@ -222,17 +222,12 @@ def run(cfg: Config) -> dict:
     opts = SolverOptions(time_limit_s=cfg.time_limit_s, mip_gap=1e-4, threads=1)
     train_seeds = [int(s) for s in stream(cfg.base_seed, "train").integers(2**31, size=cfg.bound_train_reps)]
     if cfg.law == "generator":
-        cdf = AGENTX_VARIANTS[_variant(cfg.source)].gap_cdf
+        cdf = AGENTX_VARIANTS[spec_variant(cfg.source)].gap_cdf
     else:
         cdf = empirical_cdf([p.duration_s for _, inst in _instances(cfg, train_seeds, 10.0, cm, ctx)
                              for p in inst.pauses])
     slots = [run_slot(cfg, float(s), cdf, train_seeds, cm, ctx, opts) for s in cfg.slots.split(",")]
     return {"config": asdict(cfg), "revision": git_revision(), "train_seeds": train_seeds, "slots": slots}
-
-
-def _variant(source: str) -> str:
-    kw = dict(x.split("=", 1) for x in source.partition(":")[2].split(",") if "=" in x)
-    return kw.get("variant", "full")
 
 
 def _problem(cfg: Config) -> str | None:
@@ -242,7 +237,8 @@ def _problem(cfg: Config) -> str | None:
         return str(exc)
     if cfg.law not in ("generator", "empirical"):
         return f"--law must be generator or empirical, got {cfg.law!r}"
-    if cfg.law == "generator" and (not cfg.source.startswith("agentx") or _variant(cfg.source) not in AGENTX_VARIANTS):
+    known = cfg.source.startswith("agentx") and spec_variant(cfg.source) in AGENTX_VARIANTS
+    if cfg.law == "generator" and not known:
         return f"--law generator needs an agentx source with a known variant, got {cfg.source!r}"
     try:
         slots = [float(s) for s in cfg.slots.split(",")]

@@ -49,7 +49,7 @@ from optsched.pipelines.residency_bound import FEATURES, penalty_terms
 from optsched.pipelines.residency_priced_solve import priced_instances
 from optsched.replicate import mean_ci, paired_difference
 from optsched.revision import git_revision
-from optsched.workload.gen_agentx import AGENTX_VARIANTS
+from optsched.workload.gen_agentx import AGENTX_VARIANTS, spec_variant
 
 logger = logging.getLogger("residency_penalty_check")
 DATA = Path(__file__).resolve().parents[2] / "docs" / "notebook" / "data" / "residency"
@@ -81,13 +81,8 @@ class Config:
     merge: str = arg("", "comma-separated JSONs of runs on consecutive seed ranges: merge them into --out and exit")
 
 
-def _variant(source: str) -> str:
-    kw = dict(x.split("=", 1) for x in source.partition(":")[2].split(",") if "=" in x)
-    return kw.get("variant", "full")
-
-
 def _problem(cfg: Config) -> str | None:
-    if not cfg.source.startswith("agentx") or _variant(cfg.source) not in AGENTX_VARIANTS:
+    if not cfg.source.startswith("agentx") or spec_variant(cfg.source) not in AGENTX_VARIANTS:
         return f"--source must be an agentx source with a known variant (the pause law), got {cfg.source!r}"
     try:
         slots = [float(s) for s in cfg.slots.split(",")]
@@ -137,7 +132,7 @@ def seed_rows(cfg: Config, seed: int, cm: CostModel, ctx: int, cdf) -> list[dict
 def run(cfg: Config) -> dict:
     cm = CostModel.from_names(cfg.gpu, cfg.model, tp=cfg.tp)
     ctx = load_model(cfg.model).max_context_tokens
-    cdf = AGENTX_VARIANTS[_variant(cfg.source)].gap_cdf
+    cdf = AGENTX_VARIANTS[spec_variant(cfg.source)].gap_cdf
     slots = [float(s) for s in cfg.slots.split(",")]
     seeds = list(range(cfg.base_seed, cfg.base_seed + cfg.seeds))
     per = {s: {"keep": [], "H": [], "cost": {n: [] for n in RULES}, "pen": {n: [] for n in RULES}} for s in slots}
