@@ -122,3 +122,17 @@ def test_preregistered_w_runs_rederive_the_notebook_table():
         assert [ours["cost"]["lru"][pc["seeds"].index(r["seed"])] for r in s["per_seed"]] == \
             [r["cost"]["lru"] for r in s["per_seed"]]
     assert fig.render_prereg(pre, pc) in PREREG_NOTE.read_text()
+
+
+def test_figures_reruns_the_preregistered_pieces_then_merges(monkeypatch):
+    fig = load_experiment("residency/figures", "residency_figures_rerun")
+    calls = []
+    monkeypatch.setattr(fig.subprocess, "call", lambda cmd, cwd: calls.append(cmd[1:]) or 0)
+    assert fig._run_one("w_prereg_s5") == 0
+    *pieces, merge = calls
+    assert [p[p.index("--base-seed") + 1] for p in pieces] == ["1004", "1009", "1014", "1019"]
+    assert all(p[:2] == [fig.WIDE, "--source"] and p[p.index("--slots") + 1] == "5" and p[p.index("--seeds") + 1] == "5"
+               and p[p.index("--lam") + 1] == fig.LAM for p in pieces)
+    assert merge == [fig.WIDE, "--merge", ",".join(p[-1] for p in pieces), "--out",
+                     "docs/notebook/data/residency/w_prereg_s5.json"]
+    assert fig.main(["--run", "nope"]) == 2
