@@ -26,6 +26,7 @@ Output: one compact JSON (``--out``; per-seed values to 1e-6 s, summaries with S
 that `experiments/residency/figures.py` turns into the notebook's tables and its test re-derives.
 
 Usage: .venv/bin/python experiments/residency/bound_wide.py --slots 10,30 --seeds 4 --sim-seeds 40 --out x.json
+       .venv/bin/python experiments/residency/bound_wide.py --merge a.json,b.json --out ab.json  # consecutive seeds
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ from optsched.pipelines.residency_bound import (
 from optsched.pipelines.residency_priced_solve import priced_instance
 from optsched.replicate import mean_ci, paired_difference, stream
 from optsched.revision import git_revision
-from optsched.workload.gen_agentx import AGENTX_VARIANTS
+from optsched.workload.gen_agentx import AGENTX_VARIANTS, spec_variant
 
 logger = logging.getLogger("residency_bound_wide")
 PEEK = AdaptiveRule("lru", peek=True)
@@ -84,6 +85,7 @@ class Config:
     tp: int = arg(2, "tensor-parallel degree of the instance")
     time_limit_s: float = arg(600.0, "solver time limit per MILP (s)")
     out: str = arg("runs/residency_bound_wide.json", "output JSON file")
+    merge: str = arg("", "comma-separated JSONs of runs on consecutive seed ranges: merge them into --out and exit")
 
 
 def empirical_cdf(durations: list[float]):
@@ -152,12 +154,17 @@ def run_slot(cfg: Config, slot_s: float, cdf, train_seeds: list[int], cm: CostMo
             paths = replay_adaptive(inst, r, cdf, f)[0]
             for tt, out in ((terms, pen), (clip, pen_clip)):
                 out[n].append(round(sum(v for (j, t), v in tt.items() if paths[j][t - inst.slots(j)[0]] == 0), 6))
+    return {"slot_s": slot_s, "lam": [round(x, 6) for x in lam], "features": list(FEATURES),
+            "mean_training_bound_s": train_bound, "per_seed": rows, "penalty_per_seed": pen, "penalty_clip_per_seed": pen_clip,
+            "summary": summarize(rows, pen, pen_clip)}
+
+
+def summarize(rows: list[dict], pen: dict[str, list[float]], pen_clip: dict[str, list[float]]) -> dict:
+    """The summaries of one slot length from its per-seed values: the MILP seeds' ``rows`` and the penalty check's
+    per-rule penalties (raw and clipped Delta)."""
     if not rows:  # --seeds 0: the penalty check only
-        return {"slot_s": slot_s, "lam": [round(x, 6) for x in lam], "features": list(FEATURES),
-                "mean_training_bound_s": train_bound, "per_seed": [], "penalty_per_seed": pen,
-                "penalty_clip_per_seed": pen_clip,
-                "summary": {"penalty": {n: _est(v) for n, v in pen.items()},
-                            "penalty_clip": {n: _est(v) for n, v in pen_clip.items()}}}
+        return {"penalty": {n: _est(v) for n, v in pen.items()},
+                "penalty_clip": {n: _est(v) for n, v in pen_clip.items()}}
     col = {k: [r[k] for r in rows] for k in BOUNDS}
     summary = {k: _est(v) for k, v in col.items()}
     hsum = sum(col["H"])
@@ -171,9 +178,42 @@ def run_slot(cfg: Config, slot_s: float, cdf, train_seeds: list[int], cm: CostMo
                             "minus_L_clip": _diff([r["cost"][n] for r in rows], col["L_clip"])} for n in ADAPTIVE_RULES}
     summary["penalty"] = {n: _est(v) for n, v in pen.items()}
     summary["penalty_clip"] = {n: _est(v) for n, v in pen_clip.items()}
-    return {"slot_s": slot_s, "lam": [round(x, 6) for x in lam], "features": list(FEATURES),
-            "mean_training_bound_s": train_bound, "per_seed": rows, "penalty_per_seed": pen, "penalty_clip_per_seed": pen_clip,
-            "summary": summary}
+    return summary
+
+
+def merge(parts: list[dict]) -> dict:
+    """One result from runs of one configuration on consecutive ranges of MILP seeds (in seed order): per-seed rows
+    and penalty-check values concatenated, every summary recomputed from them (`summarize`). The penalty check's
+    seeds of each part are its own first ``sim_seeds``: the merged ones are listed in ``penalty_seeds``.
+
+    Raises:
+        ValueError: the parts differ in anything but their seeds, or their MILP seeds are not consecutive.
+    """
+    parts = sorted(parts, key=lambda r: r["config"]["base_seed"])
+    free = ("seeds", "base_seed", "sim_seeds", "out", "merge")
+    strip = [{k: v for k, v in r["config"].items() if k not in free} for r in parts]
+    if any(c != strip[0] for c in strip) or any(r["config"]["seeds"] < 2 for r in parts):
+        raise ValueError("runs to merge differ in their configuration or have no MILP seeds")
+    seeds = [x for r in parts for x in range(r["config"]["base_seed"], r["config"]["base_seed"] + r["config"]["seeds"])]
+    if seeds != list(range(seeds[0], seeds[0] + len(seeds))):
+        raise ValueError(f"runs to merge do not cover consecutive seeds: "
+                         f"{[(r['config']['base_seed'], r['config']['seeds']) for r in parts]}")
+    slots = []
+    for k, first in enumerate(parts[0]["slots"]):
+        col = [r["slots"][k] for r in parts]
+        rows = [row for c in col for row in c["per_seed"]]
+        if [row["seed"] for row in rows] != seeds:
+            raise ValueError(f"slot {first['slot_s']:g} s: per-seed rows do not match the runs' seeds")
+        pen = {n: [x for c in col for x in c["penalty_per_seed"][n]] for n in first["penalty_per_seed"]}
+        pen_clip = {n: [x for c in col for x in c["penalty_clip_per_seed"][n]] for n in first["penalty_clip_per_seed"]}
+        slots.append({**{f: first[f] for f in ("slot_s", "lam", "features", "mean_training_bound_s")},
+                      "per_seed": rows, "penalty_per_seed": pen, "penalty_clip_per_seed": pen_clip,
+                      "summary": summarize(rows, pen, pen_clip)})
+    sim = [x for r in parts for x in range(r["config"]["base_seed"], r["config"]["base_seed"] + r["config"]["sim_seeds"])]
+    cfg = {**parts[0]["config"], "seeds": len(seeds), "base_seed": seeds[0], "sim_seeds": len(sim)}
+    revisions = [r["revision"] for k, r in enumerate(parts) if r["revision"] not in [q["revision"] for q in parts[:k]]]
+    return {"config": cfg, "revision": revisions, "train_seeds": parts[0]["train_seeds"], "penalty_seeds": sim,
+            "slots": slots}
 
 
 def run(cfg: Config) -> dict:
@@ -182,17 +222,12 @@ def run(cfg: Config) -> dict:
     opts = SolverOptions(time_limit_s=cfg.time_limit_s, mip_gap=1e-4, threads=1)
     train_seeds = [int(s) for s in stream(cfg.base_seed, "train").integers(2**31, size=cfg.bound_train_reps)]
     if cfg.law == "generator":
-        cdf = AGENTX_VARIANTS[_variant(cfg.source)].gap_cdf
+        cdf = AGENTX_VARIANTS[spec_variant(cfg.source)].gap_cdf
     else:
         cdf = empirical_cdf([p.duration_s for _, inst in _instances(cfg, train_seeds, 10.0, cm, ctx)
                              for p in inst.pauses])
     slots = [run_slot(cfg, float(s), cdf, train_seeds, cm, ctx, opts) for s in cfg.slots.split(",")]
     return {"config": asdict(cfg), "revision": git_revision(), "train_seeds": train_seeds, "slots": slots}
-
-
-def _variant(source: str) -> str:
-    kw = dict(x.split("=", 1) for x in source.partition(":")[2].split(",") if "=" in x)
-    return kw.get("variant", "full")
 
 
 def _problem(cfg: Config) -> str | None:
@@ -202,7 +237,8 @@ def _problem(cfg: Config) -> str | None:
         return str(exc)
     if cfg.law not in ("generator", "empirical"):
         return f"--law must be generator or empirical, got {cfg.law!r}"
-    if cfg.law == "generator" and (not cfg.source.startswith("agentx") or _variant(cfg.source) not in AGENTX_VARIANTS):
+    known = cfg.source.startswith("agentx") and spec_variant(cfg.source) in AGENTX_VARIANTS
+    if cfg.law == "generator" and not known:
         return f"--law generator needs an agentx source with a known variant, got {cfg.source!r}"
     try:
         slots = [float(s) for s in cfg.slots.split(",")]
@@ -227,6 +263,14 @@ def _problem(cfg: Config) -> str | None:
 
 def main(argv: list[str] | None = None) -> int:
     cfg = parse_config(config_parser(Config, __doc__.splitlines()[0]), Config, argv, check=_problem)
+    if cfg.merge:
+        try:
+            res = merge([json.loads(Path(f).read_text()) for f in cfg.merge.split(",")])
+        except (OSError, ValueError, KeyError) as exc:
+            print(f"residency_bound_wide: error: --merge: {exc}", file=sys.stderr)
+            return 2
+        Path(cfg.out).write_text(json.dumps(res, separators=(",", ":"), sort_keys=True) + "\n")
+        return 0
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     for name in ("pyomo", "optsched.solvers", "optsched.pipelines.residency_bound"):
         logging.getLogger(name).setLevel(logging.WARNING)

@@ -9,6 +9,7 @@ Usage:
     .venv/bin/python experiments/residency/figures.py --run all --jobs 2   # regenerate every JSON (hours of CPU)
     .venv/bin/python experiments/residency/figures.py --run published_480  # RESULTS' 480-seed table only
     .venv/bin/python experiments/residency/figures.py --run agentx_iid_s10  # one entry
+    .venv/bin/python experiments/residency/figures.py --run w_prereg_s10   # L(W(10)) vs 1.1 H, 100 seeds
     .venv/bin/python experiments/residency/figures.py                       # print the tables from the JSON
 """
 
@@ -40,6 +41,15 @@ SUITE: dict[str, list[str]] = {
     "copilot_s10": ["--source", "copilot:sessions=50", "--law", "empirical", "--slots", "10", "--seeds", "2",
                     "--sim-seeds", "4", "--lam", LAM],
 }
+# L(W(s)) vs 1.1 H on the seeds pre-registered in docs/notebook/residency-w-preregistered-2026-12.md: name ->
+# (slot length, MILP seeds per run, first seed of each run); the runs are merged (residency_bound_wide.py --merge)
+# into docs/notebook/data/residency/<name>.json
+PREREG: dict[str, tuple[str, int, tuple[int, ...]]] = {
+    "w_prereg_s10": ("10", 5, tuple(range(1004, 1104, 5))),
+    "w_prereg_s5": ("5", 5, (1004, 1009, 1014, 1019)),
+}
+# the leak-free rules of the class, whose costs on the same seeds come from the penalty check's committed JSON
+CLASS_RULES = ("lru_fresh", "lru_prefetch_fresh")
 RULES = ("lru", "hazard_evict", "lru_prefetch", "hazard_prefetch")
 # RESULTS' 10-s demote-only table (480 seeds 240-719, lam fixed): experiments/residency/bound.py, whose per-seed H
 # and L are kept as compact JSON (``published_480.json``: seed, H, L); about 100 CPU-minutes
@@ -105,6 +115,49 @@ def render(runs: dict[str, dict]) -> str:
     return "\n".join(out) + "\n"
 
 
+def prereg_args(slot: str, n: int, base: int) -> list[str]:
+    """Arguments of residency_bound_wide.py for one run of a PREREG entry."""
+    return ["--source", IID, "--slots", slot, "--seeds", str(n), "--sim-seeds", "2", "--lam", LAM, "--base-seed",
+            str(base)]
+
+
+def render_prereg(runs: dict[str, dict], penalty_check: dict | None) -> str:
+    """The pre-registered test L - 1.1 H (paired, 95% Student-t) per PREREG run, with L / H (ratio of sums), the
+    other bounds and the rules' cost over H (``lru`` replayed by the run; the class's leak-free rules from
+    ``penalty_check``, the committed `experiments/residency/penalty_check.py` JSON, on the same seeds)."""
+    from optsched.replicate import paired_difference
+
+    out = ["| slot (s) | seeds | n | H (s) | L (s) | L / H | L - 1.1 H (s) | verdict | L, Delta >= 0: - 1.1 H (s) | "
+           "L demote-only / H | lru / H | " + " | ".join(f"{r} / H" for r in CLASS_RULES) + f" | {CLASS_RULES[-1]} - L (s) |",
+           "|---|---|---|---|---|---|---|---|---|---|---|" + "---|" * (len(CLASS_RULES) + 1)]
+    for name in PREREG:
+        if name not in runs:
+            continue
+        s = runs[name]["slots"][0]
+        m, rows = s["summary"], s["per_seed"]
+        seeds = [r["seed"] for r in rows]
+        d = m["L_minus_1.1H"]
+        verdict = ("> 0: no rule within 10% of H" if d["ci95"][0] > 0 else
+                   "< 0: not shown (L < 1.1 H)" if d["ci95"][1] < 0 else "contains 0: not shown")
+        hsum = sum(r["H"] for r in rows)
+        cls, gap = [], "n/a"
+        pc = next((x for x in (penalty_check or {}).get("slots", []) if x["slot_s"] == s["slot_s"]), None)
+        for rule in CLASS_RULES:
+            if pc is None or any(x not in penalty_check["seeds"] for x in seeds):
+                cls.append("n/a")
+                continue
+            idx = [penalty_check["seeds"].index(x) for x in seeds]
+            cls.append(_ratio(sum(pc["cost"][rule][k] for k in idx) / hsum))
+            if rule == CLASS_RULES[-1]:
+                d_rule = paired_difference([pc["cost"][rule][k] for k in idx], [r["L"] for r in rows]).to_dict()
+                gap = _ci(d_rule)
+        out.append(f"| {s['slot_s']:g} | {seeds[0]}-{seeds[-1]} | {len(rows)} | {_ci(m['H'])} | {_ci(m['L'])} | "
+                   f"{_ratio(m['L_over_H'])} | {_ci(d)} | {verdict} | {_ci(m['L_clip_minus_1.1H'])} | "
+                   f"{_ratio(m['L_demote_over_H'])} | {_ratio(m['rules']['lru']['over_H'])} | " + " | ".join(cls)
+                   + f" | {gap} |")
+    return "\n".join(out) + "\n"
+
+
 def render_published(run: dict) -> str:
     """The one-row table of RESULTS' 480-seed demote-only bound, from ``published_480.json``."""
     from optsched.replicate import mean_ci, paired_difference
@@ -128,6 +181,17 @@ def _run_one(name: str) -> int:
             (DATA / "published_480.json").write_text(json.dumps({"command": PUBLISHED, "per_seed": rows},
                                                                  separators=(",", ":")) + "\n")
         return rc
+    if name in PREREG:
+        slot, n, bases = PREREG[name]
+        parts = [f"runs/residency_{name}_{b}.json" for b in bases]
+        for b, part in zip(bases, parts, strict=True):
+            cmd = [sys.executable, WIDE, *prereg_args(slot, n, b), "--out", part]
+            print(" ".join(cmd), flush=True)
+            if rc := subprocess.call(cmd, cwd=ROOT):
+                return rc
+        cmd = [sys.executable, WIDE, "--merge", ",".join(parts), "--out", str((DATA / f"{name}.json").relative_to(ROOT))]
+        print(" ".join(cmd), flush=True)
+        return subprocess.call(cmd, cwd=ROOT)
     cmd = [sys.executable, WIDE, *SUITE[name], "--out", str((DATA / f"{name}.json").relative_to(ROOT))]
     print(" ".join(cmd), flush=True)
     return subprocess.call(cmd, cwd=ROOT)
@@ -138,10 +202,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--run", default="", help="'all' or comma-separated SUITE names to rerun (default: none, print)")
     p.add_argument("--jobs", type=int, default=1, help="runs at once (default 1)")
     a = p.parse_args(argv)
-    names = [*SUITE, "published_480"] if a.run == "all" else [x for x in a.run.split(",") if x]
-    bad = [n for n in names if n not in SUITE and n != "published_480"]
+    names = [*SUITE, *PREREG, "published_480"] if a.run == "all" else [x for x in a.run.split(",") if x]
+    bad = [n for n in names if n not in SUITE and n not in PREREG and n != "published_480"]
     if bad or a.jobs < 1:
-        print(f"residency_figures: error: unknown --run {bad} (known: {', '.join(SUITE)}) or --jobs < 1", file=sys.stderr)
+        print(f"residency_figures: error: unknown --run {bad} (known: {', '.join([*SUITE, *PREREG])}) or --jobs < 1",
+              file=sys.stderr)
         return 2
     with ThreadPoolExecutor(a.jobs) as pool:
         if any(rc != 0 for rc in pool.map(_run_one, names)):
@@ -150,6 +215,10 @@ def main(argv: list[str] | None = None) -> int:
     pub = DATA / "published_480.json"
     if pub.exists():
         print(render_published(json.loads(pub.read_text())))
+    pre = {n: json.loads((DATA / f"{n}.json").read_text()) for n in PREREG if (DATA / f"{n}.json").exists()}
+    if pre:
+        pc = DATA / "penalty_check.json"
+        print(render_prereg(pre, json.loads(pc.read_text()) if pc.exists() else None))
     return 0
 
 

@@ -62,7 +62,8 @@ from optsched.workload.digest import workload_digest
 from optsched.workload.timeline import uncontended_timeline
 from optsched.workload.types import Call, Workload
 
-__all__ = ["DEMAND_EDGES", "MAX_SLOTS", "PricedSolve", "class_prices", "price_table", "priced_instance", "solve_priced"]
+__all__ = ["DEMAND_EDGES", "MAX_SLOTS", "PricedSolve", "class_prices", "price_table", "priced_instance",
+           "priced_instances", "solve_priced"]
 
 logger = logging.getLogger(__name__)
 
@@ -81,14 +82,36 @@ def priced_instance(wl: Workload, cm: CostModel, *, n_instances: int = 1, slot_s
         NoToolPauses: no tool pause. ValueError: n_instances < 1, hbm_share outside (0, 1], max_pauses < 1,
             slot_s not a finite number > 0, or more than MAX_SLOTS (pause, slot) pairs.
     """
+    return priced_instances(wl, cm, (slot_s,), n_instances=n_instances, hbm_share=hbm_share,
+                            max_pauses=max_pauses)[0]
+
+
+def priced_instances(wl: Workload, cm: CostModel, slot_lengths: Sequence[float], *, n_instances: int = 1,
+                     hbm_share: float = 1.0, max_pauses: int | None = None
+                     ) -> list[tuple[PricedResidencyInstance, list[Call]]]:
+    """`priced_instance` at every slot length of ``slot_lengths`` (s), in that order; the pauses and the
+    uncontended timeline (most of the work) are computed once.
+
+    Raises:
+        as `priced_instance`, for any of the slot lengths.
+    """
     if n_instances < 1 or not (0 < hbm_share <= 1) or (max_pauses is not None and max_pauses < 1):
         raise ValueError(f"need n_instances >= 1, 0 < hbm_share <= 1, max_pauses >= 1 or None; got {n_instances}, "
                          f"{hbm_share}, {max_pauses}")
-    if not (isinstance(slot_s, (int, float)) and math.isfinite(slot_s) and slot_s > 0):
-        raise ValueError(f"slot_s must be a finite number > 0 (s), got {slot_s!r}")
-    pauses, calls = pauses_from_workload(wl, cm)
-    if not pauses:
+    for slot_s in slot_lengths:
+        if not (isinstance(slot_s, (int, float)) and math.isfinite(slot_s) and slot_s > 0):
+            raise ValueError(f"slot_s must be a finite number > 0 (s), got {slot_s!r}")
+    all_pauses, all_calls = pauses_from_workload(wl, cm)
+    if not all_pauses:
         raise NoToolPauses(f"workload {wl.name!r} has no tool pauses (no call with children and think time)")
+    times = uncontended_timeline(wl, cm)
+    return [_priced_at(wl, cm, all_pauses, all_calls, times, s, n_instances, hbm_share, max_pauses)
+            for s in slot_lengths]
+
+
+def _priced_at(wl: Workload, cm: CostModel, pauses: list, calls: list, times: Mapping, slot_s: float,
+               n_instances: int, hbm_share: float, max_pauses: int | None
+               ) -> tuple[PricedResidencyInstance, list[Call]]:
     paused_s = sum(p.duration_s for p in pauses)
     n_slots = paused_s / slot_s + len(pauses)  # pause-slots the model builds (each pause covers >= 1)
     if n_slots > MAX_SLOTS:
@@ -102,7 +125,6 @@ def priced_instance(wl: Workload, cm: CostModel, *, n_instances: int = 1, slot_s
         keep = sorted(range(len(pauses)), key=lambda j: (pauses[j].start_s, j))[:max_pauses]
         pauses, calls = [pauses[j] for j in sorted(keep)], [calls[j] for j in sorted(keep)]
     home = {s.session_id: k % n_instances for k, s in enumerate(wl.sessions)}
-    times = uncontended_timeline(wl, cm)
     # the last slot any kept pause covers; R is counted for every call running in a slot up to it, whatever
     # the call's start within the slot (a cut at the last pause's end time made that slot's R depend on how
     # long that pause lasted, which the bound's non-anticipative features must not see)

@@ -52,7 +52,7 @@ from optsched.workload.context import _check_limit
 from optsched.workload.prefix_model import HashSource, global_prompt_hashes
 from optsched.workload.types import Call, ContextCut, Session, Workload
 
-__all__ = ["AGENTX_VARIANTS", "AgentXParams", "generate_agentx"]
+__all__ = ["AGENTX_VARIANTS", "AgentXParams", "generate_agentx", "spec_variant"]
 
 TOOLS = ("bash", "read", "edit", "search", "web")
 TOOL_P = (0.35, 0.30, 0.20, 0.10, 0.05)  # assumption (tool mix is not used by any calibration target)
@@ -129,6 +129,13 @@ AGENTX_VARIANTS = {
     # the full variant with independent gaps (same law): the setting on which the residency bound is exact
     "full-iid-gaps": AgentXParams(gap_draw="iid"),
 }
+
+
+def spec_variant(source: str) -> str:
+    """The ``variant=`` of a generator spec such as ``"agentx:sessions=16,variant=full-iid-gaps"`` (``"full"``,
+    the generator's default, when absent); not checked against ``AGENTX_VARIANTS`` (callers report an unknown one)."""
+    kw = dict(x.split("=", 1) for x in source.partition(":")[2].split(",") if "=" in x)
+    return kw.get("variant", "full")
 
 
 def _structure(n_sessions: int, p: AgentXParams, rng: np.random.Generator) -> list[list[tuple]]:

@@ -15,7 +15,7 @@ from optsched.models.residency_priced import (
 from optsched.models.residency_priced_slots import replay_priced
 from optsched.solvers import SolverOptions, solve
 
-from optsched.pipelines.residency_adaptive import ADAPTIVE_RULES, AdaptiveRule, replay_adaptive
+from optsched.pipelines.residency_adaptive import ADAPTIVE_RULES, FRESH_RULES, AdaptiveRule, replay_adaptive
 from optsched.pipelines.residency_bound import penalty_of_paths, relaxation_bound
 from optsched.policies.residency_lru import LRUResidency
 from optsched.workload.types import Call
@@ -62,6 +62,12 @@ def test_prefetch_factor_is_checked():
         build_priced_residency(three((1, 1, 1)), prefetch_factor=-1.0)
     with pytest.raises(ValueError, match="AdaptiveRule.prefetch"):
         AdaptiveRule("lru", 1.5)
+    with pytest.raises(ValueError, match="AdaptiveRule.arrivals"):
+        AdaptiveRule("lru", arrivals="some")
+    with pytest.raises(ValueError, match="session_of"):
+        replay_adaptive(three((1, 1, 1)), FRESH_RULES["lru_fresh"], law)
+    with pytest.raises(ValueError, match="session_of"):
+        replay_adaptive(three((1, 1, 1)), FRESH_RULES["lru_fresh"], law, session_of=("a", "b"))
 
 
 def test_lru_replay_equals_the_priced_replay_of_lru():
@@ -142,3 +148,50 @@ def test_eviction_on_a_slots_new_pauses_leaks_the_resume_of_the_same_session():
         with_successor((a, b, c)), replay_adaptive(with_successor((a, b, c)), ADAPTIVE_RULES["lru"], law)[0], LAM, law)
         for a, b, c in itertools.product(PROBS, repeat=3))
     assert mean == pytest.approx(-2.6875, abs=1e-9)
+
+
+SUCCESSOR_SESSIONS = ("a", "b", "a")  # the third pause is the next pause of A's session
+
+
+def _successor_mean(f) -> float:
+    return sum(PROBS[a] * PROBS[b] * PROBS[c] * f(with_successor((a, b, c))) for a, b, c in itertools.product(PROBS, repeat=3))
+
+
+def test_fresh_rules_equal_the_others_when_every_pause_is_its_own_session():
+    for ns, _ in outcomes():
+        for name, rule in ADAPTIVE_RULES.items():
+            assert replay_adaptive(three(ns), FRESH_RULES[f"{name}_fresh"], law, 0.5, (0, 1, 2)) == \
+                replay_adaptive(three(ns), rule, law, 0.5)
+
+
+def test_a_successor_takes_the_room_left_instead_of_evicting():
+    inst = with_successor((2, 3, 1))  # A resumes in slot 1, where its session pauses again; B holds slot 0-2
+    assert replay_adaptive(inst, ADAPTIVE_RULES["lru"], law)[0] == ((0, 1), (0, 0, 0), (0,))
+    # fresh: A keeps HBM in its last slot (resume free), the successor goes to DRAM (write-out 5 + resume 5)
+    assert replay_adaptive(inst, FRESH_RULES["lru_fresh"], law, session_of=SUCCESSOR_SESSIONS) == \
+        (((0, 0), (0, 0, 0), (1,)), 10.0)
+
+
+@pytest.mark.parametrize("nonneg", [False, True])
+@pytest.mark.parametrize("name", sorted(FRESH_RULES))
+def test_reacting_to_fresh_arrivals_only_does_not_leak(name, nonneg):
+    # the instance on which eviction on a slot's new pauses pays -2.6875 s: the fresh rules pay exactly 0
+    rule = FRESH_RULES[name]
+    mean = _successor_mean(lambda inst: penalty_of_paths(
+        inst, replay_adaptive(inst, rule, law, session_of=SUCCESSOR_SESSIONS)[0], LAM, law, nonneg))
+    assert mean == 0.0
+    leaky = ADAPTIVE_RULES[name.removesuffix("_fresh")]
+    assert _successor_mean(lambda inst: penalty_of_paths(inst, replay_adaptive(inst, leaky, law)[0], LAM, law,
+                                                         nonneg)) == pytest.approx(-2.6875, abs=1e-9)
+    # same expected cost here: what the leak saved in penalty, not in cost
+    assert _successor_mean(lambda inst: replay_adaptive(inst, rule, law, session_of=SUCCESSOR_SESSIONS)[1]) == \
+        pytest.approx(6.875, abs=1e-9)
+
+
+@pytest.mark.parametrize("name", sorted(FRESH_RULES))
+def test_fresh_rules_have_zero_mean_penalty_and_stay_above_the_bound(name):
+    rule = FRESH_RULES[name]
+    pen = expected(lambda inst: penalty_of_paths(inst, replay_adaptive(inst, rule, law, 0.5, (0, 1, 2))[0], LAM, law))
+    assert pen == pytest.approx(0.0, abs=1e-12)
+    bound = expected(lambda inst: relaxation_bound(inst, LAM, law, OPTS, prefetch_factor=0.5).bound_s)
+    assert bound <= expected(lambda inst: replay_adaptive(inst, rule, law, 0.5, (0, 1, 2))[1])

@@ -201,3 +201,12 @@ def test_iid_gap_draw_is_the_same_law_without_strata():
         [(c.input_tokens, c.output_tokens, c.tool) for c in wl_i.calls()]
     with pytest.raises(ValueError, match="gap_draw must be"):
         AgentXParams(gap_draw="sorted")
+
+
+def test_spec_variant_reads_the_variant_or_the_default():
+    from optsched.workload.gen_agentx import spec_variant
+
+    assert spec_variant("agentx:sessions=16,variant=full-iid-gaps") == "full-iid-gaps"
+    assert spec_variant("agentx:variant=256k") == "256k"
+    assert spec_variant("agentx:sessions=16") == spec_variant("agentx") == "full"
+    assert spec_variant("agentx:sessions=4,variant=nope") == "nope"  # unchecked: the caller names the known ones
