@@ -148,3 +148,21 @@ def test_compare_trains_on_real_sessions_no_replication_replays(tmp_path):
     assert strip(ev1) == strip(ev2)
     other, _ = build_replication(spec, 2, 1.0, 128_000, train_fraction=0.5)
     assert [s.start_s for s in other.sessions] != [s.start_s for s in ev1.sessions]
+
+
+@pytest.mark.filterwarnings("ignore:.*empty session file")  # one tau-bench file of the source is empty
+def test_real_lmcache_sessions_each_replayed_twice(data_dir):
+    """The 44 non-empty LMCache agent sessions (miniswe + taubench), 88 replays: every real session exactly
+    twice, and the replayed calls are the real calls twice over."""
+    src = str(data_dir / "lmcache_agent_trace")
+    real = workload_from_spec(src)
+    wl = workload_from_spec(f"replay:src={src},sessions=88,seed=0")
+    assert len(real.sessions) == 44 and len(wl.sessions) == 88 and wl.num_calls == 2 * real.num_calls
+    counts = {s.session_id: 0 for s in real.sessions}
+    for s in wl.sessions:
+        counts[_real_id(s.session_id)] += 1
+    assert set(counts.values()) == {2}
+    key = lambda c: (c.input_tokens, c.new_tokens, c.output_tokens, c.think_time_s, c.wait_s)
+    assert sorted(map(key, wl.calls())) == sorted(2 * list(map(key, real.calls())))
+    starts = [s.start_s for s in wl.sessions]
+    assert starts[0] == 0.0 and starts == sorted(starts) and len(set(starts)) == 88
