@@ -245,6 +245,8 @@ def permute_arrivals(wl: Any, rng: np.random.Generator) -> Any:
 
 def _prepared(source: str, gen_seed: int | None, max_context_tokens: int, max_calls: int,
               max_calls_per_session: int, part: str = "eval", train_fraction: float = 0.0) -> tuple[Any, dict[str, int]]:
+    if gen_seed is None or not _is_replay(source):  # one cache entry per trace / draw, whichever part asks
+        part, train_fraction = "eval", 0.0
     wl = _base(source, gen_seed, part, float(train_fraction))
     wl = per_session(wl if gen_seed is not None else trim_calls(wl, max_calls), max_calls_per_session)
     return cap_context(wl, max_context_tokens)
