@@ -93,7 +93,8 @@ def register(subparsers) -> None:
                    help="doublings / halvings of the load range allowed each way to bracket the target (default 4)")
     p.add_argument("--train-fraction", type=float, default=0.3,
                    help="trace: share of its sessions (earliest first) kept for deriving optimized policies and "
-                   "never evaluated (default 0.3)")
+                   "never evaluated; replay:src=...: share of the real sessions (spread over the recording) that "
+                   "only the derivation replays (default 0.3)")
     p.add_argument("--base-seed", type=int, default=0, help="seeds are BASE .. BASE+N-1 (default 0)")
     p.add_argument("--loads", default="0.25,0.5,1,2", help="arrival-rate multipliers that seed the crossing search, increasing (default 0.25,0.5,1,2)")
     p.add_argument("--target-interactivity", type=float, default=DEFAULT_TARGET,

@@ -10,7 +10,11 @@ The work is fixed per replication; load changes only WHEN it arrives (never what
   ceil(f x S) form the TRAINING part that optimized policies are derived on (`training_workload`), the rest
   the EVALUATION part that every policy is scored on. The two parts share no call (tested). A generator's
   training workload is a different draw: generator seed from stream ``train`` of the base seed (or, for a
-  spec with its own seed, ``seed + 1``), never an evaluated one.
+  spec with its own seed, ``seed + 1``), never an evaluated one. A ``replay:src=...`` spec replays real
+  sessions, so the draw alone would not keep the parts apart: its real sessions are split first
+  (`split_real_sessions`, interleaved, so that every recorded batch of the source is in both parts; f = 0
+  keeps them all in both) and the training draw replays only the training sessions, every replication only
+  the others (tested).
 - ``arrivals`` (stream of the replication seed): closed-loop sessions that all start at one instant get
   staggered starts first (exponential gaps whose mean is the mean uncontended session span,
   `optsched.workload.timeline`, so about one session is active at load 1); then the gaps between
@@ -44,8 +48,14 @@ import numpy as np
 from optsched.replicate import stream
 from optsched.workload.context import cap_context
 
-__all__ = ["build_replication", "cap_context", "per_session", "permute_arrivals", "scale_arrivals", "split_sessions",
-           "stream", "training_workload", "trim_calls"]
+__all__ = ["build_replication", "cap_context", "per_session", "permute_arrivals", "scale_arrivals", "split_real_sessions",
+           "split_sessions", "stream", "training_workload", "trim_calls"]
+
+
+def _is_replay(source: str) -> bool:
+    from optsched.workload.spec import is_generator_spec, parse_generator_spec
+
+    return is_generator_spec(source) and parse_generator_spec(source)[0] == "replay"
 
 
 def _generator_seed(source: str, seed: int, part: str) -> int | None:
@@ -61,13 +71,48 @@ def _generator_seed(source: str, seed: int, part: str) -> int | None:
     return int(stream(seed, "workload" if part == "eval" else "train").integers(2**31))
 
 
+def split_real_sessions(wl: Any, train_fraction: float) -> tuple[Any, Any]:
+    """(training part, evaluation part) of the real sessions a replay spec replays: sessions sorted by
+    (start time, id), session i is a training one when floor((i + 1) f) > floor(i f), so the training
+    sessions are spread over the whole recording. ``train_fraction`` 0 gives (wl, wl).
+
+    Raises:
+        ValueError: a fraction outside [0, 1), or either part empty.
+    """
+    if not (isinstance(train_fraction, (int, float)) and 0.0 <= train_fraction < 1.0):
+        raise ValueError(f"train_fraction must be in [0, 1), got {train_fraction!r}")
+    if train_fraction == 0.0:
+        return wl, wl
+    order = sorted(wl.sessions, key=lambda s: (s.start_s, s.session_id))
+    train_ids = {s.session_id for i, s in enumerate(order)
+                 if math.floor((i + 1) * train_fraction) > math.floor(i * train_fraction)}
+    if not train_ids or len(train_ids) == len(order):
+        raise ValueError(f"{wl.name}: {len(order)} real sessions cannot be split {train_fraction:g} / "
+                         f"{1 - train_fraction:g} into a training and an evaluation part (each needs a session)")
+    return (dataclasses.replace(wl, sessions=tuple(s for s in wl.sessions if s.session_id in train_ids)),
+            dataclasses.replace(wl, sessions=tuple(s for s in wl.sessions if s.session_id not in train_ids)))
+
+
+def _replay(kw: dict, gen_seed: int, part: str, train_fraction: float) -> Any:
+    from optsched.workload.context import cap_context as _cap
+    from optsched.workload.replay import replay_sessions
+    from optsched.workload.spec import replay_source
+
+    train, evaluation = split_real_sessions(replay_source(kw["src"]), train_fraction)
+    wl = replay_sessions(train if part == "train" else evaluation, kw.get("sessions", 64),
+                         np.random.default_rng(gen_seed), rate_per_s=kw.get("rate", 1.0))
+    return _cap(wl, kw["max_context"])[0] if kw.get("max_context") else wl
+
+
 @functools.lru_cache(maxsize=16)
-def _base(source: str, gen_seed: int | None) -> Any:
+def _base(source: str, gen_seed: int | None, part: str = "eval", train_fraction: float = 0.0) -> Any:
     from optsched.workload.spec import parse_generator_spec, workload_from_spec
 
     if gen_seed is None:
         return workload_from_spec(source)
     kind, kw = parse_generator_spec(source)
+    if kind == "replay":
+        return _replay(kw, gen_seed, part, train_fraction)
     kw["seed"] = gen_seed
     spec = f"{kind}:" + ",".join(f"{k}={v}" for k, v in kw.items())
     try:
@@ -199,8 +244,10 @@ def permute_arrivals(wl: Any, rng: np.random.Generator) -> Any:
 
 
 def _prepared(source: str, gen_seed: int | None, max_context_tokens: int, max_calls: int,
-              max_calls_per_session: int) -> tuple[Any, dict[str, int]]:
-    wl = _base(source, gen_seed)
+              max_calls_per_session: int, part: str = "eval", train_fraction: float = 0.0) -> tuple[Any, dict[str, int]]:
+    if gen_seed is None or not _is_replay(source):  # one cache entry per trace / draw, whichever part asks
+        part, train_fraction = "eval", 0.0
+    wl = _base(source, gen_seed, part, float(train_fraction))
     wl = per_session(wl if gen_seed is not None else trim_calls(wl, max_calls), max_calls_per_session)
     return cap_context(wl, max_context_tokens)
 
@@ -217,7 +264,7 @@ def build_replication(source: str, seed: int, load: float, max_context_tokens: i
     if not (isinstance(load, (int, float)) and load > 0):
         raise ValueError(f"load must be > 0, got {load!r}")
     gen_seed = _generator_seed(source, seed, "eval")
-    wl, cut = _prepared(source, gen_seed, max_context_tokens, max_calls, max_calls_per_session)
+    wl, cut = _prepared(source, gen_seed, max_context_tokens, max_calls, max_calls_per_session, "eval", train_fraction)
     if gen_seed is None:
         wl = split_sessions(wl, train_fraction)[1]
     rng = stream(seed, "arrivals")
@@ -235,7 +282,7 @@ def training_workload(source: str, base_seed: int, max_context_tokens: int, max_
             `build_replication`.
     """
     gen_seed = _generator_seed(source, base_seed, "train")
-    wl, _ = _prepared(source, gen_seed, max_context_tokens, max_calls, max_calls_per_session)
+    wl, _ = _prepared(source, gen_seed, max_context_tokens, max_calls, max_calls_per_session, "train", train_fraction)
     if gen_seed is None:
         if not train_fraction > 0:
             raise ValueError(f"{source}: deriving optimized policies on a trace needs a training split "
@@ -249,5 +296,14 @@ def training_workload(source: str, base_seed: int, max_context_tokens: int, max_
         rec = {"method": "generator draw never evaluated", "train_generator_seed": gen_seed,
                "eval_generator_seed": ("the spec's seed" if "seed=" in source
                                        else "drawn per replication from stream 'workload'")}
+        if _is_replay(source):
+            from optsched.workload.spec import parse_generator_spec, replay_source
+
+            real = replay_source(parse_generator_spec(source)[1]["src"])
+            tr, ev = split_real_sessions(real, train_fraction)
+            rec.update(method="replay of real sessions that no evaluated replication replays" if train_fraction
+                       else "replay draw never evaluated (train_fraction 0: the same real sessions in both)",
+                       train_fraction=train_fraction, train_real_sessions=sorted(s.session_id for s in tr.sessions),
+                       eval_real_sessions=len(ev.sessions), train_calls=wl.num_calls)
     rng = stream(base_seed, "train")
     return permute_arrivals(_stagger(wl, rng), rng), rec

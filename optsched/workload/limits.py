@@ -56,7 +56,7 @@ LIMITS: tuple[Limit, ...] = (
     Limit("MAX_JSON_DEPTH", MAX_JSON_DEPTH, "levels", "nesting of one JSON value: a trace line, a Weka document, "
                                                       "a policy file"),
     Limit("MAX_GENERATED_SESSIONS", MAX_GENERATED_SESSIONS, "sessions", "`sessions=` of a generator spec "
-                                                                        "(agentx, copilot, hotprompt)"),
+                                                                        "(agentx, copilot, hotprompt, replay)"),
     Limit("MAX_GENERATED_CALLS", MAX_GENERATED_CALLS, "calls", "`calls=` of `chat:`; sessions x calls of "
                                                                "`hotprompt:`"),
 )

@@ -7,6 +7,12 @@ Generator specs (defaults in brackets):
 - ``chat:calls=N[1000],seed=S[0],rate=R[10.0]`` (requests/s)
 - ``hotprompt:sessions=N[32],seed=S[0],calls=K[8],stagger=S[2.0]`` (hot shared system prompt, session
   starts staggered by S seconds; `optsched.workload.gen_hotprompt`)
+- ``replay:src=PATH,sessions=N[64],seed=S[0],rate=R[1.0]`` (the real closed-loop sessions of the trace at
+  PATH, e.g. an LMCache agent folder, replayed N times in all at Poisson start times of R sessions/s; the
+  calls are the recorded ones, only the starts are drawn; `optsched.workload.replay`). PATH must hold no
+  comma. Under `optsched compare` the real sessions are split (``--train-fraction``) so that the optimized
+  policies are derived on replays of real sessions that no evaluated replication replays
+  (`optsched.compare.replication`).
 
 Every generator also takes ``max_context=T`` (tokens; default none): each session ends before its first call
 whose input + output tokens exceed T (`optsched.workload.context.cap_context`; counted in
@@ -18,6 +24,7 @@ Every generator gets ``numpy.random.default_rng(seed)``.
 
 from __future__ import annotations
 
+import functools
 import re
 from pathlib import Path
 
@@ -25,19 +32,21 @@ import numpy as np
 
 from optsched.workload.types import Workload
 
-__all__ = ["GENERATOR_KEYS", "is_generator_spec", "parse_generator_spec", "workload_from_spec"]
+__all__ = ["GENERATOR_KEYS", "is_generator_spec", "parse_generator_spec", "replay_source", "workload_from_spec"]
 
 GENERATOR_KEYS: dict[str, dict[str, type]] = {
     "agentx": {"sessions": int, "seed": int, "variant": str},
     "copilot": {"sessions": int, "seed": int, "model_switch_prob": float, "keep_fraction": float},
     "chat": {"calls": int, "seed": int, "rate": float},
     "hotprompt": {"sessions": int, "seed": int, "calls": int, "stagger": float},
+    "replay": {"src": str, "sessions": int, "seed": int, "rate": float},
 }
-_SPEC = re.compile(r"^(agentx|copilot|chat|hotprompt)(?::(.*))?$")
+_SPEC = re.compile(r"^(agentx|copilot|chat|hotprompt|replay)(?::(.*))?$")
 
 
 def is_generator_spec(text: str) -> bool:
-    """True when ``text`` names a generator (``agentx``, ``copilot``, ``chat``, optionally ``:k=v,...``)."""
+    """True when ``text`` names a generator (``agentx``, ``copilot``, ``chat``, ``hotprompt``, ``replay``,
+    optionally ``:k=v,...``)."""
     return _SPEC.match(text) is not None
 
 
@@ -68,6 +77,8 @@ def parse_generator_spec(text: str) -> tuple[str, dict]:
         raise ValueError(f"{text!r}: max_context expects an integer >= 2 (tokens), got {out['max_context']}")
     if out.get("seed", 0) < 0:
         raise ValueError(f"{text!r}: seed expects an integer >= 0, got {out['seed']}")
+    if kind == "replay" and not out.get("src"):
+        raise ValueError(f"{text!r}: replay expects src=PATH (a trace of closed-loop sessions)")
     _check_size(text, kind, out)
     return kind, out
 
@@ -104,7 +115,8 @@ def workload_from_spec(text: str, block_size: int | None = None) -> Workload:
     if block_size is not None and is_generator_spec(text):
         raise ValueError(f"{text!r}: --block-size applies to trace files; a generator chooses its own block size")
     if not is_generator_spec(text):
-        raise FileNotFoundError(f"{text}: no such file, and not a generator spec (agentx|copilot|chat|hotprompt[:k=v,...])")
+        raise FileNotFoundError(f"{text}: no such file, and not a generator spec "
+                                "(agentx|copilot|chat|hotprompt|replay[:k=v,...])")
     kind, kw = parse_generator_spec(text)
     try:
         return _generate(kind, kw)
@@ -122,8 +134,25 @@ def _generate(kind: str, kw: dict) -> Workload:
     return wl
 
 
+@functools.lru_cache(maxsize=4)
+def replay_source(src: str) -> Workload:
+    """The real sessions a ``replay`` spec replays: the trace at ``src`` (any format
+    :func:`~optsched.workload.dispatch.load_any` knows), loaded once per path. Raises FileNotFoundError for
+    a missing path, and what the loader raises."""
+    if not Path(src).exists():
+        raise FileNotFoundError(f"{src}: no such file or directory (replay src=)")
+    from optsched.workload.dispatch import load_any
+
+    return load_any(src)
+
+
 def _run_generator(kind: str, kw: dict) -> Workload:
     rng = np.random.default_rng(kw.pop("seed", 0))
+    if kind == "replay":
+        from optsched.workload.replay import replay_sessions
+
+        src = kw.pop("src")
+        return replay_sessions(replay_source(src), kw.pop("sessions", 64), rng, rate_per_s=kw.pop("rate", 1.0))
     if kind == "agentx":
         from optsched.workload.gen_agentx import generate_agentx
 
