@@ -359,18 +359,21 @@ def _e8(st: dict[str, StageResult], root: Path) -> Outcome:
         return Outcome(f"{d['workload']} ({d['instances']} instances, n={d['n']}): no heuristic combination's crossing "
                        "of the P90 target was bracketed: nothing compared", [], r.table("combo_headline"),
                        _figure(st, "combinations"))
-    parts = []
-    for name, c in d["combinations"].items():
-        if name == best:
-            continue
-        v = c["vs_best"]
-        parts.append(f"{name} {c['verdict']}" if v is None else
-                     f"{name} {_pm(v, 100, '%')} ({c['verdict']})")
+    def vs(v: dict) -> str:
+        lo, hi = v["ci95"]
+        return f"{100 * v['mean']:+.1f}% [{100 * lo:+.1f}%, {100 * hi:+.1f}%]"
+
+    others = [(n, c) for n, c in d["combinations"].items() if n != best]
+    parts = [f"{n} {c['verdict']}" if c["vs_best"] is None else f"{n} {vs(c['vs_best'])} ({c['verdict']})"
+             for n, c in others]
+    better = [(n, c) for n, c in others if c["verdict"] == "better"]
     b = d["bound"]
     btxt = f"bound {_f(b['mean'])} calls/s" if b and b.get("mean") is not None else "no bound"
     ref = d["combinations"][best]
+    head = (f"{max(better, key=lambda nc: nc[1]['vs_best']['mean'])[0]} wins against" if better
+            else "no combination separable from")
     return Outcome(f"{d['workload']} ({d['instances']} instances, n={d['n']}, {d['runs']} simulation runs), goodput at "
-                   f"the P90 target vs best heuristic combination {best} ({_f(ref['goodput'])} calls/s): "
+                   f"the P90 target: {head} the best heuristic combination {best} ({_f(ref['goodput'])} calls/s): "
                    + "; ".join(parts) + f"; {btxt}", [], r.table("combo_headline"), _figure(st, "combinations"))
 
 

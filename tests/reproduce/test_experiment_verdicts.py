@@ -50,9 +50,10 @@ def _combinations() -> dict[str, StageResult]:
 
 def test_e8_compares_the_combinations_at_the_target_with_ci_n_and_bound(tmp_path):
     o = _exp("E8").evaluate(_combinations(), tmp_path)
-    assert o.verdict == ("agentx (2 instances, n=3, 87 simulation runs), goodput at the P90 target vs best heuristic "
-                         "combination cache_aware+vllm_threshold+lru (0.263 calls/s): session+derived+derived -3.2% "
-                         "[-39.7%, +33.2%] (tie); session+vllm_threshold+derived not_measured; bound 0.386 calls/s")
+    assert o.verdict == ("agentx (2 instances, n=3, 87 simulation runs), goodput at the P90 target: no combination "
+                         "separable from the best heuristic combination cache_aware+vllm_threshold+lru (0.263 calls/s): "
+                         "session+derived+derived -3.2% [-39.7%, +33.2%] (tie); session+vllm_threshold+derived "
+                         "not_measured; bound 0.386 calls/s")
     assert o.table.name == "combo_headline" and o.figure["path"] == "figures/combos_agentx.png"
     assert claim_rows(_exp("E8"), o) == []  # no published claim: optsched's own comparison
 
@@ -63,6 +64,13 @@ def test_e8_without_the_combinations_stage_is_not_measured(tmp_path):
     bad = {"combinations": StageResult("combinations", "c", status="unavailable", reason="agentx is not compared")}
     assert _exp("E8").evaluate(bad, tmp_path).verdict == ("not measured in this run (policy combinations: agentx is "
                                                           "not compared)")
+    win = _combinations()
+    win["combinations"].data["combinations"]["session+derived+derived"].update(
+        verdict="better", vs_best={"mean": 0.081, "ci95": [0.03, 0.132]})
+    assert _exp("E8").evaluate(win, tmp_path).verdict.startswith(
+        "agentx (2 instances, n=3, 87 simulation runs), goodput at the P90 target: session+derived+derived wins against "
+        "the best heuristic combination cache_aware+vllm_threshold+lru (0.263 calls/s): session+derived+derived +8.1% "
+        "[+3.0%, +13.2%] (better);")
     none = _combinations()
     none["combinations"].data["best_heuristic"] = None
     assert _exp("E8").evaluate(none, tmp_path).verdict.endswith("nothing compared")

@@ -55,9 +55,10 @@ def combo_compare_config(cfg: ReproduceConfig) -> Any:
 
 
 def _ci(e: dict | None) -> str:
+    """``[lo, hi]`` of an estimate, 3 significant digits below 1000 and whole numbers above ("n/a" if none)."""
     if not e or e.get("ci95") is None:
         return "n/a"
-    return f"[{e['ci95'][0]:.3g}, {e['ci95'][1]:.3g}]"
+    return "[" + ", ".join(f"{x:.0f}" if abs(x) >= 1000 else f"{x:.3g}" for x in e["ci95"]) + "]"
 
 
 def _mean(e: dict | None) -> float:
