@@ -119,7 +119,7 @@ class ReproduceConfig:
     combos: tuple[str, ...] = ("cache_aware+vllm_threshold+lru", "session+derived+derived",
                                "session+vllm_threshold+derived")
     combo_workload: str = "agentx"
-    combo_seeds: int = 3
+    combo_seeds: int = 5
     combo_load_scales: tuple[float, ...] = ()
 
     def __post_init__(self) -> None:
