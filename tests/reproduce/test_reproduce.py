@@ -103,6 +103,15 @@ def test_config_errors_name_the_field(tmp_path):
         WorkloadSpec("w", "nope")
     with pytest.raises(FileNotFoundError):
         load_config(tmp_path / "missing.yaml")
+    with pytest.raises(ValueError, match=r"combos must be distinct ROUTER\+ADMISSION\+RESIDENCY names"):
+        ReproduceConfig(combos=("cache_aware+lru",))
+    with pytest.raises(ValueError, match="combo_workload must name one of the workloads"):
+        ReproduceConfig(combo_workload="nope")
+    with pytest.raises(ValueError, match="combo_seeds must be an int >= 2"):
+        ReproduceConfig(combo_seeds=1)
+    p.write_text("combo_load_scales: [8, 4]\n")
+    with pytest.raises(ValueError, match=r"c\.yaml: combo_load_scales must be strictly increasing"):
+        load_config(p)
 
 
 # ---------------------------------------------------------------- report
