@@ -247,6 +247,39 @@ def _fronts(src: Sources) -> Produced:
                                                             "95% CI", "runs"), tuple(rows))}, figures=figs)
 
 
+def _combos(src: Sources) -> Produced:
+    """E8: the policy combinations of the demo run (stage ``combinations``): n, runs, the best heuristic
+    combination and its goodput at the target, the best optimized combination's paired difference and verdict,
+    the bound; the headline table and the fronts figure."""
+    st = src.stage("combinations")
+    d = st["data"]
+    rows = src.records("combinations", "combo_headline")
+    if not rows:
+        raise Missing(src.demo, "no combination measured")
+    best = d["best_heuristic"]
+    comb = d["combinations"]
+    opt = [(n, c) for n, c in comb.items() if c["kind"] == "optimized" and c["vs_best"]]
+    top = max(opt, key=lambda nc: (nc[1]["vs_best"]["mean"], nc[0])) if opt else None
+    b = d["bound"]
+    macros = {"E8-combo-n": fmt(d["n"]), "E8-combo-runs": fmt(d["runs"]), "E8-combo-instances": fmt(d["instances"]),
+              "E8-combo-workload": str(d["workload"]), "E8-combo-best": str(best) if best else "none measured",
+              "E8-combo-best-val": fmt(comb[best]["goodput"]) + " calls/s" if best else "n/a",
+              "E8-combo-bound": fmt(b["mean"]) + " calls/s" if b and b.get("mean") is not None else "n/a",
+              "E8-combo-top": top[0] if top else "none measured",
+              "E8-combo-top-vs": (pct(top[1]["vs_best"]["mean"]) + " [" + pct(top[1]["vs_best"]["ci95"][0]) + ", "
+                                  + pct(top[1]["vs_best"]["ci95"][1]) + "]") if top else "n/a",
+              "E8-combo-top-verdict": top[1]["verdict"] if top else "n/a"}
+    out = []
+    for r in rows:
+        g = _value(r)
+        out.append((r["combination"], r["kind"], "n/a" if g is None else fmt(g), str(r["95% CI"]),
+                    str(r["95% CI (vs)"]), str(r["verdict"])))
+    t = Table(("combination", "kind", "goodput (calls/s)", "95% CI", "vs best heuristic", "verdict"), tuple(out))
+    w = d["workload"]
+    return Produced(macros=macros, tables={"tab-E8-combo": t},
+                    figures={"fig-E8-combo": src.figure(f"{{demo}}/figures/combos_{w}.png")})
+
+
 def _hits(src: Sources) -> Produced:
     b = _baseline_rows(src)
     rows, macros = [], {}
@@ -463,6 +496,13 @@ PARTS: tuple[Part, ...] = (
                     "95% CI over replications, and the simulation runs its search took."},
          {f"fig-E8-{s}": f"{wl}: measured P90 interactivity against load per replication and the crossing found, "
                          "per policy; goodput at the target with its 95% CI." for wl, s in WORKLOADS.items()}),
+    Part("E8.combos", "{demo}", tuple(f"E8-combo-{n}" for n in (
+        "n", "runs", "instances", "workload", "best", "best-val", "bound", "top", "top-vs", "top-verdict")), _combos,
+         {"tab-E8-combo": "Policy combinations (router + admission + residency) at the P90 interactivity target: "
+                          "goodput measured in steady state at each combination's crossing found by search (mean and "
+                          "95% t CI over replications), paired difference to the best heuristic combination."},
+         {"fig-E8-combo": "Each combination's front, P90 interactivity against TPGS per GPU over the loads (mean and "
+                          "95% CI, log scale), with the target; goodput at the target with its 95% CI and the bound."}),
     Part("E6.hits", "{demo}", ("E6-agentx-hit-cacheaware", "E6-agentx-hit-roundrobin"), _hits,
          {"tab-E6-hits": "Where input tokens come from, per router, at each workload's own load (share of input "
                          "tokens served from HBM and DRAM; the rest is recomputed)."}),

@@ -84,7 +84,10 @@ class ReproduceConfig:
     residency_pauses: sizes of the exact (hindsight) instances. workers: processes running simulations
     in parallel (0 = one per CPU; results do not depend on it). hit_gating_sessions / hit_gating_seeds:
     Copilot-like sessions on one instance and replications of experiment E1 (the session count sets the
-    cache pressure).
+    cache pressure). combos / combo_workload / combo_seeds / combo_load_scales: experiment E8, ``optsched
+    compare --combos`` (router+admission+residency, `optsched.compare.policies.parse_combos`) on the workload
+    named ``combo_workload`` with ``combo_seeds`` replications over ``combo_load_scales`` (empty = that
+    workload's own load sweep).
     """
 
     name: str = "quick"
@@ -113,6 +116,11 @@ class ReproduceConfig:
     workers: int = 2
     hit_gating_sessions: int = 40
     hit_gating_seeds: int = 3
+    combos: tuple[str, ...] = ("cache_aware+vllm_threshold+lru", "session+derived+derived",
+                               "session+vllm_threshold+derived")
+    combo_workload: str = "agentx"
+    combo_seeds: int = 5
+    combo_load_scales: tuple[float, ...] = ()
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name or "/" in self.name or self.name.startswith("."):
@@ -137,6 +145,18 @@ class ReproduceConfig:
             raise ValueError(f"load_scales must be positive numbers, got {self.load_scales!r}")
         if list(self.load_scales) != sorted(set(self.load_scales)):
             raise ValueError(f"load_scales must be strictly increasing, got {self.load_scales!r}")
+        if not isinstance(self.combo_seeds, int) or isinstance(self.combo_seeds, bool) or self.combo_seeds < 2:
+            raise ValueError(f"combo_seeds must be an int >= 2 (a CI needs spread), got {self.combo_seeds!r}")
+        if not isinstance(self.combos, tuple) or not self.combos or any(
+                not isinstance(c, str) or len(c.split("+")) != 3 or not all(c.split("+")) for c in self.combos) \
+                or len(set(self.combos)) != len(self.combos):
+            raise ValueError(f"combos must be distinct ROUTER+ADMISSION+RESIDENCY names, got {self.combos!r}")
+        if self.combo_workload not in names:
+            raise ValueError(f"combo_workload must name one of the workloads {names}, got {self.combo_workload!r}")
+        cl = self.combo_load_scales
+        if any(not isinstance(s, (int, float)) or isinstance(s, bool) or not s > 0 for s in cl) \
+                or list(cl) != sorted(set(cl)):
+            raise ValueError(f"combo_load_scales must be strictly increasing positive numbers, got {cl!r}")
 
     @property
     def num_gpus(self) -> int:
@@ -154,6 +174,8 @@ class ReproduceConfig:
         d = dataclasses.asdict(self)
         d["workloads"] = [dict(dataclasses.asdict(w), load_scales=list(w.load_scales)) for w in self.workloads]
         d["load_scales"] = list(self.load_scales)
+        d["combos"] = list(self.combos)
+        d["combo_load_scales"] = list(self.combo_load_scales)
         return d
 
     def replace(self, **changes: Any) -> ReproduceConfig:
@@ -187,8 +209,9 @@ class ReproduceConfig:
                         w = dict(w, load_scales=tuple(w["load_scales"]))
                     ws.append(WorkloadSpec(**w))
                 kw["workloads"] = tuple(ws)
-            if "load_scales" in kw:
-                kw["load_scales"] = tuple(kw["load_scales"])
+            for key in ("load_scales", "combos", "combo_load_scales"):
+                if key in kw and isinstance(kw[key], list):
+                    kw[key] = tuple(kw[key])
             return cls(**kw)
         except (TypeError, ValueError) as exc:
             raise ValueError(f"{source}: {exc}") from None

@@ -32,10 +32,48 @@ def test_e6_names_ppo_beside_the_best_other_policy_not_only_round_robin(tmp_path
                          "round-robin paired; best other policy overlap_cost -53.7")
 
 
-def test_e8_says_routers_only_and_combinations_not_measured(tmp_path):
+def _combinations() -> dict[str, StageResult]:
+    head = Table("combo_headline", "", ["workload", "combination", "verdict"],
+                 [["agentx", "cache_aware+vllm_threshold+lru", "reference"], ["agentx", "session+derived+derived", "tie"],
+                  ["agentx", "session+vllm_threshold+derived", "not_measured"]])
+    comb = {"cache_aware+vllm_threshold+lru": {"kind": "heuristic", "verdict": "reference", "goodput": 0.2626,
+                                               "ci95": [0.2, 0.3], "vs_best": None},
+            "session+derived+derived": {"kind": "optimized", "verdict": "tie", "goodput": 0.2557, "ci95": [0.2, 0.3],
+                                        "vs_best": {"mean": -0.032, "ci95": [-0.3966, 0.3325]}},
+            "session+vllm_threshold+derived": {"kind": "optimized", "verdict": "not_measured", "goodput": None,
+                                               "ci95": None, "vs_best": None}}
+    data = {"workload": "agentx", "instances": 2, "n": 3, "runs": 87, "best_heuristic": "cache_aware+vllm_threshold+lru",
+            "bound": {"mean": 0.3861, "ci95": [0.3, 0.45]}, "combinations": comb}
+    return {"combinations": StageResult("combinations", "c", tables=[head], data=data,
+                                        figures=[{"path": "figures/combos_agentx.png", "caption": "x"}])}
+
+
+def test_e8_compares_the_combinations_at_the_target_with_ci_n_and_bound(tmp_path):
+    o = _exp("E8").evaluate(_combinations(), tmp_path)
+    assert o.verdict == ("agentx (2 instances, n=3, 87 simulation runs), goodput at the P90 target: no combination "
+                         "separable from the best heuristic combination cache_aware+vllm_threshold+lru (0.263 calls/s): "
+                         "session+derived+derived -3.2% [-39.7%, +33.2%] (tie); session+vllm_threshold+derived "
+                         "not_measured; bound 0.386 calls/s")
+    assert o.table.name == "combo_headline" and o.figure["path"] == "figures/combos_agentx.png"
+    assert claim_rows(_exp("E8"), o) == []  # no published claim: optsched's own comparison
+
+
+def test_e8_without_the_combinations_stage_is_not_measured(tmp_path):
     o = _exp("E8").evaluate(_comparison(), tmp_path)
-    assert o.verdict.startswith("routers only: 1 of 2 policy crossings of the P90 target bracketed (75 simulations)")
-    assert o.verdict.endswith("(optsched compare --combos) are not run by reproduce: not measured")
+    assert o.verdict == "not measured in this run (policy combinations: stage combinations not run)"
+    bad = {"combinations": StageResult("combinations", "c", status="unavailable", reason="agentx is not compared")}
+    assert _exp("E8").evaluate(bad, tmp_path).verdict == ("not measured in this run (policy combinations: agentx is "
+                                                          "not compared)")
+    win = _combinations()
+    win["combinations"].data["combinations"]["session+derived+derived"].update(
+        verdict="better", vs_best={"mean": 0.081, "ci95": [0.03, 0.132]})
+    assert _exp("E8").evaluate(win, tmp_path).verdict.startswith(
+        "agentx (2 instances, n=3, 87 simulation runs), goodput at the P90 target: session+derived+derived wins against "
+        "the best heuristic combination cache_aware+vllm_threshold+lru (0.263 calls/s): session+derived+derived +8.1% "
+        "[+3.0%, +13.2%] (better);")
+    none = _combinations()
+    none["combinations"].data["best_heuristic"] = None
+    assert _exp("E8").evaluate(none, tmp_path).verdict.endswith("nothing compared")
 
 
 def test_e1_and_e4_statuses_are_the_ledgers(tmp_path):

@@ -103,6 +103,15 @@ def test_config_errors_name_the_field(tmp_path):
         WorkloadSpec("w", "nope")
     with pytest.raises(FileNotFoundError):
         load_config(tmp_path / "missing.yaml")
+    with pytest.raises(ValueError, match=r"combos must be distinct ROUTER\+ADMISSION\+RESIDENCY names"):
+        ReproduceConfig(combos=("cache_aware+lru",))
+    with pytest.raises(ValueError, match="combo_workload must name one of the workloads"):
+        ReproduceConfig(combo_workload="nope")
+    with pytest.raises(ValueError, match="combo_seeds must be an int >= 2"):
+        ReproduceConfig(combo_seeds=1)
+    p.write_text("combo_load_scales: [8, 4]\n")
+    with pytest.raises(ValueError, match=r"c\.yaml: combo_load_scales must be strictly increasing"):
+        load_config(p)
 
 
 # ---------------------------------------------------------------- report
@@ -128,6 +137,7 @@ TINY = ReproduceConfig(
     ),
     load_scales=(1.0, 4.0),
     compare_seeds=2,
+    combo_seeds=2,
     routing_window_calls=12,
     admission_calls=5,
     residency_pauses=10,
@@ -199,6 +209,29 @@ def test_smoke_every_stage_ran_with_real_results(tiny_run):
     text = res.report_path.read_text()
     assert "lmcache is not compared: two recorded sessions" in text
     assert text.index("## Headline comparison") < text.index("| # | stage | status |")  # the headline comes first
+
+
+def test_smoke_combinations_stage_gives_fronts_comparison_bound_and_figure(tiny_run):
+    """E8 at the tiny budget: compare's combinations (router x admission x residency) on agentx, each with its
+    front over the grid loads, a verdict at the target, n, the bound, the figure and E8's verdict line."""
+    _, res = tiny_run
+    r = next(r for r in res.results if r.stage == "combinations")
+    assert r.ok, r.reason
+    names = list(TINY.combos)
+    head = r.table("combo_headline").records()
+    assert [h["combination"] for h in sorted(head, key=lambda h: names.index(h["combination"]))] == names
+    assert all(h["verdict"] in ("reference", "tie", "better", "worse", "not_measured") for h in head)
+    assert {h["kind"] for h in head} == {"heuristic", "optimized"}
+    fronts = r.table("combo_fronts").records()
+    loads = list(TINY.scales("agentx"))
+    assert sorted((f["combination"], f["load"]) for f in fronts) == sorted((n, x) for n in names for x in loads)
+    assert r.data["n"] == TINY.combo_seeds and r.data["runs"] >= len(names) * len(loads) * TINY.combo_seeds
+    assert not r.data["failed"], r.data["failed"]
+    assert (res.run_dir / r.figures[0]["path"]).stat().st_size > 5000
+    text = res.report_path.read_text()
+    line = next(x for x in text.splitlines() if x.startswith("- **E8**"))
+    assert f": agentx (2 instances, n={TINY.combo_seeds}" in line and "not measured in this run" not in line
+    assert "## 8. E8: latency-cost fronts of policy combinations" in text
 
 
 def test_smoke_one_winner_one_unit_no_unmeasured_value(tiny_run):

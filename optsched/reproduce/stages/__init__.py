@@ -7,12 +7,14 @@
 5. ``comparison``   ``optsched compare`` per workload (seeds, CIs, equal loads, bound, headroom): the headline
 6. ``export``       the policies as ``optsched.policy/v1`` JSON with their engine settings
 7. ``hit_gating``   experiment E1: prefix-cache hit rate by call boundary on Copilot-like sessions
-(8. the report itself is written by ``optsched.reproduce.report``.)
+8. ``combinations`` experiment E8: ``optsched compare --combos`` (router x admission x residency fronts)
+(9. the report itself is written by ``optsched.reproduce.report``.)
 """
 
 from optsched.reproduce.stages import (
     baselines,
     calibration,
+    combinations,
     comparison,
     export,
     formulations,
@@ -31,6 +33,7 @@ STAGES: tuple[Stage, ...] = (
     comparison.STAGE,
     export.STAGE,
     hit_gating.STAGE,
+    combinations.STAGE,
 )
 
 
