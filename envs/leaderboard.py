@@ -405,9 +405,10 @@ def _markdown(doc: dict[str, Any]) -> str:
              f"`{' '.join(doc['argv'])}`", ""]
     for env in doc["envs"].values():
         lines += [(f"## {env['env_id']} ({env['unit']}; held-out seeds {env['held_out_seeds'][0]}.."
-                   f"{env['held_out_seeds'][-1]}; trace: {env['trace']})"), "",
-                  f"- episodes (held-out and training): env kwargs {env['env_kwargs']}"
-                  + (" (the env's defaults)" if env["env_kwargs"] == "{}" else "")]
+                   f"{env['held_out_seeds'][-1]}; trace: {env['trace']})"), ""]
+        if "env_kwargs" in env:  # the episode setting (Routing-v0's is not the env's default, `ROUTING_EPISODE`)
+            kw = env["env_kwargs"]
+            lines.append(f"- episodes (held-out and training): env kwargs {kw}" + (" (the env's defaults)" * (kw == "{}")))
         for k, tr in env["training"].items():
             lines.append(f"- {k}: {tr['steps']} training steps, {tr['cpu_s']:.0f} CPU-s, {tr['wall_s']:.0f} s wall")
         lines += ["", (f"| policy | family | mean | 95% CI | minus {env['best_reference']} (paired) | 95% CI | trace | "
