@@ -197,9 +197,9 @@ def _pd_trace(args: Any) -> tuple[str, dict[str, Any]]:
             {"workload": wl, "trace_speedup": args.pd_speedup, "slo": slo})
 
 
-# Routing-v0's leaderboard episode: 16 AgentX-like sessions (256k variant, about 500 calls), at most 8 in flight
+# Routing-v0's leaderboard episode: 16 AgentX-like sessions (256k variant, about 640 calls), at most 8 in flight
 # (a closed-loop client with 8 users; the next session starts when one ends), on the default 4 instances. The
-# env's default episode (4 sessions as they arrive, about 160 calls) is light enough that the constant "always
+# env's default episode (4 sessions as they arrive, about 150 calls) is light enough that the constant "always
 # instance 0" ties every router; here the best router beats it and round-robin beyond the paired 95% CI on the
 # held-out seeds (measured before any learning: docs/notebook/rl-leaderboard-2026-12.md).
 ROUTING_EPISODE: dict[str, Any] = {"n_sessions": 16, "concurrency": 8, "variant": "256k"}
