@@ -137,8 +137,20 @@ def test_rank_warnings_let_tied_policies_share_a_rank():
     assert "ppo does not transfer: rank 1 on held-out seeds, 6 on the trace" in _warnings(pols)
 
 
+def test_routing_leaderboard_episodes_are_the_loaded_setting_not_the_env_default():
+    """The Routing-v0 leaderboard scores and trains on `ROUTING_EPISODE` (on the env's light default episode the
+    constant action ties every router); the smoke size only shrinks the session count."""
+    from optsched.envs.leaderboard import ROUTING_EPISODE, SPECS, _env_kwargs
+
+    assert ROUTING_EPISODE == {"n_sessions": 16, "concurrency": 8, "variant": "256k"}
+    assert SPECS["routing"].kwargs == ROUTING_EPISODE
+    assert _env_kwargs("routing", False) == ROUTING_EPISODE
+    assert _env_kwargs("routing", True) == {**ROUTING_EPISODE, "n_sessions": 1}
+    assert all(SPECS[n].kwargs == {} for n in ("kvresidency", "admission", "pdratio"))
+
+
 def test_routing_rows_hold_every_registry_router_and_the_constant_instance():
-    """The constant action is a row: on the default held-out episodes it ties the best routers, and a learner that
+    """The constant action is a row: on the env's default episodes it ties the best routers, and a learner that
     collapses to it must be seen next to it."""
     from optsched.envs.leaderboard import _routing_policies
 

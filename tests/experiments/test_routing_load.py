@@ -1,0 +1,29 @@
+"""experiments/rl/routing_load.py at a tiny size: every router and the constant action scored on the same held-out
+seeds, the best paired against each, and the verdict is the CI rule."""
+
+import json
+
+import pytest
+from tests.experiments.loader import load_experiment
+
+rl = load_experiment("rl/routing_load")
+
+
+def test_tiny_setting_pairs_the_best_router_against_the_constant_and_round_robin(tmp_path):
+    out = tmp_path / "r.json"
+    assert rl.main(["--settings", "1:0", "2:2", "--seeds", "2", "--out", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    assert [d["env_kwargs"] for d in doc] == [{"n_sessions": 1, "concurrency": 0, "variant": "256k"},
+                                             {"n_sessions": 2, "concurrency": 2, "variant": "256k"}]
+    for d in doc:
+        pol = d["policies"]
+        assert {"always_instance_0", "round_robin", "cache_aware"} <= set(pol) and d["best"] not in ("always_instance_0", "random")
+        assert pol[d["best"]]["best_minus"] == 0.0 and all(len(v["returns"]) == 2 for v in pol.values())
+        assert all(pol[d["best"]]["mean"] >= v["mean"] for lab, v in pol.items() if lab not in ("always_instance_0", "random"))
+        want = all(pol[lab]["best_minus"] - pol[lab]["best_minus_ci95"] > 0 for lab in ("always_instance_0", "round_robin"))
+        assert d["separates"] is want
+
+
+def test_bad_setting_is_one_error_line():
+    with pytest.raises(SystemExit):
+        rl.main(["--settings", "16"])
