@@ -55,6 +55,7 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
+
 from optsched.envs.evaluate import EvalResult, evaluate, paired_difference
 
 __all__ = ["ROUTING_EPISODE", "SPECS", "EnvSpec", "MenuProjection", "RandomAction", "add_policy", "main", "run_env", "transfer_flag"]
@@ -142,7 +143,6 @@ def _admission_policies(seed: int) -> list[tuple[str, str, Any]]:
 
 def _residency_policies(seed: int) -> list[tuple[str, str, Any]]:
     from optsched.envs.kv_residency import DEFAULT_DECISIONS
-
     from optsched.pipelines.residency import ttl_opt_policy
     from optsched.policies.residency_ttl import tool_durations_from_calls
     from optsched.sim.cluster import default_cost_model
@@ -180,7 +180,6 @@ PD_TRACE_SLO = (3.0, 0.025)
 
 def _pd_trace(args: Any) -> tuple[str, dict[str, Any]]:
     from optsched.envs.pd_fluid import DEFAULT_FLUID_SLO, split_by_time
-
     from optsched.sim import SLO
 
     slo = DEFAULT_FLUID_SLO if getattr(args, "pd_env_slo", False) else SLO(*PD_TRACE_SLO)

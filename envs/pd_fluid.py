@@ -9,9 +9,9 @@ from typing import Any, ClassVar
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
-from optsched.envs._stepper import workload_for_reset
 
 from optsched.cost import CostModel
+from optsched.envs._stepper import workload_for_reset
 from optsched.sim import SLO
 from optsched.sim.pd_fluid import FluidState, PDFluidModel
 from optsched.workload.gen_regimes import RegimeArrivals, RegimeConfig, regime_arrivals

@@ -45,6 +45,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyomo.environ as pyo
+
 from optsched.models.routing_session_data import MODES, SessionRoutingInstance
 
 __all__ = ["SessionRoutingSolution", "build_session_routing", "extract_session_routing"]

@@ -14,8 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from optsched.models.routing_session_data import SessionRoutingInstance
 from scipy.sparse import csr_matrix
+
+from optsched.models.routing_session_data import SessionRoutingInstance
 
 __all__ = ["SessionLP", "build_session_lp", "build_session_lp_rows"]
 

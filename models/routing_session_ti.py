@@ -46,6 +46,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyomo.environ as pyo
+
 from optsched.models.routing_session_data import MODES, SessionRoutingInstance
 
 __all__ = ["TimeIndexedSolution", "build_session_routing_ti", "default_horizon_slots",

@@ -32,14 +32,12 @@ import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from optsched.models.residency_priced import build_priced_residency
-from optsched.models.residency_priced_slots import replay_priced
-from optsched.solvers import SolverOptions, solve
-
 from optsched.compare.replication import build_replication
 from optsched.config_cli import arg, config_parser, parse_config
 from optsched.cost import CostModel
 from optsched.cost.catalog import load_model
+from optsched.models.residency_priced import build_priced_residency
+from optsched.models.residency_priced_slots import replay_priced
 from optsched.pipelines.residency_bound import (
     FEATURES,
     fit_penalty,
@@ -55,6 +53,7 @@ from optsched.policies.residency_lru import LRUResidency
 from optsched.policies.residency_ttl import tool_durations_from_calls
 from optsched.replicate import mean_ci, paired_difference, stream
 from optsched.reproduce.provenance import write_run
+from optsched.solvers import SolverOptions, solve
 from optsched.workload.gen_agentx import AGENTX_VARIANTS
 
 logger = logging.getLogger("residency_bound")

@@ -39,13 +39,11 @@ from bisect import bisect_right
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from optsched.models.residency_priced import build_priced_residency
-from optsched.solvers import SolverOptions, solve
-
 from optsched.compare.replication import build_replication
 from optsched.config_cli import arg, config_parser, parse_config
 from optsched.cost import CostModel
 from optsched.cost.catalog import load_model
+from optsched.models.residency_priced import build_priced_residency
 from optsched.pipelines.residency_adaptive import ADAPTIVE_RULES, AdaptiveRule, replay_adaptive
 from optsched.pipelines.residency_bound import (
     FEATURES,
@@ -57,6 +55,7 @@ from optsched.pipelines.residency_bound import (
 from optsched.pipelines.residency_priced_solve import priced_instance
 from optsched.replicate import mean_ci, paired_difference, stream
 from optsched.revision import git_revision
+from optsched.solvers import SolverOptions, solve
 from optsched.workload.gen_agentx import AGENTX_VARIANTS, spec_variant
 
 logger = logging.getLogger("residency_bound_wide")

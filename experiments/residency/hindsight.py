@@ -28,8 +28,6 @@ import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from optsched.solvers import SolverOptions
-
 from optsched.compare.replication import build_replication
 from optsched.config_cli import arg, config_parser, parse_config
 from optsched.cost import CostModel
@@ -42,6 +40,7 @@ from optsched.reproduce.provenance import write_run
 from optsched.sim import ClusterConfig, InstanceConfig, SchedulerConfig, simulate
 from optsched.sim.config import SLO
 from optsched.sim.registry import build_policy
+from optsched.solvers import SolverOptions
 
 logger = logging.getLogger("residency_hindsight")
 

@@ -32,8 +32,6 @@ import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from optsched.solvers import SolverOptions
-
 from optsched.compare.replication import build_replication
 from optsched.config_cli import arg, config_parser, parse_config
 from optsched.cost import CostModel
@@ -52,6 +50,7 @@ from optsched.reproduce.provenance import write_run
 from optsched.sim import ClusterConfig, InstanceConfig, SchedulerConfig, simulate
 from optsched.sim.config import SLO
 from optsched.sim.registry import build_policy
+from optsched.solvers import SolverOptions
 from optsched.workload.spec import is_generator_spec
 
 logger = logging.getLogger("residency_imitation")

@@ -36,19 +36,19 @@ import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from optsched.models.residency_priced import build_priced_residency
-from optsched.solvers import SolverOptions, solve
 from scipy import stats
 
 from optsched.compare.replication import build_replication
 from optsched.config_cli import arg, config_parser, parse_config
 from optsched.cost import CostModel
 from optsched.cost.catalog import load_model
+from optsched.models.residency_priced import build_priced_residency
 from optsched.pipelines.residency_adaptive import ADAPTIVE_RULES, FRESH_RULES, AdaptiveRule, replay_adaptive
 from optsched.pipelines.residency_bound import FEATURES, penalty_terms
 from optsched.pipelines.residency_priced_solve import priced_instances
 from optsched.replicate import mean_ci, paired_difference
 from optsched.revision import git_revision
+from optsched.solvers import SolverOptions, solve
 from optsched.workload.gen_agentx import AGENTX_VARIANTS, spec_variant
 
 logger = logging.getLogger("residency_penalty_check")

@@ -7,11 +7,11 @@ import math
 
 import gymnasium as gym
 import numpy as np
-import optsched.envs  # noqa: F401  (registers the ids)
 import pytest
+
+import optsched.envs  # noqa: F401  (registers the ids)
 from optsched.envs import ENV_IDS, KV_RESIDENCY_ID, ROUTING_ID, RoutingEnv
 from optsched.envs._stepper import INFO_TERMS
-
 from optsched.policies.router_least_outstanding import LeastOutstandingRouter
 from optsched.sim import simulate
 from optsched.workload import generate_agentx

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from optsched.envs.leaderboard import main
 
+from optsched.envs.leaderboard import main
 from optsched.workload.samples import mooncake_sample
 
 
@@ -52,9 +52,8 @@ def test_bad_pd_trace_or_speedup_is_refused_before_any_training(tmp_path, capsys
 
 
 def test_add_scores_a_policy_file_on_an_existing_leaderboard(tmp_path):
-    from optsched.envs.pd_fluid_policies import FluidMPC
-
     from optsched.agents.imitation import dagger
+    from optsched.envs.pd_fluid_policies import FluidMPC
     from optsched.export import dump_policy
     from optsched.plan import Plan
 
@@ -153,7 +152,6 @@ def test_routing_rows_hold_every_registry_router_and_the_constant_instance():
     """The constant action is a row: on the env's default episodes it ties the best routers, and a learner that
     collapses to it must be seen next to it."""
     from optsched.envs.leaderboard import _routing_policies
-
     from optsched.sim.registry import policy_names
 
     rows = _routing_policies(1)

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
+
 from optsched.envs.evaluate import EvalResult, mean_ci, paired_difference
 from optsched.envs.leaderboard import _warnings
 

@@ -4,6 +4,7 @@ seeds, the best paired against each, and the verdict is the CI rule."""
 import json
 
 import pytest
+
 from tests.experiments.loader import load_experiment
 
 rl = load_experiment("rl/routing_load")

@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+
 from optsched.models.routing_session import build_session_routing, extract_session_routing
 from optsched.models.routing_session_data import SessionRoutingInstance
 from optsched.solvers import SolverOptions, solve

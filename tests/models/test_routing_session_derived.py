@@ -5,6 +5,7 @@ import itertools
 from dataclasses import replace
 
 import numpy as np
+
 from optsched.pipelines.session_routing import solve_session_routing, synthetic_session_instance
 from optsched.solvers import SolverOptions
 

@@ -2,10 +2,10 @@
 
 import numpy as np
 import pytest
-from optsched.models.routing_session_lp import build_session_lp
-from optsched.solvers.scipy_lp import solve_matrix_lp
 
+from optsched.models.routing_session_lp import build_session_lp
 from optsched.pipelines.session_routing import solve_session_routing, synthetic_session_instance
+from optsched.solvers.scipy_lp import solve_matrix_lp
 
 
 @pytest.mark.parametrize("seed, fill", [(0, 0.5), (1, 0.2), (2, 0.9)])
@@ -24,9 +24,8 @@ def test_matrix_lp_equals_pyomo_relaxation(seed, fill):
 
 @pytest.mark.parametrize("spill", ["pcie", "recompute", None])
 def test_vectorized_build_equals_the_row_by_row_reference(spill):
-    from optsched.models.routing_session_lp import build_session_lp_rows
-
     from optsched.cost import CostModel
+    from optsched.models.routing_session_lp import build_session_lp_rows
     from optsched.pipelines.session_routing import paused_instance
 
     cm = CostModel.from_names("h200-sxm", "llama-3-70b", 4)

@@ -3,12 +3,12 @@ running requests left less free HBM than the paused sessions hold, and the route
 
 import numpy as np
 import pytest
-from optsched.models.routing_session_data import SessionRoutingInstance
-from optsched.models.routing_session_lp import build_session_lp
-from optsched.solvers.scipy_lp import solve_matrix_lp
 
 from optsched.cost import CostModel
+from optsched.models.routing_session_data import SessionRoutingInstance
+from optsched.models.routing_session_lp import build_session_lp
 from optsched.pipelines.session_routing import make_pricer, solve_session_routing, solve_session_routing_ti
+from optsched.solvers.scipy_lp import solve_matrix_lp
 
 
 def _one(free: float, spill: float | None) -> SessionRoutingInstance:

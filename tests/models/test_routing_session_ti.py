@@ -4,9 +4,9 @@
 
 import numpy as np
 import pytest
+
 from optsched.models.routing_session_ti import build_session_routing_ti, extract_session_routing_ti
 from optsched.solvers import SolverOptions, solve
-
 from tests.models.test_routing_session import _inst
 
 OPT = SolverOptions(mip_gap=0.0, time_limit_s=30)

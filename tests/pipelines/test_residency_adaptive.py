@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 
 import pytest
+
 from optsched.models.residency import Pause
 from optsched.models.residency_priced import (
     PricedResidencyInstance,
@@ -13,11 +14,10 @@ from optsched.models.residency_priced import (
     extract_priced_paths,
 )
 from optsched.models.residency_priced_slots import replay_priced
-from optsched.solvers import SolverOptions, solve
-
 from optsched.pipelines.residency_adaptive import ADAPTIVE_RULES, FRESH_RULES, AdaptiveRule, replay_adaptive
 from optsched.pipelines.residency_bound import penalty_of_paths, relaxation_bound
 from optsched.policies.residency_lru import LRUResidency
+from optsched.solvers import SolverOptions, solve
 from optsched.workload.types import Call
 
 OPTS = SolverOptions(time_limit_s=60, mip_gap=1e-9)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from optsched.models.residency import Pause
 from optsched.models.residency_info_relax import build_penalized_residency
 from optsched.models.residency_priced import PricedResidencyInstance, build_priced_residency

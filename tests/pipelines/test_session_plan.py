@@ -3,10 +3,10 @@
 import json
 
 import numpy as np
-from optsched.pipelines.session_routing import plan_from_workload
 
 from optsched.cost.catalog import load_model
 from optsched.export import dump_policy, load_policy, plan_to_json
+from optsched.pipelines.session_routing import plan_from_workload
 from optsched.policies.router_session import SessionRouter
 from optsched.workload.gen_agentx import generate_agentx
 

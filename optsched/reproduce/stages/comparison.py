@@ -35,7 +35,6 @@ NOT_COMPARED = {"lmcache_sample": "two recorded sessions: replications cannot va
 def compare_config(cfg: ReproduceConfig, w: WorkloadSpec) -> Any:
     """The `CompareConfig` of workload ``w`` (None when the workload is not compared, `NOT_COMPARED`)."""
     from optsched.compare.core import CompareConfig
-
     from optsched.workload import samples
 
     if w.kind in NOT_COMPARED:
