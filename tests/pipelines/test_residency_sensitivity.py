@@ -43,7 +43,7 @@ def test_sensitivity_runs_hold_the_preregistered_seeds_and_rederive_the_note_tab
                    for row in s["per_seed"])
         if source == fig.IID:  # the penalty check's instances: the same replays, seed by seed, exactly
             ours = next(x for x in pc["slots"] if x["slot_s"] == s["slot_s"])
-            for rule in ("lru", "lru_fresh", "lru_prefetch_fresh", "hazard_evict_fresh", "hazard_prefetch_fresh"):
+            for rule in ("lru", "lru_prefetch", *(f"{r}_fresh" for r in ("lru", "hazard_evict", "lru_prefetch", "hazard_prefetch"))):
                 assert [ours["cost"][rule][pc["seeds"].index(x)] for x in seeds] == \
                     [row["cost"][rule] for row in s["per_seed"]], (name, rule)
     assert fig.render_sens(runs) in NOTE.read_text()
