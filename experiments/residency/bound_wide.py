@@ -13,7 +13,9 @@ slot length of ``--slots``, on source ``--source`` (priced slot model, one insta
    prefetch; = H when f >= 1, not solved), L (penalized MILP with prefetch, the solver's proven bound: E[L] <=
    E[cost] of every rule of the wider class), L_clip (the same with Delta = max(0, lam . features),
    `penalty_terms` ``nonneg``: also valid for the wider class), L_demote (the demote-only class at this slot
-   length, for comparison), and the replayed cost of the rules of ``ADAPTIVE_RULES``;
+   length, for comparison), and the replayed cost of the rules of ``COST_RULES`` (``ADAPTIVE_RULES``, which evict
+   for every new pause of a slot, and ``FRESH_RULES``, the same evicting for fresh arrivals only: the class's
+   leak-free rules);
 3. on seeds ``base_seed .. base_seed + sim_seeds - 1`` (replays only, no solve): the penalty each adaptive rule
    pays (raw and clipped Delta), and a rule that peeks at the outcome (``peek``): mean 0 for a rule of the class,
    not for ``peek``.
@@ -44,7 +46,7 @@ from optsched.config_cli import arg, config_parser, parse_config
 from optsched.cost import CostModel
 from optsched.cost.catalog import load_model
 from optsched.models.residency_priced import build_priced_residency
-from optsched.pipelines.residency_adaptive import ADAPTIVE_RULES, AdaptiveRule, replay_adaptive
+from optsched.pipelines.residency_adaptive import ADAPTIVE_RULES, FRESH_RULES, AdaptiveRule, replay_adaptive
 from optsched.pipelines.residency_bound import (
     FEATURES,
     fit_penalty,
@@ -60,6 +62,9 @@ from optsched.workload.gen_agentx import AGENTX_VARIANTS, spec_variant
 
 logger = logging.getLogger("residency_bound_wide")
 PEEK = AdaptiveRule("lru", peek=True)
+# the rules replayed on the MILP seeds: the four of the penalty check's step 3 (evicting for every new pause of a
+# slot: leaky at coarse slots) and the same four evicting for fresh arrivals only (the leak-free rules of the class)
+COST_RULES: dict[str, AdaptiveRule] = {**ADAPTIVE_RULES, **FRESH_RULES}
 BOUNDS = ("H", "H_pf", "L", "L_clip", "L_demote")
 
 
@@ -109,7 +114,8 @@ def _diff(x: list[float], y: list[float]) -> dict:
 def _instances(cfg: Config, seeds: list[int], slot_s: float, cm: CostModel, ctx: int):
     for s in seeds:
         wl, _ = build_replication(cfg.source, s, 1.0, ctx)
-        yield s, priced_instance(wl, cm, n_instances=1, slot_s=slot_s, max_pauses=cfg.max_pauses)[0]
+        inst, calls = priced_instance(wl, cm, n_instances=1, slot_s=slot_s, max_pauses=cfg.max_pauses)
+        yield s, inst, [c.session_id for c in calls]
 
 
 def run_slot(cfg: Config, slot_s: float, cdf, train_seeds: list[int], cm: CostModel, ctx: int,
@@ -119,12 +125,13 @@ def run_slot(cfg: Config, slot_s: float, cdf, train_seeds: list[int], cm: CostMo
     if cfg.lam:
         lam, train_bound = parse_lam(cfg.lam), None
     else:
-        train = [inst for _, inst in _instances(cfg, train_seeds, slot_s, cm, ctx)]
+        train = [inst for _, inst, _ in _instances(cfg, train_seeds, slot_s, cm, ctx)]
         fit = fit_penalty(train, cdf, opts, iters=cfg.fit_iters, prefetch_factor=f)
         lam, train_bound = fit.lam, round(fit.mean_bound_s, 6)
     logger.info("slot %g s: lam %s, mean training bound %s s", slot_s, [round(x, 4) for x in lam], train_bound)
     rows = []
-    for seed, inst in _instances(cfg, list(range(cfg.base_seed, cfg.base_seed + cfg.seeds)), slot_s, cm, ctx):
+    for seed, inst, sessions in _instances(cfg, list(range(cfg.base_seed, cfg.base_seed + cfg.seeds)), slot_s, cm,
+                                           ctx):
         h = solve(build_priced_residency(inst), opts)
         # f >= 1: a promotion costs at least the resume from DRAM it saves, so the hindsight optimum with prefetch
         # is H (the model with prefetch contains every demote-only path); solved only when f < 1
@@ -141,12 +148,12 @@ def run_slot(cfg: Config, slot_s: float, cdf, train_seeds: list[int], cm: CostMo
         row = {"seed": seed, "pauses": len(inst.pauses), "H": round(float(h.objective), 6),
                "H_pf": round(float(hp.objective), 6), "L": round(b.bound_s, 6), "L_status": b.status,
                "L_clip": round(bc.bound_s, 6), "L_demote": round(bd.bound_s, 6),
-               "cost": {n: round(replay_adaptive(inst, r, cdf, f)[1], 6) for n, r in ADAPTIVE_RULES.items()}}
+               "cost": {n: round(replay_adaptive(inst, r, cdf, f, sessions)[1], 6) for n, r in COST_RULES.items()}}
         logger.info("slot %g seed %d: %s", slot_s, seed, {k: v for k, v in row.items() if k != "seed"})
         rows.append(row)
     pen: dict[str, list[float]] = {n: [] for n in [*ADAPTIVE_RULES, "peek"]}
     pen_clip: dict[str, list[float]] = {n: [] for n in [*ADAPTIVE_RULES, "peek"]}
-    for _, inst in _instances(cfg, list(range(cfg.base_seed, cfg.base_seed + cfg.sim_seeds)), slot_s, cm, ctx):
+    for _, inst, _ in _instances(cfg, list(range(cfg.base_seed, cfg.base_seed + cfg.sim_seeds)), slot_s, cm, ctx):
         terms = penalty_terms(inst, lam, cdf)  # what penalty_of_paths sums, computed once for every rule
         clip = penalty_terms(inst, lam, cdf, nonneg=True)
         for n, r in [*ADAPTIVE_RULES.items(), ("peek", PEEK)]:
@@ -160,7 +167,8 @@ def run_slot(cfg: Config, slot_s: float, cdf, train_seeds: list[int], cm: CostMo
 
 def summarize(rows: list[dict], pen: dict[str, list[float]], pen_clip: dict[str, list[float]]) -> dict:
     """The summaries of one slot length from its per-seed values: the MILP seeds' ``rows`` and the penalty check's
-    per-rule penalties (raw and clipped Delta)."""
+    per-rule penalties (raw and clipped Delta). The rules' summaries cover the rules every row replayed (runs
+    before the fresh-arrival rules were added to ``COST_RULES`` replayed ``ADAPTIVE_RULES`` only)."""
     if not rows:  # --seeds 0: the penalty check only
         return {"penalty": {n: _est(v) for n, v in pen.items()},
                 "penalty_clip": {n: _est(v) for n, v in pen_clip.items()}}
@@ -174,7 +182,8 @@ def summarize(rows: list[dict], pen: dict[str, list[float]], pen_clip: dict[str,
     summary["rules"] = {n: {"cost": _est([r["cost"][n] for r in rows]),
                             "over_H": (sum(r["cost"][n] for r in rows) / sum(col["H"])) if sum(col["H"]) > 0 else None,
                             "minus_L": _diff([r["cost"][n] for r in rows], col["L"]),
-                            "minus_L_clip": _diff([r["cost"][n] for r in rows], col["L_clip"])} for n in ADAPTIVE_RULES}
+                            "minus_L_clip": _diff([r["cost"][n] for r in rows], col["L_clip"])}
+                        for n in COST_RULES if all(n in r["cost"] for r in rows)}
     summary["penalty"] = {n: _est(v) for n, v in pen.items()}
     summary["penalty_clip"] = {n: _est(v) for n, v in pen_clip.items()}
     return summary
@@ -223,7 +232,7 @@ def run(cfg: Config) -> dict:
     if cfg.law == "generator":
         cdf = AGENTX_VARIANTS[spec_variant(cfg.source)].gap_cdf
     else:
-        cdf = empirical_cdf([p.duration_s for _, inst in _instances(cfg, train_seeds, 10.0, cm, ctx)
+        cdf = empirical_cdf([p.duration_s for _, inst, _ in _instances(cfg, train_seeds, 10.0, cm, ctx)
                              for p in inst.pauses])
     slots = [run_slot(cfg, float(s), cdf, train_seeds, cm, ctx, opts) for s in cfg.slots.split(",")]
     return {"config": asdict(cfg), "revision": git_revision(), "train_seeds": train_seeds, "slots": slots}

@@ -10,6 +10,7 @@ Usage:
     .venv/bin/python experiments/residency/figures.py --run published_480  # RESULTS' 480-seed table only
     .venv/bin/python experiments/residency/figures.py --run agentx_iid_s10  # one entry
     .venv/bin/python experiments/residency/figures.py --run w_prereg_s10   # L(W(10)) vs 1.1 H, 100 seeds
+    .venv/bin/python experiments/residency/figures.py --run sens_iid_s30,sens_iid_s2  # the sensitivity runs
     .venv/bin/python experiments/residency/figures.py                       # print the tables from the JSON
 """
 
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -47,6 +49,21 @@ SUITE: dict[str, list[str]] = {
 PREREG: dict[str, tuple[str, int, tuple[int, ...]]] = {
     "w_prereg_s10": ("10", 5, tuple(range(1004, 1104, 5))),
     "w_prereg_s5": ("5", 5, (1004, 1009, 1014, 1019)),
+}
+# the sensitivity runs pre-registered in docs/notebook/residency-w-sensitivity-2026-12.md (seeds disjoint from
+# PREREG's): name -> (source, pause law, slot length, MILP seeds per run, first seed of each run); the runs are
+# merged into docs/notebook/data/residency/<name>.json; an entry whose file is absent was not run (the note's clock)
+FULL = "agentx:sessions=16,variant=full"
+COPILOT = "copilot:sessions=50"
+SENS: dict[str, tuple[str, str, str, int, tuple[int, ...]]] = {
+    "sens_iid_s30": (IID, "generator", "30", 5, (1104, 1109)),
+    "sens_iid_s10": (IID, "generator", "10", 5, (1104, 1109)),
+    "sens_iid_s5": (IID, "generator", "5", 5, (1104, 1109)),
+    "sens_iid_s2": (IID, "generator", "2", 2, (1104, 1106, 1108, 1110, 1112)),
+    "sens_iid_s1": (IID, "generator", "1", 2, (1104, 1106, 1108, 1110, 1112)),
+    "sens_full_s10": (FULL, "generator", "10", 5, (1104, 1109)),
+    # one run: the empirical law is drawn from the training stream of the run's first seed, one law for all
+    "sens_copilot_s10": (COPILOT, "empirical", "10", 10, (1104,)),
 }
 # the leak-free rules of the class, whose costs on the same seeds come from the penalty check's committed JSON
 CLASS_RULES = ("lru_fresh", "lru_prefetch_fresh")
@@ -158,6 +175,52 @@ def render_prereg(runs: dict[str, dict], penalty_check: dict | None) -> str:
     return "\n".join(out) + "\n"
 
 
+def sens_args(name: str, base: int) -> list[str]:
+    """Arguments of residency_bound_wide.py for the run of SENS entry ``name`` starting at seed ``base``."""
+    source, law, slot, n, _ = SENS[name]
+    sim = n if source != IID else 2  # the law's check: the iid law is exact (the penalty check's 500 seeds)
+    return ["--source", source, "--law", law, "--slots", slot, "--seeds", str(n), "--sim-seeds", str(sim), "--lam",
+            LAM, "--base-seed", str(base)]
+
+
+def _best_fresh(rules: dict) -> str:
+    return min((n for n in rules if n.endswith("_fresh")), key=lambda n: rules[n]["cost"]["mean"])
+
+
+def render_sens(runs: dict[str, dict]) -> str:
+    """The sensitivity table, one row per SENS run present: H, L (the raw-Delta bound of W(s)), L / H (ratio of
+    sums), L - 1.1 H (paired, 95% Student-t) and its sign, the change of H and of L from the next coarser slot
+    length of the same source on the seeds both have (paired), the best leak-free rule of the class over H and
+    its paired excess over L, the penalty check's mean for that rule (the law's check; n/a with 2 seeds only)."""
+    from optsched.replicate import paired_difference
+
+    head = ("| source (law) | slot (s) | seeds | n | H (s) | L (s) | L / H | L - 1.1 H (s) | sign | H - H(coarser) (s) | "
+            "L - L(coarser) (s) | lru / H | best leak-free rule / H | its cost - L (s) |")
+    out = [head, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    present = [n for n in SENS if n in runs]
+    for name in present:
+        source, law, slot, _, _ = SENS[name]
+        s = runs[name]["slots"][0]
+        m, rows = s["summary"], s["per_seed"]
+        seeds = [r["seed"] for r in rows]
+        coarser = [x for x in present if SENS[x][0] == source and float(SENS[x][2]) > float(slot)]
+        dh = dl = "n/a"
+        if coarser:
+            ref = min(coarser, key=lambda x: float(SENS[x][2]))
+            by = {r["seed"]: r for r in runs[ref]["slots"][0]["per_seed"]}
+            both = [r for r in rows if r["seed"] in by]
+            if len(both) >= 2:
+                dh = f"{_ci(paired_difference([r['H'] for r in both], [by[r['seed']]['H'] for r in both]).to_dict())}" \
+                     f" vs {float(SENS[ref][2]):g}"
+                dl = _ci(paired_difference([r["L"] for r in both], [by[r["seed"]]["L"] for r in both]).to_dict())
+        best = _best_fresh(m["rules"])
+        out.append(f"| {source} ({law}) | {slot} | {seeds[0]}-{seeds[-1]} | {len(rows)} | {_ci(m['H'])} | {_ci(m['L'])} | "
+                   f"{_ratio(m['L_over_H'])} | {_ci(m['L_minus_1.1H'])} | {_sign(m['L_minus_1.1H'])} | {dh} | {dl} | "
+                   f"{_ratio(m['rules']['lru']['over_H'])} | {best}: {_ratio(m['rules'][best]['over_H'])} | "
+                   f"{_ci(m['rules'][best]['minus_L'])} |")
+    return "\n".join(out) + "\n"
+
+
 def render_published(run: dict) -> str:
     """The one-row table of RESULTS' 480-seed demote-only bound, from ``published_480.json``."""
     from optsched.replicate import mean_ci, paired_difference
@@ -181,14 +244,18 @@ def _run_one(name: str) -> int:
             (DATA / "published_480.json").write_text(json.dumps({"command": PUBLISHED, "per_seed": rows},
                                                                  separators=(",", ":")) + "\n")
         return rc
-    if name in PREREG:
-        slot, n, bases = PREREG[name]
+    if name in PREREG or name in SENS:
+        bases = PREREG[name][2] if name in PREREG else SENS[name][4]
         parts = [f"runs/residency_{name}_{b}.json" for b in bases]
         for b, part in zip(bases, parts, strict=True):
-            cmd = [sys.executable, WIDE, *prereg_args(slot, n, b), "--out", part]
+            args = prereg_args(*PREREG[name][:2], b) if name in PREREG else sens_args(name, b)
+            cmd = [sys.executable, WIDE, *args, "--out", part]
             print(" ".join(cmd), flush=True)
             if rc := subprocess.call(cmd, cwd=ROOT):
                 return rc
+        if len(parts) == 1:  # one run: nothing to merge
+            shutil.copyfile(ROOT / parts[0], DATA / f"{name}.json")
+            return 0
         cmd = [sys.executable, WIDE, "--merge", ",".join(parts), "--out", str((DATA / f"{name}.json").relative_to(ROOT))]
         print(" ".join(cmd), flush=True)
         return subprocess.call(cmd, cwd=ROOT)
@@ -202,10 +269,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--run", default="", help="'all' or comma-separated SUITE names to rerun (default: none, print)")
     p.add_argument("--jobs", type=int, default=1, help="runs at once (default 1)")
     a = p.parse_args(argv)
-    names = [*SUITE, *PREREG, "published_480"] if a.run == "all" else [x for x in a.run.split(",") if x]
-    bad = [n for n in names if n not in SUITE and n not in PREREG and n != "published_480"]
+    names = [*SUITE, *PREREG, *SENS, "published_480"] if a.run == "all" else [x for x in a.run.split(",") if x]
+    bad = [n for n in names if n not in SUITE and n not in PREREG and n not in SENS and n != "published_480"]
     if bad or a.jobs < 1:
-        print(f"residency_figures: error: unknown --run {bad} (known: {', '.join([*SUITE, *PREREG])}) or --jobs < 1",
+        print(f"residency_figures: error: unknown --run {bad} (known: {', '.join([*SUITE, *PREREG, *SENS])}) or --jobs < 1",
               file=sys.stderr)
         return 2
     with ThreadPoolExecutor(a.jobs) as pool:
@@ -219,6 +286,9 @@ def main(argv: list[str] | None = None) -> int:
     if pre:
         pc = DATA / "penalty_check.json"
         print(render_prereg(pre, json.loads(pc.read_text()) if pc.exists() else None))
+    sens = {n: json.loads((DATA / f"{n}.json").read_text()) for n in SENS if (DATA / f"{n}.json").exists()}
+    if sens:
+        print(render_sens(sens))
     return 0
 
 
