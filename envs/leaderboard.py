@@ -494,6 +494,10 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"--pd-split must lie in [0, 1), got {args.pd_split}")
     if args.seeds < 2:
         p.error(f"--seeds must be >= 2 (a CI needs two), got {args.seeds}")
+    if args.seed < 0:  # numpy's seeding would raise a traceback only after the first env's set-up
+        p.error(f"--seed must be an integer >= 0, got {args.seed}")
+    if args.sb3_steps < 0:
+        p.error(f"--sb3-steps must be >= 0 (0 skips Stable-Baselines3 PPO), got {args.sb3_steps}")
     if not (math.isfinite(args.pd_speedup) and args.pd_speedup > 0):
         p.error(f"--pd-speedup must be a finite number > 0, got {args.pd_speedup!r}")
     if args.pd_trace and "pdratio" in args.envs:

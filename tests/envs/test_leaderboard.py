@@ -42,7 +42,9 @@ def test_bad_pd_trace_or_speedup_is_refused_before_any_training(tmp_path, capsys
     # a missing --pd-trace used to surface only after every env's PPO had trained (minutes)
     out = tmp_path / "lb"
     for bad, words in ((["--pd-trace", str(tmp_path / "none.jsonl")], "none.jsonl"),
-                       (["--pd-speedup", "0"], "--pd-speedup"), (["--pd-speedup", "nan"], "--pd-speedup")):
+                       (["--pd-speedup", "0"], "--pd-speedup"), (["--pd-speedup", "nan"], "--pd-speedup"),
+                       (["--seed", "-1"], "--seed must be an integer >= 0, got -1"),
+                       (["--sb3-steps", "-5"], "--sb3-steps must be >= 0")):
         with pytest.raises(SystemExit) as e:
             main(["--smoke", *bad, "--out", str(out)])
         assert e.value.code == 2, bad
