@@ -41,6 +41,7 @@ from pathlib import Path
 import pandas as pd
 
 from optsched.config_cli import arg, config_parser, parse_config
+from optsched.cost import CostModel
 from optsched.cost.catalog import load_model
 from optsched.replicate import paired_difference, stream, verdict
 from optsched.reproduce.provenance import collect_provenance
@@ -97,6 +98,7 @@ class Config:
             raise ValueError(f"seeds and conc must be distinct, got {self.seeds} / {self.conc}")
         InstanceConfig(gpu="h200-sxm", model=self.model, tp=self.tp)  # bad TP: one line
         load_model(self.model)  # an unknown model: one usage line before any work
+        CostModel.from_names("h200-sxm", self.model, tp=self.tp)  # a TP that does not divide the heads: one line too
 
     @property
     def budget(self) -> Config:

@@ -21,6 +21,7 @@ def sweep_mod():
 @pytest.mark.parametrize(("argv", "needle"), [
     (["--sessions", "0"], "argument --sessions: must be >= 1, got '0'"),
     (["--tp", "0"], "argument --tp: must be >= 1, got '0'"),
+    (["--tp", "3"], "tp=3 must divide llama-3-70b's num_heads=64"),
     (["--seeds", "-1"], "argument --seeds: must be >= 0, got '-1'"),
     (["--model", "nosuch"], "unknown model 'nosuch'"),
     (["--variants", "v1_512", "off"], "variants must be distinct and start with 'off'"),
