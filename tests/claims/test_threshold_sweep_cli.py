@@ -34,6 +34,16 @@ def test_bad_input_is_one_error_line(sweep_mod, capsys, argv, needle):
     assert exc.value.code == 2 and needle in err and "Traceback" not in err
 
 
+def test_out_that_cannot_be_a_folder_is_one_error_line(sweep_mod, capsys, tmp_path):
+    (tmp_path / "f").write_text("")
+    with pytest.raises(SystemExit) as exc:
+        sweep_mod.main(["--conc", "2", "--variants", "off", "--out", str(tmp_path / "f")])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and "Traceback" not in err
+    assert err.strip().splitlines()[-1].endswith(f"error: --out: {tmp_path / 'f'}: is a file, expected an output folder "
+                                                 "(give a folder name, or remove the file)"), err
+
+
 def test_ratios_divide_by_off_and_are_empty_without_it(sweep_mod):
     cols = {"tpgs": [100.0, 150.0], "p90_inter_tok_s": [10.0, 5.0], "p90_inter_call_tok_s": [10.0, 20.0],
             "ttft_top10_s": [2.0, 3.0], "tpgs_win": [50.0, 50.0]}
