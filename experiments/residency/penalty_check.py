@@ -302,7 +302,7 @@ def render_hindsight(res: dict, hindsight: dict[float, dict[int, float]]) -> str
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = config_parser(Config, __doc__.splitlines()[0])
+    parser = config_parser(Config, " ".join(__doc__.split("\n\n")[0].split()))  # the first sentence, whole
     cfg = parse_config(parser, Config, argv)
     if cfg.render:
         try:
