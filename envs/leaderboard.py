@@ -320,6 +320,8 @@ def add_policy(doc_path: str | Path, name: str, label: str, policy_json: str | P
     from optsched.export import load_policy, policy_of
 
     doc_path = Path(doc_path)
+    if not doc_path.is_file():
+        raise ValueError(f"{doc_path}: no leaderboard to add to (run the leaderboard with this --out first)")
     doc = json.loads(doc_path.read_text())
     if name not in doc["envs"]:
         raise ValueError(f"{doc_path}: no env {name!r} (has {sorted(doc['envs'])})")

@@ -29,6 +29,14 @@ def test_pdratio_leaderboard_smoke(tmp_path):
     assert "optsched/PDRatio-v1" in md and "| ppo | learned |" in md
 
 
+def test_add_without_a_leaderboard_names_what_to_run_first(tmp_path, capsys):
+    with pytest.raises(SystemExit) as e:  # was the bare "[Errno 2] No such file or directory: ..."
+        main(["--add", "routing", "x", str(tmp_path / "p.json"), "--out", str(tmp_path)])
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert e.value.code == 2 and last.endswith(f"error: {tmp_path / 'leaderboard.json'}: no leaderboard to add to (run "
+                                               "the leaderboard with this --out first)"), last
+
+
 def test_bad_arguments_exit_2(tmp_path):
     with pytest.raises(SystemExit) as e:
         main(["--seeds", "1", "--out", str(tmp_path)])
