@@ -187,6 +187,9 @@ def _pd_trace(args: Any) -> tuple[str, dict[str, Any]]:
         from optsched.workload import load_any
 
         wl, name = load_any(args.pd_trace), Path(args.pd_trace).name
+        if wl.closed_loop:  # PDRatio-v1 would refuse it only when the trace is scored, after every env trained
+            raise ValueError(f"{args.pd_trace}: a closed-loop trace (calls released by their parents); PDRatio-v1 "
+                             "replays open-loop arrivals only")
     else:
         wl, name = _sample("mooncake"), "mooncake sample"
     split = getattr(args, "pd_split", 0.0)
