@@ -187,6 +187,9 @@ def _pd_trace(args: Any) -> tuple[str, dict[str, Any]]:
         from optsched.workload import load_any
 
         wl, name = load_any(args.pd_trace), Path(args.pd_trace).name
+        if wl.closed_loop:  # PDRatio-v1 would refuse it only when the trace is scored, after every env trained
+            raise ValueError(f"{args.pd_trace}: a closed-loop trace (calls released by their parents); PDRatio-v1 "
+                             "replays open-loop arrivals only")
     else:
         wl, name = _sample("mooncake"), "mooncake sample"
     split = getattr(args, "pd_split", 0.0)
@@ -320,6 +323,8 @@ def add_policy(doc_path: str | Path, name: str, label: str, policy_json: str | P
     from optsched.export import load_policy, policy_of
 
     doc_path = Path(doc_path)
+    if not doc_path.is_file():
+        raise ValueError(f"{doc_path}: no leaderboard to add to (run the leaderboard with this --out first)")
     doc = json.loads(doc_path.read_text())
     if name not in doc["envs"]:
         raise ValueError(f"{doc_path}: no env {name!r} (has {sorted(doc['envs'])})")
@@ -494,6 +499,10 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"--pd-split must lie in [0, 1), got {args.pd_split}")
     if args.seeds < 2:
         p.error(f"--seeds must be >= 2 (a CI needs two), got {args.seeds}")
+    if args.seed < 0:  # numpy's seeding would raise a traceback only after the first env's set-up
+        p.error(f"--seed must be an integer >= 0, got {args.seed}")
+    if args.sb3_steps < 0:
+        p.error(f"--sb3-steps must be >= 0 (0 skips Stable-Baselines3 PPO), got {args.sb3_steps}")
     if not (math.isfinite(args.pd_speedup) and args.pd_speedup > 0):
         p.error(f"--pd-speedup must be a finite number > 0, got {args.pd_speedup!r}")
     if args.pd_trace and "pdratio" in args.envs:

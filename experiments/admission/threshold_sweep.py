@@ -41,7 +41,9 @@ from pathlib import Path
 import pandas as pd
 
 from optsched.config_cli import arg, config_parser, parse_config
+from optsched.cost import CostModel
 from optsched.cost.catalog import load_model
+from optsched.output import OutputError, prepare_output_dir
 from optsched.replicate import paired_difference, stream, verdict
 from optsched.reproduce.provenance import collect_provenance
 from optsched.sim import ClusterConfig, InstanceConfig, SchedulerConfig, simulate
@@ -97,6 +99,7 @@ class Config:
             raise ValueError(f"seeds and conc must be distinct, got {self.seeds} / {self.conc}")
         InstanceConfig(gpu="h200-sxm", model=self.model, tp=self.tp)  # bad TP: one line
         load_model(self.model)  # an unknown model: one usage line before any work
+        CostModel.from_names("h200-sxm", self.model, tp=self.tp)  # a TP that does not divide the heads: one line too
 
     @property
     def budget(self) -> Config:
@@ -264,7 +267,12 @@ def plot(df: pd.DataFrame, cfg: Config, path: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    cfg = parse_config(config_parser(Config, __doc__.split("\n")[0]), Config, argv)
+    parser = config_parser(Config, __doc__.split("\n")[0])
+    cfg = parse_config(parser, Config, argv)
+    try:  # an --out that cannot be a folder: one line now, not a traceback (before any simulation)
+        prepare_output_dir(cfg.out)
+    except OutputError as exc:
+        parser.error(f"--out: {exc}")
     res = run(cfg, argv)
     pd.set_option("display.width", 220)
     print(pd.DataFrame(res["rows"]).to_string(index=False, float_format=lambda v: f"{v:.4g}"))

@@ -43,6 +43,7 @@ from optsched.config_cli import arg, config_parser, parse_config
 from optsched.cost import CostModel
 from optsched.cost.catalog import load_model
 from optsched.models.residency_priced import build_priced_residency
+from optsched.output import OutputError, prepare_output
 from optsched.pipelines.residency_adaptive import ADAPTIVE_RULES, FRESH_RULES, AdaptiveRule, replay_adaptive
 from optsched.pipelines.residency_bound import FEATURES, penalty_terms
 from optsched.pipelines.residency_priced_solve import priced_instances
@@ -50,6 +51,7 @@ from optsched.replicate import mean_ci, paired_difference
 from optsched.revision import git_revision
 from optsched.solvers import SolverOptions, solve
 from optsched.workload.gen_agentx import AGENTX_VARIANTS, spec_variant
+from optsched.workload.spec import parse_generator_spec
 
 logger = logging.getLogger("residency_penalty_check")
 DATA = Path(__file__).resolve().parents[2] / "docs" / "notebook" / "data" / "residency"
@@ -102,6 +104,13 @@ def _problem(cfg: Config) -> str | None:
         return f"--lam must be {len(FEATURES)} finite numbers ({','.join(FEATURES)}), got {cfg.lam!r}"
     if not (math.isfinite(cfg.prefetch_factor) and cfg.prefetch_factor >= 0):
         return f"--prefetch-factor must be a finite number >= 0, got {cfg.prefetch_factor!r}"
+    try:  # a bad catalog name, tp or generator key: one line here, not a traceback from the first seed
+        CostModel.from_names(cfg.gpu, cfg.model, tp=cfg.tp)
+        _, kw = parse_generator_spec(cfg.source)
+    except ValueError as exc:
+        return str(exc)
+    if kw.get("sessions", 1) < 1:
+        return f"--source: sessions expects an integer >= 1, got {kw['sessions']}"
     return None
 
 
@@ -293,7 +302,7 @@ def render_hindsight(res: dict, hindsight: dict[float, dict[int, float]]) -> str
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = config_parser(Config, __doc__.splitlines()[0])
+    parser = config_parser(Config, " ".join(__doc__.split("\n\n")[0].split()))  # the first sentence, whole
     cfg = parse_config(parser, Config, argv)
     if cfg.render:
         try:
@@ -301,14 +310,23 @@ def main(argv: list[str] | None = None) -> int:
         except (OSError, ValueError) as exc:
             print(f"residency_penalty_check: error: {cfg.render}: {exc}", file=sys.stderr)
             return 2
-        print(render(res), end="")
-        print("\n" + render_hindsight(res, committed_hindsight(res)), end="")
+        try:
+            text = render(res) + "\n" + render_hindsight(res, committed_hindsight(res))
+        except (KeyError, TypeError, AttributeError) as exc:
+            print(f"residency_penalty_check: error: {cfg.render}: not a penalty-check result (missing or malformed "
+                  f"field {exc})", file=sys.stderr)
+            return 2
+        print(text, end="")
         return 0
     if cfg.merge:
         try:
             res = merge([json.loads(Path(f).read_text()) for f in cfg.merge.split(",")])
-        except (OSError, ValueError, KeyError) as exc:
+        except (OSError, ValueError) as exc:
             print(f"residency_penalty_check: error: --merge: {exc}", file=sys.stderr)
+            return 2
+        except KeyError as exc:
+            print(f"residency_penalty_check: error: --merge: not a penalty-check result (missing field {exc})",
+                  file=sys.stderr)
             return 2
         Path(cfg.out).write_text(json.dumps(res, separators=(",", ":"), sort_keys=True) + "\n")
         print(render(res), end="")
@@ -316,6 +334,10 @@ def main(argv: list[str] | None = None) -> int:
     problem = _problem(cfg)
     if problem:
         parser.error(problem)  # usage and one error line, exit 2, before any work (as the other residency scripts)
+    try:  # an --out that cannot be written: one line now, not a traceback after every seed has run
+        prepare_output(cfg.out)
+    except OutputError as exc:
+        parser.error(f"--out: {exc}")
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     res = run(cfg)
     out = Path(cfg.out)

@@ -20,14 +20,15 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
 
 from optsched.envs.evaluate import evaluate, paired_difference
 from optsched.envs.leaderboard import HELD_OUT_BASE
+from optsched.output import OutputError, prepare_output, write_output
 from optsched.sim.registry import policy_names
+from optsched.workload.gen_agentx import AGENTX_VARIANTS
 
 ENV_ID = "optsched/Routing-v0"
 
@@ -76,13 +77,18 @@ def main(argv: list[str] | None = None) -> int:
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--settings", type=_setting, nargs="+", default=[(4, 0), (8, 0), (16, 0), (32, 0), (8, 8), (16, 8)],
                    help="N_SESSIONS:CONCURRENCY pairs")
-    p.add_argument("--variant", default="256k", help="generate_agentx variant")
+    p.add_argument("--variant", default="256k", choices=sorted(AGENTX_VARIANTS), help="generate_agentx variant")
     p.add_argument("--seeds", type=int, default=10, help="held-out seeds 10000 .. 10000 + N - 1 (N >= 2)")
     p.add_argument("--derived", action="store_true", help="also score the leaderboard's derived price router")
     p.add_argument("--out", default="", help="write every return to this JSON file")
     args = p.parse_args(argv)
     if args.seeds < 2:
         p.error(f"--seeds must be >= 2 (a CI needs two), got {args.seeds}")
+    if args.out:  # a path that cannot be written: one line now, not a traceback after every setting has run
+        try:
+            prepare_output(args.out)
+        except OutputError as exc:
+            p.error(f"--out: {exc}")
     seeds = tuple(HELD_OUT_BASE + k for k in range(args.seeds))
     doc = []
     for n, c in args.settings:
@@ -97,8 +103,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {lab:22s} {v['mean']:10.2f} ± {v['ci95']:7.2f}   best minus it {v['best_minus']:9.2f} ± "
                   f"{v['best_minus_ci95']:7.2f}")
     if args.out:
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(json.dumps(doc, indent=2) + "\n")
+        write_output(args.out, json.dumps(doc, indent=2) + "\n")
     return 0
 
 

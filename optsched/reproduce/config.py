@@ -151,6 +151,12 @@ class ReproduceConfig:
                 not isinstance(c, str) or len(c.split("+")) != 3 or not all(c.split("+")) for c in self.combos) \
                 or len(set(self.combos)) != len(self.combos):
             raise ValueError(f"combos must be distinct ROUTER+ADMISSION+RESIDENCY names, got {self.combos!r}")
+        from optsched.compare.policies import parse_combos
+
+        try:  # the registry names now: an unknown one would otherwise fail E8's stage after the stages before it ran
+            parse_combos(",".join(self.combos))
+        except ValueError as exc:
+            raise ValueError(f"combos: {str(exc).removeprefix('--combos').lstrip(': ')}") from None
         if self.combo_workload not in names:
             raise ValueError(f"combo_workload must name one of the workloads {names}, got {self.combo_workload!r}")
         cl = self.combo_load_scales

@@ -21,6 +21,7 @@ def sweep_mod():
 @pytest.mark.parametrize(("argv", "needle"), [
     (["--sessions", "0"], "argument --sessions: must be >= 1, got '0'"),
     (["--tp", "0"], "argument --tp: must be >= 1, got '0'"),
+    (["--tp", "3"], "tp=3 must divide llama-3-70b's num_heads=64"),
     (["--seeds", "-1"], "argument --seeds: must be >= 0, got '-1'"),
     (["--model", "nosuch"], "unknown model 'nosuch'"),
     (["--variants", "v1_512", "off"], "variants must be distinct and start with 'off'"),
@@ -31,6 +32,16 @@ def test_bad_input_is_one_error_line(sweep_mod, capsys, argv, needle):
         sweep_mod.main(["--conc", "2", "--variants", "off", *argv])
     err = capsys.readouterr().err
     assert exc.value.code == 2 and needle in err and "Traceback" not in err
+
+
+def test_out_that_cannot_be_a_folder_is_one_error_line(sweep_mod, capsys, tmp_path):
+    (tmp_path / "f").write_text("")
+    with pytest.raises(SystemExit) as exc:
+        sweep_mod.main(["--conc", "2", "--variants", "off", "--out", str(tmp_path / "f")])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and "Traceback" not in err
+    assert err.strip().splitlines()[-1].endswith(f"error: --out: {tmp_path / 'f'}: is a file, expected an output folder "
+                                                 "(give a folder name, or remove the file)"), err
 
 
 def test_ratios_divide_by_off_and_are_empty_without_it(sweep_mod):

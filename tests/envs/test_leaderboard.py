@@ -29,6 +29,14 @@ def test_pdratio_leaderboard_smoke(tmp_path):
     assert "optsched/PDRatio-v1" in md and "| ppo | learned |" in md
 
 
+def test_add_without_a_leaderboard_names_what_to_run_first(tmp_path, capsys):
+    with pytest.raises(SystemExit) as e:  # was the bare "[Errno 2] No such file or directory: ..."
+        main(["--add", "routing", "x", str(tmp_path / "p.json"), "--out", str(tmp_path)])
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert e.value.code == 2 and last.endswith(f"error: {tmp_path / 'leaderboard.json'}: no leaderboard to add to (run "
+                                               "the leaderboard with this --out first)"), last
+
+
 def test_bad_arguments_exit_2(tmp_path):
     with pytest.raises(SystemExit) as e:
         main(["--seeds", "1", "--out", str(tmp_path)])
@@ -41,8 +49,14 @@ def test_bad_arguments_exit_2(tmp_path):
 def test_bad_pd_trace_or_speedup_is_refused_before_any_training(tmp_path, capsys):
     # a missing --pd-trace used to surface only after every env's PPO had trained (minutes)
     out = tmp_path / "lb"
+    closed = tmp_path / "closed.jsonl"  # one LMCache agent session: a closed-loop trace
+    closed.write_text('{"timestamp": 1, "input": "hi", "output": "ok", "session_id": "s"}\n'
+                      '{"timestamp": 2, "input": "hi ok more", "output": "done", "session_id": "s"}\n')
     for bad, words in ((["--pd-trace", str(tmp_path / "none.jsonl")], "none.jsonl"),
-                       (["--pd-speedup", "0"], "--pd-speedup"), (["--pd-speedup", "nan"], "--pd-speedup")):
+                       (["--pd-speedup", "0"], "--pd-speedup"), (["--pd-speedup", "nan"], "--pd-speedup"),
+                       (["--pd-trace", str(closed)], "a closed-loop trace (calls released by their parents)"),
+                       (["--seed", "-1"], "--seed must be an integer >= 0, got -1"),
+                       (["--sb3-steps", "-5"], "--sb3-steps must be >= 0")):
         with pytest.raises(SystemExit) as e:
             main(["--smoke", *bad, "--out", str(out)])
         assert e.value.code == 2, bad

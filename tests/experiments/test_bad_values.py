@@ -30,6 +30,12 @@ CASES = [
     ("pd/breakeven", ["--ttft-scale", "nan"], "ttft_scale > 1"),
     ("pd/breakeven", ["--model", "bogus"], "unknown model 'bogus'"),
     ("pd/grid", ["--seeds", "0"], "--seeds >= 2"),
+    ("residency/penalty_check", ["--gpu", "bogus"], "unknown gpu 'bogus'"),
+    ("residency/penalty_check", ["--model", "bogus"], "unknown model 'bogus'"),
+    ("residency/penalty_check", ["--tp", "3"], "tp=3 must divide llama-3-70b's num_heads=64"),
+    ("residency/penalty_check", ["--tp", "0"], "tp must be an int >= 1, got 0"),
+    ("residency/penalty_check", ["--source", "agentx:sessions=0"], "--source: sessions expects an integer >= 1, got 0"),
+    ("residency/penalty_check", ["--source", "agentx:sesions=4"], "expected key=value with key in"),
     ("pd/grid", ["--candidates", "9Z@tp1"], "unknown workload or candidate '9Z@tp1'"),
 ]
 
@@ -41,3 +47,19 @@ def test_a_bad_value_is_one_error_line_and_exit_2(script, argv, msg, capsys, tmp
     err = capsys.readouterr().err.strip().splitlines()
     assert exc.value.code == 2 and "error:" in err[-1] and msg in err[-1]
     assert not (tmp_path / "out").exists()  # refused before any work
+
+
+def test_penalty_check_out_render_and_merge_of_a_wrong_file_are_one_error_line(capsys, tmp_path):
+    mod = load_experiment("residency/penalty_check", "bad_residency_penalty_check_files")
+    other = tmp_path / "other.json"
+    other.write_text('{"a": 1}\n')
+    for argv, msg in ((["--out", str(tmp_path)], f"--out: {tmp_path}: is a folder, expected an output file name"),
+                      (["--render", str(other)], (f"{other}: not a penalty-check result (missing or malformed field "
+                                                 "'class_rules')")),
+                      (["--merge", str(other)], "--merge: not a penalty-check result (missing field 'seeds')")):
+        try:
+            code = mod.main(["--seeds", "2", "--max-pauses", "1", *argv])
+        except SystemExit as exc:
+            code = exc.code
+        err = capsys.readouterr().err.strip().splitlines()
+        assert code == 2 and "error:" in err[-1] and msg in err[-1], (argv, err)

@@ -92,3 +92,11 @@ def test_a_script_parses_its_own_command_line_to_its_config():
     assert mod.parse([]) == mod.Config()
     cfg = mod.parse(["--windows", "3", "--window-calls", "20", "--seed", "3"])
     assert cfg == dataclasses.replace(mod.Config(), windows=3, window_calls=20, seed=3)
+
+
+def test_penalty_check_description_is_its_whole_first_sentence(capsys):
+    # it was the docstring's first line only, cut mid-sentence ("... and their costs as")
+    with pytest.raises(SystemExit) as exc:
+        load_experiment("residency/penalty_check", "help_penalty_check").main(["--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert exc.value.code == 0 and "for adaptive rules on many seeds, and their costs as the slot shrinks. options:" in out

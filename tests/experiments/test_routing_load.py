@@ -28,3 +28,17 @@ def test_tiny_setting_pairs_the_best_router_against_the_constant_and_round_robin
 def test_bad_setting_is_one_error_line():
     with pytest.raises(SystemExit):
         rl.main(["--settings", "16"])
+
+
+@pytest.mark.parametrize(("argv", "needle"), [
+    (["--variant", "nope"], "argument --variant: invalid choice: 'nope'"),  # was a traceback from the generator
+    (["--out", "{tmp}"], "--out: {tmp}: is a folder, expected an output file name"),  # was one after every setting ran
+    (["--out", "{tmp}/f/r.json"], "--out: {tmp}/f/r.json: cannot create folder {tmp}/f (a file of that name exists)"),
+])
+def test_bad_variant_or_out_is_one_error_line_before_any_run(argv, needle, tmp_path, capsys):
+    (tmp_path / "f").write_text("")
+    argv = [a.replace("{tmp}", str(tmp_path)) for a in argv]
+    with pytest.raises(SystemExit) as exc:
+        rl.main(["--settings", "1:0", "--seeds", "2", *argv])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and needle.replace("{tmp}", str(tmp_path)) in err.strip().splitlines()[-1], err

@@ -109,6 +109,14 @@ def test_config_errors_name_the_field(tmp_path):
         ReproduceConfig(combo_workload="nope")
     with pytest.raises(ValueError, match="combo_seeds must be an int >= 2"):
         ReproduceConfig(combo_seeds=1)
+    # unknown registry names are refused when the config loads, not by E8's stage after the stages before it ran
+    p.write_text("combos: [cache_aware+fcfs+lru, nope+fcfs+lru]\n")
+    with pytest.raises(ValueError, match=r"^.*c\.yaml: combos: nope\+fcfs\+lru: unknown router 'nope'; known: "):
+        load_config(p)
+    with pytest.raises(ValueError, match=r"^combos: cache_aware\+nope\+lru: unknown admission 'nope'; known: "):
+        ReproduceConfig(combos=("cache_aware+nope+lru",))
+    with pytest.raises(ValueError, match=r"^combos: cache_aware\+fcfs\+nope: unknown residency 'nope'; known: "):
+        ReproduceConfig(combos=("cache_aware+fcfs+nope",))
     p.write_text("combo_load_scales: [8, 4]\n")
     with pytest.raises(ValueError, match=r"c\.yaml: combo_load_scales must be strictly increasing"):
         load_config(p)
