@@ -94,14 +94,11 @@ def split_real_sessions(wl: Any, train_fraction: float) -> tuple[Any, Any]:
 
 
 def _replay(kw: dict, gen_seed: int, part: str, train_fraction: float) -> Any:
-    from optsched.workload.context import cap_context as _cap
-    from optsched.workload.replay import replay_sessions
-    from optsched.workload.spec import replay_source
+    """A replay spec's draw (parsed keys ``kw``) replaying only the ``part``'s real sessions."""
+    from optsched.workload.spec import generate, replay_source
 
     train, evaluation = split_real_sessions(replay_source(kw["src"]), train_fraction)
-    wl = replay_sessions(train if part == "train" else evaluation, kw.get("sessions", 64),
-                         np.random.default_rng(gen_seed), rate_per_s=kw.get("rate", 1.0))
-    return _cap(wl, kw["max_context"])[0] if kw.get("max_context") else wl
+    return generate("replay", {**kw, "seed": gen_seed}, real=train if part == "train" else evaluation)
 
 
 @functools.lru_cache(maxsize=16)

@@ -32,7 +32,7 @@ import numpy as np
 
 from optsched.workload.types import Workload
 
-__all__ = ["GENERATOR_KEYS", "is_generator_spec", "parse_generator_spec", "replay_source", "workload_from_spec"]
+__all__ = ["GENERATOR_KEYS", "generate", "is_generator_spec", "parse_generator_spec", "replay_source", "workload_from_spec"]
 
 GENERATOR_KEYS: dict[str, dict[str, type]] = {
     "agentx": {"sessions": int, "seed": int, "variant": str},
@@ -119,14 +119,17 @@ def workload_from_spec(text: str, block_size: int | None = None) -> Workload:
                                 "(agentx|copilot|chat|hotprompt|replay[:k=v,...])")
     kind, kw = parse_generator_spec(text)
     try:
-        return _generate(kind, kw)
+        return generate(kind, kw)
     except ValueError as exc:  # a generator's parameter check: say which spec it came from
         raise ValueError(f"{text!r}: {exc}") from None
 
 
-def _generate(kind: str, kw: dict) -> Workload:
+def generate(kind: str, kw: dict, real: Workload | None = None) -> Workload:
+    """The workload of generator ``kind`` from its parsed keys ``kw`` (`parse_generator_spec`; consumed), with
+    ``max_context`` applied. ``real``: for ``replay``, the real sessions to replay in place of the whole trace at
+    ``src`` (a training or evaluation part of it, `optsched.compare.replication`). Raises what the generator raises."""
     cap = kw.pop("max_context", 0)
-    wl = _run_generator(kind, kw)
+    wl = _run_generator(kind, kw, real)
     if cap:
         from optsched.workload.context import cap_context
 
@@ -146,13 +149,14 @@ def replay_source(src: str) -> Workload:
     return load_any(src)
 
 
-def _run_generator(kind: str, kw: dict) -> Workload:
+def _run_generator(kind: str, kw: dict, real: Workload | None = None) -> Workload:
     rng = np.random.default_rng(kw.pop("seed", 0))
     if kind == "replay":
         from optsched.workload.replay import replay_sessions
 
         src = kw.pop("src")
-        return replay_sessions(replay_source(src), kw.pop("sessions", 64), rng, rate_per_s=kw.pop("rate", 1.0))
+        return replay_sessions(replay_source(src) if real is None else real, kw.pop("sessions", 64), rng,
+                               rate_per_s=kw.pop("rate", 1.0))
     if kind == "agentx":
         from optsched.workload.gen_agentx import generate_agentx
 
