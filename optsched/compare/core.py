@@ -417,14 +417,16 @@ def run_compare(cfg: CompareConfig, cache_dir: Path, backend: str = "local", wor
     optimized, derivation = [], None
     if (cfg.combos is None and (names is None or any(n in P.OPTIMIZED for n in names))) or (cfg.combos and names):
         cache = RunCache(Path(cache_dir))
+        gate = {"slo": cfg.slo, "window": list(cfg.window), "loads": [float(x) for x in cfg.loads], "target": cfg.target,
+                "tol": cfg.load_tol, "max_widen": cfg.max_widen}
         dkey = digest({"derive": [cfg.source, c, cfg.base_seed, cfg.max_calls, cfg.max_calls_per_session,
-                                  cfg.window_calls, cfg.solver_node_limit, cfg.train_fraction], "salt": salt})
+                                  cfg.window_calls, cfg.solver_node_limit, cfg.train_fraction, gate], "salt": salt})
         hit = cache.get("derive", dkey)
         if hit is None:
             try:
                 specs, rec = P.derive_optimized(cfg.source, c, cfg.base_seed, (cfg.max_calls, cfg.max_calls_per_session),
                                                 cfg.window_calls, cfg.solver_node_limit, cfg.solver_time_limit_s,
-                                                cfg.train_fraction)
+                                                cfg.train_fraction, gate)
                 hit = {"specs": specs, "record": rec}
             except Exception as exc:
                 if names is not None or isinstance(exc, P.SolveTimedOut):

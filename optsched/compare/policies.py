@@ -63,12 +63,17 @@ def baseline_specs() -> list[dict[str, Any]]:
 
 
 def derive_optimized(source: str, cluster: dict[str, Any], base_seed: int, sizes: tuple[int, int], window_calls: int,
-                     node_limit: int, time_limit_s: float, train_fraction: float = 0.3
-                     ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+                     node_limit: int, time_limit_s: float, train_fraction: float = 0.3,
+                     gate: dict[str, Any] | None = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """(optimized policy specs, solve record) for the workload: the routing Plan and the session router
     config solved on the training replication. The record holds each solve's status, objective, bound,
     termination and the limits it ran under, and the session router's derived grid and move margin. Raises what the doors raise, and `SolveTimedOut` when the wall
-    clock stopped a solve (module docstring)."""
+    clock stopped a solve (module docstring).
+
+    ``gate``: ``{"slo", "window", "loads", "target", "tol", "max_widen"}`` of the comparison: the session router
+    then goes through the safe-improvement gate on the same training workload (`optsched.compare.gate`); its
+    record is ``parameters["derived"]["improvement_gate"]`` of the session spec and ``record["session"]["gate"]``,
+    and a "fallback" outcome sets ``parameters["deviate"] = False``. None: no gate (the router as derived)."""
     from optsched.compare.adapter import price_plan_from_workload, session_plan_from_workload
     from optsched.compare.jobs import cluster_config
     from optsched.compare.replication import training_workload
@@ -86,6 +91,17 @@ def derive_optimized(source: str, cluster: dict[str, Any], base_seed: int, sizes
     sdoc, srec = session_plan_from_workload(*args, opts, train_seed, cluster=cluster_config(cluster))
     _check_not_timed("session router LP", srec, time_limit_s)
     sp = sdoc["parameters"]
+    if gate is not None and sp.get("incumbent"):
+        from optsched.compare.gate import improvement_gate
+        from optsched.workload.context import cap_context
+
+        fit, _ = cap_context(wl, load_model(cluster["model"]).max_context_tokens)
+        g = improvement_gate(fit, {"router": "session", "session": sdoc}, cluster, gate["slo"], tuple(gate["window"]),
+                             tuple(gate["loads"]), gate["target"], gate["tol"], gate["max_widen"], train_seed)
+        sp["derived"] = {**sp.get("derived", {}), "improvement_gate": g}
+        if g["outcome"] == "fallback":
+            sp["deviate"] = False
+        srec = {**srec, "gate": {k: g[k] for k in ("outcome", "why")}}
     srec = {**srec, **{k: sp.get(k) for k in ("bucket_s", "n_buckets", "reprice_s", "move_margin_s",
                                               "incumbent_margin_s")},
             "prediction_in_sample": ((sp.get("derived") or {}).get("move_margin") or {}).get("prediction")}

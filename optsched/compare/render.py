@@ -80,6 +80,7 @@ def markdown_table(res: dict[str, Any]) -> str:
               + (f"{_num(b)} calls/s" + (f" ({ratio:.2f}x the best heuristic)" if ratio else "") if b else "none")
               + ".", "",
               f"Window: {res['window_rule']}. Split: {_split_text(res.get('split'))}.",
+              *_gate_text(res.get("optimized_derivation")),
               (f"Precision: widest paired CI ±{_pp(res['precision'].get('widest_half_width_pp'))} pp "
                f"(target ±{res['precision']['target_pp']:g} pp, cap {res['precision']['max_seeds']} replications: "
                f"{'reached' if res['precision']['reached'] else 'not reached'}); {res['runs']} simulation runs.")]
@@ -123,6 +124,17 @@ def _prediction(e: dict | None) -> str:
 
 def _pp(x: float | None) -> str:
     return "n/a" if x is None else f"{x:.1f}"
+
+
+def _gate_text(derivation: dict | None) -> list[str]:
+    """The safe-improvement gate's line (`optsched.compare.gate`), or none when no gate ran."""
+    g = ((derivation or {}).get("session") or {}).get("gate")
+    if not g:
+        return []
+    then = {"fallback": "the session router routes exactly as cache-aware (no deviation, no KV move)",
+            "deviate": "the session router deviates as derived",
+            "no evidence": "the session router deviates as derived"}.get(g["outcome"], "")
+    return [f"Gate (session router vs its incumbent on the derivation workload): {g['outcome']}, {g['why']}; {then}."]
 
 
 def _split_text(split: dict | None) -> str:

@@ -286,7 +286,7 @@ def config_from_parameters(params) -> SessionRouterConfig:
     plan written before their derivation lacks (``bucket_s``, ``n_buckets``, ``move_margin_s``) take the
     config's defaults, the earlier hand-set values (2.0 s, 8, 0.5 s), so old plans behave as before."""
     keys = ("gpu", "model", "tp", "link", "decode_s_per_token", "think_forecast_s", "default_think_s",
-            "reprice_s", "move_margin_s", "bucket_s", "n_buckets", "incumbent", "incumbent_margin_s")
+            "reprice_s", "move_margin_s", "bucket_s", "n_buckets", "incumbent", "incumbent_margin_s", "deviate")
     return SessionRouterConfig(**{k: params[k] for k in keys if k in params},
                                provenance=dict(params.get("derived", {})))
 

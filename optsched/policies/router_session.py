@@ -135,6 +135,11 @@ class SessionRouterConfig:
         incumbent_margin_s: that margin (s, >= 0). Derived = the median absolute error of the router's predicted
             TTFT (queued prefill wait + the option's fixed cost) against the simulated TTFT of the same calls in
             a calibration simulation (`optsched.pipelines.session_calibrate.calibrate_move_margin`).
+        deviate: True (default): the router may leave its incumbent as above and move KV. False: it routes
+            exactly as its incumbent (same instance, no KV transfer, no pause move, no re-pricing), so its runs
+            are the incumbent's runs. Set False by the safe-improvement gate
+            (`optsched.compare.gate.improvement_gate`) when, on the derivation workload, deviating did not carry
+            more goodput at the interactivity target than the incumbent; requires ``incumbent``.
         provenance: which solve produced each derived value (objective, bound, gap, duals used).
     """
 
@@ -151,6 +156,7 @@ class SessionRouterConfig:
     n_buckets: int = 8
     incumbent: str = ""
     incumbent_margin_s: float = 0.0
+    deviate: bool = True
     provenance: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -158,6 +164,10 @@ class SessionRouterConfig:
             raise ValueError(f"SessionRouterConfig.link must be 'rdma' or 'nvlink', got {self.link!r}")
         if self.incumbent not in ("", "cache_aware"):
             raise ValueError(f"SessionRouterConfig.incumbent must be '' or 'cache_aware', got {self.incumbent!r}")
+        if not isinstance(self.deviate, bool):
+            raise ValueError(f"SessionRouterConfig.deviate must be true or false, got {self.deviate!r}")
+        if not self.deviate and not self.incumbent:
+            raise ValueError("SessionRouterConfig.deviate=False needs an incumbent to route as (incumbent='cache_aware')")
         for f in ("decode_s_per_token", "default_think_s", "move_margin_s", "incumbent_margin_s"):
             v = getattr(self, f)
             if isinstance(v, bool) or not (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0):
@@ -322,7 +332,7 @@ class SessionRouter:
 
     def _maybe_reprice(self, view: ClusterView) -> None:
         now = view.now_s
-        if self.pricer is None or now < self._last_price_s + self.config.reprice_s:
+        if self.pricer is None or not self.config.deviate or now < self._last_price_s + self.config.reprice_s:
             return
         self._last_price_s = now
         cands = prefill_candidates(view)
@@ -355,7 +365,8 @@ class SessionRouter:
             best = (self._move_s(anyt - hbm, "pcie") + pre, "stay" if anyt == hbm else "reload", pre, n_in - pend)
             if pend == 0:
                 best = (pre, "recompute", pre, n_in)
-            if home is not None and home != i and home_any > pend and self._room(view, i) >= home_any - anyt:
+            if (self.config.deviate and home is not None and home != i and home_any > pend
+                    and self._room(view, i) >= home_any - anyt):
                 pre_t = self._prefill_s(n_in - home_any, home_any)
                 fixed_t = self._move_s(home_any - anyt, self.config.link) + pre_t
                 if fixed_t < best[0]:
@@ -375,7 +386,10 @@ class SessionRouter:
         if self._incumbent is not None:
             i_inc = self._incumbent.route(call, view)
             inc = next((o for o in opts if o[1] == i_inc), None)
-            if inc is not None and not best[0] < inc[0] - self.config.incumbent_margin_s:
+            if not self.config.deviate:  # the gate's fallback: the incumbent's decision (no transfer is an option)
+                best = inc
+                self.decisions["incumbent"] += 1
+            elif inc is not None and not best[0] < inc[0] - self.config.incumbent_margin_s:
                 best = inc
                 self.decisions["incumbent"] += 1
             else:
@@ -409,6 +423,8 @@ class SessionRouter:
 
     def kv_move_on_pause(self, call: Call, home: int, view: ClusterView) -> int | None:
         cfg = self.config
+        if not cfg.deviate:
+            return None
         think = cfg.think_forecast_s.get(call.tool, cfg.default_think_s)
         tokens = call.input_tokens + call.output_tokens
         ret = view.now_s + think

@@ -43,3 +43,33 @@ def test_bad_incumbent_is_rejected():
         dataclasses.replace(BASE, incumbent="round_robin")
     with pytest.raises(ValueError, match="incumbent_margin_s must be"):
         dataclasses.replace(BASE, incumbent_margin_s=-1.0)
+
+
+def test_deviate_false_is_exactly_cache_aware_with_pause_moves_and_transfers_on():
+    """The safe-improvement gate's fallback: with ``deviate=False`` the router's run IS cache-aware's, call by call,
+    even with margin 0 and pause moves enabled (deviating, it leaves cache-aware's choice and transfers KV here)."""
+    from optsched.sim.result import same_summary
+
+    ca = _run(CacheAwareRouter())
+    on = dataclasses.replace(BASE, incumbent="cache_aware", incumbent_margin_s=0.0, move_margin_s=0.0)
+    dev = build_router(on)
+    _run(dev)
+    assert dev.decisions["deviations"] > 0 and dev.decisions["transfer"] > 0  # deviating, it does both here
+    r = build_router(dataclasses.replace(on, deviate=False))
+    fb = _run(r)
+    assert fb.calls[list(ca.calls.columns)].equals(ca.calls)
+    assert (fb.calls["hit_remote_tokens"] == 0).all()  # a column only a KV-moving router's run has
+    names = {"router"}  # the policy's own name
+    diff = {k for k in fb.summary.keys() | ca.summary.keys() if not same_summary(fb.summary.get(k), ca.summary.get(k))}
+    assert diff <= names | {k for k in fb.summary.keys() - ca.summary.keys() if fb.summary[k] in (0, 0.0)}, diff
+    assert r.decisions["deviations"] == r.decisions["pause_moves"] == r.decisions["transfer"] == 0
+    assert r.prices is None  # no re-pricing LP was solved
+
+
+def test_deviate_needs_an_incumbent_and_a_bool():
+    import pytest
+
+    with pytest.raises(ValueError, match="deviate=False needs an incumbent"):
+        dataclasses.replace(BASE, deviate=False)
+    with pytest.raises(ValueError, match="deviate must be true or false"):
+        dataclasses.replace(BASE, incumbent="cache_aware", deviate=0)

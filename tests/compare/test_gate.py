@@ -1,0 +1,89 @@
+"""The safe-improvement gate: the session router keeps its deviations only where, on the derivation workload, they
+carried at least the incumbent's goodput at the interactivity target; otherwise it routes as the incumbent."""
+
+import pytest
+
+from optsched.compare.gate import gate_verdict, improvement_gate
+
+CLUSTER = {"gpu": "h200-sxm", "model": "llama-3-70b", "tp": 4, "instances": 2, "max_num_batched_tokens": 8192}
+SLO = {"ttft_s": 10.0, "tpot_s": 0.1}
+PARAMS = {"gpu": "h200-sxm", "model": "llama-3-70b", "tp": 4, "move_margin_s": 1e9, "incumbent": "cache_aware",
+          "incumbent_margin_s": 0.0}
+
+
+def _res(status, g=None):
+    return {"status": status, "goodput_at_target": g}
+
+
+@pytest.mark.parametrize("inc, rt, outcome", [
+    (_res("bracketed", 1.0), _res("bracketed", 1.0), "deviate"),  # a tie keeps the router
+    (_res("bracketed", 1.0), _res("bracketed", 1.1), "deviate"),
+    (_res("bracketed", 1.0), _res("bracketed", 0.9), "fallback"),
+    (_res("below_range"), _res("bracketed", 0.5), "deviate"),
+    (_res("bracketed", 0.5), _res("below_range"), "fallback"),
+    (_res("bracketed", 0.5), _res("above_range"), "no evidence"),  # never loaded to the target: no capacity seen
+    (_res("above_range"), _res("bracketed", 0.5), "no evidence"),
+    (_res("below_range"), _res("above_range"), "deviate"),
+    (_res("above_range"), _res("below_range"), "fallback"),
+    (_res("above_range"), _res("above_range"), "no evidence"),
+    (_res("below_range"), _res("below_range"), "no evidence"),
+])
+def test_verdict(inc, rt, outcome):
+    assert gate_verdict(inc, rt)[0] == outcome
+
+
+def _wl(sessions):
+    from optsched.workload.spec import workload_from_spec
+
+    return workload_from_spec(f"agentx:sessions={sessions},seed=2,variant=256k,max_context=131072")
+
+
+def test_a_router_that_never_deviates_measures_exactly_as_its_incumbent():
+    """deviate=False routes as cache-aware, so both crossing searches measure the same points: a tie, kept."""
+    spec = {"router": "session", "session": {"kind": "routing", "type": "session",
+                                             "parameters": {**PARAMS, "deviate": False}}}
+    import dataclasses
+
+    wl = _wl(48)
+    wl = dataclasses.replace(wl, sessions=tuple(dataclasses.replace(s, calls=s.calls[:4]) for s in wl.sessions))
+    g = improvement_gate(wl, spec, CLUSTER, SLO, (0.1, 0.9), (2.0, 8.0), 10.0, 0.25, 2, 0)
+    assert g["router"]["points"] == g["incumbent"]["points"]
+    assert g["incumbent"]["status"] == "bracketed" and len(g["router"]["points"]) >= 4  # the search bisected
+    assert g["outcome"] == "deviate"  # a tie keeps the router
+    assert g["router"]["goodput_at_target"] == g["incumbent"]["goodput_at_target"] > 0
+
+
+def test_too_few_calls_is_no_evidence_not_an_error():
+    import dataclasses
+
+    wl = _wl(2)
+    s0 = wl.sessions[0]
+    tiny = dataclasses.replace(wl, sessions=(dataclasses.replace(s0, calls=s0.calls[:3]),))
+    assert tiny.num_calls == 3
+    spec = {"router": "session", "session": {"kind": "routing", "type": "session", "parameters": PARAMS}}
+    g = improvement_gate(tiny, spec, CLUSTER, SLO, (0.1, 0.9), (1.0,), 10.0, 0.25, 0, 0)
+    assert g["outcome"] == "no evidence" and g["why"].startswith("not measurable on the derivation workload")
+
+
+def test_fallback_sets_deviate_false_on_the_derived_spec(monkeypatch):
+    """derive_optimized writes the gate's record into the session spec and, on "fallback", deviate = False."""
+    import optsched.compare.gate as gate_mod
+    from optsched.compare.policies import derive_optimized
+
+    seen = {}
+
+    def fake_gate(workload, router_spec, *a, **k):
+        seen["n_calls"] = workload.num_calls
+        return {"outcome": "fallback", "why": "test", "incumbent": None, "router": None}
+
+    monkeypatch.setattr(gate_mod, "improvement_gate", fake_gate)
+    gate = {"slo": SLO, "window": [0.1, 0.9], "loads": [2.0], "target": 10.0, "tol": 0.25, "max_widen": 0}
+    specs, rec = derive_optimized("agentx:sessions=6,variant=256k,max_context=131072", CLUSTER, 0, (0, 4), 16,
+                                  200, 120.0, 0.3, gate)
+    sp = next(s for s in specs if s["name"] == "session")["session"]["parameters"]
+    assert sp["deviate"] is False and sp["derived"]["improvement_gate"]["outcome"] == "fallback"
+    assert rec["session"]["gate"] == {"outcome": "fallback", "why": "test"} and seen["n_calls"] > 0
+    from optsched.compare.jobs import make_router
+
+    assert make_router({"router": "session", "session": next(s for s in specs if s["name"] == "session")["session"]},
+                       CLUSTER, 0).config.deviate is False
