@@ -44,9 +44,9 @@ def _point(workload: Any, load: float, policy: dict[str, Any], cluster: dict[str
     """(P90 interactivity tok/s or None, goodput calls/s) in the steady-state window of one run of ``policy`` on
     ``workload`` at ``load``. Raises ValueError when the run has too few calls for a window."""
     from optsched.compare.jobs import cluster_config, make_component, make_router
+    from optsched.compare.replication import scale_arrivals
     from optsched.compare.window import WindowSpec, steady_state
     from optsched.sim import SLO, simulate
-    from optsched.compare.replication import scale_arrivals
 
     res = simulate(scale_arrivals(workload, float(load)), cluster_config(cluster), router=make_router(policy, cluster, seed),
                    admission=make_component("admission", policy.get("admission"), seed),

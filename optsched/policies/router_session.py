@@ -386,10 +386,7 @@ class SessionRouter:
         if self._incumbent is not None:
             i_inc = self._incumbent.route(call, view)
             inc = next((o for o in opts if o[1] == i_inc), None)
-            if not self.config.deviate:  # the gate's fallback: the incumbent's decision (no transfer is an option)
-                best = inc
-                self.decisions["incumbent"] += 1
-            elif inc is not None and not best[0] < inc[0] - self.config.incumbent_margin_s:
+            if not self.config.deviate or inc is not None and not best[0] < inc[0] - self.config.incumbent_margin_s:  # the gate's fallback: the incumbent's decision (no transfer is an option)
                 best = inc
                 self.decisions["incumbent"] += 1
             else:
