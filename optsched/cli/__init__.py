@@ -92,8 +92,10 @@ def main(argv: list[str] | None = None) -> int:
         # warnings (e.g. a loader's re-sorted timestamps) as one "optsched VERB: warning:" line each, not
         # Python's "file.py:82: TraceOrderWarning ..." form with its source line
         with warnings.catch_warnings():
+            from optsched.cli._warn import warning_line
+
             warnings.showwarning = lambda message, *_a, **_k: print(
-                f"optsched {args.command}: warning: {message}", file=sys.stderr)
+                f"optsched {args.command}: warning: {warning_line(message, bool(args.verbose))}", file=sys.stderr)
             return int(args.func(args) or 0)
     except (ValueError, FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError) as exc:
         # bad input (also a folder or an unreadable file where a file is expected): one clear line, no

@@ -10,6 +10,8 @@ import sys
 import warnings
 from pathlib import Path
 
+from optsched.cli._warn import warning_line
+
 __all__ = ["register"]
 
 log = logging.getLogger(__name__)
@@ -70,16 +72,6 @@ def _print_table(s: dict) -> None:
         print(f"{k:<26}{_fmt(s[k]) if k == 'max_concurrent_subagents' else ('-' if s[k] is None else f'{s[k]:.4f}')}")
 
 
-def _warning_line(message: Warning, verbose: bool, limit: int = 3) -> str:
-    """One line for a loader warning; a directory's re-sort list is cut to ``limit`` files unless -v."""
-    text = str(message)
-    head, sep, where = text.partition("first out-of-order line: ")
-    items = where.split(", ") if sep else []
-    if verbose or len(items) <= limit:
-        return text
-    return f"{head}{sep}{', '.join(items[:limit])} and {len(items) - limit} more (-v lists all)"
-
-
 def _load(source: str, verbose: bool, block_size: int | None = None):
     """The workload of ``source``; loader warnings (re-sorted timestamps, skipped empty files) are
     printed as one line each on stderr, without Python's source-line echo."""
@@ -89,7 +81,7 @@ def _load(source: str, verbose: bool, block_size: int | None = None):
         warnings.simplefilter("always")
         w = workload_from_spec(source, block_size=block_size)
     for wm in caught:
-        print(f"optsched workload: warning: {_warning_line(wm.message, verbose)}", file=sys.stderr)
+        print(f"optsched workload: warning: {warning_line(wm.message, verbose)}", file=sys.stderr)
     return w
 
 

@@ -67,3 +67,13 @@ def test_cli_verbose_after_the_subcommand_lists_every_file(tmp_path, capsys):
     assert main(["workload", "stats", str(d), "-v"]) == 0
     warning = [line for line in capsys.readouterr().err.splitlines() if "warning:" in line]
     assert len(warning) == 1 and warning[0].endswith(", ".join(f"s{k}.jsonl:2" for k in range(5)))
+
+
+def test_every_subcommand_cuts_the_file_list(tmp_path, capsys):
+    """compare (and any subcommand but workload's own loader) printed the whole list: 2,500 characters on the LMCache
+    folder. It goes through the same one-line form."""
+    d = _unsorted_dir(tmp_path, 5)
+    main(["compare", str(d), "--policies", "cache_aware"])
+    warning = [line for line in capsys.readouterr().err.splitlines() if "warning:" in line]
+    assert warning and all(line.startswith("optsched compare: warning: ") for line in warning)
+    assert warning[0].endswith("first out-of-order line: s0.jsonl:2, s1.jsonl:2, s2.jsonl:2 and 2 more (-v lists all)")
