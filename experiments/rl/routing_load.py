@@ -84,6 +84,9 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.seeds < 2:
         p.error(f"--seeds must be >= 2 (a CI needs two), got {args.seeds}")
+    dup = sorted({f"{n}:{c}" for k, (n, c) in enumerate(args.settings) if (n, c) in args.settings[:k]})
+    if dup:  # each was scored again and printed twice
+        p.error(f"--settings: {', '.join(dup)} given more than once")
     if args.out:  # a path that cannot be written: one line now, not a traceback after every setting has run
         try:
             prepare_output(args.out)

@@ -42,3 +42,10 @@ def test_bad_variant_or_out_is_one_error_line_before_any_run(argv, needle, tmp_p
         rl.main(["--settings", "1:0", "--seeds", "2", *argv])
     err = capsys.readouterr().err
     assert exc.value.code == 2 and needle.replace("{tmp}", str(tmp_path)) in err.strip().splitlines()[-1], err
+
+
+def test_a_setting_given_twice_is_refused_before_any_run(capsys):
+    with pytest.raises(SystemExit) as exc:
+        rl.main(["--settings", "1:0", "2:0", "1:0", "--seeds", "2"])
+    assert exc.value.code == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1].endswith("--settings: 1:0 given more than once")
