@@ -308,12 +308,12 @@ def main(argv: list[str] | None = None) -> int:
         try:
             res = json.loads(Path(cfg.render).read_text())
         except (OSError, ValueError) as exc:
-            print(f"residency_penalty_check: error: {cfg.render}: {exc}", file=sys.stderr)
+            print(f"{parser.prog}: error: {cfg.render}: {exc}", file=sys.stderr)
             return 2
         try:
             text = render(res) + "\n" + render_hindsight(res, committed_hindsight(res))
         except (KeyError, TypeError, AttributeError) as exc:
-            print(f"residency_penalty_check: error: {cfg.render}: not a penalty-check result (missing or malformed "
+            print(f"{parser.prog}: error: {cfg.render}: not a penalty-check result (missing or malformed "
                   f"field {exc})", file=sys.stderr)
             return 2
         print(text, end="")
@@ -322,10 +322,10 @@ def main(argv: list[str] | None = None) -> int:
         try:
             res = merge([json.loads(Path(f).read_text()) for f in cfg.merge.split(",")])
         except (OSError, ValueError) as exc:
-            print(f"residency_penalty_check: error: --merge: {exc}", file=sys.stderr)
+            print(f"{parser.prog}: error: --merge: {exc}", file=sys.stderr)
             return 2
         except KeyError as exc:
-            print(f"residency_penalty_check: error: --merge: not a penalty-check result (missing field {exc})",
+            print(f"{parser.prog}: error: --merge: not a penalty-check result (missing field {exc})",
                   file=sys.stderr)
             return 2
         Path(cfg.out).write_text(json.dumps(res, separators=(",", ":"), sort_keys=True) + "\n")

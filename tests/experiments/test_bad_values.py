@@ -53,6 +53,7 @@ def test_penalty_check_out_render_and_merge_of_a_wrong_file_are_one_error_line(c
     mod = load_experiment("residency/penalty_check", "bad_residency_penalty_check_files")
     other = tmp_path / "other.json"
     other.write_text('{"a": 1}\n')
+    prefixes = set()
     for argv, msg in ((["--out", str(tmp_path)], f"--out: {tmp_path}: is a folder, expected an output file name"),
                       (["--render", str(other)], (f"{other}: not a penalty-check result (missing or malformed field "
                                                  "'class_rules')")),
@@ -63,3 +64,10 @@ def test_penalty_check_out_render_and_merge_of_a_wrong_file_are_one_error_line(c
             code = exc.code
         err = capsys.readouterr().err.strip().splitlines()
         assert code == 2 and "error:" in err[-1] and msg in err[-1], (argv, err)
+        prefixes.add(err[-1].split(" error:")[0])
+    try:  # an argparse error (parser.error) of the same script
+        mod.main(["--seeds", "0"])
+    except SystemExit:
+        pass
+    prefixes.add(capsys.readouterr().err.strip().splitlines()[-1].split(" error:")[0])
+    assert len(prefixes) == 1, prefixes  # one name for the script in every error line
