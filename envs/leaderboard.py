@@ -221,6 +221,9 @@ SPECS: dict[str, EnvSpec] = {
 }
 
 
+SMOKE_PPO_STEPS = 64  # --smoke's PPO budget unless --ppo-steps names one: one iteration of 2 envs x 32 steps
+
+
 def _train_ppo(spec: EnvSpec, steps: int, seed: int, out: Path, smoke: bool) -> tuple[Any, dict[str, Any]]:
     from optsched.agents.export import learned_plan
     from optsched.agents.ppo import Args, train
@@ -269,7 +272,8 @@ def run_env(name: str, args: Any, out: Path) -> dict[str, Any]:
     if dup:
         raise ValueError(f"{name}: policy labels must be unique, repeated: {dup}")
     training: dict[str, Any] = {}
-    steps = args.ppo_steps.get(name, spec.default_ppo_steps)
+    default = min(spec.default_ppo_steps, SMOKE_PPO_STEPS) if args.smoke else spec.default_ppo_steps
+    steps = args.ppo_steps.get(name, default)
     if steps > 0:
         pol, training["ppo"] = _train_ppo(spec, steps, args.seed, out, args.smoke)
         rows.append(("ppo", "learned", pol))
@@ -469,7 +473,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=1, help="training seed (PPO, SB3, the derived policies' training workload)")
     p.add_argument("--ppo-steps", type=_steps, nargs="*", default=[],
                    help="ENV=STEPS PPO budgets (0 skips PPO); defaults: " +
-                        ", ".join(f"{k}={s.default_ppo_steps}" for k, s in SPECS.items()))
+                        ", ".join(f"{k}={s.default_ppo_steps}" for k, s in SPECS.items()) +
+                        f" ({SMOKE_PPO_STEPS} each with --smoke)")
     p.add_argument("--sb3-steps", type=int, default=0, help="Stable-Baselines3 PPO budget per env (0: skip; needs the sb3 extra)")
     p.add_argument("--pd-trace", default="", help="open-loop trace for PDRatio-v1, any format load_any reads "
                                                  "(default: the packaged Mooncake sample)")
