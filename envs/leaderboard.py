@@ -41,7 +41,6 @@ elsewhere, e.g. ``python -m optsched.agents.imitation``) on an existing leaderbo
 from __future__ import annotations
 
 import argparse
-import importlib.metadata
 import json
 import logging
 import math
@@ -57,6 +56,7 @@ import gymnasium as gym
 import numpy as np
 
 from optsched.envs.evaluate import EvalResult, evaluate, paired_difference
+from optsched.reproduce.provenance import package_versions
 
 __all__ = ["ROUTING_EPISODE", "SPECS", "EnvSpec", "MenuProjection", "RandomAction", "add_policy", "main", "run_env", "transfer_flag"]
 
@@ -440,18 +440,8 @@ def _markdown(doc: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+# recorded with the Python version (`optsched.reproduce.provenance.package_versions`)
 PACKAGES = ("optsched", "numpy", "scipy", "gymnasium", "torch", "stable-baselines3", "pyomo", "highspy")
-
-
-def _package_versions() -> dict[str, str]:
-    """Installed version of each of `PACKAGES` ("not installed" when absent), for the record."""
-    out = {}
-    for name in PACKAGES:
-        try:
-            out[name] = importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            out[name] = "not installed"
-    return out
 
 
 def _steps(text: str) -> tuple[str, int]:
@@ -523,7 +513,7 @@ def main(argv: list[str] | None = None) -> int:
 
     doc: dict[str, Any] = {"argv": ["python -m optsched.envs.leaderboard", *(sys.argv[1:] if argv is None else argv)],
                            "git_revision": _git_revision(), "python": platform.python_version(), "seed": args.seed,
-                           "packages": _package_versions(), "envs": {}}
+                           "packages": package_versions(PACKAGES), "envs": {}}
     c0, w0 = time.process_time(), time.perf_counter()
     for name in args.envs:
         doc["envs"][name] = run_env(name, args, out)

@@ -24,7 +24,7 @@ def test_pdratio_leaderboard_smoke(tmp_path):
     assert env["policies"][best]["minus_best"] == 0.0
     assert env["training"]["ppo"]["steps"] == 64 and env["training"]["ppo"]["cpu_s"] > 0
     assert doc["seed"] == 1 and doc["packages"]["gymnasium"] not in ("", "not installed")
-    assert set(doc["packages"]) == {"optsched", "numpy", "scipy", "gymnasium", "torch", "stable-baselines3", "pyomo",
+    assert set(doc["packages"]) == {"python", "optsched", "numpy", "scipy", "gymnasium", "torch", "stable-baselines3", "pyomo",
                                     "highspy"}
     md = (tmp_path / "leaderboard.md").read_text()
     assert "optsched/PDRatio-v1" in md and "| ppo | learned |" in md
