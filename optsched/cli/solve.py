@@ -88,12 +88,33 @@ def register(subparsers) -> None:
                         "plan. pd: 'md1' (default) = per-instance M/D/1 capacities of the mean request "
                         "(baseline); 'pool' = pool-level MILP with trace-driven goodput per pool size")
     p.add_argument("--warmup", type=int, default=200, help="routing: calls replayed into the caches first")
+    p.add_argument("--gate-loads", default="",
+                   help="routing --formulation session: run the safe-improvement gate of optsched compare on the solved "
+                        "workload, its crossing search seeded with these loads (comma list, increasing, e.g. 2,4,8,16), "
+                        "at compare's defaults (P90 interactivity 10 tok/s, TTFT 10 s / TPOT 0.1 s SLO, window 10-90%%); "
+                        "where the router carried less goodput at the target than cache-aware, the plan says "
+                        "deviate: false (it routes as cache-aware). Default: no gate")
     p.add_argument("--gpu-budget", type=int, default=16, help="pd: GPUs available")
     p.add_argument("--ttft", type=float, default=2.0, help="pd: P90 TTFT SLO (s)")
     p.add_argument("--tpot", type=float, default=0.1, help="pd: TPOT SLO (s)")
     p.add_argument("--solver-log", action="store_true", help="stream the HiGHS log")
     p.add_argument("-o", "--output", required=True, help="policy JSON to write")
     p.set_defaults(func=_run)
+
+
+def _gate_loads(args) -> tuple[float, ...]:
+    """``--gate-loads`` as increasing positive floats; () when not given. ValueError naming the option."""
+    if not args.gate_loads:
+        return ()
+    if args.problem != "routing" or args.formulation != "session":
+        raise ValueError("--gate-loads applies to routing --formulation session only")
+    try:
+        loads = tuple(float(x) for x in args.gate_loads.split(","))
+    except ValueError:
+        raise ValueError(f"--gate-loads must be a comma list of numbers, got {args.gate_loads!r}") from None
+    if not all(math.isfinite(x) and x > 0 for x in loads) or list(loads) != sorted(set(loads)):
+        raise ValueError(f"--gate-loads must be increasing finite numbers > 0, got {args.gate_loads!r}")
+    return loads
 
 
 def _count(spec: str) -> int:
@@ -187,6 +208,7 @@ def _run(args) -> int:
     elif args.formulation not in forms:
         raise ValueError(f"--formulation {args.formulation} does not apply to {args.problem}"
                          + (f" (choose from {', '.join(forms)})" if forms else " (it has one formulation)"))
+    args.gate_loads = _gate_loads(args)
     if args.rule is not None and args.problem != "residency":
         raise ValueError(f"--rule applies to residency only, not to {args.problem}")
     args.rule = args.rule or RESIDENCY_RULES[0]
@@ -315,11 +337,13 @@ def _routing(args, opts):
 def _routing_session(args, opts):
     from optsched.pipelines.session_routing import plan_from_workload
 
-    plan, result = plan_from_workload(_workload(args.workload, args.seed), args.gpu, args.model, args.tp, opts,
-                                      args.seed, n_instances=args.instances)
+    wl = _workload(args.workload, args.seed)
+    plan, result = plan_from_workload(wl, args.gpu, args.model, args.tp, opts, args.seed, n_instances=args.instances)
     _summary("session routing LP", result)
     if not result.has_solution:
         return None
+    if args.gate_loads:
+        plan = _gated(plan, wl, args)
     d = plan.parameters["derived"]
     hbm = max(max(r) for r in d["hbm_price_per_token"])
     print(f"  snapshot of {d['n_sessions']} paused sessions: max HBM price {hbm:.4g} per token, "
@@ -328,6 +352,31 @@ def _routing_session(args, opts):
     print(f"  derived: bucket {pp['bucket_s']:.4g} s x {pp['n_buckets']}, re-price every {pp['reprice_s']:.4g} s, "
           f"pause-move margin {pp['move_margin_s']:.4g} s ({m.get('n_pairs', 0)} forecast/realized pairs)")
     return plan
+
+
+def _gated(plan, wl, args):
+    """``plan`` after the safe-improvement gate (`optsched.compare.gate`) on ``wl`` at compare's defaults: its record
+    in ``parameters["derived"]["improvement_gate"]``, ``deviate`` False on "fallback"."""
+    import dataclasses
+
+    from optsched.compare.core import CompareConfig
+    from optsched.compare.gate import improvement_gate
+    from optsched.cost.catalog import load_model
+    from optsched.workload.context import cap_context
+
+    d = CompareConfig(source=args.workload)
+    cluster = {"gpu": args.gpu, "model": args.model, "tp": int(args.tp), "instances": int(args.instances),
+               "max_num_batched_tokens": 8192}
+    fit, _ = cap_context(wl, load_model(args.model).max_context_tokens)
+    doc = {"kind": plan.kind, "type": plan.type, "parameters": dict(plan.parameters)}
+    g = improvement_gate(fit, {"router": "session", "session": doc}, cluster, d.slo, d.window, args.gate_loads,
+                         d.target, d.load_tol, d.max_widen, int(args.seed))
+    params = {**plan.parameters, "derived": {**plan.parameters["derived"], "improvement_gate": g}}
+    if g["outcome"] == "fallback":
+        params["deviate"] = False
+    print(f"  gate (router vs cache-aware on this workload): {g['outcome']}, {g['why']}"
+          + ("; the plan routes as cache-aware (deviate: false)" if g["outcome"] == "fallback" else ""))
+    return dataclasses.replace(plan, parameters=params)
 
 
 def _pd(args, opts):
