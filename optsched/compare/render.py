@@ -6,7 +6,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-__all__ = ["explain_table", "markdown_table", "plot_fronts"]
+__all__ = ["explain_table", "gate_lines", "markdown_table", "plot_fronts"]
 
 
 def _pct(e: dict | None) -> str:
@@ -80,7 +80,7 @@ def markdown_table(res: dict[str, Any]) -> str:
               + (f"{_num(b)} calls/s" + (f" ({ratio:.2f}x the best heuristic)" if ratio else "") if b else "none")
               + ".", "",
               f"Window: {res['window_rule']}. Split: {_split_text(res.get('split'))}.",
-              *_gate_text(res.get("optimized_derivation")),
+              *gate_lines(res.get("optimized_derivation")),
               (f"Precision: widest paired CI ±{_pp(res['precision'].get('widest_half_width_pp'))} pp "
                f"(target ±{res['precision']['target_pp']:g} pp, cap {res['precision']['max_seeds']} replications: "
                f"{'reached' if res['precision']['reached'] else 'not reached'}); {res['runs']} simulation runs.")]
@@ -126,7 +126,7 @@ def _pp(x: float | None) -> str:
     return "n/a" if x is None else f"{x:.1f}"
 
 
-def _gate_text(derivation: dict | None) -> list[str]:
+def gate_lines(derivation: dict | None) -> list[str]:
     """The safe-improvement gate's line (`optsched.compare.gate`), or none when no gate ran."""
     g = ((derivation or {}).get("session") or {}).get("gate")
     if not g:

@@ -120,7 +120,9 @@ def _summary(w: str, res: dict[str, Any], instances: int) -> str:
     nm = [p["name"] for p in res["policies"] if p["verdict"] == "not_measured"]
     if nm:
         s += f" Not measured (crossing not bracketed in every replication): {', '.join(nm)}."
-    return s
+    from optsched.compare.render import gate_lines
+
+    return " ".join([s, *gate_lines(res.get("optimized_derivation"))])
 
 
 def _inputs(cfg: ReproduceConfig) -> dict[str, Any]:
@@ -186,5 +188,5 @@ STAGE = Stage(
     deps=("workloads",),
     inputs=_inputs,
     run=_run,
-    version=4,
+    version=5,
 )
