@@ -411,7 +411,10 @@ class SessionRouter:
         return i
 
     def route_decode(self, call: Call, view: ClusterView) -> int:
-        """Decode instance with the fewest pinned KV blocks (P/D clusters)."""
+        """Decode instance with the fewest pinned KV blocks (P/D clusters); with ``deviate=False`` the incumbent's
+        (its runs are the incumbent's, decode placement included)."""
+        if not self.config.deviate and self._incumbent is not None:
+            return self._incumbent.route_decode(call, view)
         return argmin(decode_candidates(view), lambda i: active_kv_blocks(view.instances[i]))
 
     # ---- KV movement hooks (optsched.sim.kv_move) -------------------------------------------------
