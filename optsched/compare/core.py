@@ -417,8 +417,11 @@ def run_compare(cfg: CompareConfig, cache_dir: Path, backend: str = "local", wor
     optimized, derivation = [], None
     if (cfg.combos is None and (names is None or any(n in P.OPTIMIZED for n in names))) or (cfg.combos and names):
         cache = RunCache(Path(cache_dir))
-        gate = {"slo": cfg.slo, "window": list(cfg.window), "loads": [float(x) for x in cfg.loads], "target": cfg.target,
-                "tol": cfg.load_tol, "max_widen": cfg.max_widen}
+        # the safe-improvement gate only where the session router is compared (its crossing searches are the
+        # derivation's largest cost, and its Gate line would speak of a policy in no row)
+        gate = ({"slo": cfg.slo, "window": list(cfg.window), "loads": [float(x) for x in cfg.loads],
+                 "target": cfg.target, "tol": cfg.load_tol, "max_widen": cfg.max_widen}
+                if names is None or "session" in names else None)
         dkey = digest({"derive": [cfg.source, c, cfg.base_seed, cfg.max_calls, cfg.max_calls_per_session,
                                   cfg.window_calls, cfg.solver_node_limit, cfg.train_fraction, gate], "salt": salt})
         hit = cache.get("derive", dkey)

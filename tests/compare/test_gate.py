@@ -87,3 +87,33 @@ def test_fallback_sets_deviate_false_on_the_derived_spec(monkeypatch):
 
     assert make_router({"router": "session", "session": next(s for s in specs if s["name"] == "session")["session"]},
                        CLUSTER, 0).config.deviate is False
+
+
+@pytest.mark.parametrize("kw, gated", [
+    ({"policies": ("cache_aware", "price")}, False),  # no session router compared: no gate, no Gate line
+    ({"policies": ("cache_aware", "session")}, True),
+    ({"policies": None}, True),  # the default set holds the session router
+    ({"combos": (("price", "fcfs", "lru"),)}, False),
+    ({"combos": (("session", "fcfs", "lru"),)}, True),
+])
+def test_the_gate_runs_only_when_the_session_router_is_compared(tmp_path, monkeypatch, kw, gated):
+    """Before: ``--policies cache_aware,price`` ran the gate's crossing searches and printed a Gate line about a
+    session router that was in no row of the table."""
+    import optsched.compare.policies as P
+    from optsched.compare.core import CompareConfig, run_compare
+
+    seen = []
+
+    class Stop(P.SolveTimedOut):  # re-raised even where a derivation error is only recorded
+        pass
+
+    def fake(*a):
+        seen.append(a[8] if len(a) > 8 else None)
+        raise Stop
+
+    monkeypatch.setattr(P, "derive_optimized", fake)
+    cfg = CompareConfig(source="optsched/data/samples/mooncake/conversation_trace_first2000.jsonl", seeds=5,
+                        max_seeds=5, loads=(1.0,), max_calls=120, **kw)
+    with pytest.raises(Stop):
+        run_compare(cfg, tmp_path)
+    assert len(seen) == 1 and (seen[0] is not None) == gated
