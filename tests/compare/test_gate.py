@@ -117,3 +117,24 @@ def test_the_gate_runs_only_when_the_session_router_is_compared(tmp_path, monkey
     with pytest.raises(Stop):
         run_compare(cfg, tmp_path)
     assert len(seen) == 1 and (seen[0] is not None) == gated
+
+
+def test_a_cached_derivation_gives_the_same_bytes_as_a_fresh_one(tmp_path, monkeypatch):
+    """The second compare into the same --out reads the derivation (gate record included) from the cache, whose
+    JSON has sorted keys; the first used the record as derived. Before: compare.json's optimized_derivation (and
+    split) came out in another key order on the rerun, so the same comparison's bytes differed."""
+    import json
+
+    import optsched.compare.policies as P
+    from optsched.compare.core import CompareConfig, run_compare
+
+    def fake(*a):
+        spec = {"name": "session", "kind": "optimized", "router": "cache_aware"}
+        return [spec], {"zeta": 1, "session": {"status": "optimal", "gate": {"why": "w", "outcome": "deviate"}},
+                        "alpha": {"b": 1, "a": 2}}
+
+    monkeypatch.setattr(P, "derive_optimized", fake)
+    cfg = CompareConfig(source="optsched/data/samples/mooncake/conversation_trace_first2000.jsonl",
+                        policies=("session",), seeds=2, max_seeds=2, loads=(1.0,), max_calls=60, max_widen=0)
+    a = json.dumps(run_compare(cfg, tmp_path))
+    assert json.dumps(run_compare(cfg, tmp_path)) == a
