@@ -167,7 +167,7 @@ class SessionRouterConfig:
         if not isinstance(self.deviate, bool):
             raise ValueError(f"SessionRouterConfig.deviate must be true or false, got {self.deviate!r}")
         if not self.deviate and not self.incumbent:
-            raise ValueError("SessionRouterConfig.deviate=False needs an incumbent to route as (incumbent='cache_aware')")
+            raise ValueError("SessionRouterConfig.deviate: False needs an incumbent to route as (incumbent='cache_aware')")
         for f in ("decode_s_per_token", "default_think_s", "move_margin_s", "incumbent_margin_s"):
             v = getattr(self, f)
             if isinstance(v, bool) or not (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0):

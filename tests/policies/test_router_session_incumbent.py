@@ -69,7 +69,7 @@ def test_deviate_false_is_exactly_cache_aware_with_pause_moves_and_transfers_on(
 def test_deviate_needs_an_incumbent_and_a_bool():
     import pytest
 
-    with pytest.raises(ValueError, match="deviate=False needs an incumbent"):
+    with pytest.raises(ValueError, match="deviate: False needs an incumbent"):
         dataclasses.replace(BASE, deviate=False)
     with pytest.raises(ValueError, match="deviate must be true or false"):
         dataclasses.replace(BASE, incumbent="cache_aware", deviate=0)
