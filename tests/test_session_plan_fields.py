@@ -40,3 +40,10 @@ def test_bad_field_is_named(tmp_path, kw, field, reason):
 def test_deviate_false_with_an_incumbent_loads(tmp_path):
     p = _file(tmp_path, deviate=False)
     assert policy_of(load_policy(p), p).config.deviate is False
+
+
+def test_a_misspelt_field_is_refused_not_dropped(tmp_path):
+    """Before: "devaite": false loaded, the key was dropped and the router deviated."""
+    p = _file(tmp_path, devaite=False)
+    with pytest.raises(ValueError, match=r"field 'parameters.devaite' of routing/session: not a parameter of this policy"):
+        policy_of(load_policy(p), p)
