@@ -142,3 +142,17 @@ def test_a_cached_derivation_gives_the_same_bytes_as_a_fresh_one(tmp_path, monke
                         policies=("session",), seeds=2, max_seeds=2, loads=(1.0,), max_calls=60, max_widen=0)
     a = json.dumps(run_compare(cfg, tmp_path))
     assert json.dumps(run_compare(cfg, tmp_path)) == a
+
+
+def test_gate_line_says_when_it_did_not_run_the_combinations_components():
+    """Under --combos the gate still runs the session router alone against cache-aware alone (the simulator's
+    default admission and residency): the line says so rather than read as a test of each combination."""
+    from optsched.compare.render import gate_lines
+
+    d = {"session": {"gate": {"outcome": "fallback", "why": "goodput at the target 1 < the incumbent's 2 calls/s"}}}
+    plain = gate_lines(d)
+    assert plain == ["Gate (session router vs its incumbent on the derivation workload): fallback, goodput at the "
+                     "target 1 < the incumbent's 2 calls/s; the session router routes exactly as cache-aware (no "
+                     "deviation, no KV move)."]
+    assert "not each combination's" in gate_lines(d, combos=True)[0] and "not each combination's" not in plain[0]
+    assert gate_lines(None) == gate_lines({"session": {}}) == []
