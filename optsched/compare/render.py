@@ -137,8 +137,8 @@ def gate_lines(derivation: dict | None, combos: bool = False) -> list[str]:
             "no evidence": "the session router deviates as derived"}.get(g["outcome"], "")
     alone = (", the routers alone with the simulator's default admission and residency, not each combination's"
              if combos else "")
-    return [f"Gate (session router vs its incumbent on the derivation workload{alone}): {g['outcome']}, {g['why']}; "
-            f"{then}."]
+    return [(f"Gate (session router vs its incumbent on the derivation workload{alone}): {g['outcome']}, {g['why']}; "
+            f"{then}.")]
 
 
 def _split_text(split: dict | None) -> str:

@@ -151,8 +151,8 @@ def test_gate_line_says_when_it_did_not_run_the_combinations_components():
 
     d = {"session": {"gate": {"outcome": "fallback", "why": "goodput at the target 1 < the incumbent's 2 calls/s"}}}
     plain = gate_lines(d)
-    assert plain == ["Gate (session router vs its incumbent on the derivation workload): fallback, goodput at the "
+    assert plain == [("Gate (session router vs its incumbent on the derivation workload): fallback, goodput at the "
                      "target 1 < the incumbent's 2 calls/s; the session router routes exactly as cache-aware (no "
-                     "deviation, no KV move)."]
+                     "deviation, no KV move).")]
     assert "not each combination's" in gate_lines(d, combos=True)[0] and "not each combination's" not in plain[0]
     assert gate_lines(None) == gate_lines({"session": {}}) == []
