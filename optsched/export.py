@@ -350,6 +350,7 @@ def llmd_scorer_plugins(plan: Plan) -> list[dict]:
     weights are those :func:`engine_settings` prints for ``llm-d``)."""
     if plan.kind != "routing":
         return []
+    plan = _incumbent_plan(plan) or plan
     p = dict(plan.parameters)
     if plan.type == "cache_aware":
         return _llmd_cache_aware(p)[0]
@@ -363,7 +364,29 @@ def _num(text: str) -> int | float:
     return int(v) if v.is_integer() else v
 
 
+_FALLBACK_NOTE = ("deviate: false (the safe-improvement gate fell back, optsched.compare.gate): this session router "
+                  "routes exactly as its incumbent, cache-aware at its defaults, so it maps as cache-aware.")
+
+
+def _incumbent_plan(plan: Plan) -> Plan | None:
+    """The cache-aware Plan (its defaults) a session-router plan with ``deviate: false`` routes exactly as, else
+    None (`optsched.policies.router_session.SessionRouterConfig.deviate`)."""
+    p = plan.parameters
+    if plan.kind != "routing" or plan.type != "session" or p.get("deviate") is not False \
+            or p.get("incumbent") != "cache_aware":
+        return None
+    from dataclasses import asdict
+
+    from optsched.policies.router_cache_aware import CacheAwareConfig
+
+    return Plan("routing", "cache_aware", {k: v for k, v in asdict(CacheAwareConfig()).items() if k != "match_tier"})
+
+
 def _routing(plan: Plan, engine: str) -> EngineSettings:
+    inc = _incumbent_plan(plan)
+    if inc is not None:
+        s = _routing(inc, engine)
+        return EngineSettings(engine, s.flags, (_FALLBACK_NOTE, *s.notes), s.mapped)
     p = dict(plan.parameters)
     derived = _price_mapping(p) if plan.type == "price" else None
     if derived is not None:

@@ -163,14 +163,14 @@ class PolicyParameterError(ValueError):
 
 
 def _parameter_of(message: str, params: Mapping[str, Any]) -> tuple[str | None, str]:
-    """(parameter, reason) of a policy's refusal: ``"x must be >= 0, got -1"`` -> ("x", "must be >= 0, got
-    -1"); ``"... unexpected keyword argument 'x'"`` -> ("x", "not a parameter of this policy");
+    """(parameter, reason) of a policy's refusal: ``"x must be >= 0, got -1"`` or ``"XConfig.x must be >= 0, got
+    -1"`` -> ("x", "must be >= 0, got -1"); ``"... unexpected keyword argument 'x'"`` -> ("x", "not a parameter of this policy");
     ``"... parameters.x ..."`` -> ("x", message); a message naming no given parameter -> (None, message)."""
     m = re.search(r"unexpected keyword argument '(\w+)'", message)
     if m:
         return m.group(1), "not a parameter of this policy"
-    for name in sorted(params, key=len, reverse=True):
-        m = re.match(rf"{re.escape(name)}\b[\s:]*(.*)", message, re.DOTALL)
+    for name in sorted(params, key=len, reverse=True):  # "x ..." or a config class's "SomeConfig.x ..."
+        m = re.match(rf"(?:[A-Z]\w*\.)?{re.escape(name)}\b[\s:]*(.*)", message, re.DOTALL)
         if m and m.group(1):
             return name, m.group(1)
     m = re.search(r"\bparameters\.(\w+)", message)

@@ -57,9 +57,11 @@ headroom_closed = (policy - best heuristic) / (bound - best heuristic).
   bound_at_target {mean, ci95, std, n, per_seed[]} (null when not every replication has one),
   bound_method, bound_over_best, split (how derivation data was kept apart from evaluated data),
   optimized_derivation (the solves the optimized policies came from; optimized_derivation.session.gate
-      {outcome (deviate | fallback | no evidence), why}: the safe-improvement gate, the session router against its
-      incumbent on the derivation workload, whose "fallback" makes it route exactly as cache-aware;
-      the searched points are in the session spec's parameters.derived.improvement_gate), failed{policy: reason}, runs,
+      {outcome (deviate | fallback | no evidence), why, loads, target, tol, source, incumbent, router}: the
+      safe-improvement gate, the session router against its incumbent on the derivation workload, whose
+      "fallback" makes it route exactly as cache-aware; incumbent / router: each crossing search's status,
+      crossing_load, goodput_at_target and points [[load, P90 interactivity, goodput]], null when nothing was
+      measured; absent when the session router is not compared), failed{policy: reason}, runs,
   target_source, context_cut{seed: {calls_cut, sessions_cut}}, code_digest.
 Files in --out: compare.json, compare.md (the verdict line and the table), fronts.png; run cache in
 --out/cache (an interrupted comparison resumes).

@@ -25,6 +25,7 @@ No wall clock: reruns are byte-identical, and the run cache makes an interrupted
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 from dataclasses import asdict, dataclass, field
@@ -400,7 +401,7 @@ def run_compare(cfg: CompareConfig, cache_dir: Path, backend: str = "local", wor
                 address: str | None = None, progress: Any = None) -> dict[str, Any]:
     """The comparison result (module docstring). Raises ValueError for bad input (one clear message)."""
     from optsched.compare import policies as P
-    from optsched.compare.adapter import RunCache, code_digest, digest
+    from optsched.compare.adapter import RunCache, canonical_json, code_digest, digest
     from optsched.cost import CostModel
     from optsched.cost.catalog import load_model
 
@@ -417,8 +418,11 @@ def run_compare(cfg: CompareConfig, cache_dir: Path, backend: str = "local", wor
     optimized, derivation = [], None
     if (cfg.combos is None and (names is None or any(n in P.OPTIMIZED for n in names))) or (cfg.combos and names):
         cache = RunCache(Path(cache_dir))
-        gate = {"slo": cfg.slo, "window": list(cfg.window), "loads": [float(x) for x in cfg.loads], "target": cfg.target,
-                "tol": cfg.load_tol, "max_widen": cfg.max_widen}
+        # the safe-improvement gate only where the session router is compared (its crossing searches are the
+        # derivation's largest cost, and its Gate line would speak of a policy in no row)
+        gate = ({"slo": cfg.slo, "window": list(cfg.window), "loads": [float(x) for x in cfg.loads],
+                 "target": cfg.target, "tol": cfg.load_tol, "max_widen": cfg.max_widen}
+                if names is None or "session" in names else None)
         dkey = digest({"derive": [cfg.source, c, cfg.base_seed, cfg.max_calls, cfg.max_calls_per_session,
                                   cfg.window_calls, cfg.solver_node_limit, cfg.train_fraction, gate], "salt": salt})
         hit = cache.get("derive", dkey)
@@ -433,6 +437,7 @@ def run_compare(cfg: CompareConfig, cache_dir: Path, backend: str = "local", wor
                     raise
                 hit = {"specs": [], "record": {"error": f"{type(exc).__name__}: {exc}"[:300]}}
             cache.put("derive", dkey, hit)
+            hit = json.loads(canonical_json(hit))  # as a rerun reads it back (sorted keys): the same bytes out
         optimized, derivation = hit["specs"], hit["record"]
     missing: dict[str, str] = {}
     if cfg.combos is not None:
@@ -449,6 +454,7 @@ def run_compare(cfg: CompareConfig, cache_dir: Path, backend: str = "local", wor
                                              kinds, cfg.solver_node_limit, cfg.solver_time_limit_s, cfg.train_fraction)
                 hit = {"docs": d, "record": rec}
                 cache.put("derive", ckey, hit)
+                hit = json.loads(canonical_json(hit))  # as a rerun reads it back
             docs = hit["docs"]
             derivation = {**(derivation or {}), "components": hit["record"]}
         routers = {sp["name"]: sp for sp in baselines + optimized}

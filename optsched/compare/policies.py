@@ -72,7 +72,8 @@ def derive_optimized(source: str, cluster: dict[str, Any], base_seed: int, sizes
 
     ``gate``: ``{"slo", "window", "loads", "target", "tol", "max_widen"}`` of the comparison: the session router
     then goes through the safe-improvement gate on the same training workload (`optsched.compare.gate`); its
-    record is ``parameters["derived"]["improvement_gate"]`` of the session spec and ``record["session"]["gate"]``,
+    record (`optsched.compare.gate.improvement_gate`) is ``parameters["derived"]["improvement_gate"]`` of the session
+    spec and ``record["session"]["gate"]``,
     and a "fallback" outcome sets ``parameters["deviate"] = False``. None: no gate (the router as derived)."""
     from optsched.compare.adapter import price_plan_from_workload, session_plan_from_workload
     from optsched.compare.jobs import cluster_config
@@ -101,7 +102,7 @@ def derive_optimized(source: str, cluster: dict[str, Any], base_seed: int, sizes
         sp["derived"] = {**sp.get("derived", {}), "improvement_gate": g}
         if g["outcome"] == "fallback":
             sp["deviate"] = False
-        srec = {**srec, "gate": {k: g[k] for k in ("outcome", "why")}}
+        srec = {**srec, "gate": g}  # the whole record: compare.json holds no spec, so the searched points go here
     srec = {**srec, **{k: sp.get(k) for k in ("bucket_s", "n_buckets", "reprice_s", "move_margin_s",
                                               "incumbent_margin_s")},
             "prediction_in_sample": ((sp.get("derived") or {}).get("move_margin") or {}).get("prediction")}

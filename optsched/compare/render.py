@@ -80,7 +80,7 @@ def markdown_table(res: dict[str, Any]) -> str:
               + (f"{_num(b)} calls/s" + (f" ({ratio:.2f}x the best heuristic)" if ratio else "") if b else "none")
               + ".", "",
               f"Window: {res['window_rule']}. Split: {_split_text(res.get('split'))}.",
-              *gate_lines(res.get("optimized_derivation")),
+              *gate_lines(res.get("optimized_derivation"), bool((res.get("config") or {}).get("combos"))),
               (f"Precision: widest paired CI ±{_pp(res['precision'].get('widest_half_width_pp'))} pp "
                f"(target ±{res['precision']['target_pp']:g} pp, cap {res['precision']['max_seeds']} replications: "
                f"{'reached' if res['precision']['reached'] else 'not reached'}); {res['runs']} simulation runs.")]
@@ -126,15 +126,19 @@ def _pp(x: float | None) -> str:
     return "n/a" if x is None else f"{x:.1f}"
 
 
-def gate_lines(derivation: dict | None) -> list[str]:
-    """The safe-improvement gate's line (`optsched.compare.gate`), or none when no gate ran."""
+def gate_lines(derivation: dict | None, combos: bool = False) -> list[str]:
+    """The safe-improvement gate's line (`optsched.compare.gate`), or none when no gate ran. ``combos``: the
+    comparison is of combinations, whose admission / residency the gate did not run (it says so)."""
     g = ((derivation or {}).get("session") or {}).get("gate")
     if not g:
         return []
     then = {"fallback": "the session router routes exactly as cache-aware (no deviation, no KV move)",
             "deviate": "the session router deviates as derived",
             "no evidence": "the session router deviates as derived"}.get(g["outcome"], "")
-    return [f"Gate (session router vs its incumbent on the derivation workload): {g['outcome']}, {g['why']}; {then}."]
+    alone = (", the routers alone with the simulator's default admission and residency, not each combination's"
+             if combos else "")
+    return [(f"Gate (session router vs its incumbent on the derivation workload{alone}): {g['outcome']}, {g['why']}; "
+            f"{then}.")]
 
 
 def _split_text(split: dict | None) -> str:

@@ -284,9 +284,14 @@ def plan_from_workload(workload, gpu: str, model: str, tp: int = 1, options: Sol
 def config_from_parameters(params) -> SessionRouterConfig:
     """`SessionRouterConfig` from a session plan's ``parameters`` (``derived`` becomes its provenance). Keys a
     plan written before their derivation lacks (``bucket_s``, ``n_buckets``, ``move_margin_s``) take the
-    config's defaults, the earlier hand-set values (2.0 s, 8, 0.5 s), so old plans behave as before."""
+    config's defaults, the earlier hand-set values (2.0 s, 8, 0.5 s), so old plans behave as before. Raises
+    TypeError for a key that is none of these (nor ``derived``): a misspelt field is refused, not dropped."""
     keys = ("gpu", "model", "tp", "link", "decode_s_per_token", "think_forecast_s", "default_think_s",
             "reprice_s", "move_margin_s", "bucket_s", "n_buckets", "incumbent", "incumbent_margin_s", "deviate")
+    for k in params:  # a misspelt key (e.g. "devaite": false) would otherwise be dropped and the router deviate
+        if k not in keys and k != "derived":
+            raise TypeError(f"session router plan: unexpected keyword argument {str(k)!r} (parameters: "
+                            f"{', '.join(keys)}, derived)")
     return SessionRouterConfig(**{k: params[k] for k in keys if k in params},
                                provenance=dict(params.get("derived", {})))
 

@@ -167,7 +167,7 @@ class SessionRouterConfig:
         if not isinstance(self.deviate, bool):
             raise ValueError(f"SessionRouterConfig.deviate must be true or false, got {self.deviate!r}")
         if not self.deviate and not self.incumbent:
-            raise ValueError("SessionRouterConfig.deviate=False needs an incumbent to route as (incumbent='cache_aware')")
+            raise ValueError("SessionRouterConfig.deviate: False needs an incumbent to route as (incumbent='cache_aware')")
         for f in ("decode_s_per_token", "default_think_s", "move_margin_s", "incumbent_margin_s"):
             v = getattr(self, f)
             if isinstance(v, bool) or not (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0):
@@ -411,7 +411,10 @@ class SessionRouter:
         return i
 
     def route_decode(self, call: Call, view: ClusterView) -> int:
-        """Decode instance with the fewest pinned KV blocks (P/D clusters)."""
+        """Decode instance with the fewest pinned KV blocks (P/D clusters); with ``deviate=False`` the incumbent's
+        (its runs are the incumbent's, decode placement included)."""
+        if not self.config.deviate and self._incumbent is not None:
+            return self._incumbent.route_decode(call, view)
         return argmin(decode_candidates(view), lambda i: active_kv_blocks(view.instances[i]))
 
     # ---- KV movement hooks (optsched.sim.kv_move) -------------------------------------------------

@@ -74,7 +74,8 @@ def test_fallback_sets_deviate_false_on_the_derived_spec(monkeypatch):
 
     def fake_gate(workload, router_spec, *a, **k):
         seen["n_calls"] = workload.num_calls
-        return {"outcome": "fallback", "why": "test", "incumbent": None, "router": None}
+        return {"outcome": "fallback", "why": "test", "incumbent": {"name": "cache_aware", "points": [[2.0, 9.0, 1.0]]},
+                "router": {"points": [[2.0, 8.0, 0.9]]}}
 
     monkeypatch.setattr(gate_mod, "improvement_gate", fake_gate)
     gate = {"slo": SLO, "window": [0.1, 0.9], "loads": [2.0], "target": 10.0, "tol": 0.25, "max_widen": 0}
@@ -82,8 +83,76 @@ def test_fallback_sets_deviate_false_on_the_derived_spec(monkeypatch):
                                   200, 120.0, 0.3, gate)
     sp = next(s for s in specs if s["name"] == "session")["session"]["parameters"]
     assert sp["deviate"] is False and sp["derived"]["improvement_gate"]["outcome"] == "fallback"
-    assert rec["session"]["gate"] == {"outcome": "fallback", "why": "test"} and seen["n_calls"] > 0
+    # the whole record, searched points included: compare.json holds the record, not the spec (before: outcome and
+    # why only, while compare --help sent the reader to a spec the JSON does not contain)
+    assert rec["session"]["gate"] == sp["derived"]["improvement_gate"] and seen["n_calls"] > 0
+    assert rec["session"]["gate"]["router"]["points"] == [[2.0, 8.0, 0.9]]
     from optsched.compare.jobs import make_router
 
     assert make_router({"router": "session", "session": next(s for s in specs if s["name"] == "session")["session"]},
                        CLUSTER, 0).config.deviate is False
+
+
+@pytest.mark.parametrize("kw, gated", [
+    ({"policies": ("cache_aware", "price")}, False),  # no session router compared: no gate, no Gate line
+    ({"policies": ("cache_aware", "session")}, True),
+    ({"policies": None}, True),  # the default set holds the session router
+    ({"combos": (("price", "fcfs", "lru"),)}, False),
+    ({"combos": (("session", "fcfs", "lru"),)}, True),
+])
+def test_the_gate_runs_only_when_the_session_router_is_compared(tmp_path, monkeypatch, kw, gated):
+    """Before: ``--policies cache_aware,price`` ran the gate's crossing searches and printed a Gate line about a
+    session router that was in no row of the table."""
+    import optsched.compare.policies as P
+    from optsched.compare.core import CompareConfig, run_compare
+
+    seen = []
+
+    class Stop(P.SolveTimedOut):  # re-raised even where a derivation error is only recorded
+        pass
+
+    def fake(*a):
+        seen.append(a[8] if len(a) > 8 else None)
+        raise Stop
+
+    monkeypatch.setattr(P, "derive_optimized", fake)
+    cfg = CompareConfig(source="optsched/data/samples/mooncake/conversation_trace_first2000.jsonl", seeds=5,
+                        max_seeds=5, loads=(1.0,), max_calls=120, **kw)
+    with pytest.raises(Stop):
+        run_compare(cfg, tmp_path)
+    assert len(seen) == 1 and (seen[0] is not None) == gated
+
+
+def test_a_cached_derivation_gives_the_same_bytes_as_a_fresh_one(tmp_path, monkeypatch):
+    """The second compare into the same --out reads the derivation (gate record included) from the cache, whose
+    JSON has sorted keys; the first used the record as derived. Before: compare.json's optimized_derivation (and
+    split) came out in another key order on the rerun, so the same comparison's bytes differed."""
+    import json
+
+    import optsched.compare.policies as P
+    from optsched.compare.core import CompareConfig, run_compare
+
+    def fake(*a):
+        spec = {"name": "session", "kind": "optimized", "router": "cache_aware"}
+        return [spec], {"zeta": 1, "session": {"status": "optimal", "gate": {"why": "w", "outcome": "deviate"}},
+                        "alpha": {"b": 1, "a": 2}}
+
+    monkeypatch.setattr(P, "derive_optimized", fake)
+    cfg = CompareConfig(source="optsched/data/samples/mooncake/conversation_trace_first2000.jsonl",
+                        policies=("session",), seeds=2, max_seeds=2, loads=(1.0,), max_calls=60, max_widen=0)
+    a = json.dumps(run_compare(cfg, tmp_path))
+    assert json.dumps(run_compare(cfg, tmp_path)) == a
+
+
+def test_gate_line_says_when_it_did_not_run_the_combinations_components():
+    """Under --combos the gate still runs the session router alone against cache-aware alone (the simulator's
+    default admission and residency): the line says so rather than read as a test of each combination."""
+    from optsched.compare.render import gate_lines
+
+    d = {"session": {"gate": {"outcome": "fallback", "why": "goodput at the target 1 < the incumbent's 2 calls/s"}}}
+    plain = gate_lines(d)
+    assert plain == [("Gate (session router vs its incumbent on the derivation workload): fallback, goodput at the "
+                     "target 1 < the incumbent's 2 calls/s; the session router routes exactly as cache-aware (no "
+                     "deviation, no KV move).")]
+    assert "not each combination's" in gate_lines(d, combos=True)[0] and "not each combination's" not in plain[0]
+    assert gate_lines(None) == gate_lines({"session": {}}) == []

@@ -69,7 +69,21 @@ def test_deviate_false_is_exactly_cache_aware_with_pause_moves_and_transfers_on(
 def test_deviate_needs_an_incumbent_and_a_bool():
     import pytest
 
-    with pytest.raises(ValueError, match="deviate=False needs an incumbent"):
+    with pytest.raises(ValueError, match="deviate: False needs an incumbent"):
         dataclasses.replace(BASE, deviate=False)
     with pytest.raises(ValueError, match="deviate must be true or false"):
         dataclasses.replace(BASE, incumbent="cache_aware", deviate=0)
+
+
+def test_deviate_false_on_a_pd_cluster_is_exactly_cache_aware_decode_placement_included():
+    """On a P/D cluster the router also picks the decode instance: with ``deviate=False`` it takes cache-aware's
+    (least in-flight requests), not its own (fewest pinned KV blocks), so the run is still cache-aware's, call by
+    call (before: decode_instance differed on most calls, and every timing after it)."""
+    inst = CL.instances[0]
+    pd = ClusterConfig((dataclasses.replace(inst, role="prefill", count=2), dataclasses.replace(inst, role="decode", count=2)))
+    wl = workload_from_spec(WL)
+    ca = simulate(wl, pd, router=CacheAwareRouter(), slo=SLO(10.0, 0.1), seed=0)
+    r = build_router(dataclasses.replace(BASE, incumbent="cache_aware", incumbent_margin_s=0.0, move_margin_s=0.0,
+                                         deviate=False))
+    fb = simulate(wl, pd, router=r, slo=SLO(10.0, 0.1), seed=0)
+    assert fb.calls[list(ca.calls.columns)].equals(ca.calls)
