@@ -344,10 +344,11 @@ class SessionRouter:
         self.prices = self.pricer(now, paused, backlog, free)
 
     # ---- Router protocol ---------------------------------------------------------------------------
-    def options(self, call: Call, view: ClusterView) -> list[tuple[float, int, str, float, int, float]]:
+    def options(self, call: Call, view: ClusterView,
+                only: int | None = None) -> list[tuple[float, int, str, float, int, float]]:
         """(score, instance, mode, prefill seconds, new tokens, predicted TTFT s) of the best option on every
-        prefill instance; predicted TTFT = queued prefill wait + the option's fixed cost (load / transfer +
-        prefill)."""
+        prefill instance (on instance ``only`` alone when given); predicted TTFT = queued prefill wait + the
+        option's fixed cost (load / transfer + prefill)."""
         self._maybe_reprice(view)
         bs, n_in = view.block_size, call.input_tokens
         home = view.session_home(call.session_id)
@@ -356,7 +357,7 @@ class SessionRouter:
         p = self.prices
         t = self._bucket(view.now_s) if p is not None else 0
         out = []
-        for i in prefill_candidates(view):
+        for i in (prefill_candidates(view) if only is None else (only,)):
             v = view.instances[i]
             hbm, anyt = cap(v.prefix_hit_blocks(call.block_hashes, "hbm")), cap(v.prefix_hit_blocks(call.block_hashes, "any"))
             # prefix an earlier call queued on i computes first: a hit by the time this call's prefill runs
@@ -381,16 +382,29 @@ class SessionRouter:
         return out
 
     def route(self, call: Call, view: ClusterView) -> int:
+        if not self.config.deviate:  # the gate's fallback: the incumbent's decision, priced only for its prediction
+            best = self.options(call, view, only=self._incumbent.route(call, view))[0]
+            self.decisions["incumbent"] += 1
+        else:
+            best = self._choose(call, view)
+        return self._commit(call, view, best)
+
+    def _choose(self, call: Call, view: ClusterView) -> tuple[float, int, str, float, int, float]:
+        """The option the router takes: the score's argmin, or the incumbent's unless beaten by the margin."""
         opts = self.options(call, view)
         best = min(opts, key=lambda o: (o[0], o[1]))
         if self._incumbent is not None:
             i_inc = self._incumbent.route(call, view)
             inc = next((o for o in opts if o[1] == i_inc), None)
-            if not self.config.deviate or inc is not None and not best[0] < inc[0] - self.config.incumbent_margin_s:  # the gate's fallback: the incumbent's decision (no transfer is an option)
+            if inc is not None and not best[0] < inc[0] - self.config.incumbent_margin_s:
                 best = inc
                 self.decisions["incumbent"] += 1
             else:
                 self.decisions["deviations"] += 1
+        return best
+
+    def _commit(self, call: Call, view: ClusterView, best: tuple[float, int, str, float, int, float]) -> int:
+        """Route ``call`` by option ``best``: log its prediction, update the EMA and the ledger, count the mode."""
         _, i, mode, pre, new, pred = best
         if self.predicted_ttft_s is not None:
             self.predicted_ttft_s[call.call_id] = pred
