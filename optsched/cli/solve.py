@@ -355,25 +355,18 @@ def _routing_session(args, opts):
 
 
 def _gated(plan, wl, args):
-    """``plan`` after the safe-improvement gate (`optsched.compare.gate`) on ``wl`` at compare's defaults: its record
-    in ``parameters["derived"]["improvement_gate"]``, ``deviate`` False on "fallback"."""
+    """``plan`` after the safe-improvement gate (`optsched.compare.gate.gated_parameters`) on ``wl`` at compare's
+    defaults, seeded with ``--gate-loads``: its record in ``parameters["derived"]["improvement_gate"]``, ``deviate``
+    False on "fallback"."""
     import dataclasses
 
     from optsched.compare.core import CompareConfig
-    from optsched.compare.gate import improvement_gate
-    from optsched.cost.catalog import load_model
-    from optsched.workload.context import cap_context
+    from optsched.compare.gate import gate_settings, gated_parameters
 
-    d = CompareConfig(source=args.workload)
-    cluster = {"gpu": args.gpu, "model": args.model, "tp": int(args.tp), "instances": int(args.instances),
-               "max_num_batched_tokens": 8192}
-    fit, _ = cap_context(wl, load_model(args.model).max_context_tokens)
+    d = CompareConfig(source=args.workload, loads=args.gate_loads)
+    cluster = {**d.cluster, "gpu": args.gpu, "model": args.model, "tp": int(args.tp), "instances": int(args.instances)}
     doc = {"kind": plan.kind, "type": plan.type, "parameters": dict(plan.parameters)}
-    g = improvement_gate(fit, {"router": "session", "session": doc}, cluster, d.slo, d.window, args.gate_loads,
-                         d.target, d.load_tol, d.max_widen, int(args.seed))
-    params = {**plan.parameters, "derived": {**plan.parameters["derived"], "improvement_gate": g}}
-    if g["outcome"] == "fallback":
-        params["deviate"] = False
+    params, g = gated_parameters(doc, wl, cluster, gate_settings(d), int(args.seed))
     print(f"  gate (router vs cache-aware on this workload): {g['outcome']}, {g['why']}"
           + ("; the plan routes as cache-aware (deviate: false)" if g["outcome"] == "fallback" else ""))
     return dataclasses.replace(plan, parameters=params)

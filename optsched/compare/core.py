@@ -420,9 +420,9 @@ def run_compare(cfg: CompareConfig, cache_dir: Path, backend: str = "local", wor
         cache = RunCache(Path(cache_dir))
         # the safe-improvement gate only where the session router is compared (its crossing searches are the
         # derivation's largest cost, and its Gate line would speak of a policy in no row)
-        gate = ({"slo": cfg.slo, "window": list(cfg.window), "loads": [float(x) for x in cfg.loads],
-                 "target": cfg.target, "tol": cfg.load_tol, "max_widen": cfg.max_widen}
-                if names is None or "session" in names else None)
+        from optsched.compare.gate import gate_settings
+
+        gate = gate_settings(cfg) if names is None or "session" in names else None
         dkey = digest({"derive": [cfg.source, c, cfg.base_seed, cfg.max_calls, cfg.max_calls_per_session,
                                   cfg.window_calls, cfg.solver_node_limit, cfg.train_fraction, gate], "salt": salt})
         hit = cache.get("derive", dkey)

@@ -36,22 +36,18 @@ from __future__ import annotations
 import math
 from typing import Any
 
-__all__ = ["gate_verdict", "improvement_gate"]
+__all__ = ["gate_settings", "gate_verdict", "gated_parameters", "improvement_gate"]
 
 
 def _point(workload: Any, load: float, policy: dict[str, Any], cluster: dict[str, Any], slo: dict[str, float],
            window: tuple[float, float], seed: int) -> tuple[float | None, float]:
     """(P90 interactivity tok/s or None, goodput calls/s) in the steady-state window of one run of ``policy`` on
     ``workload`` at ``load``. Raises ValueError when the run has too few calls for a window."""
-    from optsched.compare.jobs import cluster_config, make_component, make_router
+    from optsched.compare.jobs import simulate_policy
     from optsched.compare.replication import scale_arrivals
     from optsched.compare.window import WindowSpec, steady_state
-    from optsched.sim import SLO, simulate
 
-    res = simulate(scale_arrivals(workload, float(load)), cluster_config(cluster), router=make_router(policy, cluster, seed),
-                   admission=make_component("admission", policy.get("admission"), seed),
-                   residency=make_component("residency", policy.get("residency"), seed),
-                   slo=SLO(ttft_s=float(slo["ttft_s"]), tpot_s=float(slo["tpot_s"])), seed=seed)
+    res, _ = simulate_policy(scale_arrivals(workload, float(load)), policy, cluster, slo, seed)
     st = steady_state(res.calls, int(res.summary["num_gpus"]), float(slo["ttft_s"]), float(slo["tpot_s"]),
                       WindowSpec(float(window[0]), float(window[1])))
     x = st.get("p90_interactivity_tok_s")
@@ -110,3 +106,30 @@ def improvement_gate(workload: Any, router_spec: dict[str, Any], cluster: dict[s
                 "incumbent": None, "router": None}
     outcome, why = gate_verdict(inc, rt)
     return {**base, "outcome": outcome, "why": why, "incumbent": {"name": inc_name, **inc}, "router": rt}
+
+
+def gate_settings(cfg: Any) -> dict[str, Any]:
+    """The gate's settings of a comparison (`optsched.compare.core.CompareConfig`): ``{"slo", "window", "loads",
+    "target", "tol", "max_widen"}``, its own SLO, window, seed loads, target and search limits."""
+    return {"slo": cfg.slo, "window": list(cfg.window), "loads": [float(x) for x in cfg.loads], "target": cfg.target,
+            "tol": cfg.load_tol, "max_widen": cfg.max_widen}
+
+
+def gated_parameters(doc: dict[str, Any], workload: Any, cluster: dict[str, Any], settings: dict[str, Any],
+                     seed: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(the session plan document ``doc``'s parameters after the gate, the gate's record): `improvement_gate` on
+    ``workload`` cut at the model's context (as compare cuts it) with ``settings`` (`gate_settings`); the record goes
+    to ``parameters["derived"]["improvement_gate"]`` and a "fallback" sets ``deviate`` False. ``doc`` is not
+    changed."""
+    from optsched.cost.catalog import load_model
+    from optsched.workload.context import cap_context
+
+    fit, _ = cap_context(workload, load_model(cluster["model"]).max_context_tokens)
+    s = settings
+    g = improvement_gate(fit, {"router": "session", "session": doc}, cluster, s["slo"], tuple(s["window"]),
+                         tuple(s["loads"]), s["target"], s["tol"], s["max_widen"], seed)
+    p = doc["parameters"]
+    params = {**p, "derived": {**p.get("derived", {}), "improvement_gate": g}}
+    if g["outcome"] == "fallback":
+        params["deviate"] = False
+    return params, g

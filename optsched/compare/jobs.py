@@ -30,7 +30,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-__all__ = ["cluster_config", "job_key", "make_component", "make_router", "run_job"]
+__all__ = ["cluster_config", "job_key", "make_component", "make_router", "run_job", "simulate_policy"]
 
 PRESENTATION_KEYS = ("name", "kind")  # in policy specs: labels only, not part of a run's identity
 
@@ -90,28 +90,36 @@ def job_key(job: dict[str, Any], salt: str) -> str:
     return digest({"job": _identity(job), "salt": salt})
 
 
+def simulate_policy(wl: Any, policy: dict[str, Any], cluster: dict[str, Any], slo: dict[str, float],
+                    seed: int) -> tuple[Any, Any]:
+    """(`SimResult`, the router) of one run of ``policy`` (module docstring) on workload ``wl`` (its arrivals as
+    given) on ``cluster`` under ``slo``. A router that predicts each call's TTFT logs it in its ``predicted_ttft_s``.
+    Raises what the simulator raises."""
+    from optsched.sim import SLO, simulate
+
+    router = make_router(policy, cluster, seed)
+    if hasattr(router, "predicted_ttft_s"):
+        router.predicted_ttft_s = {}  # the router logs call id -> predicted TTFT (s) of every call it routes
+    res = simulate(wl, cluster_config(cluster), router=router,
+                   admission=make_component("admission", policy.get("admission"), seed),
+                   residency=make_component("residency", policy.get("residency"), seed),
+                   slo=SLO(ttft_s=float(slo["ttft_s"]), tpot_s=float(slo["tpot_s"])), seed=seed)
+    return res, router
+
+
 def run_job(job: dict[str, Any]) -> dict[str, Any]:
     """Simulate one job; the summary dict (module docstring). Raises what the simulator raises."""
     from optsched.compare.adapter import canonical_json
     from optsched.compare.replication import build_replication
     from optsched.compare.window import WindowSpec, steady_state
     from optsched.cost.catalog import load_model
-    from optsched.sim import SLO, simulate
 
     c = job["cluster"]
     wl, cut = build_replication(job["source"], int(job["seed"]), float(job["load"]),
                                 load_model(c["model"]).max_context_tokens, int(job.get("max_calls", 0)),
                                 int(job.get("max_calls_per_session", 0)), float(job.get("train_fraction", 0.0)))
-    pol, seed = job["policy"], int(job["seed"])
-    router = make_router(pol, c, seed)
+    res, router = simulate_policy(wl, job["policy"], c, job["slo"], int(job["seed"]))
     predicts = hasattr(router, "predicted_ttft_s")
-    if predicts:
-        router.predicted_ttft_s = {}  # the router logs call id -> predicted TTFT (s) of every call it routes
-    res = simulate(wl, cluster_config(c), router=router,
-                   admission=make_component("admission", pol.get("admission"), seed),
-                   residency=make_component("residency", pol.get("residency"), seed),
-                   slo=SLO(ttft_s=float(job["slo"]["ttft_s"]), tpot_s=float(job["slo"]["tpot_s"])),
-                   seed=int(job["seed"]))
     q = job.get("window", (0.1, 0.9))
     try:
         steady = steady_state(res.calls, int(res.summary["num_gpus"]), float(job["slo"]["ttft_s"]),

@@ -70,7 +70,7 @@ def derive_optimized(source: str, cluster: dict[str, Any], base_seed: int, sizes
     termination and the limits it ran under, and the session router's derived grid and move margin. Raises what the doors raise, and `SolveTimedOut` when the wall
     clock stopped a solve (module docstring).
 
-    ``gate``: ``{"slo", "window", "loads", "target", "tol", "max_widen"}`` of the comparison: the session router
+    ``gate``: the comparison's `optsched.compare.gate.gate_settings`: the session router
     then goes through the safe-improvement gate on the same training workload (`optsched.compare.gate`); its
     record (`optsched.compare.gate.improvement_gate`) is ``parameters["derived"]["improvement_gate"]`` of the session
     spec and ``record["session"]["gate"]``,
@@ -93,15 +93,10 @@ def derive_optimized(source: str, cluster: dict[str, Any], base_seed: int, sizes
     _check_not_timed("session router LP", srec, time_limit_s)
     sp = sdoc["parameters"]
     if gate is not None and sp.get("incumbent"):
-        from optsched.compare.gate import improvement_gate
-        from optsched.workload.context import cap_context
+        from optsched.compare.gate import gated_parameters
 
-        fit, _ = cap_context(wl, load_model(cluster["model"]).max_context_tokens)
-        g = improvement_gate(fit, {"router": "session", "session": sdoc}, cluster, gate["slo"], tuple(gate["window"]),
-                             tuple(gate["loads"]), gate["target"], gate["tol"], gate["max_widen"], train_seed)
-        sp["derived"] = {**sp.get("derived", {}), "improvement_gate": g}
-        if g["outcome"] == "fallback":
-            sp["deviate"] = False
+        sp, g = gated_parameters(sdoc, wl, cluster, gate, train_seed)
+        sdoc = {**sdoc, "parameters": sp}
         srec = {**srec, "gate": g}  # the whole record: compare.json holds no spec, so the searched points go here
     srec = {**srec, **{k: sp.get(k) for k in ("bucket_s", "n_buckets", "reprice_s", "move_margin_s",
                                               "incumbent_margin_s")},
