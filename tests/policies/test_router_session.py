@@ -160,3 +160,16 @@ def test_a_prompt_queued_ahead_is_priced_as_a_hit_not_as_new_work():
     assert r._queued_hits(0, q) == 4096 * BS
     assert r._prefill_wait_s(view, 0) == (q - 4096 * BS) * r._ema[0]
     assert r._queued_hits(0, 0) == 0  # an empty queue: nothing comes off
+
+
+def test_fallback_never_copies_kv_to_the_incumbents_choice():
+    """deviate=False: where cache-aware leaves the session's home (its imbalance rule: 200 requests in flight on the
+    home, none elsewhere), the router goes there too and recomputes, as cache-aware does; deviating it copies the KV."""
+    view = _View([_Inst(3968, running_decodes=200), _Inst(0)], home=0)
+    dev = SessionRouter(SessionRouterConfig(gpu="h200-sxm", model="llama-3-70b", tp=4, incumbent="cache_aware"))
+    assert dev.route(_call(), view) == 1 and dev.decisions["transfer"] == 1
+    fb = SessionRouter(SessionRouterConfig(gpu="h200-sxm", model="llama-3-70b", tp=4, incumbent="cache_aware",
+                                           deviate=False))
+    assert fb.route(_call(), view) == 1
+    assert fb.decisions["transfer"] == 0 and fb.decisions["recompute"] == 1
+    assert fb.kv_move_on_route(_call(), 1, view) is None
